@@ -1,0 +1,103 @@
+#include "runtime/config.h"
+
+#include <cstdlib>
+
+namespace hyper_parallel::shmem {
+namespace {
+
+std::string Quoted(std::string_view text) {
+  std::string quoted = "\"";
+  quoted.append(text).append("\"");
+  return quoted;
+}
+
+Status Invalid(std::string_view name, std::string_view rule, std::string_view text) {
+  std::string what(name);
+  return Status::Contract(ErrorCode::kInvalidConfig, what, rule, Quoted(text))
+      .At("config", "parse");
+}
+
+}  // namespace
+
+std::string_view LogLevelName(LogLevel level) {
+  switch (level) {
+    case LogLevel::kDebug: return "DEBUG";
+    case LogLevel::kInfo: return "INFO";
+    case LogLevel::kError: return "ERROR";
+  }
+  return "UNKNOWN";
+}
+
+std::string_view BackendKindName(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::kAuto: return "auto";
+    case BackendKind::kHost: return "host";
+    case BackendKind::kCuda: return "cuda";
+    case BackendKind::kCann: return "cann";
+  }
+  return "unknown";
+}
+
+EnvLookup ProcessEnvironment() {
+  return [](std::string_view name) -> std::optional<std::string> {
+    const char* value = std::getenv(std::string(name).c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+}
+
+Status ParsePositiveDecimal(std::string_view name, std::string_view text, std::uint64_t max,
+                            std::uint64_t* out) {
+  const std::string rule = "a positive decimal integer no greater than " + std::to_string(max) +
+                           " (digits only, no sign, blanks or leading zeros)";
+  if (text.empty() || text.front() == '0') return Invalid(name, rule, text);
+  std::uint64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return Invalid(name, rule, text);
+    const std::uint64_t digit = static_cast<std::uint64_t>(c - '0');
+    if (value > (max - digit) / 10) return Invalid(name, rule, text);
+    value = value * 10 + digit;
+  }
+  *out = value;
+  return Status::Ok();
+}
+
+Status Config::FromEnvironment(const EnvLookup& env, Config* out) {
+  Config config;
+  if (auto text = env(kEnvHeapSize)) {
+    HPS_RETURN_IF_ERROR(ParsePositiveDecimal(kEnvHeapSize, *text, kMaxHeapBytes,
+                                             &config.heap_bytes));
+  }
+  if (auto text = env(kEnvTimeoutSec)) {
+    HPS_RETURN_IF_ERROR(ParsePositiveDecimal(kEnvTimeoutSec, *text, kMaxTimeoutSec,
+                                             &config.timeout_sec));
+  }
+  if (auto text = env(kEnvLogLevel)) {
+    if (*text == "0") {
+      config.log_level = LogLevel::kDebug;
+    } else if (*text == "1") {
+      config.log_level = LogLevel::kInfo;
+    } else if (*text == "2") {
+      config.log_level = LogLevel::kError;
+    } else {
+      return Invalid(kEnvLogLevel, "one of 0 (debug), 1 (info), 2 (error)", *text);
+    }
+  }
+  if (auto text = env(kEnvBackend)) {
+    if (*text == "auto") {
+      config.backend = BackendKind::kAuto;
+    } else if (*text == "host") {
+      config.backend = BackendKind::kHost;
+    } else if (*text == "cuda") {
+      config.backend = BackendKind::kCuda;
+    } else if (*text == "cann") {
+      config.backend = BackendKind::kCann;
+    } else {
+      return Invalid(kEnvBackend, "one of auto, host, cuda, cann", *text);
+    }
+  }
+  *out = config;
+  return Status::Ok();
+}
+
+}  // namespace hyper_parallel::shmem

@@ -1,0 +1,74 @@
+// HeapAllocator: places allocations inside one PE's symmetric heap, by offset.
+//
+// Decisions are a pure function of the call sequence (best fit, lowest offset on ties, no
+// randomness, no addresses), so every PE that makes the same calls gets the same offsets:
+// that is what makes the heap symmetric. Freed blocks coalesce with free neighbours at once, so
+// a heap that is empty again is one free block. Every reservation is a multiple of kGranule
+// and aligned to at least kGranule.
+//
+// Not thread-safe: the Runtime's mutex serialises every call.
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+#include "runtime/status.h"
+
+namespace hyper_parallel::shmem {
+
+/// A placed allocation: where it starts in the heap and how many bytes it reserves.
+struct HeapBlock {
+  std::uint64_t offset = 0;
+  std::uint64_t reserved_bytes = 0;
+  bool operator==(const HeapBlock&) const = default;
+};
+
+/// Byte accounting of one heap. allocated + remaining == heap.
+struct HeapUsage {
+  std::uint64_t heap_bytes = 0;
+  std::uint64_t allocated_bytes = 0;      ///< reserved by live blocks (granule-rounded)
+  std::uint64_t max_allocated_bytes = 0;  ///< high-water mark of allocated_bytes
+  std::uint64_t remaining_bytes = 0;      ///< heap_bytes - allocated_bytes
+  std::uint64_t largest_free_block = 0;   ///< the biggest contiguous request that could fit
+  bool operator==(const HeapUsage&) const = default;
+};
+
+class HeapAllocator {
+ public:
+  /// Smallest reservation and alignment: one cache line.
+  static constexpr std::uint64_t kGranule = 64;
+  /// Largest alignment a caller may ask for; the backend aligns the heap base to it.
+  static constexpr std::uint64_t kMaxAlignment = 2ull << 20;
+
+  explicit HeapAllocator(std::uint64_t heap_bytes = 0) { Reset(heap_bytes); }
+
+  /// Forgets every block and starts over with an empty heap of `heap_bytes`.
+  void Reset(std::uint64_t heap_bytes);
+
+  /// Reserves max(bytes, 1) rounded up to kGranule, at an offset that is a multiple of
+  /// max(alignment, kGranule). alignment must be a power of two no greater than kMaxAlignment.
+  /// A zero-byte request still reserves one granule, so every allocation has its own base.
+  Status Allocate(std::uint64_t bytes, std::uint64_t alignment, HeapBlock* out);
+
+  /// Returns the block that starts at `offset` to the free space.
+  Status Release(std::uint64_t offset);
+
+  HeapUsage Usage() const;
+  std::uint64_t heap_bytes() const { return heap_bytes_; }
+  std::size_t free_block_count() const { return free_.size(); }
+  std::size_t live_block_count() const { return used_.size(); }
+
+ private:
+  std::uint64_t heap_bytes_ = 0;
+  std::uint64_t allocated_bytes_ = 0;
+  std::uint64_t max_allocated_bytes_ = 0;
+  std::map<std::uint64_t, std::uint64_t> free_;  // offset -> bytes; never adjacent
+  std::map<std::uint64_t, std::uint64_t> used_;  // offset -> reserved bytes
+};
+
+/// True when `value` is a power of two (zero is not).
+constexpr bool IsPowerOfTwo(std::uint64_t value) {
+  return value != 0 && (value & (value - 1)) == 0;
+}
+
+}  // namespace hyper_parallel::shmem

@@ -1,0 +1,73 @@
+#include "runtime/status.h"
+
+#include <cstdio>
+
+namespace hyper_parallel::shmem {
+
+std::string_view ErrorCodeName(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kOk: return "OK";
+    case ErrorCode::kInvalidArgument: return "INVALID_ARGUMENT";
+    case ErrorCode::kInvalidState: return "INVALID_STATE";
+    case ErrorCode::kInvalidConfig: return "INVALID_CONFIG";
+    case ErrorCode::kDoubleFree: return "DOUBLE_FREE";
+    case ErrorCode::kUseAfterFree: return "USE_AFTER_FREE";
+    case ErrorCode::kStaleLifecycle: return "STALE_LIFECYCLE";
+    case ErrorCode::kDeviceMismatch: return "DEVICE_MISMATCH";
+    case ErrorCode::kOutOfMemory: return "OUT_OF_MEMORY";
+    case ErrorCode::kCollectiveMismatch: return "COLLECTIVE_MISMATCH";
+    case ErrorCode::kUnsupportedCapability: return "UNSUPPORTED_CAPABILITY";
+    case ErrorCode::kBackendError: return "BACKEND_ERROR";
+    case ErrorCode::kTimeout: return "TIMEOUT";
+  }
+  return "UNKNOWN";
+}
+
+std::string Hex(std::uint64_t value) {
+  char buffer[24];
+  std::snprintf(buffer, sizeof buffer, "0x%llx", static_cast<unsigned long long>(value));
+  return buffer;
+}
+
+std::string Hex(const void* pointer) {
+  return Hex(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(pointer)));
+}
+
+Status Status::Contract(ErrorCode code, std::string_view what, std::string_view rule,
+                        std::string_view got) {
+  std::string message;
+  message.reserve(what.size() + rule.size() + got.size() + 20);
+  message.append(what).append(" must be ").append(rule).append(", but got ").append(got);
+  return Status(code, std::move(message));
+}
+
+Status Status::Assertion(ErrorCode code, std::string_view fact,
+                         std::initializer_list<Field> fields) {
+  std::string message(fact);
+  const char* separator = ": ";
+  for (const Field& field : fields) {
+    message.append(separator).append(field.key).append("=").append(field.value);
+    separator = ", ";
+  }
+  return Status(code, std::move(message));
+}
+
+Status& Status::At(std::string_view operation, std::string_view phase) {
+  if (!ok() && operation_.empty()) {
+    operation_ = operation;
+    phase_ = phase;
+  }
+  return *this;
+}
+
+std::string Status::ToString() const {
+  if (ok()) return "OK";
+  std::string text = "[HYPER_PARALLEL_SHMEM_ERROR] error_code=";
+  text.append(ErrorCodeName(code_));
+  text.append(" operation=").append(operation_.empty() ? "unknown" : operation_);
+  text.append(" phase=").append(phase_.empty() ? "unknown" : phase_);
+  text.append(" ").append(message_);
+  return text;
+}
+
+}  // namespace hyper_parallel::shmem
