@@ -1,0 +1,127 @@
+// Backend: what the Runtime asks of a device family (host shared memory, CUDA, CANN).
+//
+// A backend owns one vendor's calls: mapping the symmetric heap of every PE, translating
+// offsets to addresses, and enqueuing RMA on a stream. It holds no Runtime policy: operands
+// arrive already validated against the allocation registry, as heap offsets with in-range
+// byte counts and a PE in [0, size). Backends share only the Status value type with the
+// Runtime, and know nothing of torch or Python.
+//
+// Thread-safety: the Runtime's mutex serialises every call into a backend. Work the backend
+// queues on an asynchronous stream runs later on that stream's executor; its failures are
+// reported by the stream, not by the call that queued it.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/status.h"
+
+namespace hyper_parallel::shmem {
+
+enum class DeviceType : std::uint8_t { kCpu, kCuda, kNpu };
+
+/// The device a Runtime runs on; frozen at initialisation.
+struct DeviceId {
+  DeviceType type = DeviceType::kCpu;
+  int index = 0;
+  bool operator==(const DeviceId&) const = default;
+  std::string ToString() const;  // "cpu:0", "cuda:1", "npu:0"
+};
+
+enum class SignalWidth : std::uint8_t { k32, k64 };
+enum class SignalOp : std::uint8_t { kSet, kAdd };
+enum class Comparison : std::uint8_t { kEq, kNe, kGt, kGe, kLt, kLe };
+
+std::string_view SignalOpName(SignalOp op);
+std::string_view ComparisonName(Comparison comparison);
+/// Evaluates `observed <comparison> expected`.
+bool Compare(std::int64_t observed, Comparison comparison, std::int64_t expected);
+
+/// The stream an operation is enqueued on. A null `native` is the backend's default stream;
+/// otherwise it is backend-specific (a host stream, a cudaStream_t, an aclrtStream).
+struct StreamRef {
+  void* native = nullptr;
+};
+
+/// Keeps a local (non-symmetric) operand alive until queued work that reads or writes it ran.
+using KeepAlive = std::shared_ptr<const void>;
+
+/// What CreateHeap needs to know about this PE and the job.
+struct HeapSpec {
+  int rank = 0;
+  int size = 1;
+  std::uint64_t heap_bytes = 0;
+  std::chrono::milliseconds timeout{0};  ///< bound on every wait the backend makes
+};
+
+/// One PE's description of a collective call. The Runtime fills the words; the backend only
+/// exchanges them.
+struct AgreementRecord {
+  std::array<std::uint64_t, 6> words{};
+  bool operator==(const AgreementRecord&) const = default;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  /// "host", "cuda", "cann", or a fake's name.
+  virtual std::string_view name() const = 0;
+
+  /// The device the calling thread would use now; compared with the frozen one at every entry.
+  virtual DeviceId CurrentDevice() const = 0;
+
+  /// Creates and maps this PE's heap. `local_handle` receives bytes that let a peer map it.
+  virtual Status CreateHeap(const HeapSpec& spec, std::string* local_handle) = 0;
+
+  /// Maps every peer's heap from the handles all PEs published (indexed by rank).
+  virtual Status OpenPeers(const std::vector<std::string>& handles) = 0;
+
+  /// Unmaps every heap and releases what CreateHeap/OpenPeers made. Safe after a partial
+  /// initialisation and when nothing was created.
+  virtual Status DestroyHeap() = 0;
+
+  /// Address of heap offset 0 of this PE's heap in this process (null before CreateHeap).
+  virtual std::byte* LocalHeapBase() const = 0;
+
+  /// Exchanges one record with every PE of the job through the heap's control area and returns
+  /// all of them in rank order. Collective; bounded by the heap spec's timeout.
+  virtual Status Agree(const AgreementRecord& mine, std::vector<AgreementRecord>* all) = 0;
+
+  /// Waits until every stream of this process has run what was queued on it (device
+  /// quiescent). Fails only when a stream cannot drain within the timeout; failures of queued
+  /// work stay with their stream, for its next synchronize.
+  virtual Status Quiesce() = 0;
+
+  /// The stream the calling thread enqueues on now.
+  virtual StreamRef CurrentStream() const = 0;
+
+  /// Copies `bytes` from local `source` to heap offset `offset` of PE `pe`. `keep_alive` is
+  /// held until the copy has run (it owns `source` for work queued on a stream).
+  virtual Status Put(StreamRef stream, std::uint64_t offset, const void* source,
+                     std::uint64_t bytes, int pe, KeepAlive keep_alive) = 0;
+
+  /// Copies `bytes` from heap offset `offset` of PE `pe` to local `destination`.
+  virtual Status Get(StreamRef stream, void* destination, std::uint64_t offset,
+                     std::uint64_t bytes, int pe, KeepAlive keep_alive) = 0;
+
+  /// Sets or adds `value` to the signal word at heap offset `offset` of PE `pe`, after every
+  /// earlier write this stream made (data before signal).
+  virtual Status Signal(StreamRef stream, std::uint64_t offset, SignalWidth width, SignalOp op,
+                        std::int64_t value, int pe) = 0;
+
+  /// Waits until the local signal word at `offset` satisfies `comparison` against `value`.
+  virtual Status WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
+                            Comparison comparison, std::int64_t value) = 0;
+
+  /// Collective barrier; afterwards every PE's earlier writes are visible everywhere.
+  virtual Status Barrier(StreamRef stream) = 0;
+};
+
+}  // namespace hyper_parallel::shmem

@@ -1,0 +1,446 @@
+#include "backends/host/host_backend.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "backends/host/host_stream.h"
+#include "data_plane/pe_address.h"
+#include "runtime/heap_allocator.h"
+
+namespace hyper_parallel::shmem::host {
+namespace {
+
+constexpr std::uint64_t kHandleMagic = 0x4850534d53454731ull;  // "HPSMSEG1"
+constexpr std::uint32_t kHandleVersion = 1;
+
+std::uint64_t PageSize() {
+  static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+std::uint64_t RoundUp(std::uint64_t value, std::uint64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+Status Errno(std::string_view fact, int error, std::string key = {}, std::string value = {}) {
+  if (key.empty()) {
+    return Status::Assertion(ErrorCode::kBackendError, fact,
+                             {{"errno", std::string(std::strerror(error))}});
+  }
+  return Status::Assertion(ErrorCode::kBackendError, fact,
+                           {{key, std::move(value)}, {"errno", std::string(std::strerror(error))}});
+}
+
+// Maps `bytes` of `fd` shared, at an address aligned to HeapAllocator::kMaxAlignment.
+template <CallSite kSite>
+Status MapAligned(int fd, std::uint64_t bytes, std::byte** out) {
+  static_assert(kSite == CallSite::kHostThread);
+  constexpr std::uint64_t kAlign = HeapAllocator::kMaxAlignment;
+  void* reserved = ::mmap(nullptr, bytes + kAlign, PROT_NONE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (reserved == MAP_FAILED) return Errno("reserving address space failed", errno);
+  const auto start = reinterpret_cast<std::uintptr_t>(reserved);
+  const auto aligned = RoundUp(start, kAlign);
+  void* mapped = ::mmap(reinterpret_cast<void*>(aligned), bytes, PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_FIXED, fd, 0);
+  if (mapped == MAP_FAILED) {
+    const int error = errno;
+    ::munmap(reserved, bytes + kAlign);
+    return Errno("mapping a heap segment failed", error, "bytes", std::to_string(bytes));
+  }
+  if (aligned > start) ::munmap(reserved, aligned - start);
+  const std::uintptr_t tail = aligned + bytes;
+  const std::uintptr_t reserved_end = start + bytes + kAlign;
+  if (reserved_end > tail) ::munmap(reinterpret_cast<void*>(tail), reserved_end - tail);
+  *out = static_cast<std::byte*>(mapped);
+  return Status::Ok();
+}
+
+template <CallSite kSite>
+void CopyBytes(void* destination, const void* source, std::uint64_t bytes) {
+  RequireCallable<HostCall::kCopyBytes, kSite>();
+  const auto* s = static_cast<const std::byte*>(source);
+  auto* d = static_cast<std::byte*>(destination);
+  if (d < s + bytes && s < d + bytes) {
+    std::memmove(d, s, bytes);  // a PE copying within its own heap
+  } else {
+    std::memcpy(d, s, bytes);
+  }
+}
+
+template <class Word>
+Word LoadAcquire(const std::byte* address) {
+  return std::atomic_ref<Word>(*reinterpret_cast<Word*>(const_cast<std::byte*>(address)))
+      .load(std::memory_order_acquire);
+}
+
+template <CallSite kSite, class Word>
+void ApplySignal(std::byte* address, SignalOp op, Word value) {
+  RequireCallable<HostCall::kAtomicSignal, kSite>();
+  std::atomic_ref<Word> word(*reinterpret_cast<Word*>(address));
+  // Release: every write this thread made before (the data) is visible to whoever acquires
+  // the signal value.
+  if (op == SignalOp::kSet) {
+    word.store(value, std::memory_order_release);
+  } else {
+    word.fetch_add(value, std::memory_order_release);
+  }
+}
+
+std::string MissingPes(const std::vector<int>& missing) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < missing.size(); ++i) {
+    if (i > 0) text += ",";
+    text += std::to_string(missing[i]);
+  }
+  return text + "]";
+}
+
+}  // namespace
+
+std::string EncodeSegmentHandle(const SegmentHandle& handle) {
+  return std::string(reinterpret_cast<const char*>(&handle), sizeof handle);
+}
+
+Status DecodeSegmentHandle(std::string_view bytes, SegmentHandle* out) {
+  SegmentHandle handle;
+  if (bytes.size() != sizeof handle) {
+    return Status::Contract(ErrorCode::kBackendError, "host segment handle",
+                            std::to_string(sizeof handle) + " bytes",
+                            std::to_string(bytes.size()) + " bytes");
+  }
+  std::memcpy(&handle, bytes.data(), sizeof handle);
+  if (handle.magic != kHandleMagic || handle.version != kHandleVersion) {
+    return Status::Assertion(ErrorCode::kBackendError,
+                             "host segment handle is not from this library version",
+                             {{"magic", Hex(handle.magic)},
+                              {"version", std::to_string(handle.version)}});
+  }
+  *out = handle;
+  return Status::Ok();
+}
+
+HostBackend::~HostBackend() { DestroyHeap(); }
+
+Status HostBackend::CreateHeap(const HeapSpec& spec, std::string* local_handle) {
+  RequireCallable<HostCall::kCreateSegment, CallSite::kHostThread>();
+  if (fd_ >= 0 || !mappings_.empty()) {
+    return Status::Assertion(ErrorCode::kInvalidState, "host heap already exists",
+                             {{"rank", std::to_string(spec_.rank)}});
+  }
+  if (spec.size < 1 || spec.size > kMaxHostPes) {
+    return Status::Contract(ErrorCode::kUnsupportedCapability, "host backend world size",
+                            "in [1, " + std::to_string(kMaxHostPes) + "]",
+                            std::to_string(spec.size));
+  }
+  spec_ = spec;
+  barrier_epoch_ = 0;
+  agreement_epoch_ = 0;
+  heap_region_bytes_ = RoundUp(spec.heap_bytes, PageSize());
+  segment_bytes_ = heap_region_bytes_ + RoundUp(sizeof(ControlBlock), PageSize());
+
+  // The creator's pid in the name lets a test tell this job's segments from everyone else's.
+  const std::string name = std::string(kSegmentNamePrefix) + std::to_string(spec.rank) + "." +
+                           std::to_string(::getpid());
+  fd_ = ::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd_ < 0) return Errno("memfd_create failed", errno);
+  if (::ftruncate(fd_, static_cast<off_t>(segment_bytes_)) != 0) {
+    const int error = errno;
+    DestroyHeap();
+    return Errno("sizing the heap segment failed", error, "bytes",
+                 std::to_string(segment_bytes_));
+  }
+  // A peer can neither shrink the segment under our mappings (SIGBUS) nor change the seals.
+  if (::fcntl(fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    const int error = errno;
+    DestroyHeap();
+    return Errno("sealing the heap segment failed", error);
+  }
+  mappings_.assign(spec.size, Mapping{});
+  std::byte* base = nullptr;
+  if (Status mapped = MapAligned<CallSite::kHostThread>(fd_, segment_bytes_, &base);
+      !mapped.ok()) {
+    DestroyHeap();
+    return mapped;
+  }
+  mappings_[spec.rank] = Mapping{base, segment_bytes_};
+  auto* control = new (base + heap_region_bytes_) ControlBlock();
+  control->rank = spec.rank;
+  control->size = spec.size;
+  control->heap_bytes = spec.heap_bytes;
+
+  SegmentHandle handle;
+  handle.magic = kHandleMagic;
+  handle.version = kHandleVersion;
+  handle.rank = spec.rank;
+  handle.pid = static_cast<std::int32_t>(::getpid());
+  handle.fd = fd_;
+  handle.segment_bytes = segment_bytes_;
+  handle.heap_bytes = spec.heap_bytes;
+  *local_handle = EncodeSegmentHandle(handle);
+  return Status::Ok();
+}
+
+Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
+  RequireCallable<HostCall::kOpenPeerSegment, CallSite::kHostThread>();
+  if (static_cast<int>(handles.size()) != spec_.size || mappings_.empty()) {
+    return Status::Assertion(ErrorCode::kInvalidState, "peer handles do not match the heap",
+                             {{"handles", std::to_string(handles.size())},
+                              {"size", std::to_string(spec_.size)}});
+  }
+  for (int pe = 0; pe < spec_.size; ++pe) {
+    if (pe == spec_.rank) continue;
+    SegmentHandle handle;
+    HPS_RETURN_IF_ERROR(DecodeSegmentHandle(handles[pe], &handle));
+    if (handle.rank != pe || handle.segment_bytes != segment_bytes_ ||
+        handle.heap_bytes != spec_.heap_bytes) {
+      return Status::Assertion(ErrorCode::kBackendError, "peer segment does not match ours",
+                               {{"pe", std::to_string(pe)},
+                                {"peer_rank", std::to_string(handle.rank)},
+                                {"peer_heap_bytes", std::to_string(handle.heap_bytes)},
+                                {"heap_bytes", std::to_string(spec_.heap_bytes)}});
+    }
+    // The kernel grants this only to processes allowed to inspect the owner (same user).
+    const std::string path =
+        "/proc/" + std::to_string(handle.pid) + "/fd/" + std::to_string(handle.fd);
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) return Errno("opening a peer heap segment failed", errno, "pe", std::to_string(pe));
+    struct stat info {};
+    if (::fstat(fd, &info) != 0 || static_cast<std::uint64_t>(info.st_size) != segment_bytes_) {
+      ::close(fd);
+      return Status::Assertion(ErrorCode::kBackendError, "peer heap segment has the wrong size",
+                               {{"pe", std::to_string(pe)},
+                                {"bytes", std::to_string(info.st_size)},
+                                {"expected_bytes", std::to_string(segment_bytes_)}});
+    }
+    std::byte* base = nullptr;
+    Status mapped = MapAligned<CallSite::kHostThread>(fd, segment_bytes_, &base);
+    ::close(fd);  // the mapping keeps the segment alive
+    HPS_RETURN_IF_ERROR(mapped);
+    mappings_[pe] = Mapping{base, segment_bytes_};
+    const ControlBlock* control = PeerControl(pe);
+    if (control->magic != kControlMagic || control->rank != pe) {
+      return Status::Assertion(ErrorCode::kBackendError, "peer control block is not valid",
+                               {{"pe", std::to_string(pe)}, {"magic", Hex(control->magic)}});
+    }
+  }
+  return Status::Ok();
+}
+
+Status HostBackend::DestroyHeap() {
+  RequireCallable<HostCall::kUnmapSegments, CallSite::kHostThread>();
+  Status result;
+  for (Mapping& mapping : mappings_) {
+    if (mapping.base != nullptr && ::munmap(mapping.base, mapping.bytes) != 0 && result.ok()) {
+      result = Errno("unmapping a heap segment failed", errno);
+    }
+    mapping = Mapping{};
+  }
+  mappings_.clear();
+  if (fd_ >= 0) {
+    if (::close(fd_) != 0 && result.ok()) result = Errno("closing the heap segment failed", errno);
+    fd_ = -1;
+  }
+  return result;
+}
+
+std::byte* HostBackend::LocalHeapBase() const { return PeerHeapBase(spec_.rank); }
+
+std::byte* HostBackend::PeerHeapBase(int pe) const {
+  if (pe < 0 || pe >= static_cast<int>(mappings_.size())) return nullptr;
+  return mappings_[pe].base;
+}
+
+ControlBlock* HostBackend::PeerControl(int pe) const {
+  std::byte* base = PeerHeapBase(pe);
+  return base == nullptr ? nullptr
+                         : std::launder(reinterpret_cast<ControlBlock*>(base + heap_region_bytes_));
+}
+
+void* HostBackend::LocalToPeer(const void* local, int pe) const {
+  return data_plane::TranslateAddress(local, LocalHeapBase(), PeerHeapBase(pe));
+}
+
+const void* HostBackend::PeerToLocal(const void* peer_address, int pe) const {
+  return data_plane::TranslateAddress(peer_address, PeerHeapBase(pe), LocalHeapBase());
+}
+
+Status HostBackend::Agree(const AgreementRecord& mine, std::vector<AgreementRecord>* all) {
+  RequireCallable<HostCall::kAgree, CallSite::kHostThread>();
+  const std::uint64_t epoch = ++agreement_epoch_;
+  const int slot = static_cast<int>(epoch % 2);
+  ControlBlock* own = PeerControl(spec_.rank);
+  for (std::size_t i = 0; i < mine.words.size(); ++i) {
+    own->agreement[slot].words[i].store(mine.words[i], std::memory_order_relaxed);
+  }
+  own->agreement[slot].epoch.store(epoch, std::memory_order_release);
+  for (int pe = 0; pe < spec_.size; ++pe) {
+    if (pe != spec_.rank) Ring<CallSite::kHostThread>(&PeerControl(pe)->doorbell);
+  }
+  const auto deadline = WaitClock::now() + spec_.timeout;
+  auto arrived = [&](int pe) {
+    return PeerControl(pe)->agreement[slot].epoch.load(std::memory_order_acquire) >= epoch;
+  };
+  const bool everyone = WaitUntil<CallSite::kHostThread>(
+      &own->doorbell,
+      [&] {
+        for (int pe = 0; pe < spec_.size; ++pe) {
+          if (!arrived(pe)) return false;
+        }
+        return true;
+      },
+      deadline);
+  if (!everyone) {
+    std::vector<int> missing;
+    for (int pe = 0; pe < spec_.size; ++pe) {
+      if (!arrived(pe)) missing.push_back(pe);
+    }
+    return Status::Assertion(ErrorCode::kTimeout,
+                             "collective call timed out waiting for PEs to enter it",
+                             {{"pe", std::to_string(spec_.rank)},
+                              {"collective_epoch", std::to_string(epoch)},
+                              {"missing_pes", MissingPes(missing)},
+                              {"timeout_ms", std::to_string(spec_.timeout.count())}});
+  }
+  all->assign(spec_.size, AgreementRecord{});
+  for (int pe = 0; pe < spec_.size; ++pe) {
+    const AgreementSlot& peer_slot = PeerControl(pe)->agreement[slot];
+    if (peer_slot.epoch.load(std::memory_order_acquire) != epoch) {
+      return Status::Assertion(ErrorCode::kCollectiveMismatch,
+                               "a PE is ahead in the sequence of collective calls",
+                               {{"pe", std::to_string(pe)},
+                                {"collective_epoch", std::to_string(epoch)}});
+    }
+    for (std::size_t i = 0; i < mine.words.size(); ++i) {
+      (*all)[pe].words[i] = peer_slot.words[i].load(std::memory_order_relaxed);
+    }
+  }
+  return Status::Ok();
+}
+
+Status HostBackend::Quiesce() { return DrainAllStreams(spec_.timeout); }
+
+StreamRef HostBackend::CurrentStream() const { return StreamRef{host::CurrentStream()}; }
+
+template <class Body>
+Status HostBackend::Submit(StreamRef stream, Body body) {
+  RequireCallable<HostCall::kEnqueue, CallSite::kHostThread>();
+  auto* host_stream = static_cast<HostStream*>(stream.native);
+  if (host_stream == nullptr) return body.template operator()<CallSite::kHostThread>();
+  host_stream->Enqueue(
+      [body = std::move(body)]() mutable {
+        return body.template operator()<CallSite::kStreamExecutor>();
+      });
+  return Status::Ok();
+}
+
+Status HostBackend::Put(StreamRef stream, std::uint64_t offset, const void* source,
+                        std::uint64_t bytes, int pe, KeepAlive keep_alive) {
+  if (bytes == 0) return Status::Ok();
+  std::byte* destination = PeerHeapBase(pe) + offset;
+  return Submit(stream, [destination, source, bytes, hold = std::move(keep_alive)]<CallSite kSite>() {
+    CopyBytes<kSite>(destination, source, bytes);
+    return Status::Ok();
+  });
+}
+
+Status HostBackend::Get(StreamRef stream, void* destination, std::uint64_t offset,
+                        std::uint64_t bytes, int pe, KeepAlive keep_alive) {
+  if (bytes == 0) return Status::Ok();
+  const std::byte* source = PeerHeapBase(pe) + offset;
+  return Submit(stream, [destination, source, bytes, hold = std::move(keep_alive)]<CallSite kSite>() {
+    CopyBytes<kSite>(destination, source, bytes);
+    return Status::Ok();
+  });
+}
+
+Status HostBackend::Signal(StreamRef stream, std::uint64_t offset, SignalWidth width, SignalOp op,
+                           std::int64_t value, int pe) {
+  std::byte* address = PeerHeapBase(pe) + offset;
+  Doorbell* bell = &PeerControl(pe)->doorbell;
+  return Submit(stream, [address, bell, width, op, value]<CallSite kSite>() {
+    if (width == SignalWidth::k32) {
+      ApplySignal<kSite, std::int32_t>(address, op, static_cast<std::int32_t>(value));
+    } else {
+      ApplySignal<kSite, std::int64_t>(address, op, value);
+    }
+    Ring<kSite>(bell);
+    return Status::Ok();
+  });
+}
+
+Status HostBackend::WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
+                               Comparison comparison, std::int64_t value) {
+  const std::byte* address = LocalHeapBase() + offset;
+  Doorbell* bell = &PeerControl(spec_.rank)->doorbell;
+  const int rank = spec_.rank;
+  const auto timeout = spec_.timeout;
+  return Submit(stream, [=]<CallSite kSite>() {
+    auto observe = [&]() -> std::int64_t {
+      return width == SignalWidth::k32 ? LoadAcquire<std::int32_t>(address)
+                                       : LoadAcquire<std::int64_t>(address);
+    };
+    const bool met = WaitUntil<kSite>(
+        bell, [&] { return Compare(observe(), comparison, value); },
+        WaitClock::now() + timeout);
+    if (met) return Status::Ok();
+    return Status::Assertion(ErrorCode::kTimeout, "wait_signal timed out",
+                             {{"pe", std::to_string(rank)},
+                              {"address", Hex(address)},
+                              {"comparison", std::string(ComparisonName(comparison))},
+                              {"expected", std::to_string(value)},
+                              {"observed", std::to_string(observe())},
+                              {"timeout_ms", std::to_string(timeout.count())}});
+  });
+}
+
+Status HostBackend::Barrier(StreamRef stream) {
+  // The epoch is fixed at enqueue time, in program order, so every PE numbers barriers alike.
+  const std::uint64_t epoch = ++barrier_epoch_;
+  std::vector<ControlBlock*> controls(spec_.size);
+  for (int pe = 0; pe < spec_.size; ++pe) controls[pe] = PeerControl(pe);
+  const int rank = spec_.rank;
+  const auto timeout = spec_.timeout;
+  return Submit(stream, [controls = std::move(controls), epoch, rank, timeout]<CallSite kSite>() {
+    const int size = static_cast<int>(controls.size());
+    for (int pe = 0; pe < size; ++pe) {
+      if (pe == rank) continue;
+      // Release: this PE's earlier puts are visible to whoever observes the arrival.
+      controls[pe]->barrier_arrivals[rank].value.fetch_add(1, std::memory_order_release);
+      Ring<kSite>(&controls[pe]->doorbell);
+    }
+    ControlBlock* own = controls[rank];
+    auto arrived = [&](int pe) {
+      return pe == rank ||
+             own->barrier_arrivals[pe].value.load(std::memory_order_acquire) >= epoch;
+    };
+    const bool everyone = WaitUntil<kSite>(
+        &own->doorbell,
+        [&] {
+          for (int pe = 0; pe < size; ++pe) {
+            if (!arrived(pe)) return false;
+          }
+          return true;
+        },
+        WaitClock::now() + timeout);
+    if (everyone) return Status::Ok();
+    std::vector<int> missing;
+    for (int pe = 0; pe < size; ++pe) {
+      if (!arrived(pe)) missing.push_back(pe);
+    }
+    return Status::Assertion(ErrorCode::kTimeout, "barrier timed out",
+                             {{"pe", std::to_string(rank)},
+                              {"barrier_epoch", std::to_string(epoch)},
+                              {"missing_pes", MissingPes(missing)},
+                              {"timeout_ms", std::to_string(timeout.count())}});
+  });
+}
+
+}  // namespace hyper_parallel::shmem::host

@@ -1,0 +1,106 @@
+// HostBackend: the symmetric heap in shared memory, mapped by every PE of the machine.
+//
+// Each PE's segment is a sealed memfd: anonymous (no name in any file system, so /dev/shm's
+// size does not matter), reachable only by processes of the same user (peers reopen it through
+// /proc/<pid>/fd), and gone when the last PE that maps it exits, also after a crash. Layout:
+//
+//   [ heap: heap_bytes, page-rounded ][ ControlBlock, page-rounded ]
+//
+// mapped at a kMaxAlignment-aligned address, so heap offsets aligned to A are addresses
+// aligned to A. Put and get are one memcpy each into or out of a peer's mapping; signals are
+// C++ atomics with release order after the data (data before signal); waits spin briefly and
+// then sleep on the target PE's doorbell, bounded by the timeout.
+//
+// Thread-safety: as Backend. Work on asynchronous streams only touches mapped memory, which
+// stays mapped until DestroyHeap (called after Quiesce).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/host/call_sites.h"
+#include "backends/host/control_block.h"
+
+namespace hyper_parallel::shmem::host {
+
+/// What a peer needs to map a PE's segment; exchanged through the bootstrap as bytes.
+struct SegmentHandle {
+  std::uint64_t magic = 0;
+  std::uint32_t version = 0;
+  std::int32_t rank = -1;
+  std::int32_t pid = -1;
+  std::int32_t fd = -1;
+  std::uint64_t segment_bytes = 0;
+  std::uint64_t heap_bytes = 0;
+};
+
+class HostBackend final : public Backend {
+ public:
+  HostBackend() = default;
+  ~HostBackend() override;
+
+  std::string_view name() const override { return "host"; }
+  DeviceId CurrentDevice() const override { return DeviceId{DeviceType::kCpu, 0}; }
+
+  Status CreateHeap(const HeapSpec& spec, std::string* local_handle) override;
+  Status OpenPeers(const std::vector<std::string>& handles) override;
+  Status DestroyHeap() override;
+  std::byte* LocalHeapBase() const override;
+
+  Status Agree(const AgreementRecord& mine, std::vector<AgreementRecord>* all) override;
+  Status Quiesce() override;
+  StreamRef CurrentStream() const override;
+
+  Status Put(StreamRef stream, std::uint64_t offset, const void* source, std::uint64_t bytes,
+             int pe, KeepAlive keep_alive) override;
+  Status Get(StreamRef stream, void* destination, std::uint64_t offset, std::uint64_t bytes,
+             int pe, KeepAlive keep_alive) override;
+  Status Signal(StreamRef stream, std::uint64_t offset, SignalWidth width, SignalOp op,
+                std::int64_t value, int pe) override;
+  Status WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
+                    Comparison comparison, std::int64_t value) override;
+  Status Barrier(StreamRef stream) override;
+
+  /// Address of heap offset 0 of PE `pe` in this process (null when not mapped).
+  std::byte* PeerHeapBase(int pe) const;
+  /// The control block of PE `pe` as mapped in this process.
+  ControlBlock* PeerControl(int pe) const;
+  /// Translates a local heap address to the same symmetric byte on PE `pe`, and back.
+  void* LocalToPeer(const void* local, int pe) const;
+  const void* PeerToLocal(const void* peer_address, int pe) const;
+
+  int rank() const { return spec_.rank; }
+  int size() const { return spec_.size; }
+  std::chrono::milliseconds timeout() const { return spec_.timeout; }
+
+  /// The memfd name is "<prefix><rank>.<creator pid>"; /proc/<pid>/maps shows
+  /// "/memfd:<name> (deleted)" for every mapping of it.
+  static constexpr std::string_view kSegmentNamePrefix = "hyper_parallel_shmem.pe";
+
+ private:
+  struct Mapping {
+    std::byte* base = nullptr;
+    std::uint64_t bytes = 0;
+  };
+
+  // Runs `body` inline on the default stream (the caller) or queues it on a host stream.
+  template <class Body>
+  Status Submit(StreamRef stream, Body body);
+
+  HeapSpec spec_;
+  std::uint64_t heap_region_bytes_ = 0;  // heap_bytes rounded up to a page
+  std::uint64_t segment_bytes_ = 0;
+  int fd_ = -1;
+  std::vector<Mapping> mappings_;  // by rank; [rank] is the local segment
+  std::uint64_t barrier_epoch_ = 0;
+  std::uint64_t agreement_epoch_ = 0;
+};
+
+/// Serialises a handle to the bytes CreateHeap publishes, and back (with validation).
+std::string EncodeSegmentHandle(const SegmentHandle& handle);
+Status DecodeSegmentHandle(std::string_view bytes, SegmentHandle* out);
+
+}  // namespace hyper_parallel::shmem::host
