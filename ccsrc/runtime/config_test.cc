@@ -1,0 +1,114 @@
+#include "runtime/config.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace hyper_parallel::shmem {
+namespace {
+
+EnvLookup Env(std::map<std::string, std::string> values) {
+  return [values](std::string_view name) -> std::optional<std::string> {
+    auto it = values.find(std::string(name));
+    if (it == values.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TEST(Config, DefaultsWhenUnset) {
+  Config config;
+  ASSERT_TRUE(Config::FromEnvironment(Env({}), &config).ok());
+  EXPECT_EQ(config.heap_bytes, Config::kDefaultHeapBytes);
+  EXPECT_EQ(config.timeout_sec, Config::kDefaultTimeoutSec);
+  EXPECT_EQ(config.log_level, LogLevel::kError);
+  EXPECT_EQ(config.backend, BackendKind::kAuto);
+}
+
+TEST(Config, ReadsEveryVariable) {
+  Config config;
+  ASSERT_TRUE(Config::FromEnvironment(Env({{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", "1048576"},
+                                           {"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "7"},
+                                           {"HYPER_PARALLEL_SHMEM_LOG_LEVEL", "0"},
+                                           {"HYPER_PARALLEL_SHMEM_BACKEND", "host"}}),
+                                      &config)
+                  .ok());
+  EXPECT_EQ(config.heap_bytes, 1048576u);
+  EXPECT_EQ(config.timeout_sec, 7u);
+  EXPECT_EQ(config.timeout(), std::chrono::milliseconds(7000));
+  EXPECT_EQ(config.log_level, LogLevel::kDebug);
+  EXPECT_EQ(config.backend, BackendKind::kHost);
+}
+
+struct BadValue {
+  const char* variable;
+  const char* value;
+};
+
+class ConfigRejects : public ::testing::TestWithParam<BadValue> {};
+
+TEST_P(ConfigRejects, WithInvalidConfigNamingVariableAndValue) {
+  const BadValue bad = GetParam();
+  Config config;
+  config.heap_bytes = 12345;  // must stay untouched
+  Status status = Config::FromEnvironment(Env({{bad.variable, bad.value}}), &config);
+  ASSERT_EQ(status.code(), ErrorCode::kInvalidConfig) << status.ToString();
+  EXPECT_NE(status.message().find(bad.variable), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find(std::string("\"") + bad.value + "\""), std::string::npos)
+      << status.message();
+  EXPECT_NE(status.message().find(" must be "), std::string::npos);
+  EXPECT_NE(status.message().find(", but got "), std::string::npos);
+  EXPECT_EQ(config.heap_bytes, 12345u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Strictness, ConfigRejects,
+    ::testing::Values(BadValue{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", ""},
+                      BadValue{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", "0"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", "-1"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", "+5"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", " 5"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", "5 "},
+                      BadValue{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", "5k"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", "0x10"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", "1e6"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", "1.5"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", "007"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", "18446744073709551616"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", "70368744177665"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "0"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "abc"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "1000001"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "99999999999999999999999"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_LOG_LEVEL", "3"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_LOG_LEVEL", "-1"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_LOG_LEVEL", "debug"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_LOG_LEVEL", ""},
+                      BadValue{"HYPER_PARALLEL_SHMEM_LOG_LEVEL", "00"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_BACKEND", "HOST"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_BACKEND", ""},
+                      BadValue{"HYPER_PARALLEL_SHMEM_BACKEND", "gpu"}));
+
+TEST(ParsePositiveDecimal, Boundaries) {
+  std::uint64_t value = 0;
+  EXPECT_TRUE(ParsePositiveDecimal("X", "1", 10, &value).ok());
+  EXPECT_EQ(value, 1u);
+  EXPECT_TRUE(ParsePositiveDecimal("X", "10", 10, &value).ok());
+  EXPECT_EQ(value, 10u);
+  EXPECT_FALSE(ParsePositiveDecimal("X", "11", 10, &value).ok());
+  EXPECT_TRUE(ParsePositiveDecimal("X", "18446744073709551615", UINT64_MAX, &value).ok());
+  EXPECT_EQ(value, UINT64_MAX);
+  EXPECT_FALSE(ParsePositiveDecimal("X", "18446744073709551616", UINT64_MAX, &value).ok());
+  EXPECT_EQ(value, UINT64_MAX);  // untouched on failure
+}
+
+TEST(Config, MaxHeapIsAccepted) {
+  Config config;
+  EXPECT_TRUE(Config::FromEnvironment(
+                  Env({{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", std::to_string(Config::kMaxHeapBytes)}}),
+                  &config)
+                  .ok());
+  EXPECT_EQ(config.heap_bytes, Config::kMaxHeapBytes);
+}
+
+}  // namespace
+}  // namespace hyper_parallel::shmem

@@ -1,0 +1,355 @@
+#include "runtime/runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "runtime/log.h"
+#include "testing/fake_backend.h"
+
+namespace hyper_parallel::shmem {
+namespace {
+
+using testing::FakeCall;
+using testing::FakeInitOptions;
+using testing::FakePanel;
+
+class RuntimeTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (runtime_.state() == RuntimeState::kReady) {
+      for (const AllocationRecord& record : runtime_.Snapshot().live) {
+        runtime_.Free(SymmetricView{record.id, Base() + record.offset, record.bytes});
+      }
+      runtime_.Shutdown();
+    }
+    log::SetSink(nullptr);
+    log::SetLevel(LogLevel::kError);
+  }
+
+  // Sends log lines to log_lines_ until TearDown.
+  void CaptureLog() {
+    log::SetSink([this](std::string_view line) { log_lines_.emplace_back(line); });
+  }
+
+  Status Init(std::map<std::string, std::string> env = {{"HYPER_PARALLEL_SHMEM_HEAP_SIZE",
+                                                         "1048576"}}) {
+    return runtime_.Init(FakeInitOptions(panel_, std::move(env)));
+  }
+  std::byte* Base() { return static_cast<std::byte*>(const_cast<void*>(runtime_.Snapshot().heap_base)); }
+
+  Allocation MustAllocate(std::uint64_t bytes, std::uint64_t alignment = 64) {
+    Allocation allocation;
+    Status status = runtime_.Allocate(bytes, alignment, &allocation);
+    EXPECT_TRUE(status.ok()) << status.ToString();
+    return allocation;
+  }
+  static SymmetricView View(const Allocation& a) { return SymmetricView{a.id, a.data, a.bytes}; }
+
+  std::shared_ptr<FakePanel> panel_ = std::make_shared<FakePanel>();
+  Runtime runtime_;
+  std::vector<std::string> log_lines_;
+};
+
+TEST_F(RuntimeTest, InitThenShutdownReturnsToUninitialized) {
+  EXPECT_EQ(runtime_.state(), RuntimeState::kUninitialized);
+  ASSERT_TRUE(Init().ok());
+  EXPECT_EQ(runtime_.state(), RuntimeState::kReady);
+  const Diagnostics ready = runtime_.Snapshot();
+  EXPECT_EQ(ready.rank, 0);
+  EXPECT_EQ(ready.size, 1);
+  EXPECT_EQ(ready.global_ranks, std::vector<int>{0});
+  EXPECT_EQ(ready.backend, "fake");
+  EXPECT_EQ(ready.device, "cpu:0");
+  EXPECT_EQ(ready.heap.heap_bytes, 1048576u);
+  EXPECT_EQ(ready.lifecycle, 1u);
+  ASSERT_TRUE(runtime_.Shutdown().ok());
+  EXPECT_EQ(runtime_.state(), RuntimeState::kUninitialized);
+  EXPECT_EQ(panel_->heaps_created, 1);
+  EXPECT_EQ(panel_->heaps_destroyed, 1);
+  EXPECT_EQ(panel_->count(FakeCall::kQuiesce), 1);
+  EXPECT_EQ(panel_->count(FakeCall::kBootstrapBarrier), 1);
+}
+
+TEST_F(RuntimeTest, SecondInitIsRejected) {
+  ASSERT_TRUE(Init().ok());
+  Status again = Init();
+  EXPECT_EQ(again.code(), ErrorCode::kInvalidState);
+  EXPECT_EQ(again.operation(), "init");
+  EXPECT_EQ(runtime_.state(), RuntimeState::kReady);
+}
+
+class InitFailureTest : public RuntimeTest, public ::testing::WithParamInterface<FakeCall> {};
+
+TEST_P(InitFailureTest, RollsBackAndCanBeRetried) {
+  const FakeCall failing = GetParam();
+  panel_->fail_once[failing] = Status::Assertion(ErrorCode::kBackendError, "injected failure");
+  Status failed = Init();
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.code(), ErrorCode::kBackendError) << failed.ToString();
+  EXPECT_EQ(failed.operation(), "init");
+  EXPECT_EQ(runtime_.state(), RuntimeState::kUninitialized);
+  EXPECT_EQ(panel_->heaps_created, panel_->heaps_destroyed) << "heap leaked by rollback";
+  EXPECT_EQ(runtime_.Snapshot().latest_failure.code(), ErrorCode::kBackendError);
+
+  ASSERT_TRUE(Init().ok()) << "retry after rollback must succeed";
+  EXPECT_EQ(runtime_.state(), RuntimeState::kReady);
+  Allocation a = MustAllocate(128);
+  EXPECT_NE(a.data, nullptr);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryInitCall, InitFailureTest,
+                         ::testing::Values(FakeCall::kAllGather, FakeCall::kCreateHeap,
+                                           FakeCall::kOpenPeers),
+                         [](const ::testing::TestParamInfo<FakeCall>& param) {
+                           return std::string(testing::FakeCallName(param.param));
+                         });
+
+TEST_F(RuntimeTest, BadConfigCreatesNothing) {
+  Status status = Init({{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", "12abc"}});
+  EXPECT_EQ(status.code(), ErrorCode::kInvalidConfig);
+  EXPECT_NE(status.ToString().find("HYPER_PARALLEL_SHMEM_HEAP_SIZE"), std::string::npos);
+  EXPECT_EQ(panel_->heaps_created, 0);
+  EXPECT_EQ(runtime_.state(), RuntimeState::kUninitialized);
+}
+
+TEST_F(RuntimeTest, UnsupportedBackendInThisBuild) {
+  InitOptions options = FakeInitOptions(panel_, {{"HYPER_PARALLEL_SHMEM_BACKEND", "cann"}});
+  options.backend_factory = nullptr;  // the real factory of this build
+  Status status = runtime_.Init(std::move(options));
+  EXPECT_EQ(status.code(), ErrorCode::kUnsupportedCapability) << status.ToString();
+  EXPECT_EQ(runtime_.state(), RuntimeState::kUninitialized);
+}
+
+TEST_F(RuntimeTest, ShutdownRefusedWithLiveAllocations) {
+  ASSERT_TRUE(Init().ok());
+  Allocation a = MustAllocate(256);
+  Status refused = runtime_.Shutdown();
+  EXPECT_EQ(refused.code(), ErrorCode::kInvalidState);
+  EXPECT_NE(refused.message().find("shutdown refused: live allocations remain"),
+            std::string::npos);
+  EXPECT_NE(refused.message().find("live_ids=[" + std::to_string(a.id) + "]"),
+            std::string::npos)
+      << refused.message();
+  EXPECT_EQ(runtime_.state(), RuntimeState::kReady);
+  ASSERT_TRUE(runtime_.Free(View(a)).ok());
+  EXPECT_TRUE(runtime_.Shutdown().ok());
+}
+
+TEST_F(RuntimeTest, ReinitReadsANewHeapSize) {
+  ASSERT_TRUE(Init({{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", "1048576"}}).ok());
+  ASSERT_TRUE(runtime_.Shutdown().ok());
+  ASSERT_TRUE(Init({{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", "4194304"}}).ok());
+  EXPECT_EQ(runtime_.Snapshot().heap.heap_bytes, 4194304u);
+  EXPECT_EQ(panel_->last_heap_bytes, 4194304u);
+  EXPECT_EQ(runtime_.Snapshot().lifecycle, 2u);
+  Allocation big = MustAllocate(3 << 20);  // would not fit the first heap
+  EXPECT_NE(big.data, nullptr);
+}
+
+TEST_F(RuntimeTest, FailedNativeShutdownIsTerminal) {
+  ASSERT_TRUE(Init().ok());
+  panel_->fail_once[FakeCall::kDestroyHeap] =
+      Status::Assertion(ErrorCode::kBackendError, "munmap failed");
+  Status failed = runtime_.Shutdown();
+  EXPECT_EQ(failed.code(), ErrorCode::kBackendError);
+  EXPECT_EQ(failed.phase(), "native_shutdown");
+  EXPECT_EQ(runtime_.state(), RuntimeState::kFailed);
+  EXPECT_EQ(Init().code(), ErrorCode::kInvalidState);
+  Allocation a;
+  EXPECT_EQ(runtime_.Allocate(8, 64, &a).code(), ErrorCode::kInvalidState);
+  EXPECT_EQ(runtime_.Shutdown().code(), ErrorCode::kInvalidState);
+}
+
+TEST_F(RuntimeTest, DeviceDriftIsRejectedAtEveryEntry) {
+  ASSERT_TRUE(Init().ok());
+  Allocation a = MustAllocate(64);
+  panel_->device = DeviceId{DeviceType::kCpu, 1};
+  Allocation b;
+  Status drift = runtime_.Allocate(64, 64, &b);
+  EXPECT_EQ(drift.code(), ErrorCode::kDeviceMismatch);
+  EXPECT_NE(drift.message().find("initial_device=cpu:0, current_device=cpu:1"),
+            std::string::npos)
+      << drift.message();
+  std::vector<std::byte> local(64);
+  EXPECT_EQ(runtime_.Put(View(a), local.data(), 0, {}).code(), ErrorCode::kDeviceMismatch);
+  EXPECT_EQ(runtime_.Get(local.data(), View(a), 0, {}).code(), ErrorCode::kDeviceMismatch);
+  EXPECT_EQ(runtime_.Barrier({}).code(), ErrorCode::kDeviceMismatch);
+  EXPECT_EQ(runtime_.Free(View(a)).code(), ErrorCode::kDeviceMismatch);
+  EXPECT_EQ(runtime_.Shutdown().code(), ErrorCode::kDeviceMismatch);
+  EXPECT_EQ(runtime_.Snapshot().live.size(), 1u);  // nothing changed
+  panel_->device = DeviceId{DeviceType::kCpu, 0};
+  EXPECT_TRUE(runtime_.Free(View(a)).ok());
+}
+
+TEST_F(RuntimeTest, AllocationIdsIncreaseAcrossLifecycles) {
+  ASSERT_TRUE(Init().ok());
+  Allocation first = MustAllocate(64);
+  ASSERT_TRUE(runtime_.Free(View(first)).ok());
+  ASSERT_TRUE(runtime_.Shutdown().ok());
+  ASSERT_TRUE(Init().ok());
+  Allocation second = MustAllocate(64);
+  EXPECT_GT(second.id, first.id);
+  // A stale tensor whose address now lies on a live allocation of the new heap is still
+  // recognised by its id as belonging to the old lifecycle.
+  const SymmetricView stale_view{first.id, second.data, 64};
+  std::vector<std::byte> local(64);
+  Status stale = runtime_.Put(stale_view, local.data(), 0, {});
+  EXPECT_EQ(stale.code(), ErrorCode::kStaleLifecycle) << stale.ToString();
+  EXPECT_EQ(runtime_.Free(stale_view).code(), ErrorCode::kStaleLifecycle);
+  EXPECT_EQ(runtime_.Snapshot().live.size(), 1u);
+}
+
+TEST_F(RuntimeTest, PutGetRoundTripAndValidation) {
+  ASSERT_TRUE(Init().ok());
+  Allocation a = MustAllocate(64);
+  std::vector<std::uint8_t> out(64), in(64);
+  for (int i = 0; i < 64; ++i) out[i] = static_cast<std::uint8_t>(i * 3);
+  ASSERT_TRUE(runtime_.Put(View(a), out.data(), 0, {}).ok());
+  ASSERT_TRUE(runtime_.Get(in.data(), View(a), 0, {}).ok());
+  EXPECT_EQ(in, out);
+
+  EXPECT_EQ(runtime_.Put(View(a), out.data(), 1, {}).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(runtime_.Put(View(a), out.data(), -1, {}).code(), ErrorCode::kInvalidArgument);
+  SymmetricView past_end{a.id, static_cast<std::byte*>(a.data) + 32, 64};
+  EXPECT_EQ(runtime_.Put(past_end, out.data(), 0, {}).code(), ErrorCode::kInvalidArgument);
+  SymmetricView foreign{a.id, out.data(), 8};
+  Status outside = runtime_.Put(foreign, in.data(), 0, {});
+  EXPECT_EQ(outside.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(outside.message().find("symmetric operand must be inside the symmetric heap"),
+            std::string::npos);
+  EXPECT_EQ(runtime_.Put(View(a), nullptr, 0, {}).code(), ErrorCode::kInvalidArgument);
+
+  const int puts = panel_->count(FakeCall::kPut);
+  SymmetricView empty{a.id, a.data, 0};
+  EXPECT_TRUE(runtime_.Put(empty, nullptr, 0, {}).ok());  // zero bytes: validated no-op
+  EXPECT_TRUE(runtime_.Get(nullptr, empty, 0, {}).ok());
+  EXPECT_EQ(panel_->count(FakeCall::kPut), puts);
+  EXPECT_EQ(runtime_.Put(empty, nullptr, 5, {}).code(), ErrorCode::kInvalidArgument);
+}
+
+TEST_F(RuntimeTest, SignalOperandValidation) {
+  ASSERT_TRUE(Init().ok());
+  Allocation a = MustAllocate(16);
+  auto* base = static_cast<std::byte*>(a.data);
+  SymmetricView word32{a.id, base, 4};
+  SymmetricView word64{a.id, base + 8, 8};
+  EXPECT_TRUE(runtime_.Signal(word32, SignalWidth::k32, 5, 0, SignalOp::kSet, {}).ok());
+  EXPECT_TRUE(runtime_.Signal(word32, SignalWidth::k32, 2, 0, SignalOp::kAdd, {}).ok());
+  EXPECT_TRUE(runtime_.WaitSignal(word32, SignalWidth::k32, 7, Comparison::kEq, {}).ok());
+  EXPECT_TRUE(runtime_.Signal(word64, SignalWidth::k64, 1ll << 40, 0, SignalOp::kSet, {}).ok());
+  EXPECT_TRUE(runtime_.WaitSignal(word64, SignalWidth::k64, 1ll << 40, Comparison::kGe, {}).ok());
+
+  Status overflow = runtime_.Signal(word32, SignalWidth::k32, 1ll << 31, 0, SignalOp::kSet, {});
+  EXPECT_EQ(overflow.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(overflow.message().find("signal value must be representable as int32"),
+            std::string::npos);
+  SymmetricView wide{a.id, base, 8};
+  EXPECT_EQ(runtime_.Signal(wide, SignalWidth::k32, 1, 0, SignalOp::kSet, {}).code(),
+            ErrorCode::kInvalidArgument);
+  SymmetricView misaligned{a.id, base + 4, 8};
+  EXPECT_EQ(runtime_.Signal(misaligned, SignalWidth::k64, 1, 0, SignalOp::kSet, {}).code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(runtime_.Signal(word32, SignalWidth::k32, 1, 3, SignalOp::kSet, {}).code(),
+            ErrorCode::kInvalidArgument);
+}
+
+TEST_F(RuntimeTest, FreeRejectsViewsAndDoubleFree) {
+  ASSERT_TRUE(Init().ok());
+  Allocation a = MustAllocate(256);
+  SymmetricView half{a.id, a.data, 128};
+  Status view = runtime_.Free(half);
+  EXPECT_EQ(view.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(view.operation(), "free");
+  ASSERT_TRUE(runtime_.Free(View(a)).ok());
+  Status twice = runtime_.Free(View(a));
+  EXPECT_EQ(twice.code(), ErrorCode::kDoubleFree);
+  EXPECT_EQ(runtime_.Snapshot().latest_failure.code(), ErrorCode::kDoubleFree);
+  std::vector<std::byte> local(256);
+  EXPECT_EQ(runtime_.Put(View(a), local.data(), 0, {}).code(), ErrorCode::kUseAfterFree);
+}
+
+TEST_F(RuntimeTest, OutOfMemoryLeavesStateUnchanged) {
+  ASSERT_TRUE(Init().ok());
+  Allocation a = MustAllocate(1000);
+  const Diagnostics before = runtime_.Snapshot();
+  Allocation huge;
+  Status oom = runtime_.Allocate(2 << 20, 64, &huge);
+  EXPECT_EQ(oom.code(), ErrorCode::kOutOfMemory);
+  EXPECT_EQ(oom.operation(), "empty");
+  const Diagnostics after = runtime_.Snapshot();
+  EXPECT_EQ(after.heap, before.heap);
+  EXPECT_EQ(after.live, before.live);
+  (void)a;
+}
+
+TEST_F(RuntimeTest, EmptyOfZeroBytesIsARealAllocation) {
+  ASSERT_TRUE(Init().ok());
+  Allocation a = MustAllocate(0);
+  Allocation b = MustAllocate(0);
+  EXPECT_NE(a.data, b.data);
+  EXPECT_NE(a.id, b.id);
+  EXPECT_TRUE(runtime_.Free(View(a)).ok());
+  EXPECT_TRUE(runtime_.Free(View(b)).ok());
+}
+
+TEST_F(RuntimeTest, OrphanIsLoggedAtOnceAndEntersTheLeakTable) {
+  CaptureLog();
+  ASSERT_TRUE(Init().ok());
+  Allocation a = MustAllocate(96);
+  const std::vector<std::string>& lines = log_lines_;
+  const std::uint64_t lifecycle = runtime_.Snapshot().lifecycle;
+  runtime_.ReportOrphan(OrphanReport{a.id, lifecycle, a.data, 96, 0});
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("level=ERROR"), std::string::npos);
+  EXPECT_NE(lines[0].find("id=" + std::to_string(a.id)), std::string::npos);
+  EXPECT_NE(lines[0].find("base=" + Hex(a.data)), std::string::npos);
+  EXPECT_NE(lines[0].find("bytes=96"), std::string::npos);
+  EXPECT_NE(lines[0].find("rank=0"), std::string::npos);
+  const Diagnostics d = runtime_.Snapshot();
+  ASSERT_EQ(d.leaks.size(), 1u);
+  EXPECT_EQ(d.leaks[0].id, a.id);
+}
+
+TEST_F(RuntimeTest, DebugLogAtLevelZeroRecordsEmptyAndFree) {
+  CaptureLog();
+  ASSERT_TRUE(Init({{"HYPER_PARALLEL_SHMEM_LOG_LEVEL", "0"}}).ok());
+  const std::vector<std::string>& lines = log_lines_;
+  Allocation a = MustAllocate(40);
+  ASSERT_TRUE(runtime_.Free(View(a)).ok());
+  bool empty_seen = false, free_seen = false;
+  for (const std::string& line : lines) {
+    if (line.find("op=Empty") != std::string::npos && line.find(Hex(a.data)) != std::string::npos &&
+        line.find("bytes=40") != std::string::npos) {
+      empty_seen = true;
+    }
+    if (line.find("op=Free") != std::string::npos && line.find(Hex(a.data)) != std::string::npos) {
+      free_seen = true;
+    }
+  }
+  EXPECT_TRUE(empty_seen);
+  EXPECT_TRUE(free_seen);
+}
+
+TEST_F(RuntimeTest, EntriesBeforeInitAreInvalidState) {
+  Allocation a;
+  Status status = runtime_.Allocate(8, 64, &a);
+  EXPECT_EQ(status.code(), ErrorCode::kInvalidState);
+  EXPECT_NE(status.message().find("runtime is not initialised"), std::string::npos);
+  EXPECT_EQ(runtime_.Barrier({}).code(), ErrorCode::kInvalidState);
+  EXPECT_EQ(runtime_.Shutdown().code(), ErrorCode::kInvalidState);
+}
+
+TEST_F(RuntimeTest, GlobalRanksMustBeIncreasing) {
+  InitOptions options = FakeInitOptions(panel_);
+  options.global_ranks = {3};
+  EXPECT_TRUE(runtime_.Init(std::move(options)).ok());
+  EXPECT_EQ(runtime_.Snapshot().global_ranks, std::vector<int>{3});
+  ASSERT_TRUE(runtime_.Shutdown().ok());
+  InitOptions wrong = FakeInitOptions(panel_);
+  wrong.global_ranks = {0, 1};  // two ranks for a one-PE world
+  EXPECT_EQ(runtime_.Init(std::move(wrong)).code(), ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace hyper_parallel::shmem

@@ -1,0 +1,72 @@
+#include "runtime/status.h"
+
+#include <gtest/gtest.h>
+
+namespace hyper_parallel::shmem {
+namespace {
+
+TEST(Status, DefaultIsOk) {
+  Status status;
+  EXPECT_TRUE(status.ok());
+  EXPECT_EQ(status.code(), ErrorCode::kOk);
+  EXPECT_EQ(status.ToString(), "OK");
+}
+
+TEST(Status, ContractShape) {
+  Status status = Status::Contract(ErrorCode::kInvalidArgument, "pe", "in [0, 4)", "7");
+  EXPECT_EQ(status.message(), "pe must be in [0, 4), but got 7");
+  EXPECT_EQ(status.code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(Status, AssertionShape) {
+  Status status = Status::Assertion(ErrorCode::kTimeout, "barrier timed out",
+                                    {{"pe", "1"}, {"missing_pes", "[2,3]"}});
+  EXPECT_EQ(status.message(), "barrier timed out: pe=1, missing_pes=[2,3]");
+  EXPECT_EQ(Status::Assertion(ErrorCode::kTimeout, "plain fact").message(), "plain fact");
+}
+
+TEST(Status, ToStringCarriesCodeOperationPhase) {
+  Status status = Status::Contract(ErrorCode::kDoubleFree, "x", "y", "z");
+  status.At("free", "validate");
+  EXPECT_EQ(status.ToString(),
+            "[HYPER_PARALLEL_SHMEM_ERROR] error_code=DOUBLE_FREE operation=free phase=validate "
+            "x must be y, but got z");
+}
+
+TEST(Status, InnermostTagWins) {
+  Status status = Status::Assertion(ErrorCode::kTimeout, "late");
+  status.At("wait_signal", "execute").At("outer", "other");
+  EXPECT_EQ(status.operation(), "wait_signal");
+  EXPECT_EQ(status.phase(), "execute");
+  Status ok;
+  ok.At("put", "execute");
+  EXPECT_TRUE(ok.operation().empty());
+}
+
+TEST(Status, EveryCodeHasAName) {
+  for (int code = 0; code <= static_cast<int>(ErrorCode::kTimeout); ++code) {
+    EXPECT_NE(ErrorCodeName(static_cast<ErrorCode>(code)), "UNKNOWN") << code;
+  }
+  EXPECT_EQ(ErrorCodeName(ErrorCode::kInvalidConfig), "INVALID_CONFIG");
+  EXPECT_EQ(ErrorCodeName(ErrorCode::kUnsupportedCapability), "UNSUPPORTED_CAPABILITY");
+}
+
+TEST(Status, Hex) {
+  EXPECT_EQ(Hex(std::uint64_t{255}), "0xff");
+  EXPECT_EQ(Hex(std::uint64_t{0}), "0x0");
+}
+
+TEST(Status, ReturnIfErrorPropagates) {
+  auto inner = [](bool fail) {
+    return fail ? Status::Assertion(ErrorCode::kBackendError, "boom") : Status::Ok();
+  };
+  auto outer = [&](bool fail) -> Status {
+    HPS_RETURN_IF_ERROR(inner(fail));
+    return Status::Assertion(ErrorCode::kInvalidState, "reached");
+  };
+  EXPECT_EQ(outer(true).code(), ErrorCode::kBackendError);
+  EXPECT_EQ(outer(false).code(), ErrorCode::kInvalidState);
+}
+
+}  // namespace
+}  // namespace hyper_parallel::shmem

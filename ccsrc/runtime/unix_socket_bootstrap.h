@@ -1,0 +1,61 @@
+// UnixSocketBootstrap: a Bootstrap over Unix-domain stream sockets in the abstract namespace,
+// for PEs on one machine without torch (C++ tests, the native demo).
+//
+// Rank 0 listens on "\0<name>" and every other rank connects to it; all-gather is a gather to
+// rank 0 followed by a broadcast. Only processes of the same user are accepted (SO_PEERCRED),
+// and the abstract name vanishes with the socket, so nothing is left in the file system. Not
+// thread-safe; one collective at a time.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/bootstrap.h"
+#include "runtime/config.h"
+
+namespace hyper_parallel::shmem {
+
+inline constexpr std::string_view kEnvBootstrapName = "HYPER_PARALLEL_SHMEM_BOOTSTRAP_NAME";
+inline constexpr std::string_view kEnvRank = "HYPER_PARALLEL_SHMEM_RANK";
+inline constexpr std::string_view kEnvWorldSize = "HYPER_PARALLEL_SHMEM_WORLD_SIZE";
+
+class UnixSocketBootstrap final : public Bootstrap {
+ public:
+  /// The largest Root WORLD this bootstrap forms.
+  static constexpr int kMaxPes = 1024;
+
+  /// Forms the group: every rank calls this with the same `name` and `size`.
+  static Status Create(std::string_view name, int rank, int size,
+                       std::chrono::milliseconds timeout,
+                       std::unique_ptr<UnixSocketBootstrap>* out);
+
+  /// Create() with name, rank and size from HYPER_PARALLEL_SHMEM_BOOTSTRAP_NAME, _RANK and
+  /// _WORLD_SIZE, as set by a launcher.
+  static Status FromEnvironment(const EnvLookup& env, std::chrono::milliseconds timeout,
+                                std::unique_ptr<UnixSocketBootstrap>* out);
+
+  /// A fresh name no other live job uses (pid, time and randomness).
+  static std::string UniqueName();
+
+  ~UnixSocketBootstrap() override;
+  UnixSocketBootstrap(const UnixSocketBootstrap&) = delete;
+  UnixSocketBootstrap& operator=(const UnixSocketBootstrap&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Status AllGather(std::string_view mine, std::chrono::milliseconds timeout,
+                   std::vector<std::string>* all) override;
+  Status Barrier(std::chrono::milliseconds timeout) override;
+
+ private:
+  UnixSocketBootstrap(int rank, int size) : rank_(rank), size_(size) {}
+
+  int rank_;
+  int size_;
+  std::vector<int> peers_;  // rank 0: one socket per rank (-1 for itself); others: [root]
+};
+
+}  // namespace hyper_parallel::shmem
