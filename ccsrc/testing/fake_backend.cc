@@ -1,0 +1,150 @@
+#include "testing/fake_backend.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/heap_allocator.h"
+
+namespace hyper_parallel::shmem::testing {
+
+std::string_view FakeCallName(FakeCall call) {
+  switch (call) {
+    case FakeCall::kCreateHeap: return "create_heap";
+    case FakeCall::kOpenPeers: return "open_peers";
+    case FakeCall::kDestroyHeap: return "destroy_heap";
+    case FakeCall::kAgree: return "agree";
+    case FakeCall::kQuiesce: return "quiesce";
+    case FakeCall::kPut: return "put";
+    case FakeCall::kGet: return "get";
+    case FakeCall::kSignal: return "signal";
+    case FakeCall::kWaitSignal: return "wait_signal";
+    case FakeCall::kBarrier: return "barrier";
+    case FakeCall::kAllGather: return "all_gather";
+    case FakeCall::kBootstrapBarrier: return "bootstrap_barrier";
+    case FakeCall::kCount: break;
+  }
+  return "unknown";
+}
+
+Status FakePanel::Enter(FakeCall call) {
+  ++calls[static_cast<int>(call)];
+  if (auto it = fail_once.find(call); it != fail_once.end()) {
+    Status failure = it->second;
+    fail_once.erase(it);
+    return failure;
+  }
+  if (auto it = fail_always.find(call); it != fail_always.end()) return it->second;
+  return Status::Ok();
+}
+
+FakeBackend::~FakeBackend() { std::free(heap_); }
+
+Status FakeBackend::CreateHeap(const HeapSpec& spec, std::string* local_handle) {
+  HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kCreateHeap));
+  const std::uint64_t bytes =
+      (spec.heap_bytes + HeapAllocator::kMaxAlignment - 1) / HeapAllocator::kMaxAlignment *
+      HeapAllocator::kMaxAlignment;
+  heap_ = static_cast<std::byte*>(std::aligned_alloc(HeapAllocator::kMaxAlignment, bytes));
+  if (heap_ == nullptr) {
+    return Status::Assertion(ErrorCode::kBackendError, "fake heap allocation failed");
+  }
+  std::memset(heap_, 0, bytes);
+  heap_bytes_ = spec.heap_bytes;
+  size_ = spec.size;
+  ++panel_->heaps_created;
+  panel_->last_heap_bytes = spec.heap_bytes;
+  *local_handle = "fake";
+  return Status::Ok();
+}
+
+Status FakeBackend::OpenPeers(const std::vector<std::string>& handles) {
+  (void)handles;
+  return panel_->Enter(FakeCall::kOpenPeers);
+}
+
+Status FakeBackend::DestroyHeap() {
+  Status injected = panel_->Enter(FakeCall::kDestroyHeap);
+  if (heap_ != nullptr) {
+    std::free(heap_);
+    heap_ = nullptr;
+    ++panel_->heaps_destroyed;
+  }
+  return injected;
+}
+
+Status FakeBackend::Agree(const AgreementRecord& mine, std::vector<AgreementRecord>* all) {
+  HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kAgree));
+  all->assign(size_, mine);
+  return Status::Ok();
+}
+
+Status FakeBackend::Put(StreamRef, std::uint64_t offset, const void* source, std::uint64_t bytes,
+                        int, KeepAlive) {
+  HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kPut));
+  std::memmove(heap_ + offset, source, bytes);
+  return Status::Ok();
+}
+
+Status FakeBackend::Get(StreamRef, void* destination, std::uint64_t offset, std::uint64_t bytes,
+                        int, KeepAlive) {
+  HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kGet));
+  std::memmove(destination, heap_ + offset, bytes);
+  return Status::Ok();
+}
+
+Status FakeBackend::Signal(StreamRef, std::uint64_t offset, SignalWidth width, SignalOp op,
+                           std::int64_t value, int) {
+  HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kSignal));
+  if (width == SignalWidth::k32) {
+    auto* word = reinterpret_cast<std::int32_t*>(heap_ + offset);
+    *word = op == SignalOp::kSet ? static_cast<std::int32_t>(value)
+                                 : static_cast<std::int32_t>(*word + value);
+  } else {
+    auto* word = reinterpret_cast<std::int64_t*>(heap_ + offset);
+    *word = op == SignalOp::kSet ? value : *word + value;
+  }
+  return Status::Ok();
+}
+
+Status FakeBackend::WaitSignal(StreamRef, std::uint64_t offset, SignalWidth width,
+                               Comparison comparison, std::int64_t value) {
+  HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kWaitSignal));
+  const std::int64_t observed = width == SignalWidth::k32
+                                    ? *reinterpret_cast<std::int32_t*>(heap_ + offset)
+                                    : *reinterpret_cast<std::int64_t*>(heap_ + offset);
+  if (Compare(observed, comparison, value)) return Status::Ok();
+  // One PE and no other thread: the word cannot change any more, so time out at once.
+  return Status::Assertion(ErrorCode::kTimeout, "wait_signal timed out",
+                           {{"observed", std::to_string(observed)},
+                            {"expected", std::to_string(value)}});
+}
+
+Status FakeBootstrap::AllGather(std::string_view mine, std::chrono::milliseconds,
+                                std::vector<std::string>* all) {
+  HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kAllGather));
+  all->assign(1, std::string(mine));
+  return Status::Ok();
+}
+
+Status FakeBootstrap::Barrier(std::chrono::milliseconds) {
+  return panel_->Enter(FakeCall::kBootstrapBarrier);
+}
+
+InitOptions FakeInitOptions(std::shared_ptr<FakePanel> panel,
+                            std::map<std::string, std::string> env) {
+  InitOptions options;
+  options.bootstrap = std::make_shared<FakeBootstrap>(panel);
+  options.env = [env = std::move(env)](std::string_view name) -> std::optional<std::string> {
+    auto it = env.find(std::string(name));
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+  options.backend_factory = [panel](BackendKind, std::unique_ptr<Backend>* out) {
+    *out = std::make_unique<FakeBackend>(panel);
+    return Status::Ok();
+  };
+  return options;
+}
+
+}  // namespace hyper_parallel::shmem::testing

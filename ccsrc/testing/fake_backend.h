@@ -1,0 +1,102 @@
+// FakeBackend and FakeBootstrap: in-process stand-ins for unit tests of the Runtime.
+//
+// One PE, a heap in ordinary memory, and a control panel shared with the test: it counts every
+// call, can make any call fail (once or always), and can change the "current device" to test
+// drift. No accelerator, no shared memory, no other process. Not thread-safe.
+#pragma once
+
+#include <array>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "runtime/bootstrap.h"
+#include "runtime/runtime.h"
+
+namespace hyper_parallel::shmem::testing {
+
+enum class FakeCall : int {
+  kCreateHeap,
+  kOpenPeers,
+  kDestroyHeap,
+  kAgree,
+  kQuiesce,
+  kPut,
+  kGet,
+  kSignal,
+  kWaitSignal,
+  kBarrier,
+  kAllGather,  // FakeBootstrap
+  kBootstrapBarrier,  // FakeBootstrap
+  kCount,
+};
+
+std::string_view FakeCallName(FakeCall call);
+
+/// The test's side of the fakes: counters, injected failures, the current device.
+struct FakePanel {
+  std::array<int, static_cast<int>(FakeCall::kCount)> calls{};
+  std::map<FakeCall, Status> fail_once;
+  std::map<FakeCall, Status> fail_always;
+  DeviceId device{DeviceType::kCpu, 0};
+  int heaps_created = 0;
+  int heaps_destroyed = 0;
+  std::uint64_t last_heap_bytes = 0;
+
+  int count(FakeCall call) const { return calls[static_cast<int>(call)]; }
+  /// Counts the call and returns the injected failure, if any.
+  Status Enter(FakeCall call);
+};
+
+class FakeBackend final : public Backend {
+ public:
+  explicit FakeBackend(std::shared_ptr<FakePanel> panel) : panel_(std::move(panel)) {}
+  ~FakeBackend() override;
+
+  std::string_view name() const override { return "fake"; }
+  DeviceId CurrentDevice() const override { return panel_->device; }
+  Status CreateHeap(const HeapSpec& spec, std::string* local_handle) override;
+  Status OpenPeers(const std::vector<std::string>& handles) override;
+  Status DestroyHeap() override;
+  std::byte* LocalHeapBase() const override { return heap_; }
+  Status Agree(const AgreementRecord& mine, std::vector<AgreementRecord>* all) override;
+  Status Quiesce() override { return panel_->Enter(FakeCall::kQuiesce); }
+  StreamRef CurrentStream() const override { return StreamRef{}; }
+  Status Put(StreamRef stream, std::uint64_t offset, const void* source, std::uint64_t bytes,
+             int pe, KeepAlive keep_alive) override;
+  Status Get(StreamRef stream, void* destination, std::uint64_t offset, std::uint64_t bytes,
+             int pe, KeepAlive keep_alive) override;
+  Status Signal(StreamRef stream, std::uint64_t offset, SignalWidth width, SignalOp op,
+                std::int64_t value, int pe) override;
+  Status WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
+                    Comparison comparison, std::int64_t value) override;
+  Status Barrier(StreamRef) override { return panel_->Enter(FakeCall::kBarrier); }
+
+ private:
+  std::shared_ptr<FakePanel> panel_;
+  std::byte* heap_ = nullptr;
+  std::uint64_t heap_bytes_ = 0;
+  int size_ = 1;
+};
+
+/// A one-PE bootstrap (or `size` PEs that all echo this PE's bytes, for config tests).
+class FakeBootstrap final : public Bootstrap {
+ public:
+  explicit FakeBootstrap(std::shared_ptr<FakePanel> panel) : panel_(std::move(panel)) {}
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  Status AllGather(std::string_view mine, std::chrono::milliseconds timeout,
+                   std::vector<std::string>* all) override;
+  Status Barrier(std::chrono::milliseconds timeout) override;
+
+ private:
+  std::shared_ptr<FakePanel> panel_;
+};
+
+/// InitOptions wired to the fakes, with `env` as the whole environment.
+InitOptions FakeInitOptions(std::shared_ptr<FakePanel> panel,
+                            std::map<std::string, std::string> env = {});
+
+}  // namespace hyper_parallel::shmem::testing

@@ -1,0 +1,47 @@
+// Small helpers for PE bodies of the multi-process tests.
+#pragma once
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtime/runtime.h"
+#include "testing/multiprocess.h"
+
+namespace hyper_parallel::shmem::testing {
+
+inline Runtime& Rt() { return Runtime::Process(); }
+
+inline SymmetricView View(const Allocation& a) { return SymmetricView{a.id, a.data, a.bytes}; }
+
+inline SymmetricView Sub(const Allocation& a, std::uint64_t offset, std::uint64_t bytes) {
+  return SymmetricView{a.id, static_cast<std::byte*>(a.data) + offset, bytes};
+}
+
+template <class T>
+T* As(const Allocation& a) {
+  return static_cast<T*>(a.data);
+}
+
+/// Allocates or records a failure; returns an empty Allocation on failure.
+inline Allocation MustAllocate(PeContext& ctx, std::uint64_t bytes,
+                               std::uint64_t alignment = 64) {
+  Allocation allocation;
+  CHECK_PE_OK(ctx, Rt().Allocate(bytes, alignment, &allocation));
+  return allocation;
+}
+
+/// Frees every live allocation and shuts the Runtime down.
+inline void FreeAllAndShutdown(PeContext& ctx) {
+  for (const AllocationRecord& record : Rt().Snapshot().live) {
+    auto* base = static_cast<std::byte*>(const_cast<void*>(Rt().Snapshot().heap_base));
+    CHECK_PE_OK(ctx, Rt().Free(SymmetricView{record.id, base + record.offset, record.bytes}));
+  }
+  CHECK_PE_OK(ctx, Rt().Shutdown());
+}
+
+inline bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace hyper_parallel::shmem::testing

@@ -1,0 +1,340 @@
+// Put/get/signal/wait/barrier across real PE processes on the host backend.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "backends/host/host_stream.h"
+#include "tests/multiprocess/pe_helpers.h"
+
+namespace hyper_parallel::shmem::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+PeLaunch Launch(int size, std::string timeout_sec = "20") {
+  return PeLaunch{size, 120s,
+                  {{"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", timeout_sec},
+                   {"HYPER_PARALLEL_SHMEM_HEAP_SIZE", std::to_string(64 << 20)}}};
+}
+
+class RmaTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(RmaTest, PutGetRing) {
+  EXPECT_ALL_PES_PASS(RunPes(Launch(GetParam()), [](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime());
+    constexpr int kCount = 4096;
+    Allocation inbox = MustAllocate(ctx, kCount * sizeof(std::int32_t));
+    const int next = (ctx.rank + 1) % ctx.size;
+    const int previous = (ctx.rank + ctx.size - 1) % ctx.size;
+    std::vector<std::int32_t> mine(kCount);
+    for (int i = 0; i < kCount; ++i) mine[i] = ctx.rank * 100000 + i;
+    CHECK_PE_OK(ctx, Rt().Put(View(inbox), mine.data(), next, {}));
+    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    for (int i = 0; i < kCount; ++i) {
+      if (As<std::int32_t>(inbox)[i] != previous * 100000 + i) {
+        CHECK_PE(ctx, false, "put from PE " + std::to_string(previous) + " wrong at " +
+                                 std::to_string(i));
+        break;
+      }
+    }
+    // Get the next PE's inbox (which holds this PE's data) back, and a sub-view of it.
+    std::vector<std::int32_t> fetched(kCount, -1);
+    CHECK_PE_OK(ctx, Rt().Get(fetched.data(), View(inbox), next, {}));
+    CHECK_PE(ctx, fetched == mine, "get from the next PE returns what this PE put there");
+    std::vector<std::int32_t> part(10, -1);
+    CHECK_PE_OK(ctx, Rt().Get(part.data(), Sub(inbox, 100 * sizeof(std::int32_t),
+                                                10 * sizeof(std::int32_t)),
+                              next, {}));
+    for (int i = 0; i < 10; ++i) {
+      CHECK_PE(ctx, part[i] == mine[100 + i], "sub-view get at offset 100");
+    }
+    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    FreeAllAndShutdown(ctx);
+    return 0;
+  }));
+}
+
+TEST_P(RmaTest, SignalSetAddAndEveryComparison) {
+  EXPECT_ALL_PES_PASS(RunPes(Launch(GetParam()), [](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime());
+    Allocation words = MustAllocate(ctx, 16);
+    std::memset(words.data, 0, 16);
+    SymmetricView sig64 = Sub(words, 0, 8);
+    SymmetricView sig32 = Sub(words, 8, 4);
+    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    const int next = (ctx.rank + 1) % ctx.size;
+    const int previous = (ctx.rank + ctx.size - 1) % ctx.size;
+
+    // set: the previous PE sets this PE's words; wait blocks until it lands.
+    CHECK_PE_OK(ctx, Rt().Signal(sig64, SignalWidth::k64, (1ll << 40) + next, next,
+                                 SignalOp::kSet, {}));
+    CHECK_PE_OK(ctx, Rt().Signal(sig32, SignalWidth::k32, -1000 - next, next, SignalOp::kSet, {}));
+    const std::int64_t v64 = (1ll << 40) + ctx.rank;
+    const std::int64_t v32 = -1000 - ctx.rank;
+    CHECK_PE_OK(ctx, Rt().WaitSignal(sig64, SignalWidth::k64, v64, Comparison::kEq, {}));
+    CHECK_PE_OK(ctx, Rt().WaitSignal(sig32, SignalWidth::k32, v32, Comparison::kEq, {}));
+    for (auto [sig, width, v] : {std::tuple{sig64, SignalWidth::k64, v64},
+                                 std::tuple{sig32, SignalWidth::k32, v32}}) {
+      CHECK_PE_OK(ctx, Rt().WaitSignal(sig, width, v - 1, Comparison::kNe, {}));
+      CHECK_PE_OK(ctx, Rt().WaitSignal(sig, width, v - 1, Comparison::kGt, {}));
+      CHECK_PE_OK(ctx, Rt().WaitSignal(sig, width, v, Comparison::kGe, {}));
+      CHECK_PE_OK(ctx, Rt().WaitSignal(sig, width, v + 1, Comparison::kLt, {}));
+      CHECK_PE_OK(ctx, Rt().WaitSignal(sig, width, v, Comparison::kLe, {}));
+    }
+    CHECK_PE_OK(ctx, Rt().Barrier({}));
+
+    // add: every PE adds its rank + 1 to every PE's word (itself included).
+    for (int pe = 0; pe < ctx.size; ++pe) {
+      CHECK_PE_OK(ctx, Rt().Signal(sig64, SignalWidth::k64, ctx.rank + 1, pe, SignalOp::kAdd, {}));
+      CHECK_PE_OK(ctx, Rt().Signal(sig32, SignalWidth::k32, ctx.rank + 1, pe, SignalOp::kAdd, {}));
+    }
+    const std::int64_t added = static_cast<std::int64_t>(ctx.size) * (ctx.size + 1) / 2;
+    CHECK_PE_OK(ctx, Rt().WaitSignal(sig64, SignalWidth::k64, v64 + added, Comparison::kGe, {}));
+    CHECK_PE_OK(ctx, Rt().WaitSignal(sig32, SignalWidth::k32, v32 + added, Comparison::kGe, {}));
+    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE(ctx, As<std::int64_t>(words)[0] == v64 + added, "64-bit adds summed exactly");
+    CHECK_PE(ctx, As<std::int32_t>(words)[2] == v32 + added, "32-bit adds summed exactly");
+
+    // lt / le / ne block until the value moves down.
+    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Rt().Signal(sig32, SignalWidth::k32, -5, next, SignalOp::kSet, {}));
+    CHECK_PE_OK(ctx, Rt().WaitSignal(sig32, SignalWidth::k32, 0, Comparison::kLt, {}));
+    CHECK_PE_OK(ctx, Rt().WaitSignal(sig32, SignalWidth::k32, -5, Comparison::kLe, {}));
+    (void)previous;
+    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    FreeAllAndShutdown(ctx);
+    return 0;
+  }));
+}
+
+TEST_P(RmaTest, DataBeforeSignal) {
+  EXPECT_ALL_PES_PASS(RunPes(Launch(GetParam()), [](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime());
+    constexpr std::uint64_t kBytes = 1 << 20;
+    Allocation data = MustAllocate(ctx, kBytes);
+    Allocation flag = MustAllocate(ctx, 8);
+    *As<std::int64_t>(flag) = 0;
+    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    const int next = (ctx.rank + 1) % ctx.size;
+    const int previous = (ctx.rank + ctx.size - 1) % ctx.size;
+    std::vector<std::uint64_t> payload(kBytes / 8);
+    for (int round = 1; round <= 20; ++round) {
+      for (std::size_t i = 0; i < payload.size(); ++i) {
+        payload[i] = (static_cast<std::uint64_t>(round) << 48) | (ctx.rank << 24) | i;
+      }
+      CHECK_PE_OK(ctx, Rt().Put(View(data), payload.data(), next, {}));
+      CHECK_PE_OK(ctx, Rt().Signal(View(flag), SignalWidth::k64, round, next, SignalOp::kSet, {}));
+      CHECK_PE_OK(ctx, Rt().WaitSignal(View(flag), SignalWidth::k64, round, Comparison::kGe, {}));
+      // The whole message must be visible once the signal is.
+      const auto* got = As<std::uint64_t>(data);
+      for (std::size_t i = 0; i < payload.size(); i += 4093) {
+        const std::uint64_t expected =
+            (static_cast<std::uint64_t>(round) << 48) | (previous << 24) | i;
+        if (got[i] != expected) {
+          CHECK_PE(ctx, false, "stale data after the signal in round " + std::to_string(round));
+          break;
+        }
+      }
+      CHECK_PE(ctx, got[payload.size() - 1] ==
+                        ((static_cast<std::uint64_t>(round) << 48) | (previous << 24) |
+                         (payload.size() - 1)),
+               "last word of round " + std::to_string(round));
+      CHECK_PE_OK(ctx, Rt().Barrier({}));  // the peer may overwrite only after we read
+    }
+    FreeAllAndShutdown(ctx);
+    return 0;
+  }));
+}
+
+TEST_P(RmaTest, BarrierMakesEveryEarlierPutVisible) {
+  EXPECT_ALL_PES_PASS(RunPes(Launch(GetParam()), [](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime());
+    Allocation slots = MustAllocate(ctx, ctx.size * sizeof(std::int64_t));
+    for (int round = 0; round < 50; ++round) {
+      const std::int64_t value = round * 1000 + ctx.rank;
+      for (int pe = 0; pe < ctx.size; ++pe) {
+        CHECK_PE_OK(ctx, Rt().Put(Sub(slots, ctx.rank * 8, 8), &value, pe, {}));
+      }
+      CHECK_PE_OK(ctx, Rt().Barrier({}));
+      for (int pe = 0; pe < ctx.size; ++pe) {
+        if (As<std::int64_t>(slots)[pe] != round * 1000 + pe) {
+          CHECK_PE(ctx, false, "round " + std::to_string(round) + " slot of PE " +
+                                   std::to_string(pe));
+        }
+      }
+      CHECK_PE_OK(ctx, Rt().Barrier({}));  // nobody writes round+1 before all have read
+    }
+    FreeAllAndShutdown(ctx);
+    return 0;
+  }));
+}
+
+TEST_P(RmaTest, AsyncStreamsOrderWithEvents) {
+  EXPECT_ALL_PES_PASS(RunPes(Launch(GetParam()), [](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime());
+    constexpr std::uint64_t kBytes = 4 << 20;
+    Allocation inbox = MustAllocate(ctx, kBytes);
+    Allocation flag = MustAllocate(ctx, 8);
+    *As<std::int64_t>(flag) = 0;
+    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    const int next = (ctx.rank + 1) % ctx.size;
+    const int previous = (ctx.rank + ctx.size - 1) % ctx.size;
+    auto copy_stream = host::HostStream::Create<host::CallSite::kHostThread>();
+    auto signal_stream = host::HostStream::Create<host::CallSite::kHostThread>();
+    std::vector<std::uint8_t> payload(kBytes, static_cast<std::uint8_t>(ctx.rank + 1));
+
+    // Stream A: the big put. Stream B: waits for A through an event, then signals.
+    host::HostEvent copied;
+    host::SetCurrentStream(copy_stream.get());
+    StreamRef a;
+    CHECK_PE_OK(ctx, Rt().CurrentStream(&a));
+    CHECK_PE(ctx, a.native == copy_stream.get(), "current stream follows SetCurrentStream");
+    CHECK_PE_OK(ctx, Rt().Put(View(inbox), payload.data(), next, a));
+    copied.Record<host::CallSite::kHostThread>(copy_stream.get());
+    host::SetCurrentStream(nullptr);
+    CHECK_PE_OK(ctx, copied.Wait(signal_stream.get(), 20s));
+    CHECK_PE_OK(ctx, Rt().Signal(View(flag), SignalWidth::k64, 1, next, SignalOp::kSet,
+                                 StreamRef{signal_stream.get()}));
+    // The wait itself is queued too; the caller synchronises the stream afterwards.
+    CHECK_PE_OK(ctx, Rt().WaitSignal(View(flag), SignalWidth::k64, 1, Comparison::kEq,
+                                     StreamRef{signal_stream.get()}));
+    CHECK_PE_OK(ctx, signal_stream->Synchronize<host::CallSite::kHostThread>(20s));
+    const auto* got = As<std::uint8_t>(inbox);
+    CHECK_PE(ctx, got[0] == previous + 1 && got[kBytes / 2] == previous + 1 &&
+                      got[kBytes - 1] == previous + 1,
+             "data put on stream A visible after the signal ordered behind it");
+    CHECK_PE_OK(ctx, copy_stream->Synchronize<host::CallSite::kHostThread>(20s));
+    CHECK_PE_OK(ctx, Rt().Barrier({}));  // everyone has checked before inboxes change again
+
+    // A barrier queued on a stream orders like one on the default stream.
+    const std::int64_t value = 77 + ctx.rank;
+    CHECK_PE_OK(ctx, Rt().Put(Sub(inbox, 0, 8), &value, next, StreamRef{copy_stream.get()}));
+    CHECK_PE_OK(ctx, Rt().Barrier(StreamRef{copy_stream.get()}));
+    CHECK_PE_OK(ctx, copy_stream->Synchronize<host::CallSite::kHostThread>(20s));
+    CHECK_PE(ctx, As<std::int64_t>(inbox)[0] == 77 + previous, "put before a stream barrier");
+    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    FreeAllAndShutdown(ctx);
+    return 0;
+  }));
+}
+
+TEST_P(RmaTest, CollectiveMismatchFailsOnEveryPe) {
+  EXPECT_ALL_PES_PASS(RunPes(Launch(GetParam()), [](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime());
+    Allocation out;
+    // Size disagrees on the last PE.
+    const std::uint64_t bytes = ctx.rank == ctx.size - 1 ? 2048 : 1024;
+    Status size_mismatch = Rt().Allocate(bytes, 64, &out);
+    CHECK_PE(ctx, size_mismatch.code() == ErrorCode::kCollectiveMismatch,
+             size_mismatch.ToString());
+    CHECK_PE(ctx, Contains(size_mismatch.message(), "PEs disagree on the collective call"),
+             size_mismatch.message());
+    // Alignment disagrees.
+    Status align_mismatch = Rt().Allocate(1024, ctx.rank == 0 ? 4096 : 64, &out);
+    CHECK_PE(ctx, align_mismatch.code() == ErrorCode::kCollectiveMismatch,
+             align_mismatch.ToString());
+    // Order disagrees: PE 0 frees while the others allocate.
+    Allocation a = MustAllocate(ctx, 512);
+    Status order_mismatch = ctx.rank == 0 ? Rt().Free(View(a)) : Rt().Allocate(512, 64, &out);
+    CHECK_PE(ctx, order_mismatch.code() == ErrorCode::kCollectiveMismatch,
+             order_mismatch.ToString());
+    // Nothing was half-done: one live allocation, and the heap still works in agreement.
+    CHECK_PE(ctx, Rt().Snapshot().live.size() == 1, "only the agreed allocation is live");
+    Allocation b = MustAllocate(ctx, 1024);
+    CHECK_PE(ctx, b.data != nullptr, "agreed allocation after mismatches");
+    FreeAllAndShutdown(ctx);
+    return 0;
+  }));
+}
+
+TEST_P(RmaTest, NoProcessesOrSegmentsLeftBehind) {
+  std::vector<PeOutcome> outcomes = RunPes(Launch(GetParam()), [](PeContext& ctx) {
+    CHECK_PE(ctx, OwnSegmentCount() == 0, "no segment before init");
+    CHECK_PE_OK(ctx, ctx.InitRuntime());
+    // One mapping per PE, plus the descriptor of the own segment (peers reopen it).
+    CHECK_PE(ctx, OwnSegmentCount() == ctx.size + 1,
+             "mappings and descriptors while ready: " + std::to_string(OwnSegmentCount()));
+    Allocation a = MustAllocate(ctx, 1 << 20);
+    std::memset(a.data, 1, a.bytes);
+    FreeAllAndShutdown(ctx);
+    CHECK_PE(ctx, OwnSegmentCount() == 0,
+             "shutdown unmapped and closed everything, got " + std::to_string(OwnSegmentCount()));
+    return 0;
+  });
+  ASSERT_TRUE(AllPesPassed(outcomes));
+  std::vector<int> pids;
+  for (const PeOutcome& outcome : outcomes) pids.push_back(outcome.pid);
+  EXPECT_TRUE(LiveSegmentsOf(pids).empty());
+  EXPECT_TRUE(LiveChildrenOf(::getpid()).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Pes, RmaTest, ::testing::Values(2, 4, 8));
+
+TEST(RmaTimeout, WaitSignalTimesOutNamingPeAddressAndValues) {
+  EXPECT_ALL_PES_PASS(RunPes(Launch(2, "1"), [](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime());
+    Allocation flag = MustAllocate(ctx, 8);
+    *As<std::int64_t>(flag) = 3;
+    const auto start = std::chrono::steady_clock::now();
+    Status timed_out = Rt().WaitSignal(View(flag), SignalWidth::k64, 4, Comparison::kGe, {});
+    const auto waited = std::chrono::steady_clock::now() - start;
+    CHECK_PE(ctx, timed_out.code() == ErrorCode::kTimeout, timed_out.ToString());
+    CHECK_PE(ctx, waited >= 900ms && waited < 20s, "the wait honoured the 1 s timeout");
+    const std::string& m = timed_out.message();
+    CHECK_PE(ctx, Contains(m, "wait_signal timed out: pe=" + std::to_string(ctx.rank)), m);
+    CHECK_PE(ctx, Contains(m, "address=" + Hex(flag.data)), m);
+    CHECK_PE(ctx, Contains(m, "comparison=ge, expected=4, observed=3"), m);
+    CHECK_PE(ctx, timed_out.operation() == "wait_signal", timed_out.operation());
+    // The runtime stays usable.
+    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    FreeAllAndShutdown(ctx);
+    return 0;
+  }));
+}
+
+TEST(RmaTimeout, BarrierTimesOutNamingMissingPes) {
+  EXPECT_ALL_PES_PASS(RunPes(Launch(3, "1"), [](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime());
+    if (ctx.rank != 2) {
+      Status timed_out = Rt().Barrier({});
+      CHECK_PE(ctx, timed_out.code() == ErrorCode::kTimeout, timed_out.ToString());
+      CHECK_PE(ctx, Contains(timed_out.message(), "missing_pes=[2]"), timed_out.message());
+    }
+    return 0;  // the barrier sequence is desynchronised now; exit tears everything down
+  }));
+}
+
+TEST(RmaTimeout, CollectiveTimesOutNamingMissingPes) {
+  EXPECT_ALL_PES_PASS(RunPes(Launch(2, "1"), [](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime());
+    if (ctx.rank == 0) {
+      Allocation out;
+      Status timed_out = Rt().Allocate(64, 64, &out);
+      CHECK_PE(ctx, timed_out.code() == ErrorCode::kTimeout, timed_out.ToString());
+      CHECK_PE(ctx, Contains(timed_out.message(), "missing_pes=[1]"), timed_out.message());
+      CHECK_PE(ctx, Rt().Snapshot().live.empty(), "nothing allocated after the timeout");
+    }
+    return 0;  // the job is desynchronised now; exit tears everything down
+  }));
+}
+
+TEST(RmaAsync, FailedQueuedWaitSurfacesAtSynchronize) {
+  EXPECT_ALL_PES_PASS(RunPes(Launch(2, "1"), [](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime());
+    Allocation flag = MustAllocate(ctx, 4);
+    *As<std::int32_t>(flag) = 0;
+    auto stream = host::HostStream::Create<host::CallSite::kHostThread>();
+    StreamRef s{stream.get()};
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_PE_OK(ctx, Rt().WaitSignal(View(flag), SignalWidth::k32, 1, Comparison::kEq, s));
+    CHECK_PE(ctx, std::chrono::steady_clock::now() - start < 500ms, "enqueue returned at once");
+    Status failure = stream->Synchronize<host::CallSite::kHostThread>(20s);
+    CHECK_PE(ctx, failure.code() == ErrorCode::kTimeout, failure.ToString());
+    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    FreeAllAndShutdown(ctx);
+    return 0;
+  }));
+}
+
+}  // namespace
+}  // namespace hyper_parallel::shmem::testing
