@@ -23,6 +23,12 @@ void HeapAllocator::Reset(std::uint64_t heap_bytes) {
 }
 
 Status HeapAllocator::Allocate(std::uint64_t bytes, std::uint64_t alignment, HeapBlock* out) {
+  HPS_RETURN_IF_ERROR(Place(bytes, alignment, out));
+  Commit(*out);
+  return Status::Ok();
+}
+
+Status HeapAllocator::Place(std::uint64_t bytes, std::uint64_t alignment, HeapBlock* out) const {
   if (!IsPowerOfTwo(alignment) || alignment > kMaxAlignment) {
     return Status::Contract(ErrorCode::kInvalidArgument, "alignment",
                             "a power of two no greater than " + Decimal(kMaxAlignment),
@@ -34,20 +40,20 @@ Status HeapAllocator::Allocate(std::uint64_t bytes, std::uint64_t alignment, Hea
   const bool too_big = wanted > heap_bytes_;
   const std::uint64_t reserve = too_big ? 0 : (wanted + kGranule - 1) / kGranule * kGranule;
 
-  auto best = free_.end();
+  auto best = free_.cend();
   std::uint64_t best_start = 0;
   if (!too_big) {
-    for (auto it = free_.begin(); it != free_.end(); ++it) {
+    for (auto it = free_.cbegin(); it != free_.cend(); ++it) {
       const std::uint64_t start = (it->first + align - 1) / align * align;
       const std::uint64_t end = it->first + it->second;
       if (start > end || end - start < reserve) continue;
-      if (best == free_.end() || it->second < best->second) {  // ties keep the lower offset
+      if (best == free_.cend() || it->second < best->second) {  // ties keep the lower offset
         best = it;
         best_start = start;
       }
     }
   }
-  if (best == free_.end()) {
+  if (best == free_.cend()) {
     const HeapUsage usage = Usage();
     return Status::Assertion(ErrorCode::kOutOfMemory, "symmetric heap exhausted",
                              {{"requested_bytes", Decimal(bytes)},
@@ -58,18 +64,24 @@ Status HeapAllocator::Allocate(std::uint64_t bytes, std::uint64_t alignment, Hea
                               {"largest_free_block", Decimal(usage.largest_free_block)}});
   }
 
-  const std::uint64_t block_offset = best->first;
-  const std::uint64_t block_end = best->first + best->second;
-  free_.erase(best);
-  if (best_start > block_offset) free_.emplace(block_offset, best_start - block_offset);
-  if (best_start + reserve < block_end) {
-    free_.emplace(best_start + reserve, block_end - best_start - reserve);
-  }
-  used_.emplace(best_start, reserve);
-  allocated_bytes_ += reserve;
-  max_allocated_bytes_ = std::max(max_allocated_bytes_, allocated_bytes_);
   *out = HeapBlock{best_start, reserve};
   return Status::Ok();
+}
+
+void HeapAllocator::Commit(const HeapBlock& block) {
+  // The free block that contains the placement: the last one starting at or before it.
+  auto containing = std::prev(free_.upper_bound(block.offset));
+  const std::uint64_t block_offset = containing->first;
+  const std::uint64_t block_end = containing->first + containing->second;
+  free_.erase(containing);
+  if (block.offset > block_offset) free_.emplace(block_offset, block.offset - block_offset);
+  if (block.offset + block.reserved_bytes < block_end) {
+    free_.emplace(block.offset + block.reserved_bytes,
+                  block_end - block.offset - block.reserved_bytes);
+  }
+  used_.emplace(block.offset, block.reserved_bytes);
+  allocated_bytes_ += block.reserved_bytes;
+  max_allocated_bytes_ = std::max(max_allocated_bytes_, allocated_bytes_);
 }
 
 Status HeapAllocator::Release(std::uint64_t offset) {

@@ -50,6 +50,12 @@ class HeapAllocator {
   /// A zero-byte request still reserves one granule, so every allocation has its own base.
   Status Allocate(std::uint64_t bytes, std::uint64_t alignment, HeapBlock* out);
 
+  /// Decides where Allocate would place the request, changing nothing (not even the
+  /// high-water mark), so a collective caller can agree first and Commit after.
+  Status Place(std::uint64_t bytes, std::uint64_t alignment, HeapBlock* out) const;
+  /// Reserves a block Place returned, with no allocation in between.
+  void Commit(const HeapBlock& block);
+
   /// Returns the block that starts at `offset` to the free space.
   Status Release(std::uint64_t offset);
 

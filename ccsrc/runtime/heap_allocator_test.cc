@@ -88,6 +88,24 @@ TEST(HeapAllocator, ExhaustionReportsUsage) {
   EXPECT_EQ(heap.Allocate(UINT64_MAX, 64, &b).code(), ErrorCode::kOutOfMemory);
 }
 
+TEST(HeapAllocator, PlaceChangesNothingAndCommitMatchesAllocate) {
+  HeapAllocator planned(64 * kG), direct(64 * kG);
+  HeapBlock a, b;
+  ASSERT_TRUE(planned.Allocate(3 * kG, 64, &a).ok());
+  ASSERT_TRUE(direct.Allocate(3 * kG, 64, &b).ok());
+  const HeapUsage before = planned.Usage();
+  HeapBlock placed;
+  ASSERT_TRUE(planned.Place(5 * kG, 1024, &placed).ok());
+  EXPECT_EQ(planned.Usage(), before);  // not even the high-water mark moved
+  EXPECT_EQ(planned.free_block_count(), 1u);
+  planned.Commit(placed);
+  HeapBlock allocated;
+  ASSERT_TRUE(direct.Allocate(5 * kG, 1024, &allocated).ok());
+  EXPECT_EQ(placed, allocated);
+  EXPECT_EQ(planned.Usage(), direct.Usage());
+  EXPECT_EQ(planned.free_block_count(), direct.free_block_count());
+}
+
 TEST(HeapAllocator, HighWaterMark) {
   HeapAllocator heap(64 * kG);
   HeapBlock a, b;

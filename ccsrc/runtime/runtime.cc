@@ -266,6 +266,7 @@ Status Runtime::Init(InitOptions options) {
   heap_base_ = backend_->LocalHeapBase();
   allocator_.Reset(config.heap_bytes);
   registry_.BeginLifecycle();
+  latest_failure_ = Status::Ok();  // diagnostics describe this lifecycle
   state_ = RuntimeState::kReady;
   HPS_LOG_INFO("runtime ready: lifecycle=" + std::to_string(registry_.lifecycle()) +
                ", size=" + std::to_string(size) + ", backend=" + std::string(backend_->name()) +
@@ -280,13 +281,25 @@ Status Runtime::Shutdown() {
   HPS_RETURN_IF_ERROR(Record(CheckReady(kOp), kOp, "state"));
   AdoptOrphans();
 
+  // Leaked allocations (no tensor refers to them any more) are reclaimed collectively when
+  // every PE leaked exactly the same ones and holds nothing else; anything else refuses.
+  const std::vector<AllocationRecord> leaks = registry_.Leaked();
   const std::uint64_t live = registry_.live_count();
-  const std::uint64_t leaked = registry_.Leaked().size();
+  const std::uint64_t leaked = leaks.size();
+  std::uint64_t digest = 1469598103934665603ull;  // FNV-1a over (offset, bytes) of the leaks
+  for (const AllocationRecord& record : leaks) {
+    for (std::uint64_t word : {record.offset, record.bytes}) {
+      for (int byte = 0; byte < 8; ++byte) {
+        digest = (digest ^ ((word >> (8 * byte)) & 0xff)) * 1099511628211ull;
+      }
+    }
+  }
   std::vector<AgreementRecord> all;
   Status agreed = backend_->Agree(
-      MakeRecord(Collective::kShutdown, ErrorCode::kOk, live, leaked, kNone), &all);
+      MakeRecord(Collective::kShutdown, ErrorCode::kOk, live, leaked, digest), &all);
   if (!agreed.ok()) return Record(agreed, kOp, "agree");
   std::vector<int> holders;
+  bool same_leaks = true;
   for (int pe = 0; pe < size_; ++pe) {
     if ((all[pe].words[0] & 0xff) != static_cast<std::uint64_t>(Collective::kShutdown)) {
       return Record(Status::Assertion(ErrorCode::kCollectiveMismatch,
@@ -297,8 +310,12 @@ Status Runtime::Shutdown() {
                     kOp, "agree");
     }
     if (all[pe].words[1] != 0) holders.push_back(pe);
+    if (all[pe].words[1] != all[pe].words[2] || all[pe].words[2] != leaked ||
+        all[pe].words[3] != digest) {
+      same_leaks = false;
+    }
   }
-  if (!holders.empty()) {
+  if (!holders.empty() && !same_leaks) {
     std::string ids;
     for (const AllocationRecord& record : registry_.Live()) {
       ids += (ids.empty() ? "" : ",") + std::to_string(record.id);
@@ -310,6 +327,16 @@ Status Runtime::Shutdown() {
                                      {"leaked_count", std::to_string(leaked)},
                                      {"live_ids", "[" + ids + "]"}}),
                   kOp, "validate");
+  }
+  if (leaked > 0) {
+    std::string ids;
+    for (const AllocationRecord& record : leaks) {
+      ids += (ids.empty() ? "" : ",") + std::to_string(record.id);
+      allocator_.Release(record.offset);
+      registry_.Release(record.id);
+    }
+    HPS_LOG_ERROR("reclaimed leaked allocations collectively at shutdown (every PE leaked the "
+                  "same ones): count=" + std::to_string(leaked) + ", ids=[" + ids + "]");
   }
 
   HPS_RETURN_IF_ERROR(Record(backend_->Quiesce(), kOp, "quiesce"));
@@ -387,32 +414,32 @@ Status Runtime::AgreeOrMismatch(std::string_view what, const AgreementRecord& mi
   return Status::Ok();
 }
 
-Status Runtime::Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocation* out) {
+Status Runtime::Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocation* out,
+                         std::string_view note) {
   std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "empty";
   HPS_RETURN_IF_ERROR(Record(CheckReady(kOp), kOp, "state"));
   AdoptOrphans();
 
   HeapBlock block;
-  const Status placed = allocator_.Allocate(bytes, alignment, &block);
+  const Status placed = allocator_.Place(bytes, alignment, &block);
   std::vector<AgreementRecord> all;
   const AgreementRecord mine = MakeRecord(Collective::kAllocate, placed.code(), bytes, alignment,
                                           placed.ok() ? block.offset : kNone);
-  if (Status agreed = AgreeOrMismatch(kOp, mine, &all); !agreed.ok()) {
-    if (placed.ok()) allocator_.Release(block.offset);
-    return Record(agreed, kOp, "agree");
-  }
+  HPS_RETURN_IF_ERROR(Record(AgreeOrMismatch(kOp, mine, &all), kOp, "agree"));
   HPS_RETURN_IF_ERROR(Record(placed, kOp, "allocate"));
+  allocator_.Commit(block);
 
   const AllocationId id =
       registry_.Register(block.offset, bytes, block.reserved_bytes, alignment);
-  *out = Allocation{id, heap_base_ + block.offset, bytes, alignment};
+  *out = Allocation{id, registry_.lifecycle(), heap_base_ + block.offset, bytes, alignment};
   HPS_LOG_DEBUG("op=Empty id=" + std::to_string(id) + " base=" + Hex(out->data) +
-                " bytes=" + std::to_string(bytes) + " alignment=" + std::to_string(alignment));
+                " bytes=" + std::to_string(bytes) + " alignment=" + std::to_string(alignment) +
+                (note.empty() ? "" : " ") + std::string(note));
   return Status::Ok();
 }
 
-Status Runtime::Free(const SymmetricView& whole) {
+Status Runtime::Free(const SymmetricView& whole, std::string_view note) {
   std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "free";
   HPS_RETURN_IF_ERROR(Record(CheckReady(kOp), kOp, "state"));
@@ -433,7 +460,8 @@ Status Runtime::Free(const SymmetricView& whole) {
   HPS_RETURN_IF_ERROR(Record(allocator_.Release(record.offset), kOp, "release"));
   registry_.Release(record.id);
   HPS_LOG_DEBUG("op=Free id=" + std::to_string(record.id) + " base=" + Hex(whole.data) +
-                " bytes=" + std::to_string(record.bytes));
+                " bytes=" + std::to_string(record.bytes) + (note.empty() ? "" : " ") +
+                std::string(note));
   return Status::Ok();
 }
 
@@ -565,6 +593,12 @@ void Runtime::AdoptOrphans() {
   for (const OrphanReport& report : pending) {
     if (report.lifecycle == registry_.lifecycle()) registry_.MarkLeaked(report.id);
   }
+}
+
+void Runtime::NoteFailure(const Status& status) {
+  if (status.ok()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  latest_failure_ = status;
 }
 
 Diagnostics Runtime::Snapshot() {

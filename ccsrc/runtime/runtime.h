@@ -59,6 +59,7 @@ struct SymmetricView {
 /// A new allocation as Allocate returns it.
 struct Allocation {
   AllocationId id = 0;
+  std::uint64_t lifecycle = 0;
   void* data = nullptr;  ///< in this PE's mapping
   std::uint64_t bytes = 0;
   std::uint64_t alignment = 0;
@@ -104,16 +105,19 @@ class Runtime {
 
   /// Collective. Reads the config, creates the backend, maps every PE's heap.
   Status Init(InitOptions options);
-  /// Collective. Refused while allocations are live; drains streams, then a bootstrap
-  /// barrier, then the native teardown.
+  /// Collective. Refused while allocations are live, unless every PE holds only leaked ones
+  /// and the same ones (same offsets and sizes): those are logged and reclaimed. Then drains
+  /// the streams, a bootstrap barrier, and the native teardown.
   Status Shutdown();
 
   RuntimeState state() const;
 
-  /// Collective. `bytes` may be 0 (a real allocation with its own id and base).
-  Status Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocation* out);
+  /// Collective. `bytes` may be 0 (a real allocation with its own id and base). `note` is
+  /// appended to the debug log line (for example shape, dtype and the caller's location).
+  Status Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocation* out,
+                  std::string_view note = {});
   /// Collective. `whole` must be the complete allocation.
-  Status Free(const SymmetricView& whole);
+  Status Free(const SymmetricView& whole, std::string_view note = {});
 
   /// Enqueues a copy of destination.bytes bytes from local `source` into `destination` on PE
   /// `pe`. `keep_alive` owns `source` until the copy ran.
@@ -143,6 +147,10 @@ class Runtime {
   void ReportOrphan(const OrphanReport& report);
 
   Diagnostics Snapshot();
+
+  /// Records a failure found outside the Runtime (a binding's own argument check) as the
+  /// latest failure, so Diagnostics reports every rejected call alike.
+  void NoteFailure(const Status& status);
 
   int rank() const;
   int size() const;

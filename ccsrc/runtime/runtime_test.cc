@@ -94,6 +94,7 @@ TEST_P(InitFailureTest, RollsBackAndCanBeRetried) {
 
   ASSERT_TRUE(Init().ok()) << "retry after rollback must succeed";
   EXPECT_EQ(runtime_.state(), RuntimeState::kReady);
+  EXPECT_TRUE(runtime_.Snapshot().latest_failure.ok()) << "a new lifecycle starts clean";
   Allocation a = MustAllocate(128);
   EXPECT_NE(a.data, nullptr);
 }
@@ -134,6 +135,30 @@ TEST_F(RuntimeTest, ShutdownRefusedWithLiveAllocations) {
   EXPECT_EQ(runtime_.state(), RuntimeState::kReady);
   ASSERT_TRUE(runtime_.Free(View(a)).ok());
   EXPECT_TRUE(runtime_.Shutdown().ok());
+}
+
+TEST_F(RuntimeTest, ShutdownReclaimsLeaksWhenNothingElseIsLive) {
+  CaptureLog();
+  ASSERT_TRUE(Init().ok());
+  Allocation leaked = MustAllocate(128);
+  Allocation kept = MustAllocate(64);
+  const std::uint64_t lifecycle = runtime_.Snapshot().lifecycle;
+  runtime_.ReportOrphan(OrphanReport{leaked.id, lifecycle, leaked.data, 128, 0});
+  // One live allocation that is not a leak: refused, nothing reclaimed.
+  EXPECT_EQ(runtime_.Shutdown().code(), ErrorCode::kInvalidState);
+  EXPECT_EQ(runtime_.Snapshot().live.size(), 2u);
+  ASSERT_TRUE(runtime_.Free(View(kept)).ok());
+  // Only leaks left: reclaimed after an ERROR line naming them.
+  ASSERT_TRUE(runtime_.Shutdown().ok());
+  EXPECT_EQ(runtime_.state(), RuntimeState::kUninitialized);
+  bool reclaimed_logged = false;
+  for (const std::string& line : log_lines_) {
+    if (line.find("reclaimed leaked allocations") != std::string::npos &&
+        line.find("ids=[" + std::to_string(leaked.id) + "]") != std::string::npos) {
+      reclaimed_logged = true;
+    }
+  }
+  EXPECT_TRUE(reclaimed_logged);
 }
 
 TEST_F(RuntimeTest, ReinitReadsANewHeapSize) {

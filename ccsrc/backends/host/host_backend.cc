@@ -330,14 +330,17 @@ Status HostBackend::Quiesce() { return DrainAllStreams(spec_.timeout); }
 StreamRef HostBackend::CurrentStream() const { return StreamRef{host::CurrentStream()}; }
 
 template <class Body>
-Status HostBackend::Submit(StreamRef stream, Body body) {
+Status HostBackend::Submit(StreamRef stream, std::string_view operation, Body body) {
   RequireCallable<HostCall::kEnqueue, CallSite::kHostThread>();
   auto* host_stream = static_cast<HostStream*>(stream.native);
-  if (host_stream == nullptr) return body.template operator()<CallSite::kHostThread>();
-  host_stream->Enqueue(
-      [body = std::move(body)]() mutable {
-        return body.template operator()<CallSite::kStreamExecutor>();
-      });
+  if (host_stream == nullptr) {
+    Status status = body.template operator()<CallSite::kHostThread>();
+    return status.At(operation, "execute");
+  }
+  host_stream->Enqueue([operation, body = std::move(body)]() mutable {
+    Status status = body.template operator()<CallSite::kStreamExecutor>();
+    return status.At(operation, "execute");
+  });
   return Status::Ok();
 }
 
@@ -345,7 +348,7 @@ Status HostBackend::Put(StreamRef stream, std::uint64_t offset, const void* sour
                         std::uint64_t bytes, int pe, KeepAlive keep_alive) {
   if (bytes == 0) return Status::Ok();
   std::byte* destination = PeerHeapBase(pe) + offset;
-  return Submit(stream, [destination, source, bytes, hold = std::move(keep_alive)]<CallSite kSite>() {
+  return Submit(stream, "put", [destination, source, bytes, hold = std::move(keep_alive)]<CallSite kSite>() {
     CopyBytes<kSite>(destination, source, bytes);
     return Status::Ok();
   });
@@ -355,7 +358,7 @@ Status HostBackend::Get(StreamRef stream, void* destination, std::uint64_t offse
                         std::uint64_t bytes, int pe, KeepAlive keep_alive) {
   if (bytes == 0) return Status::Ok();
   const std::byte* source = PeerHeapBase(pe) + offset;
-  return Submit(stream, [destination, source, bytes, hold = std::move(keep_alive)]<CallSite kSite>() {
+  return Submit(stream, "get", [destination, source, bytes, hold = std::move(keep_alive)]<CallSite kSite>() {
     CopyBytes<kSite>(destination, source, bytes);
     return Status::Ok();
   });
@@ -365,7 +368,7 @@ Status HostBackend::Signal(StreamRef stream, std::uint64_t offset, SignalWidth w
                            std::int64_t value, int pe) {
   std::byte* address = PeerHeapBase(pe) + offset;
   Doorbell* bell = &PeerControl(pe)->doorbell;
-  return Submit(stream, [address, bell, width, op, value]<CallSite kSite>() {
+  return Submit(stream, "signal", [address, bell, width, op, value]<CallSite kSite>() {
     if (width == SignalWidth::k32) {
       ApplySignal<kSite, std::int32_t>(address, op, static_cast<std::int32_t>(value));
     } else {
@@ -382,7 +385,7 @@ Status HostBackend::WaitSignal(StreamRef stream, std::uint64_t offset, SignalWid
   Doorbell* bell = &PeerControl(spec_.rank)->doorbell;
   const int rank = spec_.rank;
   const auto timeout = spec_.timeout;
-  return Submit(stream, [=]<CallSite kSite>() {
+  return Submit(stream, "wait_signal", [=]<CallSite kSite>() {
     auto observe = [&]() -> std::int64_t {
       return width == SignalWidth::k32 ? LoadAcquire<std::int32_t>(address)
                                        : LoadAcquire<std::int64_t>(address);
@@ -408,7 +411,7 @@ Status HostBackend::Barrier(StreamRef stream) {
   for (int pe = 0; pe < spec_.size; ++pe) controls[pe] = PeerControl(pe);
   const int rank = spec_.rank;
   const auto timeout = spec_.timeout;
-  return Submit(stream, [controls = std::move(controls), epoch, rank, timeout]<CallSite kSite>() {
+  return Submit(stream, "barrier", [controls = std::move(controls), epoch, rank, timeout]<CallSite kSite>() {
     const int size = static_cast<int>(controls.size());
     for (int pe = 0; pe < size; ++pe) {
       if (pe == rank) continue;

@@ -87,8 +87,9 @@ class HostBackend final : public Backend {
   };
 
   // Runs `body` inline on the default stream (the caller) or queues it on a host stream.
+  // A failure is tagged with `operation` and phase "execute", also when it surfaces later.
   template <class Body>
-  Status Submit(StreamRef stream, Body body);
+  Status Submit(StreamRef stream, std::string_view operation, Body body);
 
   HeapSpec spec_;
   std::uint64_t heap_region_bytes_ = 0;  // heap_bytes rounded up to a page
