@@ -1,0 +1,541 @@
+// The torch binding: tensors over symmetric-heap memory, the protection chain from a tensor to
+// its live allocation, storage invalidation at free, the current host stream, a bootstrap over
+// a Python object (the package passes one over its torch.distributed process group), and the
+// Python module hyper_parallel_shmem_torch. The only translation unit that includes torch.
+//
+// Policy stays in the Runtime; this file translates tensors to SymmetricViews and Status to
+// Python exceptions. Every native call that may block releases the GIL.
+#include <torch/extension.h>
+
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "backends/host/host_stream.h"
+#include "runtime/config.h"
+#include "runtime/heap_allocator.h"
+#include "runtime/log.h"
+#include "runtime/runtime.h"
+
+namespace py = pybind11;
+namespace hps = hyper_parallel::shmem;
+namespace host = hyper_parallel::shmem::host;
+
+namespace {
+
+constexpr host::CallSite kHost = host::CallSite::kHostThread;
+
+// ---- errors --------------------------------------------------------------------------------
+
+// A failed Status on its way to Python; the translator raises the package's ShmemError.
+struct NativeError {
+  hps::Status status;
+};
+
+py::object& ErrorClass() {
+  static py::object* cls = new py::object();  // set by the package at import; never destroyed
+  return *cls;
+}
+
+[[noreturn]] void Throw(hps::Status status) {
+  hps::Runtime::Process().NoteFailure(status);  // debug_state's latest_failure sees it too
+  throw NativeError{std::move(status)};
+}
+
+void Check(hps::Status status) {
+  if (!status.ok()) Throw(std::move(status));
+}
+
+hps::Status Contract(std::string_view operation, std::string_view what, std::string_view rule,
+                     std::string_view got) {
+  hps::Status status = hps::Status::Contract(hps::ErrorCode::kInvalidArgument, what, rule, got);
+  status.At(operation, "validate");
+  return status;
+}
+
+// ---- tensors over the heap -----------------------------------------------------------------
+
+// Owned by the storage's DataPtr: what the deleter and the protection chain need to know.
+struct AllocationContext {
+  hps::AllocationId id = 0;
+  std::uint64_t lifecycle = 0;
+  void* base = nullptr;
+  std::uint64_t bytes = 0;
+  int rank = -1;
+  // The tensor empty() returned: free() accepts exactly it, never a view of it.
+  c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> owner{
+      c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
+  std::atomic<bool> freed{false};
+};
+
+// The storage deleter. A live allocation losing its last reference is a leak: report it at
+// once; nothing collective may run here.
+void DeleteAllocationContext(void* raw) {
+  auto* context = static_cast<AllocationContext*>(raw);
+  if (!context->freed.load(std::memory_order_acquire)) {
+    hps::Runtime::Process().ReportOrphan(hps::OrphanReport{
+        context->id, context->lifecycle, context->base, context->bytes, context->rank});
+  }
+  delete context;
+}
+
+AllocationContext* ContextOf(const at::Tensor& tensor) {
+  if (!tensor.defined() || !tensor.has_storage()) return nullptr;
+  c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+  at::DataPtr& data_ptr = storage->_mutable_data_ptr_no_checks();  // freed storages throw otherwise
+  if (data_ptr.get_deleter() != &DeleteAllocationContext) return nullptr;
+  return static_cast<AllocationContext*>(data_ptr.get_context());
+}
+
+std::string Describe(const at::Tensor& tensor) {
+  if (!tensor.defined()) return "an undefined tensor";
+  std::string text = "a " + std::string(c10::toString(tensor.scalar_type())) + " tensor of shape [";
+  for (std::size_t i = 0; i < static_cast<std::size_t>(tensor.dim()); ++i) {
+    if (i > 0) text += ", ";
+    text += std::to_string(tensor.size(static_cast<int64_t>(i)));
+  }
+  return text + "] on " + tensor.device().str();
+}
+
+void CheckCpu(std::string_view operation, std::string_view name, const at::Tensor& tensor) {
+  if (!tensor.defined() || tensor.device().type() != c10::kCPU) {
+    Check(Contract(operation, name, "a tensor on the runtime's device (cpu)", Describe(tensor)));
+  }
+}
+
+void CheckContiguous(std::string_view operation, std::string_view name, const at::Tensor& tensor) {
+  if (!tensor.is_contiguous()) {
+    std::string strides = "strides [";
+    for (int64_t i = 0; i < tensor.dim(); ++i) {
+      strides += (i > 0 ? ", " : "") + std::to_string(tensor.stride(i));
+    }
+    Check(Contract(operation, name, "contiguous", Describe(tensor) + " with " + strides + "]"));
+  }
+}
+
+std::uint64_t ByteSize(const at::Tensor& tensor) {
+  return static_cast<std::uint64_t>(tensor.numel()) * tensor.element_size();
+}
+
+// The protection chain, first link: storage identity -> the allocation it was made for. The
+// Runtime then checks the allocation is live in this lifecycle and the byte range inside it.
+hps::SymmetricView Symmetric(std::string_view operation, std::string_view name,
+                             const at::Tensor& tensor) {
+  CheckCpu(operation, name, tensor);
+  AllocationContext* context = ContextOf(tensor);
+  if (context == nullptr) {
+    Check(Contract(operation, name, "a symmetric tensor from shmem.empty",
+                   Describe(tensor) + " outside the symmetric heap"));
+  }
+  CheckContiguous(operation, name, tensor);
+  const std::uint64_t offset = static_cast<std::uint64_t>(tensor.storage_offset()) *
+                               tensor.element_size();
+  return hps::SymmetricView{context->id, static_cast<std::byte*>(context->base) + offset,
+                            ByteSize(tensor)};
+}
+
+// A local (non-symmetric side) operand: any contiguous CPU tensor that was not freed.
+void* Local(std::string_view operation, std::string_view name, const at::Tensor& tensor) {
+  CheckCpu(operation, name, tensor);
+  CheckContiguous(operation, name, tensor);
+  if (AllocationContext* context = ContextOf(tensor);
+      context != nullptr && context->freed.load(std::memory_order_acquire)) {
+    hps::Status status = hps::Status::Assertion(
+        hps::ErrorCode::kUseAfterFree, "tensor was freed by shmem.free",
+        {{"operand", std::string(name)}, {"allocation_id", std::to_string(context->id)}});
+    Check(status.At(operation, "validate"));
+  }
+  return tensor.numel() == 0 ? nullptr : tensor.data_ptr();
+}
+
+hps::StreamRef CurrentStream() {
+  hps::StreamRef stream;
+  Check(hps::Runtime::Process().CurrentStream(&stream));
+  return stream;
+}
+
+// Queued work keeps the tensors it reads or writes alive until it has run.
+hps::KeepAlive Hold(hps::StreamRef stream, const at::Tensor& a, const at::Tensor& b) {
+  if (stream.native == nullptr) return nullptr;  // the default stream runs before returning
+  return std::make_shared<std::pair<at::Tensor, at::Tensor>>(a, b);
+}
+
+at::Tensor Empty(const std::vector<int64_t>& sizes, at::ScalarType dtype, std::uint64_t alignment,
+                 const std::string& note) {
+  std::uint64_t numel = 1;
+  for (int64_t size : sizes) {
+    if (size < 0) Check(Contract("empty", "size", "non-negative", std::to_string(size)));
+    if (size != 0 && numel > (std::uint64_t{1} << 62) / static_cast<std::uint64_t>(size)) {
+      Check(Contract("empty", "number of elements", "below 2^62", "an overflowing shape"));
+    }
+    numel *= static_cast<std::uint64_t>(size);
+  }
+  const std::uint64_t element = c10::elementSize(dtype);
+  if (numel > (std::uint64_t{1} << 62) / element) {
+    Check(Contract("empty", "byte size", "below 2^62", "an overflowing shape"));
+  }
+  const std::uint64_t bytes = numel * element;
+  hps::Runtime& runtime = hps::Runtime::Process();
+  hps::Allocation allocation;
+  {
+    py::gil_scoped_release no_gil;
+    Check(runtime.Allocate(bytes, alignment, &allocation, note));
+  }
+  auto* context = new AllocationContext();
+  context->id = allocation.id;
+  context->lifecycle = allocation.lifecycle;
+  context->base = allocation.data;
+  context->bytes = allocation.bytes;
+  context->rank = runtime.rank();
+  c10::DataPtr data_ptr(allocation.data, context, &DeleteAllocationContext,
+                        c10::Device(c10::kCPU));
+  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, std::move(data_ptr),
+                       /*allocator=*/nullptr, /*resizable=*/false);
+  at::Tensor tensor = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
+      c10::scalarTypeToTypeMeta(dtype));
+  tensor.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  context->owner = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(
+      tensor.getIntrusivePtr());
+  return tensor;
+}
+
+// After a successful free: the storage keeps its context (so a later use is recognised as a
+// use of freed memory) but loses its memory: null data, zero bytes, and every data access in
+// torch raises instead of dereferencing null.
+void InvalidateStorage(const at::Tensor& tensor, AllocationContext* context) {
+  c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+  context->freed.store(true, std::memory_order_release);
+  at::DataPtr& current = storage->_mutable_data_ptr_no_checks();
+  void* owned = current.release_context();  // the context moves to the new DataPtr
+  storage->set_data_ptr_noswap(
+      c10::DataPtr(nullptr, owned, &DeleteAllocationContext, c10::Device(c10::kCPU)));
+  storage->set_nbytes(0);
+  storage->set_throw_on_mutable_data_ptr();
+  storage->release_data_and_set_meta_custom_data_ptr_error_msg_(
+      "[HYPER_PARALLEL_SHMEM_ERROR] error_code=USE_AFTER_FREE operation=tensor_access "
+      "phase=validate tensor was freed by shmem.free: allocation_id=" +
+      std::to_string(context->id));
+}
+
+void Free(const at::Tensor& tensor, const std::string& note) {
+  CheckCpu("free", "tensor", tensor);
+  AllocationContext* context = ContextOf(tensor);
+  if (context == nullptr) {
+    Check(Contract("free", "tensor", "a symmetric tensor from shmem.empty",
+                   Describe(tensor) + " outside the symmetric heap"));
+  }
+  const bool already_freed = context->freed.load(std::memory_order_acquire);
+  if (!already_freed) {
+    // Only the tensor empty() returned, with its original extent, frees the allocation: a
+    // view, slice or reshape of it is rejected here, before anything collective.
+    const bool is_owner = context->owner.lock().get() == tensor.unsafeGetTensorImpl();
+    const bool whole = tensor.storage_offset() == 0 && ByteSize(tensor) == context->bytes;
+    if (!is_owner || !whole) {
+      Check(Contract("free", "freed tensor",
+                     "the tensor shmem.empty returned (not a view, slice or reshape of it)",
+                     Describe(tensor) + " viewing allocation " + std::to_string(context->id)));
+    }
+  }
+  // An already freed tensor still goes to the Runtime, which reports DOUBLE_FREE (or
+  // STALE_LIFECYCLE for a tensor of an earlier lifecycle) by its allocation id.
+  const hps::SymmetricView whole{context->id, context->base, context->bytes};
+  {
+    py::gil_scoped_release no_gil;
+    Check(hps::Runtime::Process().Free(whole, note));
+  }
+  InvalidateStorage(tensor, context);
+}
+
+void Put(const at::Tensor& destination, const at::Tensor& source, int pe) {
+  const hps::SymmetricView view = Symmetric("put", "dst", destination);
+  const void* local = Local("put", "src", source);
+  if (source.scalar_type() != destination.scalar_type()) {
+    Check(Contract("put", "src dtype", "dst's dtype " + std::string(c10::toString(destination.scalar_type())),
+                   c10::toString(source.scalar_type())));
+  }
+  if (ByteSize(source) != view.bytes) {
+    Check(Contract("put", "src byte size", "dst's byte size " + std::to_string(view.bytes),
+                   std::to_string(ByteSize(source))));
+  }
+  py::gil_scoped_release no_gil;
+  const hps::StreamRef stream = CurrentStream();
+  Check(hps::Runtime::Process().Put(view, local, pe, stream, Hold(stream, destination, source)));
+}
+
+void Get(const at::Tensor& destination, const at::Tensor& source, int pe) {
+  const hps::SymmetricView view = Symmetric("get", "src", source);
+  void* local = Local("get", "dst", destination);
+  if (source.scalar_type() != destination.scalar_type()) {
+    Check(Contract("get", "dst dtype", "src's dtype " + std::string(c10::toString(source.scalar_type())),
+                   c10::toString(destination.scalar_type())));
+  }
+  if (ByteSize(destination) != view.bytes) {
+    Check(Contract("get", "dst byte size", "src's byte size " + std::to_string(view.bytes),
+                   std::to_string(ByteSize(destination))));
+  }
+  py::gil_scoped_release no_gil;
+  const hps::StreamRef stream = CurrentStream();
+  Check(hps::Runtime::Process().Get(local, view, pe, stream, Hold(stream, destination, source)));
+}
+
+hps::SignalWidth Width(std::string_view operation, const at::Tensor& signal) {
+  if (signal.scalar_type() == at::kInt) return hps::SignalWidth::k32;
+  if (signal.scalar_type() == at::kLong) return hps::SignalWidth::k64;
+  Check(Contract(operation, "sig dtype", "torch.int32 or torch.int64",
+                 c10::toString(signal.scalar_type())));
+  return hps::SignalWidth::k64;
+}
+
+void Signal(const at::Tensor& signal, int64_t value, int pe, const std::string& operation) {
+  const hps::SignalWidth width = Width("signal", signal);
+  const hps::SymmetricView view = Symmetric("signal", "sig", signal);
+  hps::SignalOp op = hps::SignalOp::kSet;
+  if (operation == "add") {
+    op = hps::SignalOp::kAdd;
+  } else if (operation != "set") {
+    Check(Contract("signal", "operation", "\"set\" or \"add\"", "\"" + operation + "\""));
+  }
+  py::gil_scoped_release no_gil;
+  Check(hps::Runtime::Process().Signal(view, width, value, pe, op, CurrentStream()));
+}
+
+void WaitSignal(const at::Tensor& signal, int64_t value, const std::string& comparison) {
+  const hps::SignalWidth width = Width("wait_signal", signal);
+  const hps::SymmetricView view = Symmetric("wait_signal", "sig", signal);
+  static const std::pair<const char*, hps::Comparison> kComparisons[] = {
+      {"eq", hps::Comparison::kEq}, {"ne", hps::Comparison::kNe}, {"gt", hps::Comparison::kGt},
+      {"ge", hps::Comparison::kGe}, {"lt", hps::Comparison::kLt}, {"le", hps::Comparison::kLe}};
+  const hps::Comparison* chosen = nullptr;
+  for (const auto& [name, value_comparison] : kComparisons) {
+    if (comparison == name) chosen = &value_comparison;
+  }
+  if (chosen == nullptr) {
+    Check(Contract("wait_signal", "comparison", "one of eq, ne, gt, ge, lt, le",
+                   "\"" + comparison + "\""));
+  }
+  py::gil_scoped_release no_gil;
+  Check(hps::Runtime::Process().WaitSignal(view, width, value, *chosen, CurrentStream()));
+}
+
+void Barrier() {
+  py::gil_scoped_release no_gil;
+  Check(hps::Runtime::Process().Barrier(CurrentStream()));
+}
+
+// ---- bootstrap over a Python object --------------------------------------------------------
+
+// Calls `all_gather(bytes, timeout_s) -> list[bytes]` and `barrier(timeout_s)` on a Python
+// object (the package's process-group bootstrap). Python's TimeoutError becomes TIMEOUT.
+class PythonBootstrap final : public hps::Bootstrap {
+ public:
+  PythonBootstrap(py::object target, int rank, int size)
+      : target_(std::move(target)), rank_(rank), size_(size) {}
+  ~PythonBootstrap() override {
+    py::gil_scoped_acquire gil;
+    target_ = py::object();
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  hps::Status AllGather(std::string_view mine, std::chrono::milliseconds timeout,
+                        std::vector<std::string>* all) override {
+    py::gil_scoped_acquire gil;
+    try {
+      py::list gathered = target_.attr("all_gather")(py::bytes(mine.data(), mine.size()),
+                                                    timeout.count() / 1000.0);
+      all->clear();
+      for (py::handle item : gathered) all->push_back(item.cast<std::string>());
+      if (static_cast<int>(all->size()) != size_) {
+        return hps::Status::Contract(hps::ErrorCode::kBackendError, "bootstrap all_gather result",
+                                     std::to_string(size_) + " entries",
+                                     std::to_string(all->size()));
+      }
+      return hps::Status::Ok();
+    } catch (py::error_already_set& error) {
+      return FromPython(error, "all_gather");
+    }
+  }
+
+  hps::Status Barrier(std::chrono::milliseconds timeout) override {
+    py::gil_scoped_acquire gil;
+    try {
+      target_.attr("barrier")(timeout.count() / 1000.0);
+      return hps::Status::Ok();
+    } catch (py::error_already_set& error) {
+      return FromPython(error, "barrier");
+    }
+  }
+
+ private:
+  static hps::Status FromPython(py::error_already_set& error, std::string_view step) {
+    const bool timed_out = error.matches(PyExc_TimeoutError);
+    return hps::Status::Assertion(
+        timed_out ? hps::ErrorCode::kTimeout : hps::ErrorCode::kBackendError,
+        "process-group bootstrap failed",
+        {{"step", std::string(step)}, {"reason", std::string(error.what())}});
+  }
+
+  py::object target_;
+  int rank_;
+  int size_;
+};
+
+void Init(py::object bootstrap, int rank, int size, std::vector<int> global_ranks) {
+  hps::InitOptions options;
+  options.bootstrap = std::make_shared<PythonBootstrap>(std::move(bootstrap), rank, size);
+  options.global_ranks = std::move(global_ranks);
+  py::gil_scoped_release no_gil;
+  Check(hps::Runtime::Process().Init(std::move(options)));
+}
+
+void Shutdown() {
+  py::gil_scoped_release no_gil;
+  Check(hps::Runtime::Process().Shutdown());
+}
+
+// ---- diagnostics ---------------------------------------------------------------------------
+
+void Allocations(const std::vector<hps::AllocationRecord>& records, const void* heap_base,
+                 py::list* out) {
+  for (const hps::AllocationRecord& record : records) {
+    py::dict entry;
+    entry["id"] = record.id;
+    entry["base"] = reinterpret_cast<std::uintptr_t>(heap_base) + record.offset;
+    entry["bytes"] = record.bytes;
+    entry["alignment"] = record.alignment;
+    out->append(entry);
+  }
+}
+
+py::dict Snapshot() {
+  hps::Diagnostics d;
+  {
+    py::gil_scoped_release no_gil;
+    d = hps::Runtime::Process().Snapshot();
+  }
+  py::dict state;
+  state["state"] = std::string(hps::RuntimeStateName(d.state));
+  state["lifecycle"] = d.lifecycle;
+  state["root_rank"] = d.rank;
+  state["root_size"] = d.size;
+  state["global_ranks"] = d.global_ranks;
+  state["device"] = d.device;
+  state["backend"] = d.backend;
+  py::dict config;
+  config["heap_size"] = d.config.heap_bytes;
+  config["timeout_sec"] = d.config.timeout_sec;
+  config["log_level"] = static_cast<int>(d.config.log_level);
+  config["backend"] = std::string(hps::BackendKindName(d.config.backend));
+  state["config"] = config;
+  state["heap_base"] = reinterpret_cast<std::uintptr_t>(d.heap_base);
+  py::dict heap;
+  heap["heap_size"] = d.heap.heap_bytes;
+  heap["allocated"] = d.heap.allocated_bytes;
+  heap["max_allocated"] = d.heap.max_allocated_bytes;
+  heap["remaining"] = d.heap.remaining_bytes;
+  heap["largest_free_block"] = d.heap.largest_free_block;
+  state["heap"] = heap;
+  py::list live, leaks;
+  Allocations(d.live, d.heap_base, &live);
+  Allocations(d.leaks, d.heap_base, &leaks);
+  state["live_allocations"] = live;
+  state["leaks"] = leaks;
+  state["latest_failure"] =
+      d.latest_failure.ok() ? py::object(py::none()) : py::object(py::str(d.latest_failure.ToString()));
+  return state;
+}
+
+// ---- host streams --------------------------------------------------------------------------
+
+std::chrono::milliseconds Seconds(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(hyper_parallel_shmem_torch, m) {
+  m.doc() = "Hyper-Parallel SHMEM native binding (use hyper_parallel.core.multicore.shmem)";
+
+  py::register_exception_translator([](std::exception_ptr pointer) {
+    try {
+      if (pointer) std::rethrow_exception(pointer);
+    } catch (const NativeError& error) {
+      const hps::Status& status = error.status;
+      py::object cls = ErrorClass();
+      if (!cls) cls = py::reinterpret_borrow<py::object>(PyExc_RuntimeError);
+      py::object instance =
+          cls(status.ToString(), std::string(hps::ErrorCodeName(status.code())),
+              status.operation(), status.phase());
+      PyErr_SetObject(cls.ptr(), instance.ptr());
+    }
+  });
+
+  m.def("set_error_class", [](py::object cls) { ErrorClass() = std::move(cls); },
+        "Registers the exception class native errors are raised as.");
+  m.def("init", &Init, py::arg("bootstrap"), py::arg("rank"), py::arg("size"),
+        py::arg("global_ranks"), "Collective: initialise the process Runtime.");
+  m.def("shutdown", &Shutdown, "Collective: shut the process Runtime down.");
+  m.def("state", [] { return std::string(hps::RuntimeStateName(hps::Runtime::Process().state())); });
+  m.def("log_level", [] { return static_cast<int>(hps::log::Level()); },
+        "The level currently in force (frozen from the config at init).");
+  m.def("env_log_level", [] {
+          hps::Config config;
+          hps::Status status = hps::Config::FromEnvironment(hps::ProcessEnvironment(), &config);
+          return status.ok() ? static_cast<int>(config.log_level) : -1;
+        },
+        "The level the environment asks for (-1 when the config is malformed).");
+  m.def("empty", &Empty, py::arg("sizes"), py::arg("dtype"), py::arg("alignment"),
+        py::arg("note") = "");
+  m.def("free", &Free, py::arg("tensor"), py::arg("note") = "");
+  m.def("put", &Put, py::arg("dst"), py::arg("src"), py::arg("pe"));
+  m.def("get", &Get, py::arg("dst"), py::arg("src"), py::arg("pe"));
+  m.def("signal", &Signal, py::arg("sig"), py::arg("value"), py::arg("pe"),
+        py::arg("operation"));
+  m.def("wait_signal", &WaitSignal, py::arg("sig"), py::arg("value"), py::arg("comparison"));
+  m.def("barrier", &Barrier);
+  m.def("snapshot", &Snapshot, "Process-local diagnostics (not collective).");
+  m.def("is_symmetric", [](const at::Tensor& tensor) { return ContextOf(tensor) != nullptr; });
+  m.def("timeout_seconds", [] {
+    return static_cast<double>(hps::Runtime::Process().timeout().count()) / 1000.0;
+  });
+  m.def("default_alignment", [] { return hps::HeapAllocator::kGranule; });
+
+  py::class_<host::HostStream, std::shared_ptr<host::HostStream>>(m, "HostStream")
+      .def(py::init([] { return host::HostStream::Create<kHost>(); }))
+      .def("synchronize",
+           [](host::HostStream& stream, double timeout_s) {
+             py::gil_scoped_release no_gil;
+             Check(stream.Synchronize<kHost>(Seconds(timeout_s)).At("stream_synchronize", "execute"));
+           },
+           py::arg("timeout_s"))
+      .def("query", &host::HostStream::Query, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("id", &host::HostStream::id);
+
+  py::class_<host::HostEvent>(m, "HostEvent")
+      .def(py::init<>())
+      .def("record",
+           [](host::HostEvent& event, host::HostStream* stream) { event.Record<kHost>(stream); },
+           py::arg("stream").none(true))
+      .def("wait",
+           [](host::HostEvent& event, host::HostStream* stream, double timeout_s) {
+             py::gil_scoped_release no_gil;
+             Check(event.Wait(stream, Seconds(timeout_s)).At("event_wait", "execute"));
+           },
+           py::arg("stream").none(true), py::arg("timeout_s"))
+      .def("synchronize",
+           [](host::HostEvent& event, double timeout_s) {
+             py::gil_scoped_release no_gil;
+             Check(event.Synchronize<kHost>(Seconds(timeout_s)).At("event_synchronize", "execute"));
+           },
+           py::arg("timeout_s"))
+      .def("query", &host::HostEvent::Query);
+
+  m.def("set_current_stream",
+        [](host::HostStream* stream) { host::SetCurrentStream(stream); },
+        py::arg("stream").none(true),
+        "Sets the calling thread's current host stream (None: the default stream).");
+}
