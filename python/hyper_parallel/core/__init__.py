@@ -1,0 +1,1 @@
+"""Hyper-Parallel namespace package."""

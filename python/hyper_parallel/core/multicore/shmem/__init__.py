@@ -1,0 +1,50 @@
+"""Hyper-Parallel SHMEM: one-sided communication on a symmetric heap for torch PEs.
+
+    handle = shmem.acquire_shmem()            # first handle initialises (collective)
+    t = shmem.empty(1024, dtype=torch.int32)  # collective, symmetric
+    shmem.put(t, torch.arange(1024, dtype=torch.int32), pe=1)
+    shmem.barrier()
+    shmem.free(t)                             # collective
+    handle.close()                            # last handle shuts down (collective)
+
+Every operation is enqueued on the current stream: the default host stream is the calling
+thread; `with shmem.stream(shmem.Stream()):` queues work on an executor thread instead.
+"""
+
+from ._api import (
+    Event,
+    Stream,
+    barrier,
+    current_stream,
+    empty,
+    free,
+    get,
+    put,
+    signal,
+    stream,
+    synchronize,
+    wait_signal,
+)
+from ._debug import DebugState, debug_state
+from ._lifecycle import Handle, acquire_shmem
+from ._runtime import ShmemError
+
+__all__ = [
+    "DebugState",
+    "Event",
+    "Handle",
+    "ShmemError",
+    "Stream",
+    "acquire_shmem",
+    "barrier",
+    "current_stream",
+    "debug_state",
+    "empty",
+    "free",
+    "get",
+    "put",
+    "signal",
+    "stream",
+    "synchronize",
+    "wait_signal",
+]

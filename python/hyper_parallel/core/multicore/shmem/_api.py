@@ -1,0 +1,240 @@
+"""The public functions: argument checks here, everything else native.
+
+Type mistakes raise TypeError and malformed values ValueError, in the two message shapes;
+everything the protection chain decides (symmetric operand, live allocation of this lifecycle,
+byte range, PE range, alignment) raises ShmemError with the native error code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import weakref
+
+import torch
+
+from . import _debug
+from ._runtime import contract, native
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_SIGNAL_DTYPES = (torch.int32, torch.int64)
+_OPERATIONS = ("set", "add")
+_COMPARISONS = ("eq", "ne", "gt", "ge", "lt", "le")
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def _require_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(contract(name, "an int", f"{_type_name(value)} {value!r}"))
+    return value
+
+
+def _require_tensor(name: str, value: object) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(contract(name, "a torch.Tensor", _type_name(value)))
+    return value
+
+
+def _require_choice(name: str, value: object, choices: tuple) -> str:
+    if not isinstance(value, str):
+        raise TypeError(contract(name, "a str", _type_name(value)))
+    if value not in choices:
+        raise ValueError(contract(name, "one of " + ", ".join(choices), repr(value)))
+    return value
+
+
+def _sizes(size: tuple) -> list:
+    if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+        size = tuple(size[0])
+    sizes = []
+    for item in size:
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise TypeError(contract("size", "a sequence of ints", f"{_type_name(item)} {item!r}"))
+        if item < 0:
+            raise ValueError(contract("size", "non-negative", item))
+        sizes.append(item)
+    return sizes
+
+
+def empty(*size, dtype: torch.dtype | None = None, alignment: int | None = None) -> torch.Tensor:
+    """Collective: a new uninitialised symmetric tensor on the Runtime's device.
+
+    Every PE must call it with the same size, dtype and alignment, in the same order; PEs that
+    disagree all get COLLECTIVE_MISMATCH. alignment is a power of two in bytes (default 64).
+    A zero-element tensor is a real allocation (one 64-byte granule) that must be freed too.
+    """
+    sizes = _sizes(size)
+    if dtype is None:
+        dtype = torch.get_default_dtype()
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(contract("dtype", "a torch.dtype or None", _type_name(dtype)))
+    if alignment is None:
+        alignment = native.default_alignment()
+    alignment = _require_int("alignment", alignment)
+    if alignment <= 0:
+        raise ValueError(contract("alignment", "a positive power of two", alignment))
+    return native.empty(sizes, dtype, alignment, _debug.allocation_note(tuple(sizes), dtype))
+
+
+def free(tensor: torch.Tensor) -> None:
+    """Collective: frees the whole allocation of a tensor from empty() on every PE.
+
+    Afterwards the tensor and every view of it raise on any use, in SHMEM and in plain torch.
+    A view, slice or reshape is rejected; a second free raises DOUBLE_FREE.
+    """
+    tensor = _require_tensor("tensor", tensor)
+    native.free(tensor, _debug.allocation_note(tuple(tensor.shape), tensor.dtype))
+
+
+def put(dst: torch.Tensor, src: torch.Tensor, pe: int) -> None:
+    """Copies local src into dst (symmetric) on PE pe, on the current stream."""
+    native.put(_require_tensor("dst", dst), _require_tensor("src", src), _require_int("pe", pe))
+
+
+def get(dst: torch.Tensor, src: torch.Tensor, pe: int) -> None:
+    """Copies src (symmetric) on PE pe into local dst, on the current stream."""
+    native.get(_require_tensor("dst", dst), _require_tensor("src", src), _require_int("pe", pe))
+
+
+def _signal_tensor(sig: object) -> torch.Tensor:
+    sig = _require_tensor("sig", sig)
+    if sig.dtype not in _SIGNAL_DTYPES:
+        raise TypeError(contract("sig dtype", "torch.int32 or torch.int64", sig.dtype))
+    if sig.numel() != 1:
+        raise ValueError(contract("sig", "a one-element tensor", f"{sig.numel()} elements"))
+    return sig
+
+
+def _signal_value(value: object) -> int:
+    value = _require_int("value", value)
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise ValueError(contract("value", "representable as int64", value))
+    return value
+
+
+def signal(sig: torch.Tensor, value: int, pe: int, *, operation: str = "set") -> None:
+    """Sets or adds value to the one-element int32/int64 symmetric sig on PE pe, after every
+    earlier write of this stream (data before signal)."""
+    sig = _signal_tensor(sig)
+    native.signal(sig, _signal_value(value), _require_int("pe", pe),
+                  _require_choice("operation", operation, _OPERATIONS))
+
+
+def wait_signal(sig: torch.Tensor, value: int, *, comparison: str = "eq") -> None:
+    """Waits until the local sig compares true against value; bounded by the timeout."""
+    sig = _signal_tensor(sig)
+    native.wait_signal(sig, _signal_value(value),
+                       _require_choice("comparison", comparison, _COMPARISONS))
+
+
+def barrier() -> None:
+    """Collective: afterwards every PE's earlier puts are visible everywhere."""
+    native.barrier()
+
+
+# ---- host streams -------------------------------------------------------------------------
+
+_DEFAULT_TIMEOUT_S = 120.0
+_streams: "weakref.WeakSet[Stream]" = weakref.WeakSet()
+_current = threading.local()
+
+
+def _timeout_s() -> float:
+    """Bound on waiting for a stream or event. Each queued operation is bounded by the
+    Runtime's timeout and the first failure makes the rest of the stream skip, so twice that
+    plus slack is enough for a stream to drain or fail; it never waits forever."""
+    timeout = native.timeout_seconds() if native.state() == "ready" else _DEFAULT_TIMEOUT_S
+    return 2 * timeout + 5.0
+
+
+class Stream:
+    """An asynchronous host stream: operations enqueued on it run in order on its own thread.
+
+    Stream(default=True) is not for users; current_stream() returns the default stream, which
+    is the calling thread itself (an operation on it has run when the call returns).
+    """
+
+    def __init__(self, *, default: bool = False) -> None:
+        self._native = None if default else native.HostStream()
+        if not default:
+            _streams.add(self)
+
+    @property
+    def is_default(self) -> bool:
+        return self._native is None
+
+    def synchronize(self) -> None:
+        """Waits until everything queued has run; raises the first failure of queued work."""
+        if self._native is not None:
+            self._native.synchronize(_timeout_s())
+
+    def query(self) -> bool:
+        """True when nothing queued is still pending."""
+        return True if self._native is None else self._native.query()
+
+    def __repr__(self) -> str:
+        return "Stream(default)" if self._native is None else f"Stream(id={self._native.id})"
+
+
+_DEFAULT_STREAM = Stream(default=True)
+
+
+def current_stream() -> Stream:
+    """The stream this thread enqueues on."""
+    return getattr(_current, "stream", _DEFAULT_STREAM)
+
+
+@contextlib.contextmanager
+def stream(s: Stream | None):
+    """Makes s the current stream of this thread inside the block (None: the default)."""
+    target = _DEFAULT_STREAM if s is None else s
+    if not isinstance(target, Stream):
+        raise TypeError(contract("stream", "a shmem.Stream or None", _type_name(s)))
+    previous = current_stream()
+    native.set_current_stream(target._native)
+    _current.stream = target
+    try:
+        yield target
+    finally:
+        native.set_current_stream(previous._native)
+        _current.stream = previous
+
+
+def synchronize() -> None:
+    """Waits for every host stream of this process; raises the first failure found."""
+    for s in list(_streams):
+        s.synchronize()
+
+
+class Event:
+    """A point in a stream, to order work across streams and with the caller."""
+
+    def __init__(self) -> None:
+        self._native = native.HostEvent()
+
+    def record(self, stream: Stream | None = None) -> None:
+        """Marks the current end of stream (default: the current stream)."""
+        self._native.record(self._stream(stream)._native)
+
+    def wait(self, stream: Stream | None = None) -> None:
+        """Makes stream (default: the current one) wait for the recorded point; on the default
+        stream the caller blocks, bounded by the timeout."""
+        self._native.wait(self._stream(stream)._native, _timeout_s())
+
+    def synchronize(self) -> None:
+        """Blocks until the recorded point completed; raises a failure queued before it."""
+        self._native.synchronize(_timeout_s())
+
+    def query(self) -> bool:
+        return self._native.query()
+
+    @staticmethod
+    def _stream(stream: Stream | None) -> Stream:
+        if stream is None:
+            return current_stream()
+        if not isinstance(stream, Stream):
+            raise TypeError(contract("stream", "a shmem.Stream or None", _type_name(stream)))
+        return stream

@@ -1,0 +1,69 @@
+"""Diagnostics: debug_state() and the caller location in debug logs."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from . import _lifecycle
+from ._runtime import native
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_HEX_KEYS = frozenset({"base", "heap_base"})
+
+
+def _format(key: str | None, value: object) -> str:
+    if key in _HEX_KEYS and isinstance(value, int):
+        return hex(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={_format(k, v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_format(None, item) for item in value) + "]"
+    return repr(value)
+
+
+class DebugState(dict):
+    """The Runtime's process-local state. A dict; its repr is one field per line, hex addresses."""
+
+    def __repr__(self) -> str:
+        lines = [f"  {key}={_format(key, value)}" for key, value in self.items()]
+        return "DebugState(\n" + "\n".join(lines) + "\n)"
+
+    __str__ = __repr__
+
+
+def debug_state() -> DebugState:
+    """A read-only snapshot of this process's Runtime. Not collective; cheap; any time.
+
+    Fields: state, reference_count, lifecycle, root_rank, root_size, global_ranks, device,
+    backend, config, heap_base, heap (heap_size, allocated, max_allocated, remaining,
+    largest_free_block), live_allocations and leaks (id, base, bytes, alignment), and
+    latest_failure (the text of the latest native error, or None).
+    """
+    snapshot = native.snapshot()
+    state = DebugState()
+    state["state"] = snapshot["state"]
+    state["reference_count"] = _lifecycle.reference_count()
+    for key in ("lifecycle", "root_rank", "root_size", "global_ranks", "device", "backend",
+                "config", "heap_base", "heap", "live_allocations", "leaks", "latest_failure"):
+        state[key] = snapshot[key]
+    return state
+
+
+def caller_stack(limit: int = 4) -> str:
+    """'file:line in function' of the first frames outside this package, innermost first."""
+    frames = []
+    frame = sys._getframe(1)
+    while frame is not None and len(frames) < limit:
+        filename = frame.f_code.co_filename
+        if not os.path.abspath(filename).startswith(_PACKAGE_DIR) and "contextlib" not in filename:
+            frames.append(f"{filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+        frame = frame.f_back
+    return " <- ".join(frames) if frames else "<unknown>"
+
+
+def allocation_note(tensor_shape: tuple, dtype: object) -> str:
+    """What the debug log line of an Empty/Free adds: shape, dtype and where it was called."""
+    if native.log_level() != 0:
+        return ""
+    return f"shape={tuple(tensor_shape)} dtype={dtype} caller={caller_stack()}"
