@@ -1,0 +1,49 @@
+"""Helpers for PE bodies of the system tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+
+import pytest
+
+from hyper_parallel.core.multicore import shmem
+
+
+def expect_shmem_error(code: str, fn, *args, **kwargs) -> shmem.ShmemError:
+    """Runs fn, which must raise ShmemError with `code`; returns the error."""
+    with pytest.raises(shmem.ShmemError) as caught:
+        fn(*args, **kwargs)
+    error = caught.value
+    assert error.error_code == code, str(error)
+    assert str(error).startswith(f"[HYPER_PARALLEL_SHMEM_ERROR] error_code={code} "), str(error)
+    return error
+
+
+def state_without_failure() -> dict:
+    """debug_state() minus latest_failure, which records every rejection by design."""
+    state = dict(shmem.debug_state())
+    state.pop("latest_failure")
+    return state
+
+
+@contextlib.contextmanager
+def captured_stderr():
+    """Captures what native code writes to fd 2; yields a list filled with the lines on exit."""
+    lines: list = []
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        saved = os.dup(2)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield lines
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            lines.extend(sink.read().decode(errors="replace").splitlines())
+
+
+def heap_range() -> tuple:
+    state = shmem.debug_state()
+    return state["heap_base"], state["heap_base"] + state["heap"]["heap_size"]

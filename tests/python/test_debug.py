@@ -1,0 +1,81 @@
+"""debug_state() and the debug log of every allocation and free."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+import torch
+
+from helpers import captured_stderr
+from hyper_parallel.core.multicore import shmem
+
+FIELDS = ["state", "reference_count", "lifecycle", "root_rank", "root_size", "global_ranks",
+          "device", "backend", "config", "heap_base", "heap", "live_allocations", "leaks",
+          "latest_failure"]
+
+
+def _fields_and_repr(rank, size):
+    idle = shmem.debug_state()
+    assert isinstance(idle, dict) and isinstance(idle, shmem.DebugState)
+    assert idle["state"] == "uninitialized" and idle["reference_count"] == 0
+    with shmem.acquire_shmem():
+        t = shmem.empty(100, dtype=torch.uint8, alignment=256)
+        state = shmem.debug_state()
+        assert list(state) == FIELDS
+        assert state["state"] == "ready" and state["reference_count"] == 1
+        assert state["root_rank"] == rank and state["root_size"] == size
+        assert state["device"] == "cpu:0" and state["backend"] == "host"
+        assert state["config"] == {"heap_size": 268435456, "timeout_sec": 30, "log_level": 2,
+                                   "backend": "auto"}
+        heap = state["heap"]
+        assert heap["heap_size"] == 268435456 and heap["allocated"] == 128
+        assert heap["max_allocated"] == 128 and heap["remaining"] == 268435456 - 128
+        assert state["live_allocations"] == [
+            {"id": state["live_allocations"][0]["id"], "base": t.data_ptr(), "bytes": 100,
+             "alignment": 256}]
+        assert state["leaks"] == [] and state["latest_failure"] is None
+        text = repr(state)
+        lines = text.splitlines()
+        assert lines[0] == "DebugState(" and lines[-1] == ")"
+        assert len(lines) == len(FIELDS) + 2, "one field per line"
+        assert f"  heap_base={hex(state['heap_base'])}" in lines
+        assert f"base={hex(t.data_ptr())}" in text, "addresses in hex"
+        assert "  state='ready'" in lines
+        with pytest.raises(shmem.ShmemError):
+            shmem.put(t, torch.zeros(3, dtype=torch.uint8), 0)
+        failure = shmem.debug_state()["latest_failure"]
+        assert failure.startswith("[HYPER_PARALLEL_SHMEM_ERROR] error_code=INVALID_ARGUMENT operation=put")
+        shmem.free(t)
+        assert shmem.debug_state()["heap"]["max_allocated"] == 128
+        assert shmem.debug_state()["heap"]["allocated"] == 0
+    return True
+
+
+@pytest.mark.parametrize("size", [1, 2])
+def test_debug_state_fields_and_repr(pes, size):
+    assert all(pes(size).run(_fields_and_repr))
+
+
+def _allocation_debug_log(rank, size):
+    os.environ["HYPER_PARALLEL_SHMEM_LOG_LEVEL"] = "0"
+    with captured_stderr() as lines:
+        with shmem.acquire_shmem():
+            t = shmem.empty(3, 4, dtype=torch.float16)  # the line this test looks for
+            base = t.data_ptr()
+            shmem.free(t)
+    empty_lines = [line for line in lines if "op=Empty" in line]
+    free_lines = [line for line in lines if "op=Free" in line]
+    assert len(empty_lines) == 1 and len(free_lines) == 1, lines
+    for line in empty_lines + free_lines:
+        assert " level=DEBUG " in line and f" rank={rank} " in line, line
+        assert f"base={hex(base)}" in line and "bytes=24" in line, line
+        assert "shape=(3, 4) dtype=torch.float16" in line, line
+        assert re.search(r"caller=\S*test_debug\.py:\d+ in _allocation_debug_log", line), line
+        assert "hyper_parallel/core/multicore/shmem/" not in line.split("caller=")[1], line
+    return True
+
+
+def test_debug_log_of_every_empty_and_free(pes):
+    assert all(pes(2).run(_allocation_debug_log))

@@ -1,0 +1,121 @@
+"""signal / wait_signal: set and add, every comparison, and every rejection."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import torch
+
+from helpers import expect_shmem_error, state_without_failure
+from hyper_parallel.core.multicore import shmem
+
+
+def _set_add_every_comparison(rank, size, dtype):
+    with shmem.acquire_shmem():
+        sig = shmem.empty(1, dtype=dtype)
+        sig.zero_()
+        data = shmem.empty(256, dtype=torch.float32)
+        shmem.barrier()
+        nxt = (rank + 1) % size
+        # Data before signal: the payload is complete once the signal is seen.
+        shmem.put(data, torch.full((256,), float(rank)), nxt)
+        shmem.signal(sig, 100 + nxt, nxt)  # operation="set"
+        shmem.wait_signal(sig, 100 + rank)
+        assert data.eq(float((rank - 1) % size)).all()
+        value = 100 + rank
+        for comparison, target in (("eq", value), ("ne", value + 1), ("gt", value - 1),
+                                   ("ge", value), ("lt", value + 1), ("le", value)):
+            shmem.wait_signal(sig, target, comparison=comparison)
+        shmem.barrier()
+        for pe in range(size):
+            shmem.signal(sig, rank + 1, pe, operation="add")
+        total = value + size * (size + 1) // 2
+        shmem.wait_signal(sig, total, comparison="ge")
+        shmem.barrier()
+        observed = int(sig.item())
+        shmem.barrier()  # the previous PE overwrites it next
+        assert observed == total, (observed, total)
+        # Waits that block until the value moves down.
+        shmem.signal(sig, -7, nxt)
+        shmem.wait_signal(sig, 0, comparison="lt")
+        shmem.wait_signal(sig, -7, comparison="le")
+        shmem.barrier()
+        shmem.free(data)
+        shmem.free(sig)
+    return True
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64], ids=["int32", "int64"])
+@pytest.mark.parametrize("size", [2, 4, 8])
+def test_set_add_and_every_comparison(pes, size, dtype):
+    assert all(pes(size).run(_set_add_every_comparison, dtype))
+
+
+def _rejections(rank, size):
+    with shmem.acquire_shmem():
+        sig32 = shmem.empty(1, dtype=torch.int32)
+        sig64 = shmem.empty(1, dtype=torch.int64)
+        wide = shmem.empty(2, dtype=torch.int64)
+        floats = shmem.empty(1, dtype=torch.float32)
+        before = state_without_failure()
+        with pytest.raises(TypeError, match="sig dtype must be torch.int32 or torch.int64, but got torch.float32"):
+            shmem.signal(floats, 1, 0)
+        with pytest.raises(TypeError, match="sig dtype must be torch.int32 or torch.int64"):
+            shmem.wait_signal(floats, 1)
+        with pytest.raises(ValueError, match="sig must be a one-element tensor, but got 2 elements"):
+            shmem.signal(wide, 1, 0)
+        with pytest.raises(ValueError, match="sig must be a one-element tensor"):
+            shmem.wait_signal(wide, 1)
+        with pytest.raises(ValueError, match="operation must be one of set, add, but got 'inc'"):
+            shmem.signal(sig64, 1, 0, operation="inc")
+        with pytest.raises(ValueError, match="comparison must be one of eq, ne, gt, ge, lt, le, but got 'gte'"):
+            shmem.wait_signal(sig64, 1, comparison="gte")
+        with pytest.raises(TypeError, match="comparison must be a str, but got int"):
+            shmem.wait_signal(sig64, 1, comparison=3)
+        with pytest.raises(ValueError, match="value must be representable as int64"):
+            shmem.signal(sig64, 1 << 63, 0)
+        with pytest.raises(TypeError, match="value must be an int, but got float"):
+            shmem.signal(sig64, 1.0, 0)
+        with pytest.raises(TypeError, match="value must be an int, but got bool"):
+            shmem.wait_signal(sig64, True)
+        with pytest.raises(TypeError, match="pe must be an int, but got bool"):
+            shmem.signal(sig64, 1, False)
+        error = expect_shmem_error("INVALID_ARGUMENT", shmem.signal, sig32, 1 << 31, 0)
+        assert "signal value must be representable as int32, but got 2147483648" in str(error)
+        expect_shmem_error("INVALID_ARGUMENT", shmem.wait_signal, sig32, -(1 << 31) - 1)
+        error = expect_shmem_error("INVALID_ARGUMENT", shmem.signal, sig64, 1, size)
+        assert f"pe must be in [0, {size}), but got {size}" in str(error)
+        error = expect_shmem_error("INVALID_ARGUMENT", shmem.signal, torch.zeros(1, dtype=torch.int64), 1, 0)
+        assert "sig must be a symmetric tensor from shmem.empty" in str(error)
+        assert state_without_failure() == before
+        for t in (sig32, sig64, wide, floats):
+            shmem.free(t)
+    return True
+
+
+def test_signal_rejections(pes):
+    assert all(pes(2).run(_rejections))
+
+
+def _timeout(rank, size):
+    os.environ["HYPER_PARALLEL_SHMEM_TIMEOUT_SEC"] = "1"
+    with shmem.acquire_shmem():
+        sig = shmem.empty(1, dtype=torch.int64)
+        sig.fill_(3)
+        start = time.monotonic()
+        error = expect_shmem_error("TIMEOUT", shmem.wait_signal, sig, 4, comparison="ge")
+        waited = time.monotonic() - start
+        assert 0.9 <= waited < 15, waited
+        message = str(error)
+        assert error.operation == "wait_signal" and error.phase == "execute"
+        assert f"wait_signal timed out: pe={rank}, address={hex(shmem.debug_state()['live_allocations'][0]['base'])}" in message, message
+        assert "comparison=ge, expected=4, observed=3, timeout_ms=1000" in message, message
+        shmem.barrier()  # still usable
+        shmem.free(sig)
+    return True
+
+
+def test_wait_signal_timeout_names_pe_address_and_values(pes):
+    assert all(pes(2).run(_timeout))
