@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on a fresh Debian/Ubuntu machine, skipping what is
-# already there: a C++20 compiler, CMake, Ninja and GoogleTest (Debian's libgtest-dev).
-# Installing system packages needs root; otherwise the script says what is missing.
+# already there: a C++20 compiler, CMake, Ninja and GoogleTest (Debian's libgtest-dev), then
+# torch 2.13.0 (pinned: a looser spec could fetch a multi-GB CUDA build), scikit-build-core
+# and pytest. System packages need root; otherwise the script says what is missing.
 set -euo pipefail
+PYTHON=${PYTHON:-python3}
 
 missing=()
 command -v g++ >/dev/null || missing+=(g++)
 command -v cmake >/dev/null || missing+=(cmake)
 command -v ninja >/dev/null || missing+=(ninja-build)
 [[ -f /usr/include/gtest/gtest.h ]] || missing+=(libgtest-dev)
-
 if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
     echo "missing system packages: ${missing[*]} (run as root, or: sudo apt-get install ${missing[*]})" >&2
@@ -19,4 +20,13 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+python_missing=()
+"$PYTHON" -c "import torch" 2>/dev/null || python_missing+=("torch==2.13.0")
+"$PYTHON" -c "import scikit_build_core" 2>/dev/null || python_missing+=("scikit-build-core>=0.10")
+"$PYTHON" -c "import pytest" 2>/dev/null || python_missing+=("pytest")
+if ((${#python_missing[@]})); then
+  echo "installing Python packages: ${python_missing[*]}"
+  "$PYTHON" -m pip install -q "${python_missing[@]}"
 fi

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# Runs every test: the C++ unit and multi-process tests (GoogleTest under ctest) in a release
-# build, then again under AddressSanitizer + UndefinedBehaviorSanitizer and under
-# ThreadSanitizer. Installs what it needs first. Build trees go to build/, build-asan/ and
-# build-tsan/ in the repository.
+# Runs every test, installing what it needs first:
+#   1. C++ unit and multi-process tests (GoogleTest under ctest), release build;
+#   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer, and under ThreadSanitizer;
+#   3. the Python system tests (pytest, PEs as processes, gloo on loopback) on the installed
+#      package.
+# Build trees go to build/, build-asan/, build-tsan/ and build/pip/ in the repository.
 #
 #   bash scripts/test.sh                  everything
-#   bash scripts/test.sh --no-sanitizers  the release build only (quicker, for development)
+#   bash scripts/test.sh --no-sanitizers  skip step 2 (quicker, for development)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
 
 sanitizers=1
 for arg in "$@"; do
   case "$arg" in
     --no-sanitizers) sanitizers=0 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "unknown argument: $arg (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -34,4 +37,8 @@ if ((sanitizers)); then
     run_ctest build-asan RelWithDebInfo "address,undefined"
   TSAN_OPTIONS=halt_on_error=1 run_ctest build-tsan RelWithDebInfo "thread"
 fi
+
+bash scripts/install.sh
+echo "== Python system tests"
+"$PYTHON" -m pytest tests/python -q
 echo "== all tests passed"
