@@ -58,6 +58,7 @@ struct HeapSpec {
   int size = 1;
   std::uint64_t heap_bytes = 0;
   std::chrono::milliseconds timeout{0};  ///< bound on every wait the backend makes
+  int copy_workers = 0;                  ///< threads per PE for collective copies; 0: auto
 };
 
 /// One PE's description of a collective call. The Runtime fills the words; the backend only
@@ -122,6 +123,13 @@ class Backend {
 
   /// Collective barrier; afterwards every PE's earlier writes are visible everywhere.
   virtual Status Barrier(StreamRef stream) = 0;
+
+  /// Collective: `bytes_per_pe` bytes of local `input` land in slot `rank` (at
+  /// rank * bytes_per_pe) of the symmetric output at heap offset `output_offset` on every PE.
+  /// When it has run, the local output holds every PE's input in rank order and `input` may
+  /// be reused. `keep_alive` owns `input` for work queued on a stream.
+  virtual Status AllGather(StreamRef stream, std::uint64_t output_offset, const void* input,
+                           std::uint64_t bytes_per_pe, KeepAlive keep_alive) = 0;
 };
 
 }  // namespace hyper_parallel::shmem

@@ -96,6 +96,10 @@ Status Config::FromEnvironment(const EnvLookup& env, Config* out) {
       return Invalid(kEnvBackend, "one of auto, host, cuda, cann", *text);
     }
   }
+  if (auto text = env(kEnvCopyWorkers)) {
+    HPS_RETURN_IF_ERROR(ParsePositiveDecimal(kEnvCopyWorkers, *text, kMaxCopyWorkers,
+                                             &config.copy_workers));
+  }
   *out = config;
   return Status::Ok();
 }

@@ -21,6 +21,7 @@ inline constexpr std::string_view kEnvHeapSize = "HYPER_PARALLEL_SHMEM_HEAP_SIZE
 inline constexpr std::string_view kEnvTimeoutSec = "HYPER_PARALLEL_SHMEM_TIMEOUT_SEC";
 inline constexpr std::string_view kEnvLogLevel = "HYPER_PARALLEL_SHMEM_LOG_LEVEL";
 inline constexpr std::string_view kEnvBackend = "HYPER_PARALLEL_SHMEM_BACKEND";
+inline constexpr std::string_view kEnvCopyWorkers = "HYPER_PARALLEL_SHMEM_COPY_WORKERS";
 
 /// Log levels of HYPER_PARALLEL_SHMEM_LOG_LEVEL: 0 debug, 1 info, 2 error.
 enum class LogLevel : std::uint8_t { kDebug = 0, kInfo = 1, kError = 2 };
@@ -44,11 +45,15 @@ struct Config {
   static constexpr std::uint64_t kDefaultTimeoutSec = 120;
   /// About 11 days; keeps deadline arithmetic in nanoseconds far from overflow.
   static constexpr std::uint64_t kMaxTimeoutSec = 1'000'000;
+  static constexpr std::uint64_t kMaxCopyWorkers = 64;
 
   std::uint64_t heap_bytes = kDefaultHeapBytes;
   std::uint64_t timeout_sec = kDefaultTimeoutSec;
   LogLevel log_level = LogLevel::kError;
   BackendKind backend = BackendKind::kAuto;
+  /// Threads per PE for collective copies (all_gather); 0 means: the machine's cores shared
+  /// among the PEs.
+  std::uint64_t copy_workers = 0;
 
   std::chrono::milliseconds timeout() const {
     return std::chrono::milliseconds(timeout_sec * 1000);

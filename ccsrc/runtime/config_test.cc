@@ -29,7 +29,8 @@ TEST(Config, ReadsEveryVariable) {
   ASSERT_TRUE(Config::FromEnvironment(Env({{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", "1048576"},
                                            {"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "7"},
                                            {"HYPER_PARALLEL_SHMEM_LOG_LEVEL", "0"},
-                                           {"HYPER_PARALLEL_SHMEM_BACKEND", "host"}}),
+                                           {"HYPER_PARALLEL_SHMEM_BACKEND", "host"},
+                                           {"HYPER_PARALLEL_SHMEM_COPY_WORKERS", "3"}}),
                                       &config)
                   .ok());
   EXPECT_EQ(config.heap_bytes, 1048576u);
@@ -37,6 +38,7 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_EQ(config.timeout(), std::chrono::milliseconds(7000));
   EXPECT_EQ(config.log_level, LogLevel::kDebug);
   EXPECT_EQ(config.backend, BackendKind::kHost);
+  EXPECT_EQ(config.copy_workers, 3u);
 }
 
 struct BadValue {
@@ -86,7 +88,10 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"HYPER_PARALLEL_SHMEM_LOG_LEVEL", "00"},
                       BadValue{"HYPER_PARALLEL_SHMEM_BACKEND", "HOST"},
                       BadValue{"HYPER_PARALLEL_SHMEM_BACKEND", ""},
-                      BadValue{"HYPER_PARALLEL_SHMEM_BACKEND", "gpu"}));
+                      BadValue{"HYPER_PARALLEL_SHMEM_BACKEND", "gpu"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_COPY_WORKERS", "0"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_COPY_WORKERS", "65"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_COPY_WORKERS", "two"}));
 
 TEST(ParsePositiveDecimal, Boundaries) {
   std::uint64_t value = 0;

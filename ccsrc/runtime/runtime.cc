@@ -248,7 +248,7 @@ Status Runtime::Init(InitOptions options) {
     return Status::Ok();
   };
 
-  HeapSpec spec{rank, size, config.heap_bytes, timeout};
+  HeapSpec spec{rank, size, config.heap_bytes, timeout, static_cast<int>(config.copy_workers)};
   std::string handle;
   std::vector<std::string> handles;
   Status created = backend_->CreateHeap(spec, &handle);
@@ -558,6 +558,42 @@ Status Runtime::Barrier(StreamRef stream) {
   constexpr std::string_view kOp = "barrier";
   HPS_RETURN_IF_ERROR(Record(CheckReady(kOp), kOp, "state"));
   return Record(backend_->Barrier(stream), kOp, "execute");
+}
+
+Status Runtime::AllGather(const SymmetricView& output, const void* input,
+                          std::uint64_t input_bytes, StreamRef stream, KeepAlive keep_alive) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  constexpr std::string_view kOp = "all_gather";
+  HPS_RETURN_IF_ERROR(Record(CheckReady(kOp), kOp, "state"));
+  std::uint64_t offset = 0;
+  AllocationRecord record;
+  HPS_RETURN_IF_ERROR(Record(ResolveOperand(output, &offset, &record), kOp, "validate"));
+  const std::uint64_t size = static_cast<std::uint64_t>(size_);
+  if (input_bytes > output.bytes / size || output.bytes != input_bytes * size) {
+    return Record(Status::Contract(ErrorCode::kInvalidArgument, "output byte size",
+                                   "input byte size * root size (" +
+                                       std::to_string(input_bytes) + " * " +
+                                       std::to_string(size) + ")",
+                                   std::to_string(output.bytes)),
+                  kOp, "validate");
+  }
+  if (input == nullptr && input_bytes > 0) {
+    return Record(
+        Status::Contract(ErrorCode::kInvalidArgument, "all_gather input", "non-null", "null"),
+        kOp, "validate");
+  }
+  const auto in = reinterpret_cast<std::uintptr_t>(input);
+  const auto out = reinterpret_cast<std::uintptr_t>(output.data);
+  if (input_bytes > 0 && in < out + output.bytes && out < in + input_bytes) {
+    return Record(Status::Contract(ErrorCode::kInvalidArgument, "all_gather input",
+                                   "disjoint from the output [" + Hex(output.data) + ", +" +
+                                       std::to_string(output.bytes) + ")",
+                                   "[" + Hex(input) + ", +" + std::to_string(input_bytes) + ")"),
+                  kOp, "validate");
+  }
+  if (input_bytes == 0) return Status::Ok();
+  return Record(backend_->AllGather(stream, offset, input, input_bytes, std::move(keep_alive)),
+                kOp, "execute");
 }
 
 Status Runtime::Quiesce() {

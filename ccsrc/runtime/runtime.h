@@ -135,6 +135,12 @@ class Runtime {
   /// Enqueues a barrier over the Root WORLD.
   Status Barrier(StreamRef stream);
 
+  /// Collective, enqueued: `input_bytes` of local `input` land in slot `rank` of `output` on
+  /// every PE. `output` must be exactly input_bytes * size bytes and must not overlap `input`.
+  /// Zero bytes: validated, then nothing. `keep_alive` owns both operands until it ran.
+  Status AllGather(const SymmetricView& output, const void* input, std::uint64_t input_bytes,
+                   StreamRef stream, KeepAlive keep_alive = nullptr);
+
   /// Waits until every stream has drained (device quiescent).
   Status Quiesce();
 

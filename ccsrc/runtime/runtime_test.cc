@@ -279,6 +279,28 @@ TEST_F(RuntimeTest, SignalOperandValidation) {
             ErrorCode::kInvalidArgument);
 }
 
+TEST_F(RuntimeTest, AllGatherValidation) {
+  ASSERT_TRUE(Init().ok());
+  Allocation out = MustAllocate(64);
+  std::vector<std::uint8_t> in(64, 9);
+  ASSERT_TRUE(runtime_.AllGather(View(out), in.data(), 64, {}).ok());
+  EXPECT_EQ(static_cast<std::uint8_t*>(out.data)[63], 9);
+  Status size = runtime_.AllGather(View(out), in.data(), 32, {});
+  EXPECT_EQ(size.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(size.message().find("output byte size must be input byte size * root size (32 * 1)"),
+            std::string::npos)
+      << size.message();
+  Status overlap = runtime_.AllGather(SymmetricView{out.id, out.data, 32},
+                                      static_cast<std::byte*>(out.data) + 16, 32, {});
+  EXPECT_EQ(overlap.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(runtime_.AllGather(View(out), nullptr, 64, {}).code(), ErrorCode::kInvalidArgument);
+  const int calls = panel_->count(FakeCall::kOpAllGather);
+  EXPECT_TRUE(runtime_.AllGather(SymmetricView{out.id, out.data, 0}, nullptr, 0, {}).ok());
+  EXPECT_EQ(panel_->count(FakeCall::kOpAllGather), calls);  // zero bytes: nothing ran
+  ASSERT_TRUE(runtime_.Free(View(out)).ok());
+  EXPECT_EQ(runtime_.AllGather(View(out), in.data(), 64, {}).code(), ErrorCode::kUseAfterFree);
+}
+
 TEST_F(RuntimeTest, FreeRejectsViewsAndDoubleFree) {
   ASSERT_TRUE(Init().ok());
   Allocation a = MustAllocate(256);

@@ -20,6 +20,7 @@ std::string_view FakeCallName(FakeCall call) {
     case FakeCall::kSignal: return "signal";
     case FakeCall::kWaitSignal: return "wait_signal";
     case FakeCall::kBarrier: return "barrier";
+    case FakeCall::kOpAllGather: return "op_all_gather";
     case FakeCall::kAllGather: return "all_gather";
     case FakeCall::kBootstrapBarrier: return "bootstrap_barrier";
     case FakeCall::kCount: break;
@@ -118,6 +119,13 @@ Status FakeBackend::WaitSignal(StreamRef, std::uint64_t offset, SignalWidth widt
   return Status::Assertion(ErrorCode::kTimeout, "wait_signal timed out",
                            {{"observed", std::to_string(observed)},
                             {"expected", std::to_string(value)}});
+}
+
+Status FakeBackend::AllGather(StreamRef, std::uint64_t output_offset, const void* input,
+                              std::uint64_t bytes_per_pe, KeepAlive) {
+  HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kOpAllGather));
+  std::memmove(heap_ + output_offset, input, bytes_per_pe);  // one PE: slot 0 only
+  return Status::Ok();
 }
 
 Status FakeBootstrap::AllGather(std::string_view mine, std::chrono::milliseconds,

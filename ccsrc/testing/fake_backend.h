@@ -28,6 +28,7 @@ enum class FakeCall : int {
   kSignal,
   kWaitSignal,
   kBarrier,
+  kOpAllGather,
   kAllGather,  // FakeBootstrap
   kBootstrapBarrier,  // FakeBootstrap
   kCount,
@@ -73,6 +74,8 @@ class FakeBackend final : public Backend {
   Status WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
                     Comparison comparison, std::int64_t value) override;
   Status Barrier(StreamRef) override { return panel_->Enter(FakeCall::kBarrier); }
+  Status AllGather(StreamRef stream, std::uint64_t output_offset, const void* input,
+                   std::uint64_t bytes_per_pe, KeepAlive keep_alive) override;
 
  private:
   std::shared_ptr<FakePanel> panel_;

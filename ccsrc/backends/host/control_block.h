@@ -17,8 +17,11 @@ namespace hyper_parallel::shmem::host {
 /// The largest Root WORLD the host backend serves (one machine).
 inline constexpr int kMaxHostPes = 256;
 
+/// Synchronisation points an op kernel can publish epochs on (see HostDevice::Publish).
+inline constexpr int kOpSlots = 2;
+
 inline constexpr std::uint64_t kControlMagic = 0x4850534d43544c31ull;  // "HPSMCTL1"
-inline constexpr std::uint32_t kControlVersion = 1;
+inline constexpr std::uint32_t kControlVersion = 2;
 
 struct alignas(64) PaddedCounter {
   std::atomic<std::uint64_t> value{0};
@@ -42,6 +45,9 @@ struct ControlBlock {
   AgreementSlot agreement[2];
   /// barrier_arrivals[src]: how many barriers PE src has entered (written by src only).
   PaddedCounter barrier_arrivals[kMaxHostPes];
+  /// op_epochs[slot][src]: the latest epoch PE src published to this PE for an op's sync
+  /// point `slot` (see HostDevice); written by src only.
+  PaddedCounter op_epochs[kOpSlots][kMaxHostPes];
 };
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free,

@@ -12,6 +12,7 @@
 
 #include "backends/host/host_stream.h"
 #include "data_plane/pe_address.h"
+#include "ops/all_gather/all_gather.h"
 #include "runtime/heap_allocator.h"
 
 namespace hyper_parallel::shmem::host {
@@ -143,6 +144,7 @@ Status HostBackend::CreateHeap(const HeapSpec& spec, std::string* local_handle) 
   spec_ = spec;
   barrier_epoch_ = 0;
   agreement_epoch_ = 0;
+  all_gather_epoch_ = 0;
   heap_region_bytes_ = RoundUp(spec.heap_bytes, PageSize());
   segment_bytes_ = heap_region_bytes_ + RoundUp(sizeof(ControlBlock), PageSize());
 
@@ -226,16 +228,31 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
     HPS_RETURN_IF_ERROR(mapped);
     mappings_[pe] = Mapping{base, segment_bytes_};
     const ControlBlock* control = PeerControl(pe);
-    if (control->magic != kControlMagic || control->rank != pe) {
+    if (control->magic != kControlMagic || control->version != kControlVersion ||
+        control->rank != pe) {
       return Status::Assertion(ErrorCode::kBackendError, "peer control block is not valid",
-                               {{"pe", std::to_string(pe)}, {"magic", Hex(control->magic)}});
+                               {{"pe", std::to_string(pe)}, {"magic", Hex(control->magic)},
+                                {"version", std::to_string(control->version)}});
     }
   }
+  const int workers =
+      spec_.copy_workers > 0 ? spec_.copy_workers : DefaultCopyWorkers(spec_.size);
+  workers_ = std::make_unique<CopyWorkers>(workers - 1);
+  std::vector<std::byte*> heaps(spec_.size);
+  std::vector<ControlBlock*> controls(spec_.size);
+  for (int pe = 0; pe < spec_.size; ++pe) {
+    heaps[pe] = PeerHeapBase(pe);
+    controls[pe] = PeerControl(pe);
+  }
+  device_ = std::make_unique<HostDevice>(spec_.rank, spec_.size, spec_.timeout, std::move(heaps),
+                                         std::move(controls), workers_.get());
   return Status::Ok();
 }
 
 Status HostBackend::DestroyHeap() {
   RequireCallable<HostCall::kUnmapSegments, CallSite::kHostThread>();
+  device_.reset();
+  workers_.reset();  // joins the copy threads
   Status result;
   for (Mapping& mapping : mappings_) {
     if (mapping.base != nullptr && ::munmap(mapping.base, mapping.bytes) != 0 && result.ok()) {
@@ -444,6 +461,20 @@ Status HostBackend::Barrier(StreamRef stream) {
                               {"missing_pes", MissingPes(missing)},
                               {"timeout_ms", std::to_string(timeout.count())}});
   });
+}
+
+Status HostBackend::AllGather(StreamRef stream, std::uint64_t output_offset, const void* input,
+                              std::uint64_t bytes_per_pe, KeepAlive keep_alive) {
+  ops::AllGatherArgs args;
+  args.output_offset = output_offset;
+  args.input = input;
+  args.bytes_per_pe = bytes_per_pe;
+  args.epoch = ++all_gather_epoch_;  // fixed at enqueue: every PE numbers calls alike
+  const HostDevice* device = device_.get();
+  return Submit(stream, "all_gather",
+                [device, args, hold = std::move(keep_alive)]<CallSite kSite>() {
+                  return ops::PushAllGather<kSite>(*device, args);
+                });
 }
 
 }  // namespace hyper_parallel::shmem::host

@@ -23,6 +23,7 @@
 #include "backends/backend.h"
 #include "backends/host/call_sites.h"
 #include "backends/host/control_block.h"
+#include "backends/host/host_device.h"
 
 namespace hyper_parallel::shmem::host {
 
@@ -63,6 +64,13 @@ class HostBackend final : public Backend {
   Status WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
                     Comparison comparison, std::int64_t value) override;
   Status Barrier(StreamRef stream) override;
+  Status AllGather(StreamRef stream, std::uint64_t output_offset, const void* input,
+                   std::uint64_t bytes_per_pe, KeepAlive keep_alive) override;
+
+  /// The device surface op kernels run on (null until the peers are mapped).
+  const HostDevice* device() const { return device_.get(); }
+  /// The next epoch of the all_gather sequence (for kernels launched outside AllGather).
+  std::uint64_t NextAllGatherEpoch() { return ++all_gather_epoch_; }
 
   /// Address of heap offset 0 of PE `pe` in this process (null when not mapped).
   std::byte* PeerHeapBase(int pe) const;
@@ -98,6 +106,9 @@ class HostBackend final : public Backend {
   std::vector<Mapping> mappings_;  // by rank; [rank] is the local segment
   std::uint64_t barrier_epoch_ = 0;
   std::uint64_t agreement_epoch_ = 0;
+  std::uint64_t all_gather_epoch_ = 0;
+  std::unique_ptr<CopyWorkers> workers_;
+  std::unique_ptr<HostDevice> device_;
 };
 
 /// Serialises a handle to the bytes CreateHeap publishes, and back (with validation).

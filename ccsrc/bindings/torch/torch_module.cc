@@ -326,6 +326,27 @@ void Barrier() {
   Check(hps::Runtime::Process().Barrier(CurrentStream()));
 }
 
+void AllGather(const at::Tensor& output, const at::Tensor& input) {
+  const hps::SymmetricView view = Symmetric("all_gather", "output", output);
+  const void* local = Local("all_gather", "input", input);
+  if (input.scalar_type() != output.scalar_type()) {
+    Check(Contract("all_gather", "input dtype",
+                   "output's dtype " + std::string(c10::toString(output.scalar_type())),
+                   c10::toString(input.scalar_type())));
+  }
+  const int64_t size = hps::Runtime::Process().size();
+  if (output.numel() != input.numel() * size) {
+    Check(Contract("all_gather", "output numel",
+                   "input numel * root size (" + std::to_string(input.numel()) + " * " +
+                       std::to_string(size) + ")",
+                   std::to_string(output.numel())));
+  }
+  py::gil_scoped_release no_gil;
+  const hps::StreamRef stream = CurrentStream();
+  Check(hps::Runtime::Process().AllGather(view, local, ByteSize(input), stream,
+                                          Hold(stream, output, input)));
+}
+
 // ---- bootstrap over a Python object --------------------------------------------------------
 
 // Calls `all_gather(bytes, timeout_s) -> list[bytes]` and `barrier(timeout_s)` on a Python
@@ -497,6 +518,7 @@ PYBIND11_MODULE(hyper_parallel_shmem_torch, m) {
         py::arg("operation"));
   m.def("wait_signal", &WaitSignal, py::arg("sig"), py::arg("value"), py::arg("comparison"));
   m.def("barrier", &Barrier);
+  m.def("all_gather", &AllGather, py::arg("output"), py::arg("input"));
   m.def("snapshot", &Snapshot, "Process-local diagnostics (not collective).");
   m.def("is_symmetric", [](const at::Tensor& tensor) { return ContextOf(tensor) != nullptr; });
   m.def("timeout_seconds", [] {

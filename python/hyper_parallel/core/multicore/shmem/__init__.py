@@ -4,7 +4,9 @@
     t = shmem.empty(1024, dtype=torch.int32)  # collective, symmetric
     shmem.put(t, torch.arange(1024, dtype=torch.int32), pe=1)
     shmem.barrier()
-    shmem.free(t)                             # collective
+    out = shmem.empty(world * 1024, dtype=torch.int32)
+    shmem.all_gather(out, t)                  # collective, like all_gather_into_tensor
+    shmem.free(out); shmem.free(t)            # collective
     handle.close()                            # last handle shuts down (collective)
 
 Every operation is enqueued on the current stream: the default host stream is the calling
@@ -13,6 +15,7 @@ thread; `with shmem.stream(shmem.Stream()):` queues work on an executor thread i
 
 from ._api import (
     Event,
+    all_gather,
     Stream,
     barrier,
     current_stream,
@@ -36,6 +39,7 @@ __all__ = [
     "ShmemError",
     "Stream",
     "acquire_shmem",
+    "all_gather",
     "barrier",
     "current_stream",
     "debug_state",

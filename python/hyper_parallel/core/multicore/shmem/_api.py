@@ -135,6 +135,18 @@ def barrier() -> None:
     native.barrier()
 
 
+def all_gather(output: torch.Tensor, input: torch.Tensor) -> None:  # noqa: A002 (torch's name)
+    """Collective: every PE's input lands in slot root_rank of every PE's output.
+
+    The contract of torch.distributed.all_gather_into_tensor: output is symmetric and
+    contiguous with output.numel() == input.numel() * root size and the same dtype; input is
+    any contiguous CPU tensor that does not overlap output. When it has completed on the
+    stream, the local output holds every input in rank order and input may be reused. Zero
+    elements: validated, then nothing.
+    """
+    native.all_gather(_require_tensor("output", output), _require_tensor("input", input))
+
+
 # ---- host streams -------------------------------------------------------------------------
 
 _DEFAULT_TIMEOUT_S = 120.0

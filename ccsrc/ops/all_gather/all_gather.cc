@@ -1,0 +1,121 @@
+#include "ops/all_gather/all_gather.h"
+
+#include <vector>
+
+#include "data_plane/chunk_plan.h"
+#include "data_plane/partition.h"
+#include "data_plane/pe_address.h"
+
+namespace hyper_parallel::shmem::ops {
+namespace {
+
+using host::CallSite;
+
+// Peers in ring order starting after `rank`, so PEs do not all write to PE 0 first.
+std::vector<int> RingPeers(int rank, int size) {
+  std::vector<int> peers;
+  for (int distance = 1; distance < size; ++distance) {
+    peers.push_back(data_plane::RingPeer(rank, distance, size));
+  }
+  return peers;
+}
+
+data_plane::ChunkPlan Plan(std::uint64_t bytes) {
+  return data_plane::ChunkPlan(bytes, kAllGatherChunkBytes, kAllGatherMinChunkBytes,
+                               kAllGatherGranule);
+}
+
+// Copies `bytes` from `source` to every destination, chunk-major, over the copy workers.
+template <CallSite kSite>
+void CopyToAll(const host::HostDevice& device, const std::byte* source,
+               const std::vector<std::byte*>& destinations, std::uint64_t bytes) {
+  const data_plane::ChunkPlan plan = Plan(bytes);
+  const std::uint64_t targets = destinations.size();
+  const std::uint64_t items = plan.count() * targets;
+  const int workers = device.workers();
+  device.RunParallel([&](int worker) {
+    const data_plane::Range range = data_plane::PartitionRange(items, workers, worker);
+    for (std::uint64_t item = range.begin; item < range.end; ++item) {
+      const data_plane::Chunk chunk = plan.At(item / targets);
+      device.Copy<kSite>(destinations[item % targets] + chunk.offset, source + chunk.offset,
+                         chunk.bytes);
+    }
+  });
+}
+
+// Copies each source to its destination (pull: one per peer), chunked, over the workers.
+template <CallSite kSite>
+void CopyEach(const host::HostDevice& device, const std::vector<const std::byte*>& sources,
+              const std::vector<std::byte*>& destinations, std::uint64_t bytes) {
+  const data_plane::ChunkPlan plan = Plan(bytes);
+  const std::uint64_t pairs = sources.size();
+  const std::uint64_t items = plan.count() * pairs;
+  const int workers = device.workers();
+  device.RunParallel([&](int worker) {
+    const data_plane::Range range = data_plane::PartitionRange(items, workers, worker);
+    for (std::uint64_t item = range.begin; item < range.end; ++item) {
+      const data_plane::Chunk chunk = plan.At(item / pairs);
+      device.Copy<kSite>(destinations[item % pairs] + chunk.offset,
+                         sources[item % pairs] + chunk.offset, chunk.bytes);
+    }
+  });
+}
+
+std::byte* Slot(const host::HostDevice& device, int pe, const AllGatherArgs& args, int rank) {
+  return device.heap(pe) + args.output_offset + data_plane::SlotOffset(rank, args.bytes_per_pe);
+}
+
+}  // namespace
+
+template <CallSite kSite>
+Status PushAllGather(const host::HostDevice& device, const AllGatherArgs& args) {
+  const int rank = device.rank();
+  const std::vector<int> peers = RingPeers(rank, device.size());
+  const auto* input = static_cast<const std::byte*>(args.input);
+  for (int peer : peers) device.Publish<kSite>(peer, kEnteredSlot, args.epoch);
+  CopyToAll<kSite>(device, input, {Slot(device, rank, args, rank)}, args.bytes_per_pe);
+  if (peers.empty()) return Status::Ok();
+  HPS_RETURN_IF_ERROR(device.WaitAll<kSite>(kEnteredSlot, args.epoch, peers, "all_gather",
+                                            "peers to enter the call"));
+  std::vector<std::byte*> destinations;
+  for (int peer : peers) destinations.push_back(Slot(device, peer, args, rank));
+  CopyToAll<kSite>(device, input, destinations, args.bytes_per_pe);
+  for (int peer : peers) device.Publish<kSite>(peer, kArrivedSlot, args.epoch);
+  return device.WaitAll<kSite>(kArrivedSlot, args.epoch, peers, "all_gather",
+                               "peers' data to arrive");
+}
+
+template <CallSite kSite>
+Status PullAllGather(const host::HostDevice& device, const AllGatherArgs& args) {
+  const int rank = device.rank();
+  const std::vector<int> peers = RingPeers(rank, device.size());
+  const std::byte* own_input = device.heap(rank) + args.input_offset;
+  // kEntered here means "my input is ready to be read for call e".
+  for (int peer : peers) device.Publish<kSite>(peer, kEnteredSlot, args.epoch);
+  CopyToAll<kSite>(device, own_input, {Slot(device, rank, args, rank)}, args.bytes_per_pe);
+  if (peers.empty()) return Status::Ok();
+  HPS_RETURN_IF_ERROR(device.WaitAll<kSite>(kEnteredSlot, args.epoch, peers, "all_gather",
+                                            "peers' inputs to be ready"));
+  std::vector<const std::byte*> sources;
+  std::vector<std::byte*> destinations;
+  for (int peer : peers) {
+    sources.push_back(device.heap(peer) + args.input_offset);
+    destinations.push_back(Slot(device, rank, args, peer));
+  }
+  CopyEach<kSite>(device, sources, destinations, args.bytes_per_pe);
+  // kArrived here means "I finished reading your input": only then may its owner reuse it.
+  for (int peer : peers) device.Publish<kSite>(peer, kArrivedSlot, args.epoch);
+  return device.WaitAll<kSite>(kArrivedSlot, args.epoch, peers, "all_gather",
+                               "peers to finish reading this input");
+}
+
+template Status PushAllGather<CallSite::kHostThread>(const host::HostDevice&,
+                                                     const AllGatherArgs&);
+template Status PushAllGather<CallSite::kStreamExecutor>(const host::HostDevice&,
+                                                         const AllGatherArgs&);
+template Status PullAllGather<CallSite::kHostThread>(const host::HostDevice&,
+                                                     const AllGatherArgs&);
+template Status PullAllGather<CallSite::kStreamExecutor>(const host::HostDevice&,
+                                                         const AllGatherArgs&);
+
+}  // namespace hyper_parallel::shmem::ops
