@@ -15,13 +15,14 @@ std::string Range(std::uint64_t offset, std::uint64_t bytes) {
 void AllocationRegistry::BeginLifecycle() {
   ++lifecycle_;
   first_id_ = next_id_;
-  live_.clear();
-  live_bytes_ = 0;
+  EndLifecycle();
   peaks_ = RegistryPeaks{};
 }
 
 void AllocationRegistry::EndLifecycle() {
-  live_.clear();
+  slots_.clear();
+  base_id_ = next_id_;
+  live_count_ = 0;
   live_bytes_ = 0;
   // The next lifecycle's ids start after every id ever issued, so old ones stay stale.
   first_id_ = next_id_;
@@ -31,17 +32,23 @@ AllocationId AllocationRegistry::Register(std::uint64_t offset, std::uint64_t by
                                           std::uint64_t reserved_bytes,
                                           std::uint64_t alignment) {
   const AllocationId id = next_id_++;
-  live_.emplace(id, AllocationRecord{id, lifecycle_, offset, bytes, reserved_bytes, alignment,
-                                     false});
+  if (slots_.empty()) base_id_ = id;
+  slots_.push_back(Slot{AllocationRecord{id, lifecycle_, offset, bytes, reserved_bytes,
+                                         alignment, false},
+                        true});
+  ++live_count_;
   live_bytes_ += bytes;
-  peaks_.max_live_count = std::max<std::uint64_t>(peaks_.max_live_count, live_.size());
+  peaks_.max_live_count = std::max<std::uint64_t>(peaks_.max_live_count, live_count_);
   peaks_.max_live_bytes = std::max(peaks_.max_live_bytes, live_bytes_);
   return id;
 }
 
-Status AllocationRegistry::Classify(
-    AllocationId id, ErrorCode freed_code,
-    std::map<AllocationId, AllocationRecord>::const_iterator* found) const {
+Status AllocationRegistry::Classify(AllocationId id, ErrorCode freed_code,
+                                    const AllocationRecord** found) const {
+  if (const Slot* slot = Find(id); slot != nullptr && id >= first_id_) [[likely]] {
+    *found = &slot->record;
+    return Status::Ok();
+  }
   if (id == 0 || id >= next_id_) {
     return Status::Contract(ErrorCode::kInvalidArgument, "allocation id",
                             "an id this runtime issued (1 to " + std::to_string(next_id_ - 1) +
@@ -55,77 +62,77 @@ Status AllocationRegistry::Classify(
                               {"current_lifecycle", std::to_string(lifecycle_)},
                               {"first_id_of_current_lifecycle", std::to_string(first_id_)}});
   }
-  auto it = live_.find(id);
-  if (it == live_.end()) {
-    return Status::Assertion(freed_code, "allocation was already freed",
-                             {{"allocation_id", std::to_string(id)},
-                              {"lifecycle", std::to_string(lifecycle_)}});
-  }
-  *found = it;
-  return Status::Ok();
+  return Status::Assertion(freed_code, "allocation was already freed",
+                           {{"allocation_id", std::to_string(id)},
+                            {"lifecycle", std::to_string(lifecycle_)}});
 }
 
 Status AllocationRegistry::CheckId(AllocationId id, ErrorCode freed_code) const {
-  std::map<AllocationId, AllocationRecord>::const_iterator it;
-  return Classify(id, freed_code, &it);
+  const AllocationRecord* ignored = nullptr;
+  return Classify(id, freed_code, &ignored);
 }
 
 Status AllocationRegistry::Resolve(AllocationId id, std::uint64_t offset, std::uint64_t bytes,
                                    AllocationRecord* out) const {
-  std::map<AllocationId, AllocationRecord>::const_iterator it;
-  HPS_RETURN_IF_ERROR(Classify(id, ErrorCode::kUseAfterFree, &it));
-  const AllocationRecord& record = it->second;
-  const bool starts_inside = offset >= record.offset && offset - record.offset <= record.bytes;
-  if (!starts_inside || bytes > record.bytes - (offset - record.offset)) {
+  const AllocationRecord* record = nullptr;
+  HPS_RETURN_IF_ERROR(Classify(id, ErrorCode::kUseAfterFree, &record));
+  const bool starts_inside = offset >= record->offset && offset - record->offset <= record->bytes;
+  if (!starts_inside || bytes > record->bytes - (offset - record->offset)) [[unlikely]] {
     return Status::Contract(ErrorCode::kInvalidArgument, "operand byte range",
                             "inside allocation " + std::to_string(id) + " " +
-                                Range(record.offset, record.bytes),
+                                Range(record->offset, record->bytes),
                             Range(offset, bytes));
   }
-  *out = record;
+  *out = *record;
   return Status::Ok();
 }
 
 Status AllocationRegistry::ResolveWhole(AllocationId id, std::uint64_t offset,
                                         std::uint64_t bytes, AllocationRecord* out) const {
-  std::map<AllocationId, AllocationRecord>::const_iterator it;
-  HPS_RETURN_IF_ERROR(Classify(id, ErrorCode::kDoubleFree, &it));
-  const AllocationRecord& record = it->second;
-  if (offset != record.offset || bytes != record.bytes) {
+  const AllocationRecord* record = nullptr;
+  HPS_RETURN_IF_ERROR(Classify(id, ErrorCode::kDoubleFree, &record));
+  if (offset != record->offset || bytes != record->bytes) {
     return Status::Contract(ErrorCode::kInvalidArgument, "freed tensor",
                             "the whole allocation " + std::to_string(id) + " " +
-                                Range(record.offset, record.bytes),
+                                Range(record->offset, record->bytes),
                             "a view " + Range(offset, bytes));
   }
-  *out = record;
+  *out = *record;
   return Status::Ok();
 }
 
 void AllocationRegistry::Release(AllocationId id) {
-  auto it = live_.find(id);
-  if (it == live_.end()) return;
-  live_bytes_ -= it->second.bytes;
-  live_.erase(it);
+  Slot* slot = Find(id);
+  if (slot == nullptr) return;
+  slot->live = false;
+  --live_count_;
+  live_bytes_ -= slot->record.bytes;
+  while (!slots_.empty() && !slots_.front().live) {
+    slots_.pop_front();
+    ++base_id_;
+  }
 }
 
 bool AllocationRegistry::MarkLeaked(AllocationId id) {
-  auto it = live_.find(id);
-  if (it == live_.end()) return false;
-  it->second.leaked = true;
+  Slot* slot = Find(id);
+  if (slot == nullptr) return false;
+  slot->record.leaked = true;
   return true;
 }
 
 std::vector<AllocationRecord> AllocationRegistry::Live() const {
   std::vector<AllocationRecord> records;
-  records.reserve(live_.size());
-  for (const auto& [id, record] : live_) records.push_back(record);
+  records.reserve(live_count_);
+  for (const Slot& slot : slots_) {
+    if (slot.live) records.push_back(slot.record);
+  }
   return records;
 }
 
 std::vector<AllocationRecord> AllocationRegistry::Leaked() const {
   std::vector<AllocationRecord> records;
-  for (const auto& [id, record] : live_) {
-    if (record.leaked) records.push_back(record);
+  for (const Slot& slot : slots_) {
+    if (slot.live && slot.record.leaked) records.push_back(slot.record);
   }
   return records;
 }

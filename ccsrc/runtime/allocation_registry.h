@@ -5,11 +5,14 @@
 // so an id alone tells whether an operand is live, freed (in this lifecycle), from an earlier
 // lifecycle, or never issued, each with its own error code. Ranges are heap offsets.
 //
+// Lookups are O(1): records sit in a deque indexed by id (ids are dense within a lifecycle),
+// and released records at the front are dropped, so memory follows the oldest live id.
+//
 // Not thread-safe: the Runtime's mutex serialises every call.
 #pragma once
 
 #include <cstdint>
-#include <map>
+#include <deque>
 #include <vector>
 
 #include "runtime/status.h"
@@ -69,7 +72,7 @@ class AllocationRegistry {
 
   std::vector<AllocationRecord> Live() const;    ///< by id
   std::vector<AllocationRecord> Leaked() const;  ///< by id
-  std::size_t live_count() const { return live_.size(); }
+  std::size_t live_count() const { return live_count_; }
   std::uint64_t live_bytes() const { return live_bytes_; }
   RegistryPeaks peaks() const { return peaks_; }
   std::uint64_t lifecycle() const { return lifecycle_; }
@@ -77,15 +80,29 @@ class AllocationRegistry {
   AllocationId first_id_of_lifecycle() const { return first_id_; }
 
  private:
-  Status Classify(AllocationId id, ErrorCode freed_code,
-                  std::map<AllocationId, AllocationRecord>::const_iterator* found) const;
+  struct Slot {
+    AllocationRecord record;
+    bool live = false;
+  };
+  // The live slot of `id`, or null.
+  const Slot* Find(AllocationId id) const {
+    if (id < base_id_ || id - base_id_ >= slots_.size()) return nullptr;
+    const Slot& slot = slots_[id - base_id_];
+    return slot.live ? &slot : nullptr;
+  }
+  Slot* Find(AllocationId id) {
+    return const_cast<Slot*>(static_cast<const AllocationRegistry*>(this)->Find(id));
+  }
+  Status Classify(AllocationId id, ErrorCode freed_code, const AllocationRecord** found) const;
 
   AllocationId next_id_ = 1;
   AllocationId first_id_ = 1;
   std::uint64_t lifecycle_ = 0;
   std::uint64_t live_bytes_ = 0;
+  std::size_t live_count_ = 0;
   RegistryPeaks peaks_;
-  std::map<AllocationId, AllocationRecord> live_;
+  AllocationId base_id_ = 1;  // id of slots_.front()
+  std::deque<Slot> slots_;    // ids [base_id_, next_id_)
 };
 
 }  // namespace hyper_parallel::shmem

@@ -131,11 +131,10 @@ std::chrono::milliseconds Runtime::timeout() const {
   return config_.timeout();
 }
 
-Status Runtime::Record(Status status, std::string_view operation, std::string_view phase) {
-  if (!status.ok()) {
-    status.At(operation, phase);
-    latest_failure_ = status;
-  }
+Status Runtime::RecordFailure(Status status, std::string_view operation,
+                              std::string_view phase) {
+  status.At(operation, phase);
+  latest_failure_ = status;
   return status;
 }
 
@@ -278,7 +277,7 @@ Status Runtime::Init(InitOptions options) {
 Status Runtime::Shutdown() {
   std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "shutdown";
-  HPS_RETURN_IF_ERROR(Record(CheckReady(kOp), kOp, "state"));
+  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
   AdoptOrphans();
 
   // Leaked allocations (no tensor refers to them any more) are reclaimed collectively when
@@ -339,8 +338,8 @@ Status Runtime::Shutdown() {
                   "same ones): count=" + std::to_string(leaked) + ", ids=[" + ids + "]");
   }
 
-  HPS_RETURN_IF_ERROR(Record(backend_->Quiesce(), kOp, "quiesce"));
-  HPS_RETURN_IF_ERROR(Record(bootstrap_->Barrier(config_.timeout()), kOp, "barrier"));
+  HPS_RECORD_IF_ERROR(backend_->Quiesce(), kOp, "quiesce");
+  HPS_RECORD_IF_ERROR(bootstrap_->Barrier(config_.timeout()), kOp, "barrier");
   if (Status destroyed = backend_->DestroyHeap(); !destroyed.ok()) {
     state_ = RuntimeState::kFailed;
     HPS_LOG_ERROR("native shutdown failed; the runtime is terminal: " + destroyed.message());
@@ -383,9 +382,9 @@ Status Runtime::CheckPe(int pe) const {
 
 Status Runtime::ResolveOperand(const SymmetricView& view, std::uint64_t* offset,
                                AllocationRecord* record, ErrorCode freed_code) const {
-  // The id first: a stale or freed tensor is reported as such wherever its pointer lies.
-  HPS_RETURN_IF_ERROR(registry_.CheckId(view.id, freed_code));
   if (!data_plane::InsideHeap(view.data, view.bytes, heap_base_, config_.heap_bytes)) {
+    // A stale or freed tensor is reported as such wherever its pointer lies.
+    HPS_RETURN_IF_ERROR(registry_.CheckId(view.id, freed_code));
     return Status::Contract(
         ErrorCode::kInvalidArgument, "symmetric operand",
         "inside the symmetric heap [" + Hex(heap_base_) + ", " +
@@ -418,7 +417,7 @@ Status Runtime::Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocatio
                          std::string_view note) {
   std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "empty";
-  HPS_RETURN_IF_ERROR(Record(CheckReady(kOp), kOp, "state"));
+  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
   AdoptOrphans();
 
   HeapBlock block;
@@ -426,8 +425,8 @@ Status Runtime::Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocatio
   std::vector<AgreementRecord> all;
   const AgreementRecord mine = MakeRecord(Collective::kAllocate, placed.code(), bytes, alignment,
                                           placed.ok() ? block.offset : kNone);
-  HPS_RETURN_IF_ERROR(Record(AgreeOrMismatch(kOp, mine, &all), kOp, "agree"));
-  HPS_RETURN_IF_ERROR(Record(placed, kOp, "allocate"));
+  HPS_RECORD_IF_ERROR(AgreeOrMismatch(kOp, mine, &all), kOp, "agree");
+  HPS_RECORD_IF_ERROR(placed, kOp, "allocate");
   allocator_.Commit(block);
 
   const AllocationId id =
@@ -442,22 +441,22 @@ Status Runtime::Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocatio
 Status Runtime::Free(const SymmetricView& whole, std::string_view note) {
   std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "free";
-  HPS_RETURN_IF_ERROR(Record(CheckReady(kOp), kOp, "state"));
+  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
   AdoptOrphans();
 
   AllocationRecord record;
   std::uint64_t offset = 0;
   const Status valid = ResolveOperand(whole, &offset, &record, ErrorCode::kDoubleFree);
   // Queued work may still touch the allocation: drain before any PE can reuse it.
-  HPS_RETURN_IF_ERROR(Record(backend_->Quiesce(), kOp, "quiesce"));
+  HPS_RECORD_IF_ERROR(backend_->Quiesce(), kOp, "quiesce");
   std::vector<AgreementRecord> all;
   const AgreementRecord mine =
       MakeRecord(Collective::kFree, valid.code(), valid.ok() ? record.offset : kNone,
                  valid.ok() ? record.bytes : kNone, kNone);
-  HPS_RETURN_IF_ERROR(Record(AgreeOrMismatch(kOp, mine, &all), kOp, "agree"));
-  HPS_RETURN_IF_ERROR(Record(valid, kOp, "validate"));
+  HPS_RECORD_IF_ERROR(AgreeOrMismatch(kOp, mine, &all), kOp, "agree");
+  HPS_RECORD_IF_ERROR(valid, kOp, "validate");
 
-  HPS_RETURN_IF_ERROR(Record(allocator_.Release(record.offset), kOp, "release"));
+  HPS_RECORD_IF_ERROR(allocator_.Release(record.offset), kOp, "release");
   registry_.Release(record.id);
   HPS_LOG_DEBUG("op=Free id=" + std::to_string(record.id) + " base=" + Hex(whole.data) +
                 " bytes=" + std::to_string(record.bytes) + (note.empty() ? "" : " ") +
@@ -469,11 +468,11 @@ Status Runtime::Put(const SymmetricView& destination, const void* source, int pe
                     StreamRef stream, KeepAlive keep_alive) {
   std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "put";
-  HPS_RETURN_IF_ERROR(Record(CheckReady(kOp), kOp, "state"));
-  HPS_RETURN_IF_ERROR(Record(CheckPe(pe), kOp, "validate"));
+  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+  HPS_RECORD_IF_ERROR(CheckPe(pe), kOp, "validate");
   std::uint64_t offset = 0;
   AllocationRecord record;
-  HPS_RETURN_IF_ERROR(Record(ResolveOperand(destination, &offset, &record), kOp, "validate"));
+  HPS_RECORD_IF_ERROR(ResolveOperand(destination, &offset, &record), kOp, "validate");
   if (source == nullptr && destination.bytes > 0) {
     return Record(Status::Contract(ErrorCode::kInvalidArgument, "put source", "non-null", "null"),
                   kOp, "validate");
@@ -488,11 +487,11 @@ Status Runtime::Get(void* destination, const SymmetricView& source, int pe, Stre
                     KeepAlive keep_alive) {
   std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "get";
-  HPS_RETURN_IF_ERROR(Record(CheckReady(kOp), kOp, "state"));
-  HPS_RETURN_IF_ERROR(Record(CheckPe(pe), kOp, "validate"));
+  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+  HPS_RECORD_IF_ERROR(CheckPe(pe), kOp, "validate");
   std::uint64_t offset = 0;
   AllocationRecord record;
-  HPS_RETURN_IF_ERROR(Record(ResolveOperand(source, &offset, &record), kOp, "validate"));
+  HPS_RECORD_IF_ERROR(ResolveOperand(source, &offset, &record), kOp, "validate");
   if (destination == nullptr && source.bytes > 0) {
     return Record(
         Status::Contract(ErrorCode::kInvalidArgument, "get destination", "non-null", "null"),
@@ -532,12 +531,12 @@ Status Runtime::Signal(const SymmetricView& signal, SignalWidth width, std::int6
                        SignalOp op, StreamRef stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "signal";
-  HPS_RETURN_IF_ERROR(Record(CheckReady(kOp), kOp, "state"));
-  HPS_RETURN_IF_ERROR(Record(CheckPe(pe), kOp, "validate"));
+  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+  HPS_RECORD_IF_ERROR(CheckPe(pe), kOp, "validate");
   std::uint64_t offset = 0;
   AllocationRecord record;
-  HPS_RETURN_IF_ERROR(Record(ResolveOperand(signal, &offset, &record), kOp, "validate"));
-  HPS_RETURN_IF_ERROR(Record(CheckSignalOperand(signal, offset, width, value), kOp, "validate"));
+  HPS_RECORD_IF_ERROR(ResolveOperand(signal, &offset, &record), kOp, "validate");
+  HPS_RECORD_IF_ERROR(CheckSignalOperand(signal, offset, width, value), kOp, "validate");
   return Record(backend_->Signal(stream, offset, width, op, value, pe), kOp, "execute");
 }
 
@@ -545,18 +544,18 @@ Status Runtime::WaitSignal(const SymmetricView& signal, SignalWidth width, std::
                            Comparison comparison, StreamRef stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "wait_signal";
-  HPS_RETURN_IF_ERROR(Record(CheckReady(kOp), kOp, "state"));
+  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
   std::uint64_t offset = 0;
   AllocationRecord record;
-  HPS_RETURN_IF_ERROR(Record(ResolveOperand(signal, &offset, &record), kOp, "validate"));
-  HPS_RETURN_IF_ERROR(Record(CheckSignalOperand(signal, offset, width, value), kOp, "validate"));
+  HPS_RECORD_IF_ERROR(ResolveOperand(signal, &offset, &record), kOp, "validate");
+  HPS_RECORD_IF_ERROR(CheckSignalOperand(signal, offset, width, value), kOp, "validate");
   return Record(backend_->WaitSignal(stream, offset, width, comparison, value), kOp, "execute");
 }
 
 Status Runtime::Barrier(StreamRef stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "barrier";
-  HPS_RETURN_IF_ERROR(Record(CheckReady(kOp), kOp, "state"));
+  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
   return Record(backend_->Barrier(stream), kOp, "execute");
 }
 
@@ -564,10 +563,10 @@ Status Runtime::AllGather(const SymmetricView& output, const void* input,
                           std::uint64_t input_bytes, StreamRef stream, KeepAlive keep_alive) {
   std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "all_gather";
-  HPS_RETURN_IF_ERROR(Record(CheckReady(kOp), kOp, "state"));
+  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
   std::uint64_t offset = 0;
   AllocationRecord record;
-  HPS_RETURN_IF_ERROR(Record(ResolveOperand(output, &offset, &record), kOp, "validate"));
+  HPS_RECORD_IF_ERROR(ResolveOperand(output, &offset, &record), kOp, "validate");
   const std::uint64_t size = static_cast<std::uint64_t>(size_);
   if (input_bytes > output.bytes / size || output.bytes != input_bytes * size) {
     return Record(Status::Contract(ErrorCode::kInvalidArgument, "output byte size",
@@ -599,14 +598,14 @@ Status Runtime::AllGather(const SymmetricView& output, const void* input,
 Status Runtime::Quiesce() {
   std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "synchronize";
-  HPS_RETURN_IF_ERROR(Record(CheckReady(kOp), kOp, "state"));
+  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
   return Record(backend_->Quiesce(), kOp, "quiesce");
 }
 
 Status Runtime::CurrentStream(StreamRef* out) {
   std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "current_stream";
-  HPS_RETURN_IF_ERROR(Record(CheckReady(kOp), kOp, "state"));
+  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
   *out = backend_->CurrentStream();
   return Status::Ok();
 }

@@ -175,7 +175,22 @@ class Runtime {
   // Agreement through the backend; returns COLLECTIVE_MISMATCH naming the first disagreeing PE.
   Status AgreeOrMismatch(std::string_view what, const AgreementRecord& mine,
                          std::vector<AgreementRecord>* all);
-  Status Record(Status status, std::string_view operation, std::string_view phase);
+  // Tags a failure with where it happened and keeps it as the latest failure. Inline so the
+  // success path of every entry is a null check.
+  Status Record(Status status, std::string_view operation, std::string_view phase) {
+    if (status.ok()) [[likely]] return status;
+    return RecordFailure(std::move(status), operation, phase);
+  }
+  Status RecordFailure(Status status, std::string_view operation, std::string_view phase);
+
+// Inside a Runtime member: returns the recorded failure of `expression`, if any.
+#define HPS_RECORD_IF_ERROR(expression, operation, phase)                         \
+  do {                                                                            \
+    ::hyper_parallel::shmem::Status hps_checked_ = (expression);                  \
+    if (!hps_checked_.ok()) [[unlikely]] {                                        \
+      return RecordFailure(std::move(hps_checked_), (operation), (phase));        \
+    }                                                                             \
+  } while (false)
   void RollBackInit();
   // Moves orphans reported since the last entry into the leak table. Must hold mutex_.
   void AdoptOrphans();

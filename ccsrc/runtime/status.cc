@@ -52,21 +52,33 @@ Status Status::Assertion(ErrorCode code, std::string_view fact,
   return Status(code, std::move(message));
 }
 
-Status& Status::At(std::string_view operation, std::string_view phase) {
-  if (!ok() && operation_.empty()) {
-    operation_ = operation;
-    phase_ = phase;
-  }
-  return *this;
+Status::Status(ErrorCode code, std::string message)
+    : rep_(code == ErrorCode::kOk ? nullptr
+                                  : std::make_unique<Rep>(Rep{code, std::move(message), {}, {}})) {}
+
+void Status::Tag(std::string_view operation, std::string_view phase) {
+  rep_->operation = operation;
+  rep_->phase = phase;
+}
+
+const std::string& Status::Empty() {
+  static const std::string* empty = new std::string();
+  return *empty;
+}
+
+bool Status::operator==(const Status& other) const {
+  if (ok() || other.ok()) return ok() == other.ok();
+  return rep_->code == other.rep_->code && rep_->message == other.rep_->message &&
+         rep_->operation == other.rep_->operation && rep_->phase == other.rep_->phase;
 }
 
 std::string Status::ToString() const {
   if (ok()) return "OK";
   std::string text = "[HYPER_PARALLEL_SHMEM_ERROR] error_code=";
-  text.append(ErrorCodeName(code_));
-  text.append(" operation=").append(operation_.empty() ? "unknown" : operation_);
-  text.append(" phase=").append(phase_.empty() ? "unknown" : phase_);
-  text.append(" ").append(message_);
+  text.append(ErrorCodeName(rep_->code));
+  text.append(" operation=").append(rep_->operation.empty() ? "unknown" : rep_->operation);
+  text.append(" phase=").append(rep_->phase.empty() ? "unknown" : rep_->phase);
+  text.append(" ").append(rep_->message);
   return text;
 }
 

@@ -8,11 +8,14 @@
 //   contract  "<what> must be <rule>, but got <value>"
 //   assertion "<fact>: key=value, key=value"
 //
-// Status is a plain value: copyable, not synchronised; share it like an int.
+// Status is a plain value: copyable, not synchronised; share it like an int. Like LevelDB's,
+// an OK status is a null pointer, so the success path of every entry costs nothing to build,
+// move or destroy; only a failure allocates its code, message and tags.
 #pragma once
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -52,6 +55,13 @@ std::string Hex(const void* pointer);
 class Status {
  public:
   Status() = default;  // OK
+  Status(const Status& other) : rep_(other.rep_ ? std::make_unique<Rep>(*other.rep_) : nullptr) {}
+  Status& operator=(const Status& other) {
+    if (this != &other) rep_ = other.rep_ ? std::make_unique<Rep>(*other.rep_) : nullptr;
+    return *this;
+  }
+  Status(Status&&) noexcept = default;
+  Status& operator=(Status&&) noexcept = default;
 
   static Status Ok() { return Status(); }
 
@@ -63,29 +73,41 @@ class Status {
   static Status Assertion(ErrorCode code, std::string_view fact,
                           std::initializer_list<Field> fields = {});
 
-  bool ok() const { return code_ == ErrorCode::kOk; }
-  ErrorCode code() const { return code_; }
-  const std::string& message() const { return message_; }
-  const std::string& operation() const { return operation_; }
-  const std::string& phase() const { return phase_; }
+  bool ok() const { return rep_ == nullptr; }
+  ErrorCode code() const { return rep_ ? rep_->code : ErrorCode::kOk; }
+  const std::string& message() const { return rep_ ? rep_->message : Empty(); }
+  const std::string& operation() const { return rep_ ? rep_->operation : Empty(); }
+  const std::string& phase() const { return rep_ ? rep_->phase : Empty(); }
 
   /// Tags the status with the entry point and phase it failed in, unless already tagged, so
   /// the innermost (most precise) tag wins. No effect on OK.
-  Status& At(std::string_view operation, std::string_view phase);
+  Status& At(std::string_view operation, std::string_view phase) & {
+    if (rep_ && rep_->operation.empty()) Tag(operation, phase);
+    return *this;
+  }
+  Status&& At(std::string_view operation, std::string_view phase) && {
+    if (rep_ && rep_->operation.empty()) Tag(operation, phase);
+    return std::move(*this);
+  }
 
   /// "[HYPER_PARALLEL_SHMEM_ERROR] error_code=<CODE> operation=<op> phase=<phase> <message>",
   /// or "OK".
   std::string ToString() const;
 
-  bool operator==(const Status& other) const = default;
+  bool operator==(const Status& other) const;
 
  private:
-  Status(ErrorCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  struct Rep {
+    ErrorCode code;
+    std::string message;
+    std::string operation;
+    std::string phase;
+  };
+  Status(ErrorCode code, std::string message);
+  void Tag(std::string_view operation, std::string_view phase);
+  static const std::string& Empty();
 
-  ErrorCode code_ = ErrorCode::kOk;
-  std::string message_;
-  std::string operation_;
-  std::string phase_;
+  std::unique_ptr<Rep> rep_;  // null: OK
 };
 
 }  // namespace hyper_parallel::shmem

@@ -51,6 +51,25 @@ TEST(Status, EveryCodeHasAName) {
   EXPECT_EQ(ErrorCodeName(ErrorCode::kUnsupportedCapability), "UNSUPPORTED_CAPABILITY");
 }
 
+TEST(Status, CopiesAreDeepAndMovesLeaveOk) {
+  Status original = Status::Assertion(ErrorCode::kTimeout, "late", {{"pe", "3"}});
+  original.At("barrier", "execute");
+  Status copy = original;
+  EXPECT_EQ(copy, original);
+  copy = Status::Ok();
+  EXPECT_FALSE(original.ok()) << "a copy shares nothing with its source";
+  EXPECT_EQ(original.message(), "late: pe=3");
+  Status moved = std::move(original);
+  EXPECT_EQ(moved.code(), ErrorCode::kTimeout);
+  EXPECT_EQ(moved.operation(), "barrier");
+  Status assigned;
+  assigned = moved;
+  EXPECT_EQ(assigned.ToString(), moved.ToString());
+  EXPECT_NE(assigned, Status::Ok());
+  EXPECT_EQ(Status::Ok(), Status());
+  EXPECT_TRUE(Status().message().empty() && Status().operation().empty());
+}
+
 TEST(Status, Hex) {
   EXPECT_EQ(Hex(std::uint64_t{255}), "0xff");
   EXPECT_EQ(Hex(std::uint64_t{0}), "0x0");

@@ -1,15 +1,29 @@
 #include "backends/host/doorbell.h"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
+#include <thread>
 #include <ctime>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
+
+namespace hyper_parallel::shmem::host {
+
+WaitPolicy WaitPolicy::ForPes(int local_pes) {
+  WaitPolicy policy;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (static_cast<unsigned>(local_pes) > cores) policy.spin = std::chrono::nanoseconds(0);
+  return policy;
+}
+
+}  // namespace hyper_parallel::shmem::host
 
 namespace hyper_parallel::shmem::host::internal {
 
@@ -29,6 +43,8 @@ void FutexWakeAll(std::atomic<std::uint32_t>* word) {
   ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr,
             nullptr, 0);
 }
+
+void Yield() { ::sched_yield(); }
 
 void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)

@@ -3,8 +3,10 @@
 //
 // A writer changes the watched data first, then Ring()s the doorbell of the PE that waits.
 // A waiter calls WaitUntil() with a predicate over the watched data: it spins briefly, then
-// sleeps on the futex, re-checking at least every kMaxSleep so data changed without a ring
-// (for example a signal word written by a plain put) is still seen. Every wait has a deadline.
+// yields the core for a while (with more PEs than cores, the PE it waits for may be the one
+// that needs it), then sleeps on the futex, re-checking at least every kMaxSleep so data
+// changed without a ring (a signal word written by a plain put) is still seen. Every wait has
+// a deadline.
 //
 // Safe from any thread of any process that maps the doorbell; the members are lock-free,
 // address-free atomics.
@@ -20,43 +22,71 @@
 namespace hyper_parallel::shmem::host {
 
 struct Doorbell {
-  std::atomic<std::uint32_t> sequence{0};  ///< futex word; bumped by every ring
+  std::atomic<std::uint32_t> sequence{0};  ///< futex word; bumped by rings that may wake
   std::atomic<std::uint32_t> sleepers{0};  ///< waiters inside futex wait (skip wake if none)
 };
 
 using WaitClock = std::chrono::steady_clock;
 
-/// How long a waiter spins before it sleeps, and the longest single sleep.
-inline constexpr std::chrono::microseconds kSpinBudget{20};
+/// The longest single sleep: data changed without a ring is seen within it.
 inline constexpr std::chrono::milliseconds kMaxSleep{2};
+
+/// How long a waiter spins, then yields, before it sleeps. With no more PEs than cores the
+/// awaited PE is running, so spinning answers fastest; with more PEs than cores it may be
+/// waiting for this very core, so the waiter yields at once.
+struct WaitPolicy {
+  std::chrono::nanoseconds spin{std::chrono::microseconds(20)};
+  std::chrono::nanoseconds yield{std::chrono::microseconds(100)};
+
+  /// The policy for `local_pes` PEs sharing this machine's cores.
+  static WaitPolicy ForPes(int local_pes);
+};
 
 namespace internal {
 void FutexWait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
                std::chrono::nanoseconds timeout);
 void FutexWakeAll(std::atomic<std::uint32_t>* word);
 void CpuRelax();
+void Yield();
 }  // namespace internal
 
 /// Wakes every waiter of `bell`. Call after the watched data changed.
+///
+/// The fence pairs with the waiter's seq_cst sleepers increment (Dekker): either this load
+/// sees the sleeper, or the sleeper's predicate check sees the new data. Only when someone
+/// may sleep is the futex word bumped (so a waiter between its check and its futex wait
+/// returns at once) and woken; a spinning waiter costs the writer no atomic read-modify-write.
 template <CallSite kSite>
 void Ring(Doorbell* bell) {
   RequireCallable<HostCall::kAtomicSignal, kSite>();
-  // seq_cst pairs with the waiter's sleepers increment: either it sees this bump, or we see it.
-  bell->sequence.fetch_add(1, std::memory_order_seq_cst);
-  if (bell->sleepers.load(std::memory_order_seq_cst) != 0) internal::FutexWakeAll(&bell->sequence);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (bell->sleepers.load(std::memory_order_seq_cst) != 0) {
+    bell->sequence.fetch_add(1, std::memory_order_seq_cst);
+    internal::FutexWakeAll(&bell->sequence);
+  }
 }
 
-/// Waits until `ready()` is true or `deadline` passes; returns the last `ready()` value.
+/// Waits until `ready()` is true or `timeout` has passed; returns the last `ready()` value.
+/// The clock is read only once the first check failed, so a wait that is already satisfied
+/// costs one predicate call.
 template <CallSite kSite, class Predicate>
-bool WaitUntil(Doorbell* bell, Predicate&& ready, WaitClock::time_point deadline) {
+bool WaitUntil(Doorbell* bell, Predicate&& ready, std::chrono::nanoseconds timeout,
+               const WaitPolicy& policy = WaitPolicy()) {
   RequireCallable<HostCall::kBoundedWait, kSite>();
   if (ready()) return true;
-  const auto spin_end = WaitClock::now() + kSpinBudget;
-  for (unsigned i = 1;; ++i) {
+  const auto start = WaitClock::now();
+  const auto deadline = start + timeout;
+  const auto spin_end = start + policy.spin;
+  for (unsigned i = 1; policy.spin.count() > 0; ++i) {
     internal::CpuRelax();
     if (ready()) return true;
     if ((i & 63) == 0 && WaitClock::now() >= spin_end) break;
   }
+  const auto yield_end = std::min(WaitClock::now() + policy.yield, deadline);
+  do {
+    internal::Yield();
+    if (ready()) return true;
+  } while (WaitClock::now() < yield_end);
   for (;;) {
     bell->sleepers.fetch_add(1, std::memory_order_seq_cst);
     const std::uint32_t sequence = bell->sequence.load(std::memory_order_seq_cst);

@@ -145,6 +145,7 @@ Status HostBackend::CreateHeap(const HeapSpec& spec, std::string* local_handle) 
   barrier_epoch_ = 0;
   agreement_epoch_ = 0;
   all_gather_epoch_ = 0;
+  wait_policy_ = WaitPolicy::ForPes(spec.size);
   heap_region_bytes_ = RoundUp(spec.heap_bytes, PageSize());
   segment_bytes_ = heap_region_bytes_ + RoundUp(sizeof(ControlBlock), PageSize());
 
@@ -244,8 +245,8 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
     heaps[pe] = PeerHeapBase(pe);
     controls[pe] = PeerControl(pe);
   }
-  device_ = std::make_unique<HostDevice>(spec_.rank, spec_.size, spec_.timeout, std::move(heaps),
-                                         std::move(controls), workers_.get());
+  device_ = std::make_unique<HostDevice>(spec_.rank, spec_.size, spec_.timeout, wait_policy_,
+                                         std::move(heaps), std::move(controls), workers_.get());
   return Status::Ok();
 }
 
@@ -301,7 +302,6 @@ Status HostBackend::Agree(const AgreementRecord& mine, std::vector<AgreementReco
   for (int pe = 0; pe < spec_.size; ++pe) {
     if (pe != spec_.rank) Ring<CallSite::kHostThread>(&PeerControl(pe)->doorbell);
   }
-  const auto deadline = WaitClock::now() + spec_.timeout;
   auto arrived = [&](int pe) {
     return PeerControl(pe)->agreement[slot].epoch.load(std::memory_order_acquire) >= epoch;
   };
@@ -313,7 +313,7 @@ Status HostBackend::Agree(const AgreementRecord& mine, std::vector<AgreementReco
         }
         return true;
       },
-      deadline);
+      spec_.timeout, wait_policy_);
   if (!everyone) {
     std::vector<int> missing;
     for (int pe = 0; pe < spec_.size; ++pe) {
@@ -402,14 +402,14 @@ Status HostBackend::WaitSignal(StreamRef stream, std::uint64_t offset, SignalWid
   Doorbell* bell = &PeerControl(spec_.rank)->doorbell;
   const int rank = spec_.rank;
   const auto timeout = spec_.timeout;
+  const WaitPolicy policy = wait_policy_;
   return Submit(stream, "wait_signal", [=]<CallSite kSite>() {
     auto observe = [&]() -> std::int64_t {
       return width == SignalWidth::k32 ? LoadAcquire<std::int32_t>(address)
                                        : LoadAcquire<std::int64_t>(address);
     };
     const bool met = WaitUntil<kSite>(
-        bell, [&] { return Compare(observe(), comparison, value); },
-        WaitClock::now() + timeout);
+        bell, [&] { return Compare(observe(), comparison, value); }, timeout, policy);
     if (met) return Status::Ok();
     return Status::Assertion(ErrorCode::kTimeout, "wait_signal timed out",
                              {{"pe", std::to_string(rank)},
@@ -428,7 +428,9 @@ Status HostBackend::Barrier(StreamRef stream) {
   for (int pe = 0; pe < spec_.size; ++pe) controls[pe] = PeerControl(pe);
   const int rank = spec_.rank;
   const auto timeout = spec_.timeout;
-  return Submit(stream, "barrier", [controls = std::move(controls), epoch, rank, timeout]<CallSite kSite>() {
+  const WaitPolicy policy = wait_policy_;
+  return Submit(stream, "barrier", [controls = std::move(controls), epoch, rank, timeout,
+                                    policy]<CallSite kSite>() {
     const int size = static_cast<int>(controls.size());
     for (int pe = 0; pe < size; ++pe) {
       if (pe == rank) continue;
@@ -449,7 +451,7 @@ Status HostBackend::Barrier(StreamRef stream) {
           }
           return true;
         },
-        WaitClock::now() + timeout);
+        timeout, policy);
     if (everyone) return Status::Ok();
     std::vector<int> missing;
     for (int pe = 0; pe < size; ++pe) {

@@ -107,6 +107,7 @@ class HostBackend final : public Backend {
   std::uint64_t barrier_epoch_ = 0;
   std::uint64_t agreement_epoch_ = 0;
   std::uint64_t all_gather_epoch_ = 0;
+  WaitPolicy wait_policy_;
   std::unique_ptr<CopyWorkers> workers_;
   std::unique_ptr<HostDevice> device_;
 };

@@ -33,12 +33,13 @@ class CopyWorkers;
 
 class HostDevice {
  public:
-  HostDevice(int rank, int size, std::chrono::milliseconds timeout,
+  HostDevice(int rank, int size, std::chrono::milliseconds timeout, WaitPolicy wait_policy,
              std::vector<std::byte*> heap_bases, std::vector<ControlBlock*> controls,
              CopyWorkers* workers)
       : rank_(rank),
         size_(size),
         timeout_(timeout),
+        wait_policy_(wait_policy),
         heap_bases_(std::move(heap_bases)),
         controls_(std::move(controls)),
         workers_(workers) {}
@@ -83,7 +84,7 @@ class HostDevice {
       return true;
     };
     if (WaitUntil<kSite>(&controls_[rank_]->doorbell, all_arrived,
-                         WaitClock::now() + timeout_)) {
+                         timeout_, wait_policy_)) {
       return Status::Ok();
     }
     return Timeout(slot, epoch, sources, operation, waiting_for);
@@ -101,6 +102,7 @@ class HostDevice {
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;
+  WaitPolicy wait_policy_;
   std::vector<std::byte*> heap_bases_;
   std::vector<ControlBlock*> controls_;
   CopyWorkers* workers_;  // may be null: the caller alone
