@@ -117,6 +117,11 @@ class Backend {
   virtual Status Signal(StreamRef stream, std::uint64_t offset, SignalWidth width, SignalOp op,
                         std::int64_t value, int pe) = 0;
 
+  /// Put, then Signal on the same PE, as one operation: the data is visible before the signal.
+  virtual Status PutSignal(StreamRef stream, std::uint64_t offset, const void* source,
+                           std::uint64_t bytes, std::uint64_t signal_offset, SignalWidth width,
+                           SignalOp op, std::int64_t value, int pe, KeepAlive keep_alive) = 0;
+
   /// Waits until the local signal word at `offset` satisfies `comparison` against `value`.
   virtual Status WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
                             Comparison comparison, std::int64_t value) = 0;

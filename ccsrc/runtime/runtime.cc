@@ -540,6 +540,28 @@ Status Runtime::Signal(const SymmetricView& signal, SignalWidth width, std::int6
   return Record(backend_->Signal(stream, offset, width, op, value, pe), kOp, "execute");
 }
 
+Status Runtime::PutSignal(const SymmetricView& destination, const void* source,
+                          const SymmetricView& signal, SignalWidth width, std::int64_t value,
+                          int pe, SignalOp op, StreamRef stream, KeepAlive keep_alive) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  constexpr std::string_view kOp = "put_signal";
+  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+  HPS_RECORD_IF_ERROR(CheckPe(pe), kOp, "validate");
+  std::uint64_t offset = 0, signal_offset = 0;
+  AllocationRecord record;
+  HPS_RECORD_IF_ERROR(ResolveOperand(destination, &offset, &record), kOp, "validate");
+  HPS_RECORD_IF_ERROR(ResolveOperand(signal, &signal_offset, &record), kOp, "validate");
+  HPS_RECORD_IF_ERROR(CheckSignalOperand(signal, signal_offset, width, value), kOp, "validate");
+  if (source == nullptr && destination.bytes > 0) {
+    return Record(
+        Status::Contract(ErrorCode::kInvalidArgument, "put source", "non-null", "null"), kOp,
+        "validate");
+  }
+  return Record(backend_->PutSignal(stream, offset, source, destination.bytes, signal_offset,
+                                    width, op, value, pe, std::move(keep_alive)),
+                kOp, "execute");
+}
+
 Status Runtime::WaitSignal(const SymmetricView& signal, SignalWidth width, std::int64_t value,
                            Comparison comparison, StreamRef stream) {
   std::lock_guard<std::mutex> lock(mutex_);

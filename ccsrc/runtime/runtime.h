@@ -129,6 +129,11 @@ class Runtime {
   /// Enqueues a set or add of `value` on the signal word `signal` of PE `pe`.
   Status Signal(const SymmetricView& signal, SignalWidth width, std::int64_t value, int pe,
                 SignalOp op, StreamRef stream);
+  /// Put followed by Signal on the same PE, as one entry (one validation, one enqueue): the
+  /// data is visible on PE `pe` before the signal is.
+  Status PutSignal(const SymmetricView& destination, const void* source,
+                   const SymmetricView& signal, SignalWidth width, std::int64_t value, int pe,
+                   SignalOp op, StreamRef stream, KeepAlive keep_alive = nullptr);
   /// Enqueues a wait until the local signal word satisfies `comparison` against `value`.
   Status WaitSignal(const SymmetricView& signal, SignalWidth width, std::int64_t value,
                     Comparison comparison, StreamRef stream);

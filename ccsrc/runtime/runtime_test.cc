@@ -301,6 +301,40 @@ TEST_F(RuntimeTest, AllGatherValidation) {
   EXPECT_EQ(runtime_.AllGather(View(out), in.data(), 64, {}).code(), ErrorCode::kUseAfterFree);
 }
 
+TEST_F(RuntimeTest, PutSignalCopiesThenSignals) {
+  ASSERT_TRUE(Init().ok());
+  Allocation data = MustAllocate(32);
+  Allocation sig = MustAllocate(8);
+  std::vector<std::uint8_t> payload(32, 5);
+  ASSERT_TRUE(runtime_.PutSignal(View(data), payload.data(), View(sig), SignalWidth::k64, 9, 0,
+                                 SignalOp::kSet, {})
+                  .ok());
+  EXPECT_EQ(static_cast<std::uint8_t*>(data.data)[31], 5);
+  EXPECT_EQ(*static_cast<std::int64_t*>(sig.data), 9);
+  ASSERT_TRUE(runtime_.PutSignal(View(data), payload.data(), View(sig), SignalWidth::k64, 1, 0,
+                                 SignalOp::kAdd, {})
+                  .ok());
+  EXPECT_EQ(*static_cast<std::int64_t*>(sig.data), 10);
+  EXPECT_EQ(runtime_.PutSignal(View(data), payload.data(), View(sig), SignalWidth::k64, 1, 1,
+                               SignalOp::kSet, {})
+                .code(),
+            ErrorCode::kInvalidArgument);  // bad PE
+  EXPECT_EQ(runtime_.PutSignal(View(data), payload.data(), View(data), SignalWidth::k64, 1, 0,
+                               SignalOp::kSet, {})
+                .code(),
+            ErrorCode::kInvalidArgument);  // the signal must be one word
+  EXPECT_EQ(runtime_.PutSignal(View(data), nullptr, View(sig), SignalWidth::k64, 1, 0,
+                               SignalOp::kSet, {})
+                .code(),
+            ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(runtime_.Free(View(sig)).ok());
+  EXPECT_EQ(runtime_.PutSignal(View(data), payload.data(), View(sig), SignalWidth::k64, 1, 0,
+                               SignalOp::kSet, {})
+                .code(),
+            ErrorCode::kUseAfterFree);
+  EXPECT_EQ(static_cast<std::uint8_t*>(data.data)[0], 5);
+}
+
 TEST_F(RuntimeTest, FreeRejectsViewsAndDoubleFree) {
   ASSERT_TRUE(Init().ok());
   Allocation a = MustAllocate(256);

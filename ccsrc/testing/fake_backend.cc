@@ -108,6 +108,14 @@ Status FakeBackend::Signal(StreamRef, std::uint64_t offset, SignalWidth width, S
   return Status::Ok();
 }
 
+Status FakeBackend::PutSignal(StreamRef stream, std::uint64_t offset, const void* source,
+                              std::uint64_t bytes, std::uint64_t signal_offset,
+                              SignalWidth width, SignalOp op, std::int64_t value, int pe,
+                              KeepAlive keep_alive) {
+  HPS_RETURN_IF_ERROR(Put(stream, offset, source, bytes, pe, keep_alive));
+  return Signal(stream, signal_offset, width, op, value, pe);
+}
+
 Status FakeBackend::WaitSignal(StreamRef, std::uint64_t offset, SignalWidth width,
                                Comparison comparison, std::int64_t value) {
   HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kWaitSignal));

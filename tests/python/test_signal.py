@@ -53,6 +53,35 @@ def test_set_add_and_every_comparison(pes, size, dtype):
     assert all(pes(size).run(_set_add_every_comparison, dtype))
 
 
+def _put_signal(rank, size):
+    with shmem.acquire_shmem():
+        data = shmem.empty(4096, dtype=torch.int32)
+        counter = shmem.empty(1, dtype=torch.int64)
+        counter.zero_()
+        shmem.barrier()
+        nxt, prv = (rank + 1) % size, (rank - 1) % size
+        for tile in range(1, 6):
+            # Producer: write the tile and raise the consumer's counter in one call.
+            shmem.put_signal(data, torch.full((4096,), tile * 100 + rank, dtype=torch.int32),
+                             counter, 1, nxt, operation="add")
+            shmem.wait_signal(counter, tile, comparison="ge")
+            assert data.eq(tile * 100 + prv).all(), f"tile {tile} complete when its signal is"
+            shmem.barrier()
+        with pytest.raises(ValueError, match="operation must be one of set, add"):
+            shmem.put_signal(data, torch.zeros(4096, dtype=torch.int32), counter, 1, nxt,
+                             operation="xor")
+        expect_shmem_error("INVALID_ARGUMENT", shmem.put_signal, data,
+                           torch.zeros(8, dtype=torch.int32), counter, 1, nxt)
+        shmem.free(counter)
+        shmem.free(data)
+    return True
+
+
+@pytest.mark.parametrize("size", [2, 4])
+def test_put_signal_orders_data_before_the_signal(pes, size):
+    assert all(pes(size).run(_put_signal))
+
+
 def _rejections(rank, size):
     with shmem.acquire_shmem():
         sig32 = shmem.empty(1, dtype=torch.int32)

@@ -56,14 +56,23 @@ void Yield();
 /// sees the sleeper, or the sleeper's predicate check sees the new data. Only when someone
 /// may sleep is the futex word bumped (so a waiter between its check and its futex wait
 /// returns at once) and woken; a spinning waiter costs the writer no atomic read-modify-write.
+/// Ring() for a writer whose change was itself a seq_cst operation (and whose waiter reads it
+/// with seq_cst loads): the seq_cst total order then already orders it before the sleeper
+/// check, so no fence is needed.
 template <CallSite kSite>
-void Ring(Doorbell* bell) {
+void RingAfterSeqCst(Doorbell* bell) {
   RequireCallable<HostCall::kAtomicSignal, kSite>();
-  std::atomic_thread_fence(std::memory_order_seq_cst);
   if (bell->sleepers.load(std::memory_order_seq_cst) != 0) {
     bell->sequence.fetch_add(1, std::memory_order_seq_cst);
     internal::FutexWakeAll(&bell->sequence);
   }
+}
+
+template <CallSite kSite>
+void Ring(Doorbell* bell) {
+  RequireCallable<HostCall::kAtomicSignal, kSite>();
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  RingAfterSeqCst<kSite>(bell);
 }
 
 /// Waits until `ready()` is true or `timeout` has passed; returns the last `ready()` value.
@@ -78,7 +87,9 @@ bool WaitUntil(Doorbell* bell, Predicate&& ready, std::chrono::nanoseconds timeo
   const auto deadline = start + timeout;
   const auto spin_end = start + policy.spin;
   for (unsigned i = 1; policy.spin.count() > 0; ++i) {
-    internal::CpuRelax();
+    // Poll tightly at first (the answer is often a cache-line transfer away), then pause
+    // between polls so a long spin does not hog the core's shared resources.
+    if (i > 256) internal::CpuRelax();
     if (ready()) return true;
     if ((i & 63) == 0 && WaitClock::now() >= spin_end) break;
   }

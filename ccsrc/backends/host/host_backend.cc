@@ -76,23 +76,35 @@ void CopyBytes(void* destination, const void* source, std::uint64_t bytes) {
   }
 }
 
+// Signal words are written and read seq_cst: that orders the data before the signal (a
+// seq_cst write is also a release, a seq_cst read an acquire) and, with the doorbell's
+// sleeper count, lets the writer skip a separate fence (RingAfterSeqCst).
 template <class Word>
-Word LoadAcquire(const std::byte* address) {
+Word LoadSignal(const std::byte* address) {
   return std::atomic_ref<Word>(*reinterpret_cast<Word*>(const_cast<std::byte*>(address)))
-      .load(std::memory_order_acquire);
+      .load(std::memory_order_seq_cst);
 }
 
 template <CallSite kSite, class Word>
 void ApplySignal(std::byte* address, SignalOp op, Word value) {
   RequireCallable<HostCall::kAtomicSignal, kSite>();
   std::atomic_ref<Word> word(*reinterpret_cast<Word*>(address));
-  // Release: every write this thread made before (the data) is visible to whoever acquires
-  // the signal value.
   if (op == SignalOp::kSet) {
-    word.store(value, std::memory_order_release);
+    word.exchange(value, std::memory_order_seq_cst);  // an exchange: one locked instruction
   } else {
-    word.fetch_add(value, std::memory_order_release);
+    word.fetch_add(value, std::memory_order_seq_cst);
   }
+}
+
+template <CallSite kSite>
+void SignalAndRing(std::byte* address, Doorbell* bell, SignalWidth width, SignalOp op,
+                   std::int64_t value) {
+  if (width == SignalWidth::k32) {
+    ApplySignal<kSite, std::int32_t>(address, op, static_cast<std::int32_t>(value));
+  } else {
+    ApplySignal<kSite, std::int64_t>(address, op, value);
+  }
+  RingAfterSeqCst<kSite>(bell);
 }
 
 std::string MissingPes(const std::vector<int>& missing) {
@@ -386,14 +398,25 @@ Status HostBackend::Signal(StreamRef stream, std::uint64_t offset, SignalWidth w
   std::byte* address = PeerHeapBase(pe) + offset;
   Doorbell* bell = &PeerControl(pe)->doorbell;
   return Submit(stream, "signal", [address, bell, width, op, value]<CallSite kSite>() {
-    if (width == SignalWidth::k32) {
-      ApplySignal<kSite, std::int32_t>(address, op, static_cast<std::int32_t>(value));
-    } else {
-      ApplySignal<kSite, std::int64_t>(address, op, value);
-    }
-    Ring<kSite>(bell);
+    SignalAndRing<kSite>(address, bell, width, op, value);
     return Status::Ok();
   });
+}
+
+Status HostBackend::PutSignal(StreamRef stream, std::uint64_t offset, const void* source,
+                              std::uint64_t bytes, std::uint64_t signal_offset,
+                              SignalWidth width, SignalOp op, std::int64_t value, int pe,
+                              KeepAlive keep_alive) {
+  std::byte* destination = PeerHeapBase(pe) + offset;
+  std::byte* address = PeerHeapBase(pe) + signal_offset;
+  Doorbell* bell = &PeerControl(pe)->doorbell;
+  return Submit(stream, "put_signal",
+                [destination, source, bytes, address, bell, width, op, value,
+                 hold = std::move(keep_alive)]<CallSite kSite>() {
+                  CopyBytes<kSite>(destination, source, bytes);
+                  SignalAndRing<kSite>(address, bell, width, op, value);  // data before signal
+                  return Status::Ok();
+                });
 }
 
 Status HostBackend::WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
@@ -405,8 +428,8 @@ Status HostBackend::WaitSignal(StreamRef stream, std::uint64_t offset, SignalWid
   const WaitPolicy policy = wait_policy_;
   return Submit(stream, "wait_signal", [=]<CallSite kSite>() {
     auto observe = [&]() -> std::int64_t {
-      return width == SignalWidth::k32 ? LoadAcquire<std::int32_t>(address)
-                                       : LoadAcquire<std::int64_t>(address);
+      return width == SignalWidth::k32 ? LoadSignal<std::int32_t>(address)
+                                       : LoadSignal<std::int64_t>(address);
     };
     const bool met = WaitUntil<kSite>(
         bell, [&] { return Compare(observe(), comparison, value); }, timeout, policy);

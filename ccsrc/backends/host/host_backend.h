@@ -61,6 +61,9 @@ class HostBackend final : public Backend {
              int pe, KeepAlive keep_alive) override;
   Status Signal(StreamRef stream, std::uint64_t offset, SignalWidth width, SignalOp op,
                 std::int64_t value, int pe) override;
+  Status PutSignal(StreamRef stream, std::uint64_t offset, const void* source,
+                   std::uint64_t bytes, std::uint64_t signal_offset, SignalWidth width,
+                   SignalOp op, std::int64_t value, int pe, KeepAlive keep_alive) override;
   Status WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
                     Comparison comparison, std::int64_t value) override;
   Status Barrier(StreamRef stream) override;

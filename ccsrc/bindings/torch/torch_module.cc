@@ -303,6 +303,33 @@ void Signal(const at::Tensor& signal, int64_t value, int pe, const std::string& 
   Check(hps::Runtime::Process().Signal(view, width, value, pe, op, CurrentStream()));
 }
 
+void PutSignal(const at::Tensor& destination, const at::Tensor& source, const at::Tensor& signal,
+               int64_t value, int pe, const std::string& operation) {
+  const hps::SymmetricView view = Symmetric("put_signal", "dst", destination);
+  const void* local = Local("put_signal", "src", source);
+  if (source.scalar_type() != destination.scalar_type()) {
+    Check(Contract("put_signal", "src dtype",
+                   "dst's dtype " + std::string(c10::toString(destination.scalar_type())),
+                   c10::toString(source.scalar_type())));
+  }
+  if (ByteSize(source) != view.bytes) {
+    Check(Contract("put_signal", "src byte size", "dst's byte size " + std::to_string(view.bytes),
+                   std::to_string(ByteSize(source))));
+  }
+  const hps::SignalWidth width = Width("put_signal", signal);
+  const hps::SymmetricView signal_view = Symmetric("put_signal", "sig", signal);
+  hps::SignalOp op = hps::SignalOp::kSet;
+  if (operation == "add") {
+    op = hps::SignalOp::kAdd;
+  } else if (operation != "set") {
+    Check(Contract("put_signal", "operation", "\"set\" or \"add\"", "\"" + operation + "\""));
+  }
+  py::gil_scoped_release no_gil;
+  const hps::StreamRef stream = CurrentStream();
+  Check(hps::Runtime::Process().PutSignal(view, local, signal_view, width, value, pe, op, stream,
+                                          Hold(stream, destination, source)));
+}
+
 void WaitSignal(const at::Tensor& signal, int64_t value, const std::string& comparison) {
   const hps::SignalWidth width = Width("wait_signal", signal);
   const hps::SymmetricView view = Symmetric("wait_signal", "sig", signal);
@@ -516,6 +543,8 @@ PYBIND11_MODULE(hyper_parallel_shmem_torch, m) {
   m.def("get", &Get, py::arg("dst"), py::arg("src"), py::arg("pe"));
   m.def("signal", &Signal, py::arg("sig"), py::arg("value"), py::arg("pe"),
         py::arg("operation"));
+  m.def("put_signal", &PutSignal, py::arg("dst"), py::arg("src"), py::arg("sig"), py::arg("value"),
+        py::arg("pe"), py::arg("operation"));
   m.def("wait_signal", &WaitSignal, py::arg("sig"), py::arg("value"), py::arg("comparison"));
   m.def("barrier", &Barrier);
   m.def("all_gather", &AllGather, py::arg("output"), py::arg("input"));

@@ -122,8 +122,13 @@ TEST_P(RmaTest, DataBeforeSignal) {
       for (std::size_t i = 0; i < payload.size(); ++i) {
         payload[i] = (static_cast<std::uint64_t>(round) << 48) | (ctx.rank << 24) | i;
       }
-      CHECK_PE_OK(ctx, Rt().Put(View(data), payload.data(), next, {}));
-      CHECK_PE_OK(ctx, Rt().Signal(View(flag), SignalWidth::k64, round, next, SignalOp::kSet, {}));
+      if (round % 2 == 0) {
+        CHECK_PE_OK(ctx, Rt().Put(View(data), payload.data(), next, {}));
+        CHECK_PE_OK(ctx, Rt().Signal(View(flag), SignalWidth::k64, round, next, SignalOp::kSet, {}));
+      } else {  // the fused form: one call, the same ordering
+        CHECK_PE_OK(ctx, Rt().PutSignal(View(data), payload.data(), View(flag), SignalWidth::k64,
+                                        round, next, SignalOp::kSet, {}));
+      }
       CHECK_PE_OK(ctx, Rt().WaitSignal(View(flag), SignalWidth::k64, round, Comparison::kGe, {}));
       // The whole message must be visible once the signal is.
       const auto* got = As<std::uint64_t>(data);

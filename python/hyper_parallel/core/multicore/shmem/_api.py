@@ -123,6 +123,17 @@ def signal(sig: torch.Tensor, value: int, pe: int, *, operation: str = "set") ->
                   _require_choice("operation", operation, _OPERATIONS))
 
 
+def put_signal(dst: torch.Tensor, src: torch.Tensor, sig: torch.Tensor, value: int, pe: int, *,
+               operation: str = "set") -> None:
+    """put(dst, src, pe) then signal(sig, value, pe, operation=...) as one call: the data is
+    visible on PE pe before the signal is (what a producer writing a tile and raising its
+    consumer's counter needs), for one validation and one enqueue."""
+    sig = _signal_tensor(sig)
+    native.put_signal(_require_tensor("dst", dst), _require_tensor("src", src), sig,
+                      _signal_value(value), _require_int("pe", pe),
+                      _require_choice("operation", operation, _OPERATIONS))
+
+
 def wait_signal(sig: torch.Tensor, value: int, *, comparison: str = "eq") -> None:
     """Waits until the local sig compares true against value; bounded by the timeout."""
     sig = _signal_tensor(sig)
