@@ -464,19 +464,26 @@ Status Runtime::Free(const SymmetricView& whole, std::string_view note) {
   return Status::Ok();
 }
 
+Status Runtime::CheckTransfer(const SymmetricView& symmetric, int pe,
+                              const void* local, std::string_view local_name,
+                              std::uint64_t* offset) const {
+  HPS_RETURN_IF_ERROR(CheckPe(pe));
+  AllocationRecord record;
+  HPS_RETURN_IF_ERROR(ResolveOperand(symmetric, offset, &record));
+  if (local == nullptr && symmetric.bytes > 0) {
+    return Status::Contract(ErrorCode::kInvalidArgument, local_name, "non-null", "null");
+  }
+  return Status::Ok();
+}
+
 Status Runtime::Put(const SymmetricView& destination, const void* source, int pe,
                     StreamRef stream, KeepAlive keep_alive) {
   std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "put";
   HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
-  HPS_RECORD_IF_ERROR(CheckPe(pe), kOp, "validate");
   std::uint64_t offset = 0;
-  AllocationRecord record;
-  HPS_RECORD_IF_ERROR(ResolveOperand(destination, &offset, &record), kOp, "validate");
-  if (source == nullptr && destination.bytes > 0) {
-    return Record(Status::Contract(ErrorCode::kInvalidArgument, "put source", "non-null", "null"),
-                  kOp, "validate");
-  }
+  HPS_RECORD_IF_ERROR(CheckTransfer(destination, pe, source, "put source", &offset), kOp,
+                      "validate");
   if (destination.bytes == 0) return Status::Ok();
   return Record(backend_->Put(stream, offset, source, destination.bytes, pe,
                               std::move(keep_alive)),
@@ -488,15 +495,9 @@ Status Runtime::Get(void* destination, const SymmetricView& source, int pe, Stre
   std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "get";
   HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
-  HPS_RECORD_IF_ERROR(CheckPe(pe), kOp, "validate");
   std::uint64_t offset = 0;
-  AllocationRecord record;
-  HPS_RECORD_IF_ERROR(ResolveOperand(source, &offset, &record), kOp, "validate");
-  if (destination == nullptr && source.bytes > 0) {
-    return Record(
-        Status::Contract(ErrorCode::kInvalidArgument, "get destination", "non-null", "null"),
-        kOp, "validate");
-  }
+  HPS_RECORD_IF_ERROR(CheckTransfer(source, pe, destination, "get destination", &offset), kOp,
+                      "validate");
   if (source.bytes == 0) return Status::Ok();
   return Record(backend_->Get(stream, destination, offset, source.bytes, pe,
                               std::move(keep_alive)),
@@ -546,17 +547,12 @@ Status Runtime::PutSignal(const SymmetricView& destination, const void* source,
   std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "put_signal";
   HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
-  HPS_RECORD_IF_ERROR(CheckPe(pe), kOp, "validate");
   std::uint64_t offset = 0, signal_offset = 0;
+  HPS_RECORD_IF_ERROR(CheckTransfer(destination, pe, source, "put source", &offset), kOp,
+                      "validate");
   AllocationRecord record;
-  HPS_RECORD_IF_ERROR(ResolveOperand(destination, &offset, &record), kOp, "validate");
   HPS_RECORD_IF_ERROR(ResolveOperand(signal, &signal_offset, &record), kOp, "validate");
   HPS_RECORD_IF_ERROR(CheckSignalOperand(signal, signal_offset, width, value), kOp, "validate");
-  if (source == nullptr && destination.bytes > 0) {
-    return Record(
-        Status::Contract(ErrorCode::kInvalidArgument, "put source", "non-null", "null"), kOp,
-        "validate");
-  }
   return Record(backend_->PutSignal(stream, offset, source, destination.bytes, signal_offset,
                                     width, op, value, pe, std::move(keep_alive)),
                 kOp, "execute");

@@ -177,6 +177,10 @@ class Runtime {
                         AllocationRecord* record,
                         ErrorCode freed_code = ErrorCode::kUseAfterFree) const;
   Status CheckPe(int pe) const;
+  // The operand checks of put, get and put_signal: PE in range, a live symmetric operand (its
+  // heap offset goes to `offset`) and a non-null local side unless zero bytes move.
+  Status CheckTransfer(const SymmetricView& symmetric, int pe, const void* local,
+                       std::string_view local_name, std::uint64_t* offset) const;
   // Agreement through the backend; returns COLLECTIVE_MISMATCH naming the first disagreeing PE.
   Status AgreeOrMismatch(std::string_view what, const AgreementRecord& mine,
                          std::vector<AgreementRecord>* all);

@@ -250,17 +250,32 @@ void Free(const at::Tensor& tensor, const std::string& note) {
   InvalidateStorage(tensor, context);
 }
 
+// A transfer's local side must match its symmetric side: the same dtype and byte size.
+void CheckMatches(std::string_view operation, std::string_view local_name, const at::Tensor& local,
+                  std::string_view symmetric_name, const at::Tensor& symmetric) {
+  const std::string theirs = std::string(symmetric_name) + "'s ";
+  if (local.scalar_type() != symmetric.scalar_type()) {
+    Check(Contract(operation, std::string(local_name) + " dtype",
+                   theirs + "dtype " + c10::toString(symmetric.scalar_type()),
+                   c10::toString(local.scalar_type())));
+  }
+  if (ByteSize(local) != ByteSize(symmetric)) {
+    Check(Contract(operation, std::string(local_name) + " byte size",
+                   theirs + "byte size " + std::to_string(ByteSize(symmetric)),
+                   std::to_string(ByteSize(local))));
+  }
+}
+
+hps::SignalOp ParseSignalOp(std::string_view operation, const std::string& text) {
+  if (text == "add") return hps::SignalOp::kAdd;
+  if (text != "set") Check(Contract(operation, "operation", "\"set\" or \"add\"", "\"" + text + "\""));
+  return hps::SignalOp::kSet;
+}
+
 void Put(const at::Tensor& destination, const at::Tensor& source, int pe) {
   const hps::SymmetricView view = Symmetric("put", "dst", destination);
   const void* local = Local("put", "src", source);
-  if (source.scalar_type() != destination.scalar_type()) {
-    Check(Contract("put", "src dtype", "dst's dtype " + std::string(c10::toString(destination.scalar_type())),
-                   c10::toString(source.scalar_type())));
-  }
-  if (ByteSize(source) != view.bytes) {
-    Check(Contract("put", "src byte size", "dst's byte size " + std::to_string(view.bytes),
-                   std::to_string(ByteSize(source))));
-  }
+  CheckMatches("put", "src", source, "dst", destination);
   py::gil_scoped_release no_gil;
   const hps::StreamRef stream = CurrentStream();
   Check(hps::Runtime::Process().Put(view, local, pe, stream, Hold(stream, destination, source)));
@@ -269,14 +284,7 @@ void Put(const at::Tensor& destination, const at::Tensor& source, int pe) {
 void Get(const at::Tensor& destination, const at::Tensor& source, int pe) {
   const hps::SymmetricView view = Symmetric("get", "src", source);
   void* local = Local("get", "dst", destination);
-  if (source.scalar_type() != destination.scalar_type()) {
-    Check(Contract("get", "dst dtype", "src's dtype " + std::string(c10::toString(source.scalar_type())),
-                   c10::toString(destination.scalar_type())));
-  }
-  if (ByteSize(destination) != view.bytes) {
-    Check(Contract("get", "dst byte size", "src's byte size " + std::to_string(view.bytes),
-                   std::to_string(ByteSize(destination))));
-  }
+  CheckMatches("get", "dst", destination, "src", source);
   py::gil_scoped_release no_gil;
   const hps::StreamRef stream = CurrentStream();
   Check(hps::Runtime::Process().Get(local, view, pe, stream, Hold(stream, destination, source)));
@@ -293,12 +301,7 @@ hps::SignalWidth Width(std::string_view operation, const at::Tensor& signal) {
 void Signal(const at::Tensor& signal, int64_t value, int pe, const std::string& operation) {
   const hps::SignalWidth width = Width("signal", signal);
   const hps::SymmetricView view = Symmetric("signal", "sig", signal);
-  hps::SignalOp op = hps::SignalOp::kSet;
-  if (operation == "add") {
-    op = hps::SignalOp::kAdd;
-  } else if (operation != "set") {
-    Check(Contract("signal", "operation", "\"set\" or \"add\"", "\"" + operation + "\""));
-  }
+  const hps::SignalOp op = ParseSignalOp("signal", operation);
   py::gil_scoped_release no_gil;
   Check(hps::Runtime::Process().Signal(view, width, value, pe, op, CurrentStream()));
 }
@@ -307,23 +310,10 @@ void PutSignal(const at::Tensor& destination, const at::Tensor& source, const at
                int64_t value, int pe, const std::string& operation) {
   const hps::SymmetricView view = Symmetric("put_signal", "dst", destination);
   const void* local = Local("put_signal", "src", source);
-  if (source.scalar_type() != destination.scalar_type()) {
-    Check(Contract("put_signal", "src dtype",
-                   "dst's dtype " + std::string(c10::toString(destination.scalar_type())),
-                   c10::toString(source.scalar_type())));
-  }
-  if (ByteSize(source) != view.bytes) {
-    Check(Contract("put_signal", "src byte size", "dst's byte size " + std::to_string(view.bytes),
-                   std::to_string(ByteSize(source))));
-  }
+  CheckMatches("put_signal", "src", source, "dst", destination);
   const hps::SignalWidth width = Width("put_signal", signal);
   const hps::SymmetricView signal_view = Symmetric("put_signal", "sig", signal);
-  hps::SignalOp op = hps::SignalOp::kSet;
-  if (operation == "add") {
-    op = hps::SignalOp::kAdd;
-  } else if (operation != "set") {
-    Check(Contract("put_signal", "operation", "\"set\" or \"add\"", "\"" + operation + "\""));
-  }
+  const hps::SignalOp op = ParseSignalOp("put_signal", operation);
   py::gil_scoped_release no_gil;
   const hps::StreamRef stream = CurrentStream();
   Check(hps::Runtime::Process().PutSignal(view, local, signal_view, width, value, pe, op, stream,
