@@ -1,0 +1,447 @@
+"""The benchmark suite: Hyper-Parallel SHMEM on the host backend beside its peers, in one run.
+
+    python benchmarks/run.py [--quick] [--out DIR] [--no-oshmem] [--no-python]
+
+Peers measured in the same run, reported as ratios:
+  memcpy      a single-threaded local copy of the same size (the limit), interleaved with
+              the native put/get repetitions so both see the same noise;
+  hps_native  the runtime from C++ (benchmarks/native/shmem_bench.cc), no Python;
+  hps_python  the runtime through the Python API (benchmarks/python_bench.py);
+  gloo        torch.distributed over gloo: send/recv, barrier, all_gather_into_tensor;
+  oshmem      OpenMPI's OSHMEM doing the same patterns (benchmarks/native/oshmem_bench.c),
+              skipped with a message when OpenMPI is not installed.
+Each figure is the median of the repetitions after warm-up (min and max kept as spread).
+Output: a table and the targets on stdout, DIR/results.json, and PNG plots in DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+BUILD = os.path.join(ROOT, "build", "bench")
+KIB, MIB = 1 << 10, 1 << 20
+
+
+# ---- what to run ---------------------------------------------------------------------------
+
+def plan(quick: bool) -> dict:
+    if quick:
+        return {"rma": [8, 4 * KIB, MIB, 16 * MIB], "small": [8, 4 * KIB],
+                "gather": [4 * KIB, MIB, 16 * MIB], "reps": 5, "min_us": 4000,
+                "gloo_min_us": 4000}
+    return {"rma": [8, 64, 512, 4 * KIB, 32 * KIB, 256 * KIB, MIB, 4 * MIB, 16 * MIB, 64 * MIB],
+            "small": [8, 64, 512, 4 * KIB],
+            "gather": [4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB, MIB, 4 * MIB, 16 * MIB, 64 * MIB],
+            "reps": 7, "min_us": 30000, "gloo_min_us": 30000}
+
+
+def sizes(values: list) -> str:
+    return ",".join(str(v) for v in values)
+
+
+def jobs(p: dict, oshmem: str | None, with_python: bool) -> list:
+    """The measurements, grouped by pattern so that each peer runs right beside ours."""
+    native = os.path.join(BUILD, "shmem_bench")
+    common = ["--reps", str(p["reps"]), "--min-time-us", str(p["min_us"])]
+    osh = (["oshrun", "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+           if oshmem else None)
+    launch = [sys.executable, "-m", "hyper_parallel.core.multicore.shmem.launch"]
+    script = os.path.join(HERE, "python_bench.py")
+
+    def hps(test, pes, values):
+        return (f"native {test} x{pes}", [native, "--test", test, "--pes", str(pes), "--sizes",
+                                          sizes(values)] + common)
+
+    def peer(test, pes, values):
+        return [(f"oshmem {test} x{pes}", osh + ["-np", str(pes), oshmem, "--test", test,
+                                                 "--sizes", sizes(values)] + common)] if osh else []
+
+    def python(test, pes, values, min_us=None):
+        if not with_python:
+            return []
+        return [(f"python {test} x{pes}",
+                 launch + ["--nproc", str(pes), "--timeout", "900", script, "--test", test,
+                           "--sizes", sizes(values), "--reps", str(p["reps"]),
+                           "--min-time-us", str(min_us or p["min_us"])])]
+
+    out = [("memcpy", [native, "--test", "memcpy", "--pes", "1", "--sizes", sizes(p["rma"])] + common)]
+    for test in ("put", "get"):
+        out += [hps(test, 2, p["rma"])] + peer(test, 2, p["rma"]) + python(test, 2, p["rma"])
+    out += python("gloo_sendrecv", 2, p["rma"], p["gloo_min_us"])
+    out += [hps("pingpong", 2, p["small"]), hps("pingpong_fused", 2, p["small"])]
+    out += peer("pingpong", 2, p["small"]) + python("pingpong", 2, p["small"])
+    out += python("gloo_pingpong", 2, p["small"], p["gloo_min_us"])
+    for pes in (2, 4):
+        out += [hps("barrier", pes, [0])] + peer("barrier", pes, [0])
+        out += python("barrier", pes, [0]) + python("gloo_barrier", pes, [0], p["gloo_min_us"])
+    for pes in (2, 4):
+        # Open MPI 4.1's shmem_malloc refuses the 256 MiB output of a 64 MiB x 4 fcollect,
+        # whatever SHMEM_SYMMETRIC_SIZE says; the peer stops at 16 MiB per PE there.
+        fcollect = [size for size in p["gather"] if pes * size <= 128 * MIB]
+        out += [hps("allgather", pes, p["gather"])] + peer("fcollect", pes, fcollect)
+        out += python("allgather", pes, p["gather"])
+        out += python("gloo_allgather", pes, p["gather"], p["gloo_min_us"])
+    out += [hps("allgather_push", 2, [MIB, 16 * MIB]), hps("allgather_pull", 2, [MIB, 16 * MIB])]
+    out += python("put_overhead", 2, [8]) + python("overlap", 2, [64 * MIB], 4 * p["min_us"])
+    return out
+
+
+# ---- running -------------------------------------------------------------------------------
+
+def progress(done: int, total: int, label: str, started: float) -> None:
+    """A progress bar on stderr: redrawn in place on a terminal, one line per step otherwise."""
+    width = 30
+    filled = int(width * done / max(total, 1))
+    elapsed = time.monotonic() - started
+    text = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {elapsed:5.0f}s {label[:40]:<40}"
+    if sys.stderr.isatty():
+        sys.stderr.write("\r" + text + ("\n" if done == total else ""))
+    else:
+        sys.stderr.write(text.rstrip() + "\n")
+    sys.stderr.flush()
+
+
+def run_job(label: str, command: list, env: dict) -> tuple:
+    """Returns (records, problem or None). OSHMEM's crash after its final line is the known
+    Open MPI 4.1.4 shmem_finalize bug and does not count as a failure."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=1800, env=env,
+                              cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return [], f"{label}: timed out after 1800 s"
+    records, finished = [], False
+    for line in done.stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        record = json.loads(line)
+        if record.get("done"):
+            finished = True
+        elif "samples_us" in record:
+            records.append(record)
+    if done.returncode != 0 and not (label.startswith("oshmem") and finished):
+        tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+        return records, f"{label}: exit code {done.returncode}: " + " | ".join(tail)
+    return records, None
+
+
+def build_native() -> None:
+    subprocess.run(["cmake", "-S", os.path.join(HERE, "native"), "-B", BUILD, "-G", "Ninja",
+                    "-DCMAKE_BUILD_TYPE=Release"], check=True, capture_output=True)
+    subprocess.run(["cmake", "--build", BUILD, "--target", "shmem_bench"], check=True,
+                   capture_output=True)
+
+
+def build_oshmem() -> tuple:
+    if shutil.which("oshcc") is None or shutil.which("oshrun") is None:
+        return None, ("OpenMPI's OSHMEM is not installed (oshcc/oshrun missing): the OSHMEM "
+                      "peer is skipped; install Debian's openmpi-bin and libopenmpi-dev for it")
+    binary = os.path.join(BUILD, "oshmem_bench")
+    built = subprocess.run(["oshcc", "-O2", "-o", binary,
+                            os.path.join(HERE, "native", "oshmem_bench.c")],
+                           capture_output=True, text=True)
+    if built.returncode != 0:
+        return None, "building the OSHMEM peer failed: " + built.stderr.strip()[-300:]
+    return binary, None
+
+
+# ---- results -------------------------------------------------------------------------------
+
+def merge(records: list) -> list:
+    """Joins the repetitions of one measurement taken in different rounds."""
+    merged: dict = {}
+    for r in records:
+        key = (r["impl"], r["test"], r["pes"], r["bytes"])
+        if key not in merged:
+            merged[key] = dict(r, samples_us=list(r["samples_us"]),
+                               **({"memcpy_us": list(r["memcpy_us"])} if "memcpy_us" in r else {}))
+            continue
+        merged[key]["samples_us"] += r["samples_us"]
+        if "memcpy_us" in r:
+            merged[key]["memcpy_us"] += r["memcpy_us"]
+    return list(merged.values())
+
+
+def summarise(records: list) -> list:
+    rows = []
+    for r in merge(records):
+        samples = r["samples_us"]
+        row = {"impl": r["impl"], "test": r["test"], "pes": r["pes"], "bytes": r["bytes"],
+               "iters": r["iters"], "median_us": statistics.median(samples),
+               "min_us": min(samples), "max_us": max(samples), "samples_us": samples}
+        if "memcpy_us" in r:
+            row["memcpy_median_us"] = statistics.median(r["memcpy_us"])
+            row["memcpy_samples_us"] = r["memcpy_us"]
+        rows.append(row)
+    return rows
+
+
+def find(rows: list, impl: str, test: str, pes: int, size: int) -> dict | None:
+    for row in rows:
+        if (row["impl"], row["test"], row["pes"], row["bytes"]) == (impl, test, pes, size):
+            return row
+    return None
+
+
+def human(size: int) -> str:
+    for unit, scale in (("MiB", MIB), ("KiB", KIB)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+def table(rows: list) -> str:
+    impls = ["memcpy", "hps_native", "hps_python", "oshmem", "gloo"]
+    keyed = {}
+    for row in rows:
+        test = {"fcollect": "allgather", "memcpy": "copy"}.get(row["test"], row["test"])
+        keyed.setdefault((test, row["pes"], row["bytes"]), {})[row["impl"]] = row["median_us"]
+    lines = [f"{'test':<22}{'PEs':>4}{'size':>10}" + "".join(f"{impl:>13}" for impl in impls)]
+    lines.append("-" * len(lines[0]))
+    for (test, pes, size), values in sorted(keyed.items()):
+        cells = "".join(f"{values[i]:>11.2f}us" if i in values else f"{'-':>13}" for i in impls)
+        lines.append(f"{test:<22}{pes:>4}{human(size) if size else '-':>10}{cells}")
+    return "\n".join(lines)
+
+
+def targets(rows: list) -> list:
+    """Each target of the benchmark plan: (name, measured, goal, met)."""
+    out = []
+
+    def ratio_row(name, measured, goal, met):
+        out.append({"target": name, "measured": measured, "goal": goal, "met": bool(met)})
+
+    for test in ("put", "get"):
+        for size in (16 * MIB, 64 * MIB):
+            mine = find(rows, "hps_native", test, 2, size)
+            if mine and "memcpy_median_us" in mine:
+                ratio = mine["memcpy_median_us"] / mine["median_us"]
+                ratio_row(f"{test} {human(size)}: bandwidth vs local copy", f"{ratio:.2f}x",
+                          ">= 0.90x", ratio >= 0.9)
+            peer = find(rows, "oshmem", test, 2, size)
+            if mine and peer:
+                ratio = peer["median_us"] / mine["median_us"]
+                ratio_row(f"{test} {human(size)}: bandwidth vs OSHMEM {test}mem", f"{ratio:.2f}x",
+                          ">= 1.00x", ratio >= 1.0)
+    for size in (8, 64, 512, 4 * KIB):
+        peer = find(rows, "oshmem", "pingpong", 2, size)
+        for test, how in (("pingpong", "put; signal"), ("pingpong_fused", "put_signal")):
+            mine = find(rows, "hps_native", test, 2, size)
+            if mine and peer:
+                py = find(rows, "hps_python", "pingpong", 2, size) if test == "pingpong" else None
+                extra = f" (Python path {py['median_us']:.2f} us)" if py else ""
+                ratio_row(f"ping-pong {human(size)} ({how}): half round trip vs OSHMEM put+fence+flag",
+                          f"{mine['median_us']:.3f} us vs {peer['median_us']:.3f} us{extra}",
+                          "<= OSHMEM", mine["median_us"] <= peer["median_us"])
+    for pes in (2, 4):
+        mine, peer = find(rows, "hps_native", "barrier", pes, 0), find(rows, "oshmem", "barrier", pes, 0)
+        if mine and peer:
+            ratio_row(f"barrier x{pes}: vs shmem_barrier_all",
+                      f"{mine['median_us']:.2f} us vs {peer['median_us']:.2f} us", "<= OSHMEM",
+                      mine["median_us"] <= peer["median_us"])
+    for pes in (2, 4):
+        for size in (MIB, 16 * MIB):
+            py, gloo = find(rows, "hps_python", "allgather", pes, size), find(rows, "gloo", "allgather", pes, size)
+            if py and gloo:
+                ratio = gloo["median_us"] / py["median_us"]
+                ratio_row(f"all_gather x{pes} {human(size)}/PE: vs gloo all_gather_into_tensor",
+                          f"{ratio:.1f}x faster", ">= 10x", ratio >= 10)
+            mine, peer = find(rows, "hps_native", "allgather", pes, size), find(rows, "oshmem", "fcollect", pes, size)
+            if mine and peer:
+                ratio = peer["median_us"] / mine["median_us"]
+                ratio_row(f"all_gather x{pes} {human(size)}/PE: vs OSHMEM fcollect",
+                          f"{ratio:.2f}x faster", "> 1x", ratio > 1)
+            copy = find(rows, "memcpy", "memcpy", 1, size)
+            if mine and copy:
+                busbw = size * (pes - 1) / mine["median_us"]
+                copybw = size / copy["median_us"]
+                # Every PE copies pes * size bytes (its own slot too) and the PEs share the
+                # cores, so no all_gather can beat (pes - 1) * min(cores, pes) / pes^2 here.
+                bound = (pes - 1) * min(os.cpu_count() or 1, pes) / pes ** 2
+                ratio_row(f"all_gather x{pes} {human(size)}/PE: bus bandwidth vs local copy",
+                          f"{busbw / copybw:.2f}x (machine bound {bound:.2f}x)", ">= 0.70x",
+                          busbw / copybw >= 0.7)
+    overhead = find(rows, "hps_python", "put_overhead", 2, 8)
+    if overhead:
+        ratio_row("8-byte put from Python: per-call overhead", f"{overhead['median_us']:.2f} us",
+                  "<= 5 us", overhead["median_us"] <= 5)
+    seq = find(rows, "hps_python", "overlap_sequential", 2, 64 * MIB)
+    ovl = find(rows, "hps_python", "overlap_overlapped", 2, 64 * MIB)
+    if seq and ovl:
+        ratio_row("64 MiB put on a stream while computing: speed-up over one after the other",
+                  f"{seq['median_us'] / ovl['median_us']:.2f}x", "> 1x (reported)",
+                  seq["median_us"] > ovl["median_us"])
+    return out
+
+
+def plots(rows: list, out_dir: str) -> list:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    written = []
+    styles = {"memcpy": ("local copy (limit)", "k", "--"), "hps_native": ("hps C++", "tab:blue", "-"),
+              "hps_python": ("hps Python", "tab:cyan", "-"), "oshmem": ("OSHMEM", "tab:red", "-"),
+              "gloo": ("gloo", "tab:green", "-")}
+
+    def series(impl, test, pes):
+        points = sorted((r["bytes"], r) for r in rows
+                        if r["impl"] == impl and r["test"] == test and r["pes"] == pes and r["bytes"] > 0)
+        return [p[0] for p in points], [p[1] for p in points]
+
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    for column, test in enumerate(("put", "get")):
+        bw, lat = axes[0][column], axes[1][column]
+        for impl, label_test, pes in (("memcpy", "memcpy", 1), ("hps_native", test, 2), ("hps_python", test, 2),
+                                      ("oshmem", test, 2), ("gloo", "sendrecv", 2)):
+            xs, rs = series(impl, label_test, pes)
+            if not xs:
+                continue
+            label, color, style = styles[impl]
+            if impl == "gloo":
+                label += " send/recv"
+            bw.plot(xs, [x / r["median_us"] / 1e3 for x, r in zip(xs, rs)], style, color=color,
+                    marker="o", label=label)
+            lat.plot(xs, [r["median_us"] for r in rs], style, color=color, marker="o", label=label)
+        bw.set(title=f"{test}: bandwidth (GB/s)", xscale="log", yscale="log", xlabel="bytes")
+        lat.set(title=f"{test}: time per call (us)", xscale="log", yscale="log", xlabel="bytes")
+        bw.legend(fontsize=8)
+        lat.legend(fontsize=8)
+        bw.grid(True, which="both", alpha=0.3)
+        lat.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    path = os.path.join(out_dir, "put_get.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    for column, pes in enumerate((2, 4)):
+        ax = axes[column]
+        for impl, test in (("hps_native", "allgather"), ("hps_python", "allgather"),
+                           ("oshmem", "fcollect"), ("gloo", "allgather")):
+            xs, rs = series(impl, test, pes)
+            if xs:
+                label, color, style = styles[impl]
+                ax.plot(xs, [r["median_us"] for r in rs], style, color=color, marker="o", label=label)
+        ax.set(title=f"all_gather, {pes} PEs: time per call (us)", xscale="log", yscale="log",
+               xlabel="bytes per PE")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    ax = axes[2]
+    for impl, test, pes in (("hps_native", "pingpong", 2), ("hps_native", "pingpong_fused", 2),
+                            ("hps_python", "pingpong", 2), ("oshmem", "pingpong", 2),
+                            ("gloo", "pingpong", 2)):
+        xs, rs = series(impl, test, pes)
+        if xs:
+            label, color, style = styles[impl]
+            if test == "pingpong_fused":
+                label, style = label + " put_signal", ":"
+            ax.plot(xs, [r["median_us"] for r in rs], style, color=color, marker="o", label=label)
+    ax.set(title="ping-pong: half round trip (us)", xscale="log", yscale="log", xlabel="bytes")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(out_dir, "all_gather_pingpong.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+    return written
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions (about a minute)")
+    parser.add_argument("--out", default=os.path.join(ROOT, "bench-results"),
+                        help="folder for results.json and the plots (default: bench-results/)")
+    parser.add_argument("--no-oshmem", action="store_true", help="skip the OSHMEM peer")
+    parser.add_argument("--no-python", action="store_true", help="skip the Python and gloo runs")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="run every measurement this many times, alternating the order, and "
+                             "pool the repetitions (default: 1 with --quick, else 3)")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    p = plan(args.quick)
+
+    notes = []
+    build_native()
+    oshmem = None
+    if not args.no_oshmem:
+        oshmem, problem = build_oshmem()
+        if problem:
+            notes.append(problem)
+            print(problem, file=sys.stderr)
+    env = dict(os.environ)
+    largest = max(p["gather"]) * 4 + max(p["rma"]) * 2
+    env.setdefault("HYPER_PARALLEL_SHMEM_HEAP_SIZE", str(max(largest + 64 * MIB, 256 * MIB)))
+    # OSHMEM keeps its own bookkeeping in the heap: give it twice what the data needs.
+    env.setdefault("SHMEM_SYMMETRIC_SIZE", str(2 * max(largest + 64 * MIB, 256 * MIB)))
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.pop("HYPER_PARALLEL_SHMEM_LOG_LEVEL", None)
+
+    rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
+    if rounds < 1:
+        parser.error(f"--rounds must be at least 1, but got {rounds}")
+    base = jobs(p, oshmem, not args.no_python)
+    # Alternate the order so each peer's repetitions come from different moments of the run.
+    work = [job for r in range(rounds) for job in (base if r % 2 == 0 else base[::-1])]
+    records, started = [], time.monotonic()
+    for index, (label, command) in enumerate(work):
+        progress(index, len(work), label, started)
+        got, problem = run_job(label, command, env)
+        records += got
+        if problem:
+            notes.append(problem)
+    progress(len(work), len(work), "done", started)
+
+    rows = summarise(records)
+    goals = targets(rows)
+    machine = {"machine": platform.machine(), "cpus": os.cpu_count(), "system": platform.platform(),
+               "processor": _cpu_model(), "python": platform.python_version(),
+               "quick": args.quick, "rounds": rounds,
+               "seconds": round(time.monotonic() - started, 1)}
+    with open(os.path.join(args.out, "results.json"), "w") as sink:
+        json.dump({"machine": machine, "rows": rows, "targets": goals, "notes": notes}, sink, indent=1)
+    written = plots(rows, args.out)
+
+    print(table(rows))
+    print()
+    print(f"{'target':<74}{'measured':>44}  {'goal':<16}met")
+    for goal in goals:
+        print(f"{goal['target']:<74}{goal['measured']:>44}  {goal['goal']:<16}{'yes' if goal['met'] else 'NO'}")
+    print()
+    print(f"machine: {machine['processor']}, {machine['cpus']} CPUs; took {machine['seconds']} s")
+    for note in notes:
+        print(f"note: {note}")
+    print(f"wrote {os.path.join(args.out, 'results.json')}" + "".join(f", {w}" for w in written))
+    if not written:
+        print("no plots: matplotlib is not installed (pip install matplotlib)")
+    return 0
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

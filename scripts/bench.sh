@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs the benchmark suite (benchmarks/run.py): installs the package, matplotlib for the plots,
+# and (as root, when missing) Debian's OpenMPI with OSHMEM for the OSHMEM peer.
+#
+#   bash scripts/bench.sh            full run (several minutes), results in bench-results/
+#   bash scripts/bench.sh --quick    about a minute and a half
+# Other arguments go to benchmarks/run.py (--help lists them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+bash scripts/install.sh >&2
+"$PYTHON" -c "import matplotlib" 2>/dev/null || "$PYTHON" -m pip install -q matplotlib
+if ! command -v oshrun >/dev/null && [[ $(id -u) -eq 0 ]]; then
+  echo "installing OpenMPI with OSHMEM for the OSHMEM peer" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null \
+    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null; } \
+    || echo "could not install OpenMPI; the OSHMEM peer will be skipped" >&2
+fi
+exec "$PYTHON" benchmarks/run.py "$@"
