@@ -25,25 +25,8 @@ data_plane::ChunkPlan Plan(std::uint64_t bytes) {
                                kAllGatherGranule);
 }
 
-// Copies `bytes` from `source` to every destination, chunk-major, over the copy workers.
-template <CallSite kSite>
-void CopyToAll(const host::HostDevice& device, const std::byte* source,
-               const std::vector<std::byte*>& destinations, std::uint64_t bytes) {
-  const data_plane::ChunkPlan plan = Plan(bytes);
-  const std::uint64_t targets = destinations.size();
-  const std::uint64_t items = plan.count() * targets;
-  const int workers = device.workers();
-  device.RunParallel([&](int worker) {
-    const data_plane::Range range = data_plane::PartitionRange(items, workers, worker);
-    for (std::uint64_t item = range.begin; item < range.end; ++item) {
-      const data_plane::Chunk chunk = plan.At(item / targets);
-      device.Copy<kSite>(destinations[item % targets] + chunk.offset, source + chunk.offset,
-                         chunk.bytes);
-    }
-  });
-}
-
-// Copies each source to its destination (pull: one per peer), chunked, over the workers.
+// Copies `bytes` from each source to its destination, chunked, chunk-major (so a source chunk
+// stays in cache while it goes to every destination), over the copy workers.
 template <CallSite kSite>
 void CopyEach(const host::HostDevice& device, const std::vector<const std::byte*>& sources,
               const std::vector<std::byte*>& destinations, std::uint64_t bytes) {
@@ -59,6 +42,14 @@ void CopyEach(const host::HostDevice& device, const std::vector<const std::byte*
                          sources[item % pairs] + chunk.offset, chunk.bytes);
     }
   });
+}
+
+// One source to every destination.
+template <CallSite kSite>
+void CopyToAll(const host::HostDevice& device, const std::byte* source,
+               const std::vector<std::byte*>& destinations, std::uint64_t bytes) {
+  CopyEach<kSite>(device, std::vector<const std::byte*>(destinations.size(), source),
+                  destinations, bytes);
 }
 
 std::byte* Slot(const host::HostDevice& device, int pe, const AllGatherArgs& args, int rank) {
