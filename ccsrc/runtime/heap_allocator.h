@@ -62,7 +62,6 @@ class HeapAllocator {
   HeapUsage Usage() const;
   std::uint64_t heap_bytes() const { return heap_bytes_; }
   std::size_t free_block_count() const { return free_.size(); }
-  std::size_t live_block_count() const { return used_.size(); }
 
  private:
   std::uint64_t heap_bytes_ = 0;

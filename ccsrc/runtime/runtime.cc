@@ -613,13 +613,6 @@ Status Runtime::AllGather(const SymmetricView& output, const void* input,
                 kOp, "execute");
 }
 
-Status Runtime::Quiesce() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  constexpr std::string_view kOp = "synchronize";
-  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
-  return Record(backend_->Quiesce(), kOp, "quiesce");
-}
-
 Status Runtime::CurrentStream(StreamRef* out) {
   std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "current_stream";

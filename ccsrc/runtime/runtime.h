@@ -146,9 +146,6 @@ class Runtime {
   Status AllGather(const SymmetricView& output, const void* input, std::uint64_t input_bytes,
                    StreamRef stream, KeepAlive keep_alive = nullptr);
 
-  /// Waits until every stream has drained (device quiescent).
-  Status Quiesce();
-
   /// The current stream of the calling thread on the Runtime's device.
   Status CurrentStream(StreamRef* out);
 

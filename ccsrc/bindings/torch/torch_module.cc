@@ -520,12 +520,6 @@ PYBIND11_MODULE(hyper_parallel_shmem_torch, m) {
   m.def("state", [] { return std::string(hps::RuntimeStateName(hps::Runtime::Process().state())); });
   m.def("log_level", [] { return static_cast<int>(hps::log::Level()); },
         "The level currently in force (frozen from the config at init).");
-  m.def("env_log_level", [] {
-          hps::Config config;
-          hps::Status status = hps::Config::FromEnvironment(hps::ProcessEnvironment(), &config);
-          return status.ok() ? static_cast<int>(config.log_level) : -1;
-        },
-        "The level the environment asks for (-1 when the config is malformed).");
   m.def("empty", &Empty, py::arg("sizes"), py::arg("dtype"), py::arg("alignment"),
         py::arg("note") = "");
   m.def("free", &Free, py::arg("tensor"), py::arg("note") = "");
@@ -539,7 +533,6 @@ PYBIND11_MODULE(hyper_parallel_shmem_torch, m) {
   m.def("barrier", &Barrier);
   m.def("all_gather", &AllGather, py::arg("output"), py::arg("input"));
   m.def("snapshot", &Snapshot, "Process-local diagnostics (not collective).");
-  m.def("is_symmetric", [](const at::Tensor& tensor) { return ContextOf(tensor) != nullptr; });
   m.def("timeout_seconds", [] {
     return static_cast<double>(hps::Runtime::Process().timeout().count()) / 1000.0;
   });

@@ -176,6 +176,13 @@ TEST_P(AllGatherTest, PullVariantOnTheDeviceSurface) {
     CHECK_PE_OK(ctx, boot->AllGather(handle, 20s, &handles));
     CHECK_PE_OK(ctx, backend.OpenPeers(handles));
     CHECK_PE_OK(ctx, boot->Barrier(20s));
+    // Address translation: the same symmetric byte in every PE's mapping, and back.
+    const std::byte* local = backend.LocalHeapBase() + 12345;
+    for (int pe = 0; pe < ctx.size; ++pe) {
+      void* peer = backend.LocalToPeer(local, pe);
+      CHECK_PE(ctx, peer == backend.PeerHeapBase(pe) + 12345, "LocalToPeer offset kept");
+      CHECK_PE(ctx, backend.PeerToLocal(peer, pe) == local, "PeerToLocal inverts it");
+    }
     const std::uint64_t input_offset = 0;
     const std::uint64_t output_offset = 4 << 20;
     for (int call = 1; call <= 3; ++call) {
