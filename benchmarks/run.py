@@ -91,7 +91,6 @@ def jobs(p: dict, oshmem: str | None, with_python: bool) -> list:
         out += [hps("allgather", pes, p["gather"])] + peer("fcollect", pes, fcollect)
         out += python("allgather", pes, p["gather"])
         out += python("gloo_allgather", pes, p["gather"], p["gloo_min_us"])
-    out += [hps("allgather_push", 2, [MIB, 16 * MIB]), hps("allgather_pull", 2, [MIB, 16 * MIB])]
     out += python("put_overhead", 2, [8]) + python("overlap", 2, [64 * MIB], 4 * p["min_us"])
     return out
 

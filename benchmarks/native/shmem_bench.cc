@@ -1,7 +1,6 @@
 // shmem_bench: the runtime measured from C++, without Python, so it can stand beside OSHMEM.
 //
-//   shmem_bench --test put|get|pingpong|pingpong_fused|barrier|allgather|allgather_push|
-//                      allgather_pull|memcpy
+//   shmem_bench --test put|get|pingpong|pingpong_fused|barrier|allgather|memcpy
 //               --pes N --sizes S1,S2,... --reps R --min-time-us T
 //
 // The program forks N PEs on the host backend (memcpy runs in this one process: the limit a
@@ -12,8 +11,7 @@
 // Patterns mirror the OSHMEM peer (oshmem_bench.c): put/get from PE 0 to PE 1 on the default
 // stream (complete when the call returns), put + signal -> wait_signal ping-pong reported as a
 // half round trip (pingpong_fused: the same with the one-call PutSignal), barrier, and
-// all_gather with S bytes per PE. allgather_push/_pull run the
-// op's two variants directly on the device surface with a symmetric input, to compare them.
+// all_gather with S bytes per PE.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,8 +28,6 @@
 #include <thread>
 #include <vector>
 
-#include "backends/host/host_backend.h"
-#include "ops/all_gather/all_gather.h"
 #include "runtime/runtime.h"
 #include "runtime/unix_socket_bootstrap.h"
 
@@ -51,8 +47,7 @@ struct Options {
 [[noreturn]] void Usage(const std::string& problem) {
   std::fprintf(stderr,
                "shmem_bench: %s\nusage: shmem_bench --test put|get|pingpong|pingpong_fused|"
-               "barrier|allgather|"
-               "allgather_push|allgather_pull|memcpy --pes N --sizes S1,S2,... --reps R "
+               "barrier|allgather|memcpy --pes N --sizes S1,S2,... --reps R "
                "--min-time-us T\n",
                problem.c_str());
   std::exit(2);
@@ -88,9 +83,7 @@ Options Parse(int argc, char** argv) {
     }
   }
   static const std::vector<std::string> kTests = {"put", "get", "pingpong", "pingpong_fused",
-                                                  "barrier",
-                                                  "allgather", "allgather_push",
-                                                  "allgather_pull", "memcpy"};
+                                                  "barrier", "allgather", "memcpy"};
   if (std::find(kTests.begin(), kTests.end(), options.test) == kTests.end()) {
     Usage("--test must be one of the listed patterns, but got \"" + options.test + "\"");
   }
@@ -193,6 +186,8 @@ int RunRuntimePe(const Options& options, const std::string& name, int rank) {
   Ok(runtime.Allocate(8, 64, &word));
   std::memset(buffer.data, 0, buffer.bytes);
   *static_cast<std::int64_t*>(flag.data) = 0;
+  // No peer may signal the flag before every PE zeroed its own copy (DESIGN §4.8).
+  Ok(runtime.Barrier({}));
   std::vector<unsigned char> local(largest + 64, static_cast<unsigned char>(rank + 1));
   const shmem::SymmetricView flag_view{flag.id, flag.data, 8};
   std::int64_t round = 0;  // ping-pong epochs only grow
@@ -277,59 +272,6 @@ int RunRuntimePe(const Options& options, const std::string& name, int rank) {
   return 0;
 }
 
-// The op's two variants, straight on the device surface, inputs symmetric.
-int RunRawAllGatherPe(const Options& options, const std::string& name, int rank) {
-  using namespace std::chrono_literals;
-  namespace host = shmem::host;
-  std::unique_ptr<shmem::UnixSocketBootstrap> boot;
-  Ok(shmem::UnixSocketBootstrap::Create(name, rank, options.pes, 60s, &boot));
-  const std::uint64_t largest = *std::max_element(options.sizes.begin(), options.sizes.end());
-  const std::uint64_t input_offset = 0;
-  const std::uint64_t output_offset = (largest + 4095) / 4096 * 4096;
-  shmem::Config config;
-  Ok(shmem::Config::FromEnvironment(shmem::ProcessEnvironment(), &config));
-  host::HostBackend backend;
-  std::string handle;
-  Ok(backend.CreateHeap(shmem::HeapSpec{rank, options.pes, output_offset + largest * options.pes,
-                                        60s, static_cast<int>(config.copy_workers)},
-                        &handle));
-  std::vector<std::string> handles;
-  Ok(boot->AllGather(handle, 60s, &handles));
-  Ok(backend.OpenPeers(handles));
-  Ok(boot->Barrier(60s));
-  std::memset(backend.LocalHeapBase(), rank + 1, output_offset + largest * options.pes);
-  const bool pull = options.test == "allgather_pull";
-  for (std::uint64_t bytes : options.sizes) {
-    auto body = [&] {
-      shmem::ops::AllGatherArgs args;
-      args.output_offset = output_offset;
-      args.input_offset = input_offset;
-      args.input = backend.LocalHeapBase() + input_offset;
-      args.bytes_per_pe = bytes;
-      args.epoch = backend.NextAllGatherEpoch();
-      Ok(pull ? shmem::ops::PullAllGather<host::CallSite::kHostThread>(*backend.device(), args)
-              : shmem::ops::PushAllGather<host::CallSite::kHostThread>(*backend.device(), args));
-    };
-    for (int i = 0; i < 3; ++i) body();
-    const double one = MicrosPerIteration(body, 4);
-    std::uint64_t iters = static_cast<std::uint64_t>(
-        std::clamp(options.min_time_us / std::max(one, 0.01), 4.0, double(1u << 20)));
-    // Share PE 0's count through the bootstrap (this path has no Runtime).
-    std::vector<std::string> counts;
-    Ok(boot->AllGather(std::to_string(iters), 60s, &counts));
-    iters = std::stoull(counts[0]);
-    std::vector<double> samples;
-    for (int rep = 0; rep < options.reps; ++rep) {
-      Ok(boot->Barrier(60s));
-      samples.push_back(MicrosPerIteration(body, iters));
-    }
-    Ok(boot->Barrier(60s));
-    if (rank == 0) Report(options, bytes, iters, samples);
-  }
-  Ok(backend.DestroyHeap());
-  return 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -347,8 +289,7 @@ int main(int argc, char** argv) {
   for (int rank = 0; rank < options.pes; ++rank) {
     const pid_t pid = ::fork();
     if (pid == 0) {
-      const bool raw = options.test == "allgather_push" || options.test == "allgather_pull";
-      ::_exit(raw ? RunRawAllGatherPe(options, name, rank) : RunRuntimePe(options, name, rank));
+      ::_exit(RunRuntimePe(options, name, rank));
     }
     children.push_back(pid);
   }

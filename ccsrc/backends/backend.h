@@ -6,9 +6,13 @@
 // byte counts and a PE in [0, size). Backends share only the Status value type with the
 // Runtime, and know nothing of torch or Python.
 //
-// Thread-safety: the Runtime's mutex serialises every call into a backend. Work the backend
-// queues on an asynchronous stream runs later on that stream's executor; its failures are
-// reported by the stream, not by the call that queued it.
+// Thread-safety: CreateHeap, OpenPeers and DestroyHeap are made by one thread while no other
+// call is in flight. Every other call may come from several threads at once: the Runtime
+// serialises validation, not execution, so that no thread waits while holding its mutex. The
+// Runtime never has two collectives (ExchangeDescriptors, Barrier, AllGather) of one PE in
+// flight on different streams. Work the backend queues on an asynchronous stream runs later on
+// that stream's executor; its failures are reported by the stream, not by the call that queued
+// it.
 #pragma once
 
 #include <array>
@@ -20,6 +24,8 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/blocking_ops.h"
+#include "backends/collective.h"
 #include "runtime/status.h"
 
 namespace hyper_parallel::shmem {
@@ -59,13 +65,9 @@ struct HeapSpec {
   std::uint64_t heap_bytes = 0;
   std::chrono::milliseconds timeout{0};  ///< bound on every wait the backend makes
   int copy_workers = 0;                  ///< threads per PE for collective copies; 0: auto
-};
-
-/// One PE's description of a collective call. The Runtime fills the words; the backend only
-/// exchanges them.
-struct AgreementRecord {
-  std::array<std::uint64_t, 6> words{};
-  bool operator==(const AgreementRecord&) const = default;
+  /// Where waits register once they stop spinning, for diagnostics (null: nowhere). Outlives
+  /// the heap.
+  BlockingOpTable* blocking_ops = nullptr;
 };
 
 class Backend {
@@ -91,9 +93,12 @@ class Backend {
   /// Address of heap offset 0 of this PE's heap in this process (null before CreateHeap).
   virtual std::byte* LocalHeapBase() const = 0;
 
-  /// Exchanges one record with every PE of the job through the heap's control area and returns
-  /// all of them in rank order. Collective; bounded by the heap spec's timeout.
-  virtual Status Agree(const AgreementRecord& mine, std::vector<AgreementRecord>* all) = 0;
+  /// Collective, on the calling thread: publishes this PE's descriptor of collective number
+  /// mine.sequence and returns every PE's descriptor of that number in rank order (checking
+  /// them is the caller's: MatchDescriptors). Bounded by the heap spec's timeout; a timeout
+  /// or a lost peer is terminal (see Health). `operation` names the call in diagnostics.
+  virtual Status ExchangeDescriptors(const CollectiveDescriptor& mine, std::string_view operation,
+                                     std::vector<CollectiveDescriptor>* all) = 0;
 
   /// Waits until every stream of this process has run what was queued on it (device
   /// quiescent). Fails only when a stream cannot drain within the timeout; failures of queued
@@ -102,6 +107,18 @@ class Backend {
 
   /// The stream the calling thread enqueues on now.
   virtual StreamRef CurrentStream() const = 0;
+
+  /// True when work enqueued on `stream` has run by the time the enqueuing call returns (the
+  /// host backend's default stream is the calling thread).
+  virtual bool RunsInline(StreamRef stream) const = 0;
+
+  /// How diagnostics and errors name `stream`: "stream 3", "default (thread 1234)".
+  virtual std::string StreamLabel(StreamRef stream) const = 0;
+
+  /// OK while this lifecycle can go on; otherwise the sticky failure that ended it: PEER_LOST
+  /// (a peer process exited) or TIMEOUT of a collective (the PEs' collective sequences are out
+  /// of step). Cheap while healthy: the Runtime asks at every entry.
+  virtual Status Health() const = 0;
 
   /// Copies `bytes` from local `source` to heap offset `offset` of PE `pe`. `keep_alive` is
   /// held until the copy has run (it owns `source` for work queued on a stream).
@@ -126,15 +143,19 @@ class Backend {
   virtual Status WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
                             Comparison comparison, std::int64_t value) = 0;
 
-  /// Collective barrier; afterwards every PE's earlier writes are visible everywhere.
-  virtual Status Barrier(StreamRef stream) = 0;
+  /// Collective barrier (descriptor kind barrier): exchanges descriptors, then every PE's
+  /// earlier writes on this stream are visible everywhere. COLLECTIVE_MISMATCH when the PEs'
+  /// calls of this number differ. `keep_alive` is held until it ran.
+  virtual Status Barrier(StreamRef stream, const CollectiveDescriptor& descriptor,
+                         KeepAlive keep_alive) = 0;
 
-  /// Collective: `bytes_per_pe` bytes of local `input` land in slot `rank` (at
-  /// rank * bytes_per_pe) of the symmetric output at heap offset `output_offset` on every PE.
+  /// Collective (descriptor kind all_gather): descriptor.bytes bytes of local `input` land in
+  /// slot `rank` (at rank * bytes) of the symmetric output at heap offset descriptor.offset on
+  /// every PE, after the descriptors were exchanged and matched (no byte moves on a mismatch).
   /// When it has run, the local output holds every PE's input in rank order and `input` may
   /// be reused. `keep_alive` owns `input` for work queued on a stream.
-  virtual Status AllGather(StreamRef stream, std::uint64_t output_offset, const void* input,
-                           std::uint64_t bytes_per_pe, KeepAlive keep_alive) = 0;
+  virtual Status AllGather(StreamRef stream, const CollectiveDescriptor& descriptor,
+                           const void* input, KeepAlive keep_alive) = 0;
 };
 
 }  // namespace hyper_parallel::shmem

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <sstream>
+#include <thread>
 
 #include "backends/host/host_backend.h"
 #include "data_plane/pe_address.h"
@@ -10,49 +12,6 @@
 
 namespace hyper_parallel::shmem {
 namespace {
-
-constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
-
-// What an agreement record describes (word 0, low byte); the local outcome code is byte 1.
-enum class Collective : std::uint64_t { kAllocate = 1, kFree = 2, kShutdown = 3 };
-
-AgreementRecord MakeRecord(Collective kind, ErrorCode local, std::uint64_t a, std::uint64_t b,
-                           std::uint64_t c) {
-  AgreementRecord record;
-  record.words[0] = static_cast<std::uint64_t>(kind) | (static_cast<std::uint64_t>(local) << 8);
-  record.words[1] = a;
-  record.words[2] = b;
-  record.words[3] = c;
-  return record;
-}
-
-std::string_view CollectiveName(std::uint64_t word) {
-  switch (static_cast<Collective>(word & 0xff)) {
-    case Collective::kAllocate: return "empty";
-    case Collective::kFree: return "free";
-    case Collective::kShutdown: return "shutdown";
-  }
-  return "unknown";
-}
-
-std::string Describe(const AgreementRecord& record) {
-  std::ostringstream text;
-  text << CollectiveName(record.words[0]) << "(";
-  auto field = [&](std::uint64_t value) {
-    if (value == kNone) {
-      text << "-";
-    } else {
-      text << value;
-    }
-  };
-  field(record.words[1]);
-  text << ",";
-  field(record.words[2]);
-  text << ",";
-  field(record.words[3]);
-  text << ")";
-  return text.str();
-}
 
 std::string JoinInts(const std::vector<int>& values) {
   std::string text = "[";
@@ -73,12 +32,31 @@ std::string InitRecord(const Config& config, std::string_view backend, const Dev
   return text.str();
 }
 
+// FNV-1a over (offset, bytes) of the leaked allocations: equal on PEs that leaked alike.
+std::uint64_t LeakDigest(const std::vector<AllocationRecord>& leaks) {
+  std::uint64_t digest = 1469598103934665603ull;
+  for (const AllocationRecord& record : leaks) {
+    for (std::uint64_t word : {record.offset, record.bytes}) {
+      for (int byte = 0; byte < 8; ++byte) {
+        digest = (digest ^ ((word >> (8 * byte)) & 0xff)) * 1099511628211ull;
+      }
+    }
+  }
+  return digest;
+}
+
+// The shutdown facts a close descriptor carries in its extra words.
+enum CloseFact : int { kLiveCount = 0, kLeakedCount = 1, kLeakDigest = 2 };
+
 }  // namespace
+
 
 std::string_view RuntimeStateName(RuntimeState state) {
   switch (state) {
     case RuntimeState::kUninitialized: return "uninitialized";
+    case RuntimeState::kInitializing: return "initializing";
     case RuntimeState::kReady: return "ready";
+    case RuntimeState::kClosing: return "closing";
     case RuntimeState::kFailed: return "failed";
   }
   return "unknown";
@@ -131,11 +109,43 @@ std::chrono::milliseconds Runtime::timeout() const {
   return config_.timeout();
 }
 
+// Counts an entry that executes outside the mutex, so a shutdown never tears the heap down
+// under it. Constructed under the mutex (the count is read there), destroyed anywhere.
+class Runtime::CallScope {
+ public:
+  explicit CallScope(Runtime* runtime) : runtime_(runtime) {
+    runtime_->calls_in_flight_.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~CallScope() { runtime_->calls_in_flight_.fetch_sub(1, std::memory_order_release); }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+
+ private:
+  Runtime* runtime_;
+};
+
 Status Runtime::RecordFailure(Status status, std::string_view operation,
                               std::string_view phase) {
   status.At(operation, phase);
   latest_failure_ = status;
   return status;
+}
+
+Status Runtime::FinishFailure(Status status, std::string_view operation,
+                              std::string_view phase) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (backend_) {
+    if (Status health = backend_->Health(); !health.ok()) EnterTerminal(health);
+  }
+  return RecordFailure(std::move(status), operation, phase);
+}
+
+void Runtime::EnterTerminal(const Status& failure) {
+  if (state_ == RuntimeState::kFailed) return;
+  state_ = RuntimeState::kFailed;
+  terminal_ = failure;
+  HPS_LOG_ERROR("the runtime is terminal; every later call fails and close() only releases "
+                "this process's resources: " + failure.ToString());
 }
 
 void Runtime::RollBackInit() {
@@ -146,33 +156,47 @@ void Runtime::RollBackInit() {
   rank_ = -1;
   size_ = 0;
   global_ranks_.clear();
+  collective_sequence_ = 0;
+  collectives_in_flight_ = 0;
+  collective_owner_ = CollectiveOwner{};
+  backend_name_.clear();
   state_ = RuntimeState::kUninitialized;
 }
 
 Status Runtime::Init(InitOptions options) {
-  std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "init";
-  if (state_ == RuntimeState::kFailed) {
-    return Record(Status::Assertion(ErrorCode::kInvalidState,
-                                    "an earlier native shutdown failed; the process must restart",
-                                    {{"state", std::string(RuntimeStateName(state_))}}),
-                  kOp, "state");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (state_ == RuntimeState::kFailed) return Record(terminal_.Retagged(kOp, "state"), kOp, "state");
+    if (state_ != RuntimeState::kUninitialized) {
+      return Record(Status::Assertion(ErrorCode::kInvalidState,
+                                      state_ == RuntimeState::kReady
+                                          ? "runtime is already initialised"
+                                          : "runtime is initialising or closing on another thread",
+                                      {{"state", std::string(RuntimeStateName(state_))},
+                                       {"rank", std::to_string(rank_)},
+                                       {"lifecycle", std::to_string(registry_.lifecycle())}}),
+                    kOp, "state");
+    }
+    if (!options.bootstrap) {
+      return Record(Status::Contract(ErrorCode::kInvalidArgument, "bootstrap", "non-null", "null"),
+                    kOp, "validate");
+    }
+    state_ = RuntimeState::kInitializing;  // other entries are refused until it is done
   }
-  if (state_ == RuntimeState::kReady) {
-    return Record(Status::Assertion(ErrorCode::kInvalidState, "runtime is already initialised",
-                                    {{"rank", std::to_string(rank_)},
-                                     {"lifecycle", std::to_string(registry_.lifecycle())}}),
-                  kOp, "state");
-  }
-  if (!options.bootstrap) {
-    return Record(Status::Contract(ErrorCode::kInvalidArgument, "bootstrap", "non-null", "null"),
-                  kOp, "validate");
-  }
+  // Everything below waits on peers, so it runs without the mutex, on locals; the outcome is
+  // committed (or the state rolled back) under the mutex at the end.
+  auto fail = [&](Status status, std::string_view phase, std::unique_ptr<Backend> backend) {
+    if (backend) backend->DestroyHeap();
+    std::lock_guard<std::mutex> lock(mutex_);
+    state_ = RuntimeState::kUninitialized;
+    return Record(std::move(status), kOp, phase);
+  };
   Config config;
   if (Status parsed = Config::FromEnvironment(options.env ? options.env : ProcessEnvironment(),
                                               &config);
       !parsed.ok()) {
-    return Record(parsed, kOp, "config");
+    return fail(parsed, "config", nullptr);
   }
   const int rank = options.bootstrap->rank();
   const int size = options.bootstrap->size();
@@ -184,47 +208,38 @@ Status Runtime::Init(InitOptions options) {
       std::adjacent_find(global_ranks.begin(), global_ranks.end(),
                          [](int a, int b) { return a >= b; }) == global_ranks.end();
   if (static_cast<int>(global_ranks.size()) != size || !increasing || global_ranks.front() < 0) {
-    return Record(Status::Contract(ErrorCode::kInvalidArgument, "global ranks",
-                                   std::to_string(size) +
-                                       " non-negative ranks in increasing order",
-                                   JoinInts(global_ranks)),
-                  kOp, "validate");
+    return fail(Status::Contract(ErrorCode::kInvalidArgument, "global ranks",
+                                 std::to_string(size) + " non-negative ranks in increasing order",
+                                 JoinInts(global_ranks)),
+                "validate", nullptr);
   }
 
   std::unique_ptr<Backend> backend;
   const BackendFactory& factory =
       options.backend_factory ? options.backend_factory : BackendFactory(DefaultBackendFactory);
   if (Status made = factory(config.backend, &backend); !made.ok()) {
-    return Record(made, kOp, "backend");
+    return fail(made, "backend", nullptr);
   }
   log::SetLevel(config.log_level);
   log::SetRank(rank);
-
-  config_ = config;
-  device_ = backend->CurrentDevice();
-  rank_ = rank;
-  size_ = size;
-  global_ranks_ = global_ranks;
-  bootstrap_ = std::move(options.bootstrap);
-  backend_ = std::move(backend);
+  const DeviceId device = backend->CurrentDevice();
+  Bootstrap& bootstrap = *options.bootstrap;
   const auto timeout = config.timeout();
 
   // 1. Every PE must run with the same configuration.
   std::vector<std::string> records;
-  const std::string mine = InitRecord(config, backend_->name(), device_, size, global_ranks);
-  if (Status gathered = bootstrap_->AllGather(mine, timeout, &records); !gathered.ok()) {
-    RollBackInit();
-    return Record(gathered, kOp, "bootstrap");
+  const std::string mine = InitRecord(config, backend->name(), device, size, global_ranks);
+  if (Status gathered = bootstrap.AllGather(mine, timeout, &records); !gathered.ok()) {
+    return fail(gathered, "bootstrap", std::move(backend));
   }
   for (int pe = 0; pe < size; ++pe) {
     if (records[pe] != mine) {
-      RollBackInit();
-      return Record(Status::Assertion(ErrorCode::kInvalidConfig,
-                                      "PEs disagree on the configuration",
-                                      {{"pe", std::to_string(pe)},
-                                       {"theirs", records[pe]},
-                                       {"ours", mine}}),
-                    kOp, "bootstrap");
+      return fail(Status::Assertion(ErrorCode::kInvalidConfig,
+                                    "PEs disagree on the configuration",
+                                    {{"pe", std::to_string(pe)},
+                                     {"theirs", records[pe]},
+                                     {"ours", mine}}),
+                  "bootstrap", std::move(backend));
     }
   }
 
@@ -233,7 +248,7 @@ Status Runtime::Init(InitOptions options) {
   auto exchange_outcome = [&](const Status& local, std::string_view step,
                               std::string payload, std::vector<std::string>* all) -> Status {
     const std::string message = local.ok() ? "K" + payload : "E" + local.message();
-    HPS_RETURN_IF_ERROR(bootstrap_->AllGather(message, timeout, all));
+    HPS_RETURN_IF_ERROR(bootstrap.AllGather(message, timeout, all));
     if (!local.ok()) return local;
     for (int pe = 0; pe < size; ++pe) {
       if ((*all)[pe].empty() || (*all)[pe][0] != 'K') {
@@ -247,87 +262,166 @@ Status Runtime::Init(InitOptions options) {
     return Status::Ok();
   };
 
-  HeapSpec spec{rank, size, config.heap_bytes, timeout, static_cast<int>(config.copy_workers)};
+  HeapSpec spec{rank, size, config.heap_bytes, timeout, static_cast<int>(config.copy_workers),
+                &blocking_ops_};
   std::string handle;
   std::vector<std::string> handles;
-  Status created = backend_->CreateHeap(spec, &handle);
+  Status created = backend->CreateHeap(spec, &handle);
   if (Status step = exchange_outcome(created, "create_heap", handle, &handles); !step.ok()) {
-    RollBackInit();
-    return Record(step, kOp, "create_heap");
+    return fail(step, "create_heap", std::move(backend));
   }
-  Status opened = backend_->OpenPeers(handles);
+  Status opened = backend->OpenPeers(handles);
   std::vector<std::string> outcomes;
   if (Status step = exchange_outcome(opened, "open_peers", "", &outcomes); !step.ok()) {
-    RollBackInit();
-    return Record(step, kOp, "open_peers");
+    return fail(step, "open_peers", std::move(backend));
   }
 
+  std::lock_guard<std::mutex> lock(mutex_);
+  config_ = config;
+  device_ = device;
+  rank_ = rank;
+  size_ = size;
+  global_ranks_ = global_ranks;
+  bootstrap_ = std::move(options.bootstrap);
+  backend_ = std::move(backend);
+  backend_name_ = std::string(backend_->name());
   heap_base_ = backend_->LocalHeapBase();
   allocator_.Reset(config.heap_bytes);
   registry_.BeginLifecycle();
+  collective_sequence_ = 0;
+  collectives_in_flight_ = 0;
+  collective_owner_ = CollectiveOwner{};
   latest_failure_ = Status::Ok();  // diagnostics describe this lifecycle
   state_ = RuntimeState::kReady;
   HPS_LOG_INFO("runtime ready: lifecycle=" + std::to_string(registry_.lifecycle()) +
-               ", size=" + std::to_string(size) + ", backend=" + std::string(backend_->name()) +
+               ", size=" + std::to_string(size) + ", backend=" + backend_name_ +
                ", device=" + device_.ToString() + ", heap_bytes=" +
                std::to_string(config.heap_bytes) + ", heap_base=" + Hex(heap_base_));
   return Status::Ok();
 }
 
-Status Runtime::Shutdown() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  constexpr std::string_view kOp = "shutdown";
-  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
-  AdoptOrphans();
+bool Runtime::WaitForCallsToEnd(std::unique_lock<std::mutex>& lock) {
+  const auto deadline = std::chrono::steady_clock::now() + config_.timeout();
+  while (calls_in_flight_.load(std::memory_order_acquire) > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    lock.lock();
+  }
+  return true;
+}
 
-  // Leaked allocations (no tensor refers to them any more) are reclaimed collectively when
-  // every PE leaked exactly the same ones and holds nothing else; anything else refuses.
-  const std::vector<AllocationRecord> leaks = registry_.Leaked();
-  const std::uint64_t live = registry_.live_count();
-  const std::uint64_t leaked = leaks.size();
-  std::uint64_t digest = 1469598103934665603ull;  // FNV-1a over (offset, bytes) of the leaks
-  for (const AllocationRecord& record : leaks) {
-    for (std::uint64_t word : {record.offset, record.bytes}) {
-      for (int byte = 0; byte < 8; ++byte) {
-        digest = (digest ^ ((word >> (8 * byte)) & 0xff)) * 1099511628211ull;
-      }
+Status Runtime::TerminalShutdown(std::unique_lock<std::mutex>& lock) {
+  constexpr std::string_view kOp = "shutdown";
+  if (backend_) {
+    // Calls in flight give up at once (the backend's failure latch aborts every wait); queued
+    // work fails without running. Only then may the heap go.
+    const bool ended = WaitForCallsToEnd(lock);
+    Backend* backend = backend_.get();
+    lock.unlock();
+    const Status drained = backend->Quiesce();
+    lock.lock();
+    if (ended && drained.ok() && backend_) {
+      backend_->DestroyHeap();
+      backend_.reset();
+      bootstrap_.reset();
+      heap_base_ = nullptr;
+      registry_.EndLifecycle();
+      allocator_.Reset(0);
+      HPS_LOG_INFO("terminal runtime released this process's resources");
     }
   }
-  std::vector<AgreementRecord> all;
-  Status agreed = backend_->Agree(
-      MakeRecord(Collective::kShutdown, ErrorCode::kOk, live, leaked, digest), &all);
-  if (!agreed.ok()) return Record(agreed, kOp, "agree");
-  std::vector<int> holders;
+  return Record(terminal_.Retagged(kOp, "state"), kOp, "state");
+}
+
+Status Runtime::Shutdown() {
+  constexpr std::string_view kOp = "shutdown";
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (Status ready = CheckReady(kOp); !ready.ok()) {
+    if (state_ == RuntimeState::kFailed) return TerminalShutdown(lock);
+    return RecordFailure(std::move(ready), kOp, "state");
+  }
+  std::uint64_t sequence = 0;
+  HPS_RECORD_IF_ERROR(WaitForOtherCollectives(lock, kOp), kOp, "state");
+  HPS_RECORD_IF_ERROR(ClaimCollective(OwnerOf({}, true), kOp, &sequence), kOp, "state");
+  // Close the gate: from here on every other entry is refused, so nothing new is queued while
+  // the streams drain. Calls still executing on other threads make this PE refuse.
+  state_ = RuntimeState::kClosing;
+  const int other_calls = calls_in_flight_.load(std::memory_order_acquire);
+  Backend* backend = backend_.get();
+  std::optional<CallScope> call;
+  call.emplace(this);  // a terminal shutdown on another thread waits for this one
+  lock.unlock();
+  const Status drained = backend->Quiesce();
+  lock.lock();
+
+  AdoptOrphans();  // work that just drained may have dropped the last reference to a leak
+  const std::vector<AllocationRecord> leaks = registry_.Leaked();
+  CollectiveDescriptor mine;
+  mine.kind = CollectiveKind::kClose;
+  mine.sequence = sequence;
+  mine.local = other_calls > 0 ? ErrorCode::kInvalidState
+                               : drained.ok() ? ErrorCode::kOk : drained.code();
+  mine.extra[kLiveCount] = registry_.live_count();
+  mine.extra[kLeakedCount] = leaks.size();
+  mine.extra[kLeakDigest] = LeakDigest(leaks);
+  lock.unlock();
+  std::vector<CollectiveDescriptor> all;
+  Status agreed = backend->ExchangeDescriptors(mine, kOp, &all);
+  if (agreed.ok()) agreed = MatchDescriptors(mine, all);
+  lock.lock();
+  ReleaseCollectiveLocked();
+  call.reset();
+
+  auto refuse = [&](Status reason, std::string_view phase) {
+    // Every PE refuses alike: nothing changed anywhere.
+    if (state_ == RuntimeState::kClosing) state_ = RuntimeState::kReady;
+    return RecordFailure(std::move(reason), kOp, phase);
+  };
+  if (!agreed.ok()) {
+    if (Status health = backend_->Health(); !health.ok()) EnterTerminal(health);
+  }
+  if (state_ == RuntimeState::kFailed) {
+    if (!agreed.ok()) RecordFailure(agreed, kOp, "agree");
+    return TerminalShutdown(lock);
+  }
+  if (!agreed.ok()) return refuse(std::move(agreed), "agree");
+  std::vector<int> busy, holders;
   bool same_leaks = true;
   for (int pe = 0; pe < size_; ++pe) {
-    if ((all[pe].words[0] & 0xff) != static_cast<std::uint64_t>(Collective::kShutdown)) {
-      return Record(Status::Assertion(ErrorCode::kCollectiveMismatch,
-                                      "PEs disagree on the collective call",
-                                      {{"pe", std::to_string(pe)},
-                                       {"theirs", Describe(all[pe])},
-                                       {"ours", "shutdown"}}),
-                    kOp, "agree");
-    }
-    if (all[pe].words[1] != 0) holders.push_back(pe);
-    if (all[pe].words[1] != all[pe].words[2] || all[pe].words[2] != leaked ||
-        all[pe].words[3] != digest) {
+    const CollectiveDescriptor& theirs = all[pe];
+    if (theirs.local != ErrorCode::kOk) busy.push_back(pe);
+    if (theirs.extra[kLiveCount] != 0) holders.push_back(pe);
+    if (theirs.extra[kLiveCount] != theirs.extra[kLeakedCount] ||
+        theirs.extra[kLeakedCount] != mine.extra[kLeakedCount] ||
+        theirs.extra[kLeakDigest] != mine.extra[kLeakDigest]) {
       same_leaks = false;
     }
+  }
+  if (!busy.empty()) {
+    return refuse(Status::Assertion(ErrorCode::kInvalidState,
+                                    "shutdown refused: PEs still had calls in flight on other "
+                                    "threads, or queued work that did not drain",
+                                    {{"pes", JoinInts(busy)},
+                                     {"calls_in_flight_here", std::to_string(other_calls)},
+                                     {"drain", drained.ok() ? "ok" : drained.message()}}),
+                  "validate");
   }
   if (!holders.empty() && !same_leaks) {
     std::string ids;
     for (const AllocationRecord& record : registry_.Live()) {
       ids += (ids.empty() ? "" : ",") + std::to_string(record.id);
     }
-    return Record(Status::Assertion(ErrorCode::kInvalidState,
+    return refuse(Status::Assertion(ErrorCode::kInvalidState,
                                     "shutdown refused: live allocations remain",
                                     {{"pes_with_live_allocations", JoinInts(holders)},
-                                     {"live_count", std::to_string(live)},
-                                     {"leaked_count", std::to_string(leaked)},
+                                     {"live_count", std::to_string(mine.extra[kLiveCount])},
+                                     {"leaked_count", std::to_string(leaks.size())},
                                      {"live_ids", "[" + ids + "]"}}),
-                  kOp, "validate");
+                  "validate");
   }
-  if (leaked > 0) {
+  // Every PE is quiescent, past the barrier, and agreed: only now is anything reclaimed.
+  if (!leaks.empty()) {
     std::string ids;
     for (const AllocationRecord& record : leaks) {
       ids += (ids.empty() ? "" : ",") + std::to_string(record.id);
@@ -335,15 +429,13 @@ Status Runtime::Shutdown() {
       registry_.Release(record.id);
     }
     HPS_LOG_ERROR("reclaimed leaked allocations collectively at shutdown (every PE leaked the "
-                  "same ones): count=" + std::to_string(leaked) + ", ids=[" + ids + "]");
+                  "same ones): count=" + std::to_string(leaks.size()) + ", ids=[" + ids + "]");
   }
-
-  HPS_RECORD_IF_ERROR(backend_->Quiesce(), kOp, "quiesce");
-  HPS_RECORD_IF_ERROR(bootstrap_->Barrier(config_.timeout()), kOp, "barrier");
   if (Status destroyed = backend_->DestroyHeap(); !destroyed.ok()) {
-    state_ = RuntimeState::kFailed;
+    backend_.reset();
+    EnterTerminal(destroyed);
     HPS_LOG_ERROR("native shutdown failed; the runtime is terminal: " + destroyed.message());
-    return Record(destroyed, kOp, "native_shutdown");
+    return RecordFailure(destroyed, kOp, "native_shutdown");
   }
   registry_.EndLifecycle();
   allocator_.Reset(0);
@@ -353,14 +445,21 @@ Status Runtime::Shutdown() {
   return Status::Ok();
 }
 
-Status Runtime::CheckReady(std::string_view operation) const {
-  if (state_ != RuntimeState::kReady) {
+Status Runtime::CheckReady(std::string_view operation) {
+  if (state_ != RuntimeState::kReady) [[unlikely]] {
+    if (state_ == RuntimeState::kFailed) return terminal_.Retagged(operation, "state");
     return Status::Assertion(ErrorCode::kInvalidState,
-                             state_ == RuntimeState::kFailed
-                                 ? "runtime failed to shut down and cannot be used"
-                                 : "runtime is not initialised",
+                             state_ == RuntimeState::kClosing
+                                 ? "runtime is closing"
+                                 : state_ == RuntimeState::kInitializing
+                                       ? "runtime is initialising"
+                                       : "runtime is not initialised",
                              {{"operation", std::string(operation)},
                               {"state", std::string(RuntimeStateName(state_))}});
+  }
+  if (Status health = backend_->Health(); !health.ok()) [[unlikely]] {
+    EnterTerminal(health);
+    return terminal_.Retagged(operation, "state");
   }
   const DeviceId current = backend_->CurrentDevice();
   if (!(current == device_)) {
@@ -397,36 +496,118 @@ Status Runtime::ResolveOperand(const SymmetricView& view, std::uint64_t* offset,
              : registry_.Resolve(view.id, *offset, view.bytes, record);
 }
 
-Status Runtime::AgreeOrMismatch(std::string_view what, const AgreementRecord& mine,
-                                std::vector<AgreementRecord>* all) {
-  HPS_RETURN_IF_ERROR(backend_->Agree(mine, all));
-  for (int pe = 0; pe < size_; ++pe) {
-    if (!((*all)[pe] == mine)) {
-      return Status::Assertion(ErrorCode::kCollectiveMismatch,
-                               "PEs disagree on the collective call",
-                               {{"call", std::string(what)},
-                                {"pe", std::to_string(pe)},
-                                {"theirs", Describe((*all)[pe])},
-                                {"ours", Describe(mine)}});
+Runtime::CollectiveOwner Runtime::OwnerOf(StreamRef stream, bool runs_inline) const {
+  return runs_inline ? CollectiveOwner{nullptr, CurrentThreadId()}
+                     : CollectiveOwner{stream.native, 0};
+}
+
+std::string Runtime::OwnerLabel(const CollectiveOwner& owner) const {
+  if (owner.stream == nullptr) return DefaultStreamLabel(owner.thread);
+  return backend_ ? backend_->StreamLabel(StreamRef{owner.stream}) : "a stream";
+}
+
+Status Runtime::ClaimCollective(const CollectiveOwner& owner, std::string_view operation,
+                                std::uint64_t* sequence) {
+  if (collectives_in_flight_ > 0 && !(collective_owner_ == owner)) {
+    return Status::Assertion(
+        ErrorCode::kInvalidState,
+        "a collective of this PE is already in flight on another stream; keep a PE's "
+        "collectives on one stream at a time (synchronize that stream first)",
+        {{"operation", std::string(operation)},
+         {"this_stream", OwnerLabel(owner)},
+         {"in_flight_on", OwnerLabel(collective_owner_)},
+         {"in_flight", std::to_string(collectives_in_flight_)},
+         {"latest_sequence", std::to_string(collective_sequence_)}});
+  }
+  collective_owner_ = owner;
+  ++collectives_in_flight_;
+  *sequence = ++collective_sequence_;
+  return Status::Ok();
+}
+
+Status Runtime::WaitForOtherCollectives(std::unique_lock<std::mutex>& lock,
+                                        std::string_view operation) {
+  const CollectiveOwner mine{nullptr, CurrentThreadId()};
+  // Collectives queued on asynchronous streams finish by themselves: wait for them. One
+  // running on another thread's default stream is a race between threads: refuse at once.
+  if (collectives_in_flight_ > 0 && !(collective_owner_ == mine) &&
+      collective_owner_.stream != nullptr) {
+    BlockingOpTable::Scope scope = blocking_ops_.Enter(
+        operation, DefaultStreamLabel(),
+        [label = OwnerLabel(collective_owner_)] {
+          return "collectives queued on " + label + " to finish";
+        });
+    const bool done = collectives_done_.wait_for(lock, config_.timeout(), [&] {
+      return collectives_in_flight_ == 0 || state_ != RuntimeState::kReady;
+    });
+    HPS_RETURN_IF_ERROR(CheckReady(operation));
+    if (!done) {
+      return Status::Assertion(ErrorCode::kTimeout,
+                               "collectives queued on another stream did not finish in time",
+                               {{"operation", std::string(operation)},
+                                {"in_flight_on", OwnerLabel(collective_owner_)},
+                                {"timeout_ms", std::to_string(config_.timeout().count())}});
     }
   }
   return Status::Ok();
 }
 
+void Runtime::ReleaseCollectiveLocked() {
+  if (collectives_in_flight_ > 0 && --collectives_in_flight_ == 0) {
+    collectives_done_.notify_all();
+  }
+}
+
+void Runtime::ReleaseCollective() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ReleaseCollectiveLocked();
+}
+
+KeepAlive Runtime::CollectiveTicket(KeepAlive inner) {
+  struct Ticket {
+    Runtime* runtime;
+    KeepAlive inner;
+    ~Ticket() { runtime->ReleaseCollective(); }
+  };
+  return std::make_shared<Ticket>(Ticket{this, std::move(inner)});
+}
+
 Status Runtime::Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocation* out,
                          std::string_view note) {
-  std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "empty";
+  std::unique_lock<std::mutex> lock(mutex_);
   HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
   AdoptOrphans();
-
+  HPS_RECORD_IF_ERROR(WaitForOtherCollectives(lock, kOp), kOp, "state");
+  // Every PE's heap has seen the same agreed allocations and frees, so a request one PE cannot
+  // place (bad alignment, no room) fails alike on every PE: rejected here, before anything
+  // collective, and without taking a collective number.
   HeapBlock block;
   const Status placed = allocator_.Place(bytes, alignment, &block);
-  std::vector<AgreementRecord> all;
-  const AgreementRecord mine = MakeRecord(Collective::kAllocate, placed.code(), bytes, alignment,
-                                          placed.ok() ? block.offset : kNone);
-  HPS_RECORD_IF_ERROR(AgreeOrMismatch(kOp, mine, &all), kOp, "agree");
   HPS_RECORD_IF_ERROR(placed, kOp, "allocate");
+  CollectiveDescriptor mine;
+  mine.kind = CollectiveKind::kEmpty;
+  HPS_RECORD_IF_ERROR(ClaimCollective(OwnerOf({}, true), kOp, &mine.sequence), kOp, "state");
+  // Only collectives change the allocator, and this PE has one in flight: the block is still
+  // free when it is committed below.
+  mine.bytes = bytes;
+  mine.alignment = alignment;
+  mine.offset = block.offset;
+  Backend* backend = backend_.get();
+  std::vector<CollectiveDescriptor> all;
+  Status agreed;
+  {
+    CallScope call(this);
+    lock.unlock();
+    agreed = backend->ExchangeDescriptors(mine, kOp, &all);
+    if (agreed.ok()) agreed = MatchDescriptors(mine, all);
+    lock.lock();
+  }
+  ReleaseCollectiveLocked();
+  if (!agreed.ok()) {
+    if (Status health = backend_->Health(); !health.ok()) EnterTerminal(health);
+    return RecordFailure(std::move(agreed), kOp, "agree");
+  }
   allocator_.Commit(block);
 
   const AllocationId id =
@@ -439,23 +620,48 @@ Status Runtime::Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocatio
 }
 
 Status Runtime::Free(const SymmetricView& whole, std::string_view note) {
-  std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "free";
+  std::unique_lock<std::mutex> lock(mutex_);
   HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
   AdoptOrphans();
-
   AllocationRecord record;
   std::uint64_t offset = 0;
-  const Status valid = ResolveOperand(whole, &offset, &record, ErrorCode::kDoubleFree);
-  // Queued work may still touch the allocation: drain before any PE can reuse it.
-  HPS_RECORD_IF_ERROR(backend_->Quiesce(), kOp, "quiesce");
-  std::vector<AgreementRecord> all;
-  const AgreementRecord mine =
-      MakeRecord(Collective::kFree, valid.code(), valid.ok() ? record.offset : kNone,
-                 valid.ok() ? record.bytes : kNone, kNone);
-  HPS_RECORD_IF_ERROR(AgreeOrMismatch(kOp, mine, &all), kOp, "agree");
-  HPS_RECORD_IF_ERROR(valid, kOp, "validate");
-
+  HPS_RECORD_IF_ERROR(ResolveOperand(whole, &offset, &record, ErrorCode::kDoubleFree), kOp,
+                      "validate");
+  Backend* backend = backend_.get();
+  Status drained;
+  {
+    // Queued work may still touch the allocation: drain before any PE can reuse it.
+    CallScope call(this);
+    lock.unlock();
+    drained = backend->Quiesce();
+    lock.lock();
+  }
+  HPS_RECORD_IF_ERROR(drained, kOp, "quiesce");
+  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+  HPS_RECORD_IF_ERROR(WaitForOtherCollectives(lock, kOp), kOp, "state");
+  // Another thread may have freed it meanwhile.
+  HPS_RECORD_IF_ERROR(ResolveOperand(whole, &offset, &record, ErrorCode::kDoubleFree), kOp,
+                      "validate");
+  CollectiveDescriptor mine;
+  mine.kind = CollectiveKind::kFree;
+  HPS_RECORD_IF_ERROR(ClaimCollective(OwnerOf({}, true), kOp, &mine.sequence), kOp, "state");
+  mine.bytes = record.bytes;
+  mine.offset = record.offset;
+  std::vector<CollectiveDescriptor> all;
+  Status agreed;
+  {
+    CallScope call(this);
+    lock.unlock();
+    agreed = backend->ExchangeDescriptors(mine, kOp, &all);
+    if (agreed.ok()) agreed = MatchDescriptors(mine, all);
+    lock.lock();
+  }
+  ReleaseCollectiveLocked();
+  if (!agreed.ok()) {
+    if (Status health = backend_->Health(); !health.ok()) EnterTerminal(health);
+    return RecordFailure(std::move(agreed), kOp, "agree");
+  }
   HPS_RECORD_IF_ERROR(allocator_.Release(record.offset), kOp, "release");
   registry_.Release(record.id);
   HPS_LOG_DEBUG("op=Free id=" + std::to_string(record.id) + " base=" + Hex(whole.data) +
@@ -478,30 +684,40 @@ Status Runtime::CheckTransfer(const SymmetricView& symmetric, int pe,
 
 Status Runtime::Put(const SymmetricView& destination, const void* source, int pe,
                     StreamRef stream, KeepAlive keep_alive) {
-  std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "put";
-  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
   std::uint64_t offset = 0;
-  HPS_RECORD_IF_ERROR(CheckTransfer(destination, pe, source, "put source", &offset), kOp,
-                      "validate");
-  if (destination.bytes == 0) return Status::Ok();
-  return Record(backend_->Put(stream, offset, source, destination.bytes, pe,
-                              std::move(keep_alive)),
-                kOp, "execute");
+  Backend* backend;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+    HPS_RECORD_IF_ERROR(CheckTransfer(destination, pe, source, "put source", &offset), kOp,
+                        "validate");
+    if (destination.bytes == 0) return Status::Ok();
+    backend = backend_.get();
+    calls_in_flight_.fetch_add(1, std::memory_order_relaxed);
+  }
+  Status done = backend->Put(stream, offset, source, destination.bytes, pe, std::move(keep_alive));
+  calls_in_flight_.fetch_sub(1, std::memory_order_release);
+  return Finish(std::move(done), kOp, "execute");
 }
 
 Status Runtime::Get(void* destination, const SymmetricView& source, int pe, StreamRef stream,
                     KeepAlive keep_alive) {
-  std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "get";
-  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
   std::uint64_t offset = 0;
-  HPS_RECORD_IF_ERROR(CheckTransfer(source, pe, destination, "get destination", &offset), kOp,
-                      "validate");
-  if (source.bytes == 0) return Status::Ok();
-  return Record(backend_->Get(stream, destination, offset, source.bytes, pe,
-                              std::move(keep_alive)),
-                kOp, "execute");
+  Backend* backend;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+    HPS_RECORD_IF_ERROR(CheckTransfer(source, pe, destination, "get destination", &offset), kOp,
+                        "validate");
+    if (source.bytes == 0) return Status::Ok();
+    backend = backend_.get();
+    calls_in_flight_.fetch_add(1, std::memory_order_relaxed);
+  }
+  Status done = backend->Get(stream, destination, offset, source.bytes, pe, std::move(keep_alive));
+  calls_in_flight_.fetch_sub(1, std::memory_order_release);
+  return Finish(std::move(done), kOp, "execute");
 }
 
 namespace {
@@ -530,87 +746,150 @@ Status CheckSignalOperand(const SymmetricView& view, std::uint64_t offset, Signa
 
 Status Runtime::Signal(const SymmetricView& signal, SignalWidth width, std::int64_t value, int pe,
                        SignalOp op, StreamRef stream) {
-  std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "signal";
-  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
-  HPS_RECORD_IF_ERROR(CheckPe(pe), kOp, "validate");
   std::uint64_t offset = 0;
-  AllocationRecord record;
-  HPS_RECORD_IF_ERROR(ResolveOperand(signal, &offset, &record), kOp, "validate");
-  HPS_RECORD_IF_ERROR(CheckSignalOperand(signal, offset, width, value), kOp, "validate");
-  return Record(backend_->Signal(stream, offset, width, op, value, pe), kOp, "execute");
+  Backend* backend;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+    HPS_RECORD_IF_ERROR(CheckPe(pe), kOp, "validate");
+    AllocationRecord record;
+    HPS_RECORD_IF_ERROR(ResolveOperand(signal, &offset, &record), kOp, "validate");
+    HPS_RECORD_IF_ERROR(CheckSignalOperand(signal, offset, width, value), kOp, "validate");
+    backend = backend_.get();
+    calls_in_flight_.fetch_add(1, std::memory_order_relaxed);
+  }
+  Status done = backend->Signal(stream, offset, width, op, value, pe);
+  calls_in_flight_.fetch_sub(1, std::memory_order_release);
+  return Finish(std::move(done), kOp, "execute");
 }
 
 Status Runtime::PutSignal(const SymmetricView& destination, const void* source,
                           const SymmetricView& signal, SignalWidth width, std::int64_t value,
                           int pe, SignalOp op, StreamRef stream, KeepAlive keep_alive) {
-  std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "put_signal";
-  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
   std::uint64_t offset = 0, signal_offset = 0;
-  HPS_RECORD_IF_ERROR(CheckTransfer(destination, pe, source, "put source", &offset), kOp,
-                      "validate");
-  AllocationRecord record;
-  HPS_RECORD_IF_ERROR(ResolveOperand(signal, &signal_offset, &record), kOp, "validate");
-  HPS_RECORD_IF_ERROR(CheckSignalOperand(signal, signal_offset, width, value), kOp, "validate");
-  return Record(backend_->PutSignal(stream, offset, source, destination.bytes, signal_offset,
-                                    width, op, value, pe, std::move(keep_alive)),
-                kOp, "execute");
+  Backend* backend;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+    HPS_RECORD_IF_ERROR(CheckTransfer(destination, pe, source, "put source", &offset), kOp,
+                        "validate");
+    AllocationRecord record;
+    HPS_RECORD_IF_ERROR(ResolveOperand(signal, &signal_offset, &record), kOp, "validate");
+    HPS_RECORD_IF_ERROR(CheckSignalOperand(signal, signal_offset, width, value), kOp,
+                        "validate");
+    backend = backend_.get();
+    calls_in_flight_.fetch_add(1, std::memory_order_relaxed);
+  }
+  Status done = backend->PutSignal(stream, offset, source, destination.bytes, signal_offset,
+                                   width, op, value, pe, std::move(keep_alive));
+  calls_in_flight_.fetch_sub(1, std::memory_order_release);
+  return Finish(std::move(done), kOp, "execute");
 }
 
 Status Runtime::WaitSignal(const SymmetricView& signal, SignalWidth width, std::int64_t value,
                            Comparison comparison, StreamRef stream) {
-  std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "wait_signal";
-  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
   std::uint64_t offset = 0;
-  AllocationRecord record;
-  HPS_RECORD_IF_ERROR(ResolveOperand(signal, &offset, &record), kOp, "validate");
-  HPS_RECORD_IF_ERROR(CheckSignalOperand(signal, offset, width, value), kOp, "validate");
-  return Record(backend_->WaitSignal(stream, offset, width, comparison, value), kOp, "execute");
+  Backend* backend;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+    AllocationRecord record;
+    HPS_RECORD_IF_ERROR(ResolveOperand(signal, &offset, &record), kOp, "validate");
+    HPS_RECORD_IF_ERROR(CheckSignalOperand(signal, offset, width, value), kOp, "validate");
+    backend = backend_.get();
+    calls_in_flight_.fetch_add(1, std::memory_order_relaxed);
+  }
+  Status done = backend->WaitSignal(stream, offset, width, comparison, value);
+  calls_in_flight_.fetch_sub(1, std::memory_order_release);
+  return Finish(std::move(done), kOp, "execute");
 }
 
 Status Runtime::Barrier(StreamRef stream) {
-  std::lock_guard<std::mutex> lock(mutex_);
   constexpr std::string_view kOp = "barrier";
-  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
-  return Record(backend_->Barrier(stream), kOp, "execute");
+  CollectiveDescriptor mine;
+  mine.kind = CollectiveKind::kBarrier;
+  Backend* backend;
+  bool runs_inline;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+    runs_inline = backend_->RunsInline(stream);
+    HPS_RECORD_IF_ERROR(ClaimCollective(OwnerOf(stream, runs_inline), kOp, &mine.sequence), kOp,
+                        "state");
+    backend = backend_.get();
+    calls_in_flight_.fetch_add(1, std::memory_order_relaxed);
+  }
+  Status done;
+  if (runs_inline) {
+    done = backend->Barrier(stream, mine, nullptr);
+    ReleaseCollective();
+  } else {
+    done = backend->Barrier(stream, mine, CollectiveTicket(nullptr));
+  }
+  calls_in_flight_.fetch_sub(1, std::memory_order_release);
+  return Finish(std::move(done), kOp, "execute");
 }
 
 Status Runtime::AllGather(const SymmetricView& output, const void* input,
-                          std::uint64_t input_bytes, StreamRef stream, KeepAlive keep_alive) {
-  std::lock_guard<std::mutex> lock(mutex_);
+                          std::uint64_t input_bytes, StreamRef stream, KeepAlive keep_alive,
+                          std::string_view dtype) {
   constexpr std::string_view kOp = "all_gather";
-  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
-  std::uint64_t offset = 0;
-  AllocationRecord record;
-  HPS_RECORD_IF_ERROR(ResolveOperand(output, &offset, &record), kOp, "validate");
-  const std::uint64_t size = static_cast<std::uint64_t>(size_);
-  if (input_bytes > output.bytes / size || output.bytes != input_bytes * size) {
-    return Record(Status::Contract(ErrorCode::kInvalidArgument, "output byte size",
-                                   "input byte size * root size (" +
-                                       std::to_string(input_bytes) + " * " +
-                                       std::to_string(size) + ")",
-                                   std::to_string(output.bytes)),
-                  kOp, "validate");
+  CollectiveDescriptor mine;
+  mine.kind = CollectiveKind::kAllGather;
+  Backend* backend;
+  bool runs_inline;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+    std::uint64_t offset = 0;
+    AllocationRecord record;
+    HPS_RECORD_IF_ERROR(ResolveOperand(output, &offset, &record), kOp, "validate");
+    const std::uint64_t size = static_cast<std::uint64_t>(size_);
+    if (input_bytes > output.bytes / size || output.bytes != input_bytes * size) {
+      return RecordFailure(Status::Contract(ErrorCode::kInvalidArgument, "output byte size",
+                                            "input byte size * root size (" +
+                                                std::to_string(input_bytes) + " * " +
+                                                std::to_string(size) + ")",
+                                            std::to_string(output.bytes)),
+                           kOp, "validate");
+    }
+    if (input == nullptr && input_bytes > 0) {
+      return RecordFailure(
+          Status::Contract(ErrorCode::kInvalidArgument, "all_gather input", "non-null", "null"),
+          kOp, "validate");
+    }
+    const auto in = reinterpret_cast<std::uintptr_t>(input);
+    const auto out = reinterpret_cast<std::uintptr_t>(output.data);
+    if (input_bytes > 0 && in < out + output.bytes && out < in + input_bytes) {
+      return RecordFailure(
+          Status::Contract(ErrorCode::kInvalidArgument, "all_gather input",
+                           "disjoint from the output [" + Hex(output.data) + ", +" +
+                               std::to_string(output.bytes) + ")",
+                           "[" + Hex(input) + ", +" + std::to_string(input_bytes) + ")"),
+          kOp, "validate");
+    }
+    if (input_bytes == 0) return Status::Ok();
+    runs_inline = backend_->RunsInline(stream);
+    HPS_RECORD_IF_ERROR(ClaimCollective(OwnerOf(stream, runs_inline), kOp, &mine.sequence), kOp,
+                        "state");
+    mine.bytes = input_bytes;
+    mine.offset = offset;
+    mine.SetDtype(dtype);
+    backend = backend_.get();
+    calls_in_flight_.fetch_add(1, std::memory_order_relaxed);
   }
-  if (input == nullptr && input_bytes > 0) {
-    return Record(
-        Status::Contract(ErrorCode::kInvalidArgument, "all_gather input", "non-null", "null"),
-        kOp, "validate");
+  Status done;
+  if (runs_inline) {
+    done = backend->AllGather(stream, mine, input, std::move(keep_alive));
+    ReleaseCollective();
+  } else {
+    done = backend->AllGather(stream, mine, input, CollectiveTicket(std::move(keep_alive)));
   }
-  const auto in = reinterpret_cast<std::uintptr_t>(input);
-  const auto out = reinterpret_cast<std::uintptr_t>(output.data);
-  if (input_bytes > 0 && in < out + output.bytes && out < in + input_bytes) {
-    return Record(Status::Contract(ErrorCode::kInvalidArgument, "all_gather input",
-                                   "disjoint from the output [" + Hex(output.data) + ", +" +
-                                       std::to_string(output.bytes) + ")",
-                                   "[" + Hex(input) + ", +" + std::to_string(input_bytes) + ")"),
-                  kOp, "validate");
-  }
-  if (input_bytes == 0) return Status::Ok();
-  return Record(backend_->AllGather(stream, offset, input, input_bytes, std::move(keep_alive)),
-                kOp, "execute");
+  calls_in_flight_.fetch_sub(1, std::memory_order_release);
+  return Finish(std::move(done), kOp, "execute");
 }
 
 Status Runtime::CurrentStream(StreamRef* out) {
@@ -648,23 +927,37 @@ void Runtime::NoteFailure(const Status& status) {
 }
 
 Diagnostics Runtime::Snapshot() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  AdoptOrphans();
   Diagnostics d;
-  d.state = state_;
-  d.lifecycle = registry_.lifecycle();
-  d.rank = rank_;
-  d.size = size_;
-  d.global_ranks = global_ranks_;
-  d.device = state_ == RuntimeState::kReady ? device_.ToString() : "";
-  d.backend = backend_ ? std::string(backend_->name()) : "";
-  d.config = config_;
-  d.heap_base = heap_base_;
-  d.heap = allocator_.Usage();
-  d.peaks = registry_.peaks();
-  d.live = registry_.Live();
-  d.leaks = registry_.Leaked();
-  d.latest_failure = latest_failure_;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    AdoptOrphans();
+    if (state_ == RuntimeState::kReady && backend_) {
+      if (Status health = backend_->Health(); !health.ok()) EnterTerminal(health);
+    }
+    d.state = state_;
+    d.lifecycle = registry_.lifecycle();
+    d.rank = rank_;
+    d.size = size_;
+    d.global_ranks = global_ranks_;
+    d.device = state_ == RuntimeState::kUninitialized || state_ == RuntimeState::kInitializing
+                   ? ""
+                   : device_.ToString();
+    d.backend = backend_name_;
+    d.config = config_;
+    d.heap_base = heap_base_;
+    d.heap = allocator_.Usage();
+    d.peaks = registry_.peaks();
+    d.live = registry_.Live();
+    d.leaks = registry_.Leaked();
+    d.latest_failure = latest_failure_;
+    d.terminal_failure = terminal_;
+    d.collective_sequence = collective_sequence_;
+    d.collectives_in_flight = collectives_in_flight_;
+    d.collective_stream =
+        collectives_in_flight_ > 0 ? OwnerLabel(collective_owner_) : std::string();
+    d.calls_in_flight = calls_in_flight_.load(std::memory_order_acquire);
+  }
+  d.blocking = blocking_ops_.Snapshot();
   return d;
 }
 

@@ -1,21 +1,34 @@
 // Runtime: the process-unique owner of the symmetric heap's lifecycle (DESIGN §4).
 //
-// States: Uninitialized --Init--> Ready --Shutdown--> Uninitialized. An Init that fails rolls
-// back everything it made and leaves the Runtime Uninitialized (it may be retried); a native
-// shutdown that fails leaves it Failed, which is terminal for the process. Each lifecycle
-// re-reads the configuration and freezes it, together with the device identity and the Root
-// WORLD (rank, size, ordered global ranks).
+// States: Uninitialized --Init--> (Initializing) --> Ready --Shutdown--> (Closing) -->
+// Uninitialized. An Init that fails rolls back everything it made and leaves the Runtime
+// Uninitialized (it may be retried). Failed is terminal for the process: it follows a peer that
+// exited (PEER_LOST), a collective that timed out (the PEs' collective sequences are out of
+// step) and a native teardown that failed; every later call, Init included, fails with that
+// same error, and Shutdown then only releases this process's resources. Each lifecycle re-reads
+// the configuration and freezes it, together with the device identity and the Root WORLD (rank,
+// size, ordered global ranks).
 //
 // Every entry validates its operands through the protection chain (live allocation of this
 // lifecycle, byte range inside it, PE in range, device unchanged) before it touches a backend,
-// and records its failure for Diagnostics(). Collective entries (Allocate, Free, Shutdown)
-// first agree with every PE on what is being done, so PEs whose calls disagree all fail with
-// COLLECTIVE_MISMATCH instead of using different memory.
+// and records its failure for Diagnostics(). Every collective (Allocate, Free, Barrier,
+// AllGather, Shutdown) that passes its local checks takes the next number of this PE's
+// collective sequence, and the backend exchanges its descriptor with every PE before any data
+// moves, so PEs whose calls disagree all fail with COLLECTIVE_MISMATCH at once instead of using
+// different memory or waiting for the timeout (backends/collective.h). A call rejected by its
+// local checks takes no number, so the PEs stay in step.
 //
-// Thread-safety: one mutex serialises every entry, so any thread may call any member. An
-// operation on the default stream runs (and may wait) while holding it.
+// Thread-safety: any thread may call any member. One mutex serialises validation and state
+// changes; no entry waits while holding it: the execution of an operation (copies, waits, the
+// exchange of a collective, draining streams) runs outside it, so a second thread can release
+// a first thread's wait and Snapshot() always answers. Collectives of one PE may be in flight
+// on one stream at a time: a collective enqueued on a second stream (or from a second thread's
+// default stream) while another is in flight is rejected with INVALID_STATE; Allocate, Free and
+// Shutdown first wait (bounded) for collectives queued on asynchronous streams to finish.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -24,6 +37,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/blocking_ops.h"
 #include "runtime/allocation_registry.h"
 #include "runtime/bootstrap.h"
 #include "runtime/config.h"
@@ -32,7 +46,7 @@
 
 namespace hyper_parallel::shmem {
 
-enum class RuntimeState : std::uint8_t { kUninitialized, kReady, kFailed };
+enum class RuntimeState : std::uint8_t { kUninitialized, kInitializing, kReady, kClosing, kFailed };
 std::string_view RuntimeStateName(RuntimeState state);
 
 /// Makes the backend for a configured kind; UNSUPPORTED_CAPABILITY when the build lacks it.
@@ -74,7 +88,8 @@ struct OrphanReport {
   int rank = -1;
 };
 
-/// A consistent picture of the Runtime for debug_state(); taken under the mutex.
+/// A consistent picture of the Runtime for debug_state(); taken under the mutex (the blocked
+/// operations under the blocking-op table's own lock).
 struct Diagnostics {
   RuntimeState state = RuntimeState::kUninitialized;
   std::uint64_t lifecycle = 0;
@@ -90,6 +105,12 @@ struct Diagnostics {
   std::vector<AllocationRecord> live;
   std::vector<AllocationRecord> leaks;
   Status latest_failure;
+  Status terminal_failure;               ///< why the Runtime is Failed (OK otherwise)
+  std::uint64_t collective_sequence = 0;  ///< number of the latest collective of this PE
+  int collectives_in_flight = 0;         ///< enqueued and not yet finished
+  std::string collective_stream;         ///< the stream they are on ("" when none)
+  int calls_in_flight = 0;               ///< entries executing outside the mutex right now
+  std::vector<BlockingOp> blocking;      ///< operations blocked right now, oldest first
 };
 
 class Runtime {
@@ -105,9 +126,14 @@ class Runtime {
 
   /// Collective. Reads the config, creates the backend, maps every PE's heap.
   Status Init(InitOptions options);
-  /// Collective. Refused while allocations are live, unless every PE holds only leaked ones
-  /// and the same ones (same offsets and sizes): those are logged and reclaimed. Then drains
-  /// the streams, a bootstrap barrier, and the native teardown.
+  /// Collective. Closes the gate to new calls, drains the streams, then exchanges a close
+  /// descriptor with every PE (which is the barrier). All-or-nothing: every PE refuses alike
+  /// (and stays Ready, nothing changed) when any PE still had calls in flight on other threads
+  /// or streams that did not drain, or holds live allocations, unless every PE holds only
+  /// leaked ones and the same ones (same offsets and sizes): those are then logged and
+  /// reclaimed, and the native teardown follows. A timeout or a lost peer makes every
+  /// surviving PE terminal. When Failed: releases this process's resources (after in-flight
+  /// calls ended, bounded) and returns the terminal failure.
   Status Shutdown();
 
   RuntimeState state() const;
@@ -142,9 +168,10 @@ class Runtime {
 
   /// Collective, enqueued: `input_bytes` of local `input` land in slot `rank` of `output` on
   /// every PE. `output` must be exactly input_bytes * size bytes and must not overlap `input`.
-  /// Zero bytes: validated, then nothing. `keep_alive` owns both operands until it ran.
+  /// Zero bytes: validated, then nothing (no collective number is taken). `keep_alive` owns
+  /// both operands until it ran. `dtype` (up to 15 characters) is compared across PEs.
   Status AllGather(const SymmetricView& output, const void* input, std::uint64_t input_bytes,
-                   StreamRef stream, KeepAlive keep_alive = nullptr);
+                   StreamRef stream, KeepAlive keep_alive = nullptr, std::string_view dtype = {});
 
   /// The current stream of the calling thread on the Runtime's device.
   Status CurrentStream(StreamRef* out);
@@ -154,6 +181,7 @@ class Runtime {
   /// it is safe from a storage deleter on any thread, also while an entry is in progress.
   void ReportOrphan(const OrphanReport& report);
 
+  /// Never waits for another entry: answers while other threads are blocked in calls.
   Diagnostics Snapshot();
 
   /// Records a failure found outside the Runtime (a binding's own argument check) as the
@@ -165,8 +193,17 @@ class Runtime {
   std::chrono::milliseconds timeout() const;
 
  private:
-  // Entry check: Ready and on the frozen device. Must hold mutex_.
-  Status CheckReady(std::string_view operation) const;
+  // Who enqueued a collective: an asynchronous stream, or a thread's default stream.
+  struct CollectiveOwner {
+    void* stream = nullptr;  // null: the default stream of thread `thread`
+    long thread = 0;
+    bool operator==(const CollectiveOwner&) const = default;
+  };
+  // Counts an entry executing outside the mutex until it returns.
+  class CallScope;
+
+  // Entry check: Ready, healthy and on the frozen device. Must hold mutex_.
+  Status CheckReady(std::string_view operation);
   // Validates a symmetric operand (id, then heap bounds, then the range inside the allocation)
   // and returns its heap offset. `freed_code` is DOUBLE_FREE for free, which also requires the
   // whole allocation, and USE_AFTER_FREE for RMA. Must hold mutex_.
@@ -178,18 +215,38 @@ class Runtime {
   // heap offset goes to `offset`) and a non-null local side unless zero bytes move.
   Status CheckTransfer(const SymmetricView& symmetric, int pe, const void* local,
                        std::string_view local_name, std::uint64_t* offset) const;
-  // Agreement through the backend; returns COLLECTIVE_MISMATCH naming the first disagreeing PE.
-  Status AgreeOrMismatch(std::string_view what, const AgreementRecord& mine,
-                         std::vector<AgreementRecord>* all);
+
+  CollectiveOwner OwnerOf(StreamRef stream, bool runs_inline) const;
+  std::string OwnerLabel(const CollectiveOwner& owner) const;
+  // Takes the next collective number for `owner`, or INVALID_STATE when a collective of
+  // another owner is in flight. Must hold mutex_.
+  Status ClaimCollective(const CollectiveOwner& owner, std::string_view operation,
+                         std::uint64_t* sequence);
+  // Before a blocking host collective claims: waits (bounded, releasing the mutex) for
+  // collectives queued on asynchronous streams to finish; refuses at once when one runs on
+  // another thread's default stream. `lock` holds mutex_; it holds it again on return.
+  Status WaitForOtherCollectives(std::unique_lock<std::mutex>& lock, std::string_view operation);
+  void ReleaseCollective();        // takes mutex_
+  void ReleaseCollectiveLocked();  // must hold mutex_
+  // Holds `inner` and releases the collective claim when the queued work that owns it is done.
+  KeepAlive CollectiveTicket(KeepAlive inner);
+
   // Tags a failure with where it happened and keeps it as the latest failure. Inline so the
-  // success path of every entry is a null check.
+  // success path of every entry is a null check. Must hold mutex_.
   Status Record(Status status, std::string_view operation, std::string_view phase) {
     if (status.ok()) [[likely]] return status;
     return RecordFailure(std::move(status), operation, phase);
   }
   Status RecordFailure(Status status, std::string_view operation, std::string_view phase);
+  // Record() for the outcome of work executed outside the mutex: takes the mutex only on
+  // failure, and turns a terminal failure of the backend into the Failed state.
+  Status Finish(Status status, std::string_view operation, std::string_view phase) {
+    if (status.ok()) [[likely]] return status;
+    return FinishFailure(std::move(status), operation, phase);
+  }
+  Status FinishFailure(Status status, std::string_view operation, std::string_view phase);
 
-// Inside a Runtime member: returns the recorded failure of `expression`, if any.
+// Inside a Runtime member holding mutex_: returns the recorded failure of `expression`, if any.
 #define HPS_RECORD_IF_ERROR(expression, operation, phase)                         \
   do {                                                                            \
     ::hyper_parallel::shmem::Status hps_checked_ = (expression);                  \
@@ -197,11 +254,19 @@ class Runtime {
       return RecordFailure(std::move(hps_checked_), (operation), (phase));        \
     }                                                                             \
   } while (false)
+  // Makes the Runtime Failed with `failure` (the first one wins). Must hold mutex_.
+  void EnterTerminal(const Status& failure);
+  // Shutdown of a Failed Runtime: waits (bounded) for calls in flight to end, drains the
+  // streams, releases the heap; returns the terminal failure. `lock` holds mutex_.
+  Status TerminalShutdown(std::unique_lock<std::mutex>& lock);
+  // Waits (bounded, without the mutex) until no entry executes outside it.
+  bool WaitForCallsToEnd(std::unique_lock<std::mutex>& lock);
   void RollBackInit();
   // Moves orphans reported since the last entry into the leak table. Must hold mutex_.
   void AdoptOrphans();
 
   mutable std::mutex mutex_;
+  std::condition_variable collectives_done_;  // signalled when collectives_in_flight_ drops to 0
   RuntimeState state_ = RuntimeState::kUninitialized;
   Config config_;
   DeviceId device_;
@@ -210,10 +275,18 @@ class Runtime {
   std::vector<int> global_ranks_;
   std::shared_ptr<Bootstrap> bootstrap_;
   std::unique_ptr<Backend> backend_;
+  std::string backend_name_;  // kept after a terminal teardown released the backend
   std::byte* heap_base_ = nullptr;
   HeapAllocator allocator_;
   AllocationRegistry registry_;
   Status latest_failure_;
+  Status terminal_;  // set with state_ = kFailed
+
+  std::uint64_t collective_sequence_ = 0;
+  int collectives_in_flight_ = 0;
+  CollectiveOwner collective_owner_;
+  std::atomic<int> calls_in_flight_{0};
+  BlockingOpTable blocking_ops_;
 
   std::mutex orphan_mutex_;  // guards pending_orphans_ only; never held with mutex_ waiting
   std::vector<OrphanReport> pending_orphans_;

@@ -68,7 +68,11 @@ TEST_F(RuntimeTest, InitThenShutdownReturnsToUninitialized) {
   EXPECT_EQ(panel_->heaps_created, 1);
   EXPECT_EQ(panel_->heaps_destroyed, 1);
   EXPECT_EQ(panel_->count(FakeCall::kQuiesce), 1);
-  EXPECT_EQ(panel_->count(FakeCall::kBootstrapBarrier), 1);
+  // The close descriptor's exchange is the barrier: the bootstrap is not used after init.
+  EXPECT_EQ(panel_->count(FakeCall::kBootstrapBarrier), 0);
+  ASSERT_EQ(panel_->descriptors.size(), 1u);
+  EXPECT_EQ(panel_->descriptors[0].kind, CollectiveKind::kClose);
+  EXPECT_EQ(panel_->descriptors[0].sequence, 1u);
 }
 
 TEST_F(RuntimeTest, SecondInitIsRejected) {
@@ -180,10 +184,15 @@ TEST_F(RuntimeTest, FailedNativeShutdownIsTerminal) {
   EXPECT_EQ(failed.code(), ErrorCode::kBackendError);
   EXPECT_EQ(failed.phase(), "native_shutdown");
   EXPECT_EQ(runtime_.state(), RuntimeState::kFailed);
-  EXPECT_EQ(Init().code(), ErrorCode::kInvalidState);
+  // Terminal: every later call, a new Init included, repeats the failure.
+  const Status again = Init();
+  EXPECT_EQ(again.code(), ErrorCode::kBackendError);
+  EXPECT_EQ(again.message(), failed.message());
+  EXPECT_EQ(again.operation(), "init");
   Allocation a;
-  EXPECT_EQ(runtime_.Allocate(8, 64, &a).code(), ErrorCode::kInvalidState);
-  EXPECT_EQ(runtime_.Shutdown().code(), ErrorCode::kInvalidState);
+  EXPECT_EQ(runtime_.Allocate(8, 64, &a).code(), ErrorCode::kBackendError);
+  EXPECT_EQ(runtime_.Shutdown().code(), ErrorCode::kBackendError);
+  EXPECT_EQ(runtime_.Snapshot().terminal_failure.code(), ErrorCode::kBackendError);
 }
 
 TEST_F(RuntimeTest, DeviceDriftIsRejectedAtEveryEntry) {

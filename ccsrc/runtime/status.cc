@@ -19,6 +19,7 @@ std::string_view ErrorCodeName(ErrorCode code) {
     case ErrorCode::kUnsupportedCapability: return "UNSUPPORTED_CAPABILITY";
     case ErrorCode::kBackendError: return "BACKEND_ERROR";
     case ErrorCode::kTimeout: return "TIMEOUT";
+    case ErrorCode::kPeerLost: return "PEER_LOST";
   }
   return "UNKNOWN";
 }
@@ -59,6 +60,13 @@ Status::Status(ErrorCode code, std::string message)
 void Status::Tag(std::string_view operation, std::string_view phase) {
   rep_->operation = operation;
   rep_->phase = phase;
+}
+
+Status Status::Retagged(std::string_view operation, std::string_view phase) const {
+  if (ok()) return Status();
+  Status copy(rep_->code, rep_->message);
+  copy.Tag(operation, phase);
+  return copy;
 }
 
 const std::string& Status::Empty() {

@@ -37,6 +37,7 @@ enum class ErrorCode : std::uint8_t {
   kUnsupportedCapability,  ///< the build or the backend cannot do what was asked
   kBackendError,           ///< a backend (system or vendor) call failed
   kTimeout,                ///< a bounded wait expired
+  kPeerLost,               ///< a peer PE exited or was killed while this PE depended on it
 };
 
 /// Canonical upper-case name of a code, e.g. "INVALID_ARGUMENT".
@@ -89,6 +90,10 @@ class Status {
     if (rep_ && rep_->operation.empty()) Tag(operation, phase);
     return std::move(*this);
   }
+
+  /// The same code and message, tagged with another entry point and phase (a terminal
+  /// failure reported again by every later call).
+  Status Retagged(std::string_view operation, std::string_view phase) const;
 
   /// "[HYPER_PARALLEL_SHMEM_ERROR] error_code=<CODE> operation=<op> phase=<phase> <message>",
   /// or "OK".

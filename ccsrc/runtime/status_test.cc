@@ -44,11 +44,26 @@ TEST(Status, InnermostTagWins) {
 }
 
 TEST(Status, EveryCodeHasAName) {
-  for (int code = 0; code <= static_cast<int>(ErrorCode::kTimeout); ++code) {
+  for (int code = 0; code <= static_cast<int>(ErrorCode::kPeerLost); ++code) {
     EXPECT_NE(ErrorCodeName(static_cast<ErrorCode>(code)), "UNKNOWN") << code;
   }
   EXPECT_EQ(ErrorCodeName(ErrorCode::kInvalidConfig), "INVALID_CONFIG");
   EXPECT_EQ(ErrorCodeName(ErrorCode::kUnsupportedCapability), "UNSUPPORTED_CAPABILITY");
+  EXPECT_EQ(ErrorCodeName(ErrorCode::kPeerLost), "PEER_LOST");
+  EXPECT_EQ(ErrorCodeName(static_cast<ErrorCode>(static_cast<int>(ErrorCode::kPeerLost) + 1)),
+            "UNKNOWN");
+}
+
+TEST(Status, RetaggedKeepsCodeAndMessageUnderANewEntry) {
+  Status lost = Status::Assertion(ErrorCode::kPeerLost, "a peer PE exited", {{"pe", "1"}});
+  lost.At("barrier", "execute");
+  const Status again = lost.Retagged("put", "state");
+  EXPECT_EQ(again.code(), ErrorCode::kPeerLost);
+  EXPECT_EQ(again.message(), lost.message());
+  EXPECT_EQ(again.operation(), "put");
+  EXPECT_EQ(again.phase(), "state");
+  EXPECT_EQ(lost.operation(), "barrier") << "the original keeps its tag";
+  EXPECT_TRUE(Status::Ok().Retagged("put", "state").ok());
 }
 
 TEST(Status, CopiesAreDeepAndMovesLeaveOk) {

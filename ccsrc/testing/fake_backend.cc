@@ -1,8 +1,11 @@
 #include "testing/fake_backend.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "runtime/heap_allocator.h"
 
@@ -13,7 +16,7 @@ std::string_view FakeCallName(FakeCall call) {
     case FakeCall::kCreateHeap: return "create_heap";
     case FakeCall::kOpenPeers: return "open_peers";
     case FakeCall::kDestroyHeap: return "destroy_heap";
-    case FakeCall::kAgree: return "agree";
+    case FakeCall::kExchange: return "exchange";
     case FakeCall::kQuiesce: return "quiesce";
     case FakeCall::kPut: return "put";
     case FakeCall::kGet: return "get";
@@ -29,6 +32,7 @@ std::string_view FakeCallName(FakeCall call) {
 }
 
 Status FakePanel::Enter(FakeCall call) {
+  std::lock_guard<std::mutex> lock(mutex);
   ++calls[static_cast<int>(call)];
   if (auto it = fail_once.find(call); it != fail_once.end()) {
     Status failure = it->second;
@@ -53,6 +57,7 @@ Status FakeBackend::CreateHeap(const HeapSpec& spec, std::string* local_handle) 
   std::memset(heap_, 0, bytes);
   heap_bytes_ = spec.heap_bytes;
   size_ = spec.size;
+  timeout_ = spec.timeout;
   ++panel_->heaps_created;
   panel_->last_heap_bytes = spec.heap_bytes;
   *local_handle = "fake";
@@ -74,10 +79,26 @@ Status FakeBackend::DestroyHeap() {
   return injected;
 }
 
-Status FakeBackend::Agree(const AgreementRecord& mine, std::vector<AgreementRecord>* all) {
-  HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kAgree));
-  all->assign(size_, mine);
+std::string FakeBackend::StreamLabel(StreamRef stream) const {
+  return stream.native == nullptr ? DefaultStreamLabel() : "fake stream " + Hex(stream.native);
+}
+
+Status FakeBackend::ExchangeDescriptors(const CollectiveDescriptor& mine, std::string_view,
+                                        std::vector<CollectiveDescriptor>* all) {
+  HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kExchange));
+  HPS_RETURN_IF_ERROR(panel_->Health());
+  std::lock_guard<std::mutex> lock(panel_->mutex);
+  panel_->descriptors.push_back(mine);
+  all->assign(std::max(1, panel_->exchange_size), mine);
+  if (panel_->tamper_peers) panel_->tamper_peers(all);
   return Status::Ok();
+}
+
+Status FakeBackend::Barrier(StreamRef, const CollectiveDescriptor& descriptor, KeepAlive) {
+  HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kBarrier));
+  std::vector<CollectiveDescriptor> all;
+  HPS_RETURN_IF_ERROR(ExchangeDescriptors(descriptor, "barrier", &all));
+  return MatchDescriptors(descriptor, all);
 }
 
 Status FakeBackend::Put(StreamRef, std::uint64_t offset, const void* source, std::uint64_t bytes,
@@ -98,12 +119,19 @@ Status FakeBackend::Signal(StreamRef, std::uint64_t offset, SignalWidth width, S
                            std::int64_t value, int) {
   HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kSignal));
   if (width == SignalWidth::k32) {
-    auto* word = reinterpret_cast<std::int32_t*>(heap_ + offset);
-    *word = op == SignalOp::kSet ? static_cast<std::int32_t>(value)
-                                 : static_cast<std::int32_t>(*word + value);
+    std::atomic_ref<std::int32_t> word(*reinterpret_cast<std::int32_t*>(heap_ + offset));
+    if (op == SignalOp::kSet) {
+      word.store(static_cast<std::int32_t>(value));
+    } else {
+      word.fetch_add(static_cast<std::int32_t>(value));
+    }
   } else {
-    auto* word = reinterpret_cast<std::int64_t*>(heap_ + offset);
-    *word = op == SignalOp::kSet ? value : *word + value;
+    std::atomic_ref<std::int64_t> word(*reinterpret_cast<std::int64_t*>(heap_ + offset));
+    if (op == SignalOp::kSet) {
+      word.store(value);
+    } else {
+      word.fetch_add(value);
+    }
   }
   return Status::Ok();
 }
@@ -119,20 +147,40 @@ Status FakeBackend::PutSignal(StreamRef stream, std::uint64_t offset, const void
 Status FakeBackend::WaitSignal(StreamRef, std::uint64_t offset, SignalWidth width,
                                Comparison comparison, std::int64_t value) {
   HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kWaitSignal));
-  const std::int64_t observed = width == SignalWidth::k32
-                                    ? *reinterpret_cast<std::int32_t*>(heap_ + offset)
-                                    : *reinterpret_cast<std::int64_t*>(heap_ + offset);
+  auto observe = [&] {
+    return width == SignalWidth::k32
+               ? std::int64_t{std::atomic_ref<std::int32_t>(
+                                  *reinterpret_cast<std::int32_t*>(heap_ + offset))
+                                  .load()}
+               : std::atomic_ref<std::int64_t>(*reinterpret_cast<std::int64_t*>(heap_ + offset))
+                     .load();
+  };
+  std::int64_t observed = observe();
+  if (panel_->blocking_waits) {
+    // Another thread of the test may change the word: poll until the timeout.
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    while (!Compare(observed, comparison, value) &&
+           std::chrono::steady_clock::now() < deadline) {
+      HPS_RETURN_IF_ERROR(panel_->Health());
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      observed = observe();
+    }
+  }
   if (Compare(observed, comparison, value)) return Status::Ok();
-  // One PE and no other thread: the word cannot change any more, so time out at once.
+  // Without blocking waits (one PE, one thread) the word cannot change: time out at once.
   return Status::Assertion(ErrorCode::kTimeout, "wait_signal timed out",
                            {{"observed", std::to_string(observed)},
                             {"expected", std::to_string(value)}});
 }
 
-Status FakeBackend::AllGather(StreamRef, std::uint64_t output_offset, const void* input,
-                              std::uint64_t bytes_per_pe, KeepAlive) {
+Status FakeBackend::AllGather(StreamRef, const CollectiveDescriptor& descriptor,
+                              const void* input, KeepAlive) {
   HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kOpAllGather));
-  std::memmove(heap_ + output_offset, input, bytes_per_pe);  // one PE: slot 0 only
+  std::vector<CollectiveDescriptor> all;
+  HPS_RETURN_IF_ERROR(ExchangeDescriptors(descriptor, "all_gather", &all));
+  HPS_RETURN_IF_ERROR(MatchDescriptors(descriptor, all));
+  // One PE: slot 0 only.
+  std::memmove(heap_ + descriptor.offset, input, descriptor.bytes);
   return Status::Ok();
 }
 

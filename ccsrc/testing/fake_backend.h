@@ -1,13 +1,18 @@
 // FakeBackend and FakeBootstrap: in-process stand-ins for unit tests of the Runtime.
 //
 // One PE, a heap in ordinary memory, and a control panel shared with the test: it counts every
-// call, can make any call fail (once or always), and can change the "current device" to test
-// drift. No accelerator, no shared memory, no other process. Not thread-safe.
+// call, can make any call fail (once or always), can stand in for peers whose collective
+// descriptors differ, can latch a terminal failure (a lost peer), and can change the "current
+// device" to test drift. No accelerator, no shared memory, no other process. The panel's
+// counters and injections are guarded by its mutex, so calls may come from several threads;
+// set the other fields before the calls they affect.
 #pragma once
 
 #include <array>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -21,7 +26,7 @@ enum class FakeCall : int {
   kCreateHeap,
   kOpenPeers,
   kDestroyHeap,
-  kAgree,
+  kExchange,
   kQuiesce,
   kPut,
   kGet,
@@ -38,6 +43,7 @@ std::string_view FakeCallName(FakeCall call);
 
 /// The test's side of the fakes: counters, injected failures, the current device.
 struct FakePanel {
+  mutable std::mutex mutex;  // guards calls, fail_once, fail_always, health, descriptors
   std::array<int, static_cast<int>(FakeCall::kCount)> calls{};
   std::map<FakeCall, Status> fail_once;
   std::map<FakeCall, Status> fail_always;
@@ -45,10 +51,31 @@ struct FakePanel {
   int heaps_created = 0;
   int heaps_destroyed = 0;
   std::uint64_t last_heap_bytes = 0;
+  /// Peers of the exchange (the fake itself is PE 0): each gets this PE's descriptor, then the
+  /// hook may change what "they" called. Empty hook: every peer called the same.
+  int exchange_size = 1;
+  std::function<void(std::vector<CollectiveDescriptor>* all)> tamper_peers;
+  /// Every descriptor this PE published, in order.
+  std::vector<CollectiveDescriptor> descriptors;
+  /// The terminal failure Health() reports (OK: healthy); waits give up once it is set.
+  Status health;
+  /// WaitSignal polls the word until the timeout instead of failing at once.
+  bool blocking_waits = false;
 
-  int count(FakeCall call) const { return calls[static_cast<int>(call)]; }
+  int count(FakeCall call) const {
+    std::lock_guard<std::mutex> lock(mutex);
+    return calls[static_cast<int>(call)];
+  }
   /// Counts the call and returns the injected failure, if any.
   Status Enter(FakeCall call);
+  void SetHealth(Status failure) {
+    std::lock_guard<std::mutex> lock(mutex);
+    health = std::move(failure);
+  }
+  Status Health() const {
+    std::lock_guard<std::mutex> lock(mutex);
+    return health;
+  }
 };
 
 class FakeBackend final : public Backend {
@@ -62,9 +89,13 @@ class FakeBackend final : public Backend {
   Status OpenPeers(const std::vector<std::string>& handles) override;
   Status DestroyHeap() override;
   std::byte* LocalHeapBase() const override { return heap_; }
-  Status Agree(const AgreementRecord& mine, std::vector<AgreementRecord>* all) override;
+  Status ExchangeDescriptors(const CollectiveDescriptor& mine, std::string_view operation,
+                             std::vector<CollectiveDescriptor>* all) override;
   Status Quiesce() override { return panel_->Enter(FakeCall::kQuiesce); }
   StreamRef CurrentStream() const override { return StreamRef{}; }
+  bool RunsInline(StreamRef stream) const override { return stream.native == nullptr; }
+  std::string StreamLabel(StreamRef stream) const override;
+  Status Health() const override { return panel_->Health(); }
   Status Put(StreamRef stream, std::uint64_t offset, const void* source, std::uint64_t bytes,
              int pe, KeepAlive keep_alive) override;
   Status Get(StreamRef stream, void* destination, std::uint64_t offset, std::uint64_t bytes,
@@ -76,15 +107,17 @@ class FakeBackend final : public Backend {
                    SignalOp op, std::int64_t value, int pe, KeepAlive keep_alive) override;
   Status WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
                     Comparison comparison, std::int64_t value) override;
-  Status Barrier(StreamRef) override { return panel_->Enter(FakeCall::kBarrier); }
-  Status AllGather(StreamRef stream, std::uint64_t output_offset, const void* input,
-                   std::uint64_t bytes_per_pe, KeepAlive keep_alive) override;
+  Status Barrier(StreamRef stream, const CollectiveDescriptor& descriptor,
+                 KeepAlive keep_alive) override;
+  Status AllGather(StreamRef stream, const CollectiveDescriptor& descriptor, const void* input,
+                   KeepAlive keep_alive) override;
 
  private:
   std::shared_ptr<FakePanel> panel_;
   std::byte* heap_ = nullptr;
   std::uint64_t heap_bytes_ = 0;
   int size_ = 1;
+  std::chrono::milliseconds timeout_{0};
 };
 
 /// A one-PE bootstrap (or `size` PEs that all echo this PE's bytes, for config tests).

@@ -145,8 +145,14 @@ def _mismatched_sizes(rank, size):
     with shmem.acquire_shmem():
         before = state_without_failure()
         error = expect_shmem_error("COLLECTIVE_MISMATCH", shmem.empty, 16 + (rank == size - 1))
-        assert "PEs disagree on the collective call" in str(error)
-        assert state_without_failure() == before, "nothing allocated on any PE"
+        message = str(error)
+        assert "collective calls differ across PEs: sequence=1, field=bytes" in message, message
+        assert "pe 0: empty #1 bytes=64 alignment=64 offset=0x0" in message, message
+        assert f"pe {size - 1}: empty #1 bytes=68 alignment=64 offset=0x0" in message, message
+        after = state_without_failure()
+        assert after.pop("collectives")["sequence"] == 1, "every PE used collective number 1"
+        before.pop("collectives")
+        assert after == before, "nothing allocated on any PE"
         ok = shmem.empty(16)
         shmem.free(ok)
     return True

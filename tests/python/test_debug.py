@@ -13,7 +13,7 @@ from hyper_parallel.core.multicore import shmem
 
 FIELDS = ["state", "reference_count", "lifecycle", "root_rank", "root_size", "global_ranks",
           "device", "backend", "config", "heap_base", "heap", "live_allocations", "leaks",
-          "latest_failure"]
+          "collectives", "calls_in_flight", "blocked", "latest_failure", "terminal_failure"]
 
 
 def _fields_and_repr(rank, size):
@@ -36,6 +36,9 @@ def _fields_and_repr(rank, size):
             {"id": state["live_allocations"][0]["id"], "base": t.data_ptr(), "bytes": 100,
              "alignment": 256}]
         assert state["leaks"] == [] and state["latest_failure"] is None
+        assert state["collectives"] == {"sequence": 1, "in_flight": 0, "stream": None}
+        assert state["calls_in_flight"] == 0 and state["blocked"] == []
+        assert state["terminal_failure"] is None
         text = repr(state)
         lines = text.splitlines()
         assert lines[0] == "DebugState(" and lines[-1] == ")"

@@ -7,7 +7,7 @@ std::string_view HostCallName(HostCall call) {
     case HostCall::kCreateSegment: return "create_segment";
     case HostCall::kOpenPeerSegment: return "open_peer_segment";
     case HostCall::kUnmapSegments: return "unmap_segments";
-    case HostCall::kAgree: return "agree";
+    case HostCall::kExchange: return "exchange";
     case HostCall::kEnqueue: return "enqueue";
     case HostCall::kCopyBytes: return "copy_bytes";
     case HostCall::kAtomicSignal: return "atomic_signal";

@@ -7,7 +7,8 @@
 //   kCustomOp        inside a torch custom op (traced or replayed as part of a graph).
 //
 // Lifecycle calls are collective and may block for the whole timeout, so they belong to a host
-// thread only. Enqueuing RMA is fine inside a custom op; the data path (copies, atomic
+// thread only; the exchange of collective descriptors also runs on an executor, as the first
+// step of a queued barrier or all_gather. Enqueuing RMA is fine inside a custom op; the data path (copies, atomic
 // signals, bounded waits) runs on a host thread or a stream executor. Synchronising a stream is
 // forbidden on an executor, where it could wait for itself.
 //
@@ -30,7 +31,7 @@ enum class HostCall : std::uint8_t {
   kCreateSegment,       // memfd_create, ftruncate, seals, mmap of the local heap
   kOpenPeerSegment,     // open /proc/<pid>/fd/<fd>, mmap of a peer heap
   kUnmapSegments,       // munmap, close
-  kAgree,               // collective agreement through control blocks
+  kExchange,            // exchange of collective descriptors through control blocks
   kEnqueue,             // validate-and-enqueue of put/get/signal/wait/barrier
   kCopyBytes,           // memcpy / memmove on mapped heaps
   kAtomicSignal,        // atomic store / fetch_add on a signal word, then the doorbell
@@ -53,7 +54,7 @@ inline constexpr std::uint8_t kAllowedSites[static_cast<int>(HostCall::kCount)] 
     /* kCreateSegment     */ Sites(CallSite::kHostThread),
     /* kOpenPeerSegment   */ Sites(CallSite::kHostThread),
     /* kUnmapSegments     */ Sites(CallSite::kHostThread),
-    /* kAgree             */ Sites(CallSite::kHostThread),
+    /* kExchange          */ Sites(CallSite::kHostThread, CallSite::kStreamExecutor),
     /* kEnqueue           */ Sites(CallSite::kHostThread, CallSite::kCustomOp),
     /* kCopyBytes         */ Sites(CallSite::kHostThread, CallSite::kStreamExecutor),
     /* kAtomicSignal      */ Sites(CallSite::kHostThread, CallSite::kStreamExecutor),

@@ -9,7 +9,7 @@ namespace {
 static_assert(IsCallable(HostCall::kCreateSegment, CallSite::kHostThread));
 static_assert(!IsCallable(HostCall::kCreateSegment, CallSite::kStreamExecutor));
 static_assert(!IsCallable(HostCall::kCreateSegment, CallSite::kCustomOp));
-static_assert(!IsCallable(HostCall::kAgree, CallSite::kCustomOp));
+static_assert(!IsCallable(HostCall::kExchange, CallSite::kCustomOp));
 static_assert(IsCallable(HostCall::kEnqueue, CallSite::kCustomOp));
 static_assert(!IsCallable(HostCall::kEnqueue, CallSite::kStreamExecutor));
 static_assert(IsCallable(HostCall::kCopyBytes, CallSite::kStreamExecutor));
@@ -27,7 +27,7 @@ TEST(CallSites, EveryCallHasANameAndASite) {
 
 TEST(CallSites, LifecycleCallsAreHostThreadOnly) {
   for (HostCall call : {HostCall::kCreateSegment, HostCall::kOpenPeerSegment,
-                        HostCall::kUnmapSegments, HostCall::kAgree, HostCall::kCreateStream}) {
+                        HostCall::kUnmapSegments, HostCall::kCreateStream}) {
     EXPECT_TRUE(IsCallable(call, CallSite::kHostThread)) << HostCallName(call);
     EXPECT_FALSE(IsCallable(call, CallSite::kStreamExecutor)) << HostCallName(call);
     EXPECT_FALSE(IsCallable(call, CallSite::kCustomOp)) << HostCallName(call);
@@ -35,7 +35,8 @@ TEST(CallSites, LifecycleCallsAreHostThreadOnly) {
 }
 
 TEST(CallSites, DataPathRunsOnHostThreadAndExecutorOnly) {
-  for (HostCall call : {HostCall::kCopyBytes, HostCall::kAtomicSignal, HostCall::kBoundedWait}) {
+  for (HostCall call : {HostCall::kCopyBytes, HostCall::kAtomicSignal, HostCall::kBoundedWait,
+                        HostCall::kExchange}) {
     EXPECT_TRUE(IsCallable(call, CallSite::kHostThread)) << HostCallName(call);
     EXPECT_TRUE(IsCallable(call, CallSite::kStreamExecutor)) << HostCallName(call);
     EXPECT_FALSE(IsCallable(call, CallSite::kCustomOp)) << HostCallName(call);

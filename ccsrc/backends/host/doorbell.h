@@ -6,7 +6,7 @@
 // yields the core for a while (with more PEs than cores, the PE it waits for may be the one
 // that needs it), then sleeps on the futex, re-checking at least every kMaxSleep so data
 // changed without a ring (a signal word written by a plain put) is still seen. Every wait has
-// a deadline.
+// a deadline, and may be aborted early by a flag (a peer that is gone, see liveness.h).
 //
 // Safe from any thread of any process that maps the doorbell; the members are lock-free,
 // address-free atomics.
@@ -75,14 +75,32 @@ void Ring(Doorbell* bell) {
   RingAfterSeqCst<kSite>(bell);
 }
 
-/// Waits until `ready()` is true or `timeout` has passed; returns the last `ready()` value.
-/// The clock is read only once the first check failed, so a wait that is already satisfied
-/// costs one predicate call.
-template <CallSite kSite, class Predicate>
-bool WaitUntil(Doorbell* bell, Predicate&& ready, std::chrono::nanoseconds timeout,
-               const WaitPolicy& policy = WaitPolicy()) {
+/// How a bounded wait ended.
+enum class WaitOutcome : std::uint8_t {
+  kReady,     ///< the predicate held
+  kTimedOut,  ///< the timeout passed first
+  kAborted,   ///< the abort flag was raised first (a peer is gone; see liveness.h)
+};
+
+/// The default `on_block` hook of WaitUntil: registers nothing.
+struct NoBlockingNotice {
+  int operator()() const { return 0; }
+};
+
+/// Waits until `ready()` is true, `timeout` has passed, or `*abort` (if not null) is raised;
+/// the predicate is checked before the flag, so a wait that was answered is never reported as
+/// aborted. The clock is read only once the first check failed, so a wait that is already
+/// satisfied costs one predicate call. When the spin phase ends unanswered, `on_block()` is
+/// called once and its result is kept until the wait returns (an RAII registration of the
+/// blocked wait, for diagnostics): a wait answered while spinning pays nothing for it.
+template <CallSite kSite, class Predicate, class OnBlock = NoBlockingNotice>
+WaitOutcome WaitUntil(Doorbell* bell, Predicate&& ready, std::chrono::nanoseconds timeout,
+                      const WaitPolicy& policy = WaitPolicy(),
+                      const std::atomic<bool>* abort = nullptr,
+                      OnBlock&& on_block = OnBlock()) {
   RequireCallable<HostCall::kBoundedWait, kSite>();
-  if (ready()) return true;
+  if (ready()) return WaitOutcome::kReady;
+  auto aborted = [abort] { return abort != nullptr && abort->load(std::memory_order_acquire); };
   const auto start = WaitClock::now();
   const auto deadline = start + timeout;
   const auto spin_end = start + policy.spin;
@@ -90,19 +108,24 @@ bool WaitUntil(Doorbell* bell, Predicate&& ready, std::chrono::nanoseconds timeo
     // Poll tightly at first (the answer is often a cache-line transfer away), then pause
     // between polls so a long spin does not hog the core's shared resources.
     if (i > 256) internal::CpuRelax();
-    if (ready()) return true;
-    if ((i & 63) == 0 && WaitClock::now() >= spin_end) break;
+    if (ready()) return WaitOutcome::kReady;
+    if ((i & 63) == 0) {
+      if (aborted()) return WaitOutcome::kAborted;
+      if (WaitClock::now() >= spin_end) break;
+    }
   }
+  [[maybe_unused]] auto notice = on_block();
   const auto yield_end = std::min(WaitClock::now() + policy.yield, deadline);
   do {
     internal::Yield();
-    if (ready()) return true;
+    if (ready()) return WaitOutcome::kReady;
+    if (aborted()) return WaitOutcome::kAborted;
   } while (WaitClock::now() < yield_end);
   for (;;) {
     bell->sleepers.fetch_add(1, std::memory_order_seq_cst);
     const std::uint32_t sequence = bell->sequence.load(std::memory_order_seq_cst);
     bool done = ready();
-    if (!done) {
+    if (!done && !aborted()) {
       const auto now = WaitClock::now();
       if (now < deadline) {
         const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now);
@@ -112,8 +135,11 @@ bool WaitUntil(Doorbell* bell, Predicate&& ready, std::chrono::nanoseconds timeo
       done = ready();
     }
     bell->sleepers.fetch_sub(1, std::memory_order_seq_cst);
-    if (done) return true;
-    if (WaitClock::now() >= deadline) return ready();
+    if (done) return WaitOutcome::kReady;
+    if (aborted()) return WaitOutcome::kAborted;
+    if (WaitClock::now() >= deadline) {
+      return ready() ? WaitOutcome::kReady : WaitOutcome::kTimedOut;
+    }
   }
 }
 

@@ -107,15 +107,6 @@ void SignalAndRing(std::byte* address, Doorbell* bell, SignalWidth width, Signal
   RingAfterSeqCst<kSite>(bell);
 }
 
-std::string MissingPes(const std::vector<int>& missing) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < missing.size(); ++i) {
-    if (i > 0) text += ",";
-    text += std::to_string(missing[i]);
-  }
-  return text + "]";
-}
-
 }  // namespace
 
 std::string EncodeSegmentHandle(const SegmentHandle& handle) {
@@ -154,9 +145,7 @@ Status HostBackend::CreateHeap(const HeapSpec& spec, std::string* local_handle) 
                             std::to_string(spec.size));
   }
   spec_ = spec;
-  barrier_epoch_ = 0;
-  agreement_epoch_ = 0;
-  all_gather_epoch_ = 0;
+  latch_.Reset();
   wait_policy_ = WaitPolicy::ForPes(spec.size);
   heap_region_bytes_ = RoundUp(spec.heap_bytes, PageSize());
   segment_bytes_ = heap_region_bytes_ + RoundUp(sizeof(ControlBlock), PageSize());
@@ -210,10 +199,12 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
                              {{"handles", std::to_string(handles.size())},
                               {"size", std::to_string(spec_.size)}});
   }
+  std::vector<int> pids(spec_.size, static_cast<int>(::getpid()));
   for (int pe = 0; pe < spec_.size; ++pe) {
     if (pe == spec_.rank) continue;
     SegmentHandle handle;
     HPS_RETURN_IF_ERROR(DecodeSegmentHandle(handles[pe], &handle));
+    pids[pe] = handle.pid;
     if (handle.rank != pe || handle.segment_bytes != segment_bytes_ ||
         handle.heap_bytes != spec_.heap_bytes) {
       return Status::Assertion(ErrorCode::kBackendError, "peer segment does not match ours",
@@ -258,12 +249,14 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
     controls[pe] = PeerControl(pe);
   }
   device_ = std::make_unique<HostDevice>(spec_.rank, spec_.size, spec_.timeout, wait_policy_,
-                                         std::move(heaps), std::move(controls), workers_.get());
-  return Status::Ok();
+                                         std::move(heaps), std::move(controls), workers_.get(),
+                                         &latch_, spec_.blocking_ops);
+  return monitor_.Start(spec_.rank, pids, &latch_, &PeerControl(spec_.rank)->doorbell);
 }
 
 Status HostBackend::DestroyHeap() {
   RequireCallable<HostCall::kUnmapSegments, CallSite::kHostThread>();
+  monitor_.Stop();  // it rings the local doorbell, which is about to be unmapped
   device_.reset();
   workers_.reset();  // joins the copy threads
   Status result;
@@ -294,64 +287,15 @@ ControlBlock* HostBackend::PeerControl(int pe) const {
                          : std::launder(reinterpret_cast<ControlBlock*>(base + heap_region_bytes_));
 }
 
-void* HostBackend::LocalToPeer(const void* local, int pe) const {
-  return data_plane::TranslateAddress(local, LocalHeapBase(), PeerHeapBase(pe));
+Status HostBackend::ExchangeDescriptors(const CollectiveDescriptor& mine,
+                                        std::string_view operation,
+                                        std::vector<CollectiveDescriptor>* all) {
+  RequireCallable<HostCall::kExchange, CallSite::kHostThread>();
+  return device_->Exchange<CallSite::kHostThread>(mine, operation, nullptr, all);
 }
 
-const void* HostBackend::PeerToLocal(const void* peer_address, int pe) const {
-  return data_plane::TranslateAddress(peer_address, PeerHeapBase(pe), LocalHeapBase());
-}
-
-Status HostBackend::Agree(const AgreementRecord& mine, std::vector<AgreementRecord>* all) {
-  RequireCallable<HostCall::kAgree, CallSite::kHostThread>();
-  const std::uint64_t epoch = ++agreement_epoch_;
-  const int slot = static_cast<int>(epoch % 2);
-  ControlBlock* own = PeerControl(spec_.rank);
-  for (std::size_t i = 0; i < mine.words.size(); ++i) {
-    own->agreement[slot].words[i].store(mine.words[i], std::memory_order_relaxed);
-  }
-  own->agreement[slot].epoch.store(epoch, std::memory_order_release);
-  for (int pe = 0; pe < spec_.size; ++pe) {
-    if (pe != spec_.rank) Ring<CallSite::kHostThread>(&PeerControl(pe)->doorbell);
-  }
-  auto arrived = [&](int pe) {
-    return PeerControl(pe)->agreement[slot].epoch.load(std::memory_order_acquire) >= epoch;
-  };
-  const bool everyone = WaitUntil<CallSite::kHostThread>(
-      &own->doorbell,
-      [&] {
-        for (int pe = 0; pe < spec_.size; ++pe) {
-          if (!arrived(pe)) return false;
-        }
-        return true;
-      },
-      spec_.timeout, wait_policy_);
-  if (!everyone) {
-    std::vector<int> missing;
-    for (int pe = 0; pe < spec_.size; ++pe) {
-      if (!arrived(pe)) missing.push_back(pe);
-    }
-    return Status::Assertion(ErrorCode::kTimeout,
-                             "collective call timed out waiting for PEs to enter it",
-                             {{"pe", std::to_string(spec_.rank)},
-                              {"collective_epoch", std::to_string(epoch)},
-                              {"missing_pes", MissingPes(missing)},
-                              {"timeout_ms", std::to_string(spec_.timeout.count())}});
-  }
-  all->assign(spec_.size, AgreementRecord{});
-  for (int pe = 0; pe < spec_.size; ++pe) {
-    const AgreementSlot& peer_slot = PeerControl(pe)->agreement[slot];
-    if (peer_slot.epoch.load(std::memory_order_acquire) != epoch) {
-      return Status::Assertion(ErrorCode::kCollectiveMismatch,
-                               "a PE is ahead in the sequence of collective calls",
-                               {{"pe", std::to_string(pe)},
-                                {"collective_epoch", std::to_string(epoch)}});
-    }
-    for (std::size_t i = 0; i < mine.words.size(); ++i) {
-      (*all)[pe].words[i] = peer_slot.words[i].load(std::memory_order_relaxed);
-    }
-  }
-  return Status::Ok();
+std::string HostBackend::StreamLabel(StreamRef stream) const {
+  return host::StreamLabel(static_cast<const HostStream*>(stream.native));
 }
 
 Status HostBackend::Quiesce() { return DrainAllStreams(spec_.timeout); }
@@ -366,8 +310,10 @@ Status HostBackend::Submit(StreamRef stream, std::string_view operation, Body bo
     Status status = body.template operator()<CallSite::kHostThread>();
     return status.At(operation, "execute");
   }
-  host_stream->Enqueue([operation, body = std::move(body)]() mutable {
-    Status status = body.template operator()<CallSite::kStreamExecutor>();
+  host_stream->Enqueue([this, operation, body = std::move(body)]() mutable {
+    // Once a peer is gone (or a collective timed out), queued work fails instead of running.
+    Status status = latch_.failed() ? latch_.Get()
+                                    : body.template operator()<CallSite::kStreamExecutor>();
     return status.At(operation, "execute");
   });
   return Status::Ok();
@@ -426,14 +372,25 @@ Status HostBackend::WaitSignal(StreamRef stream, std::uint64_t offset, SignalWid
   const int rank = spec_.rank;
   const auto timeout = spec_.timeout;
   const WaitPolicy policy = wait_policy_;
+  const HostDevice* device = device_.get();
+  const auto* host_stream = static_cast<const HostStream*>(stream.native);
   return Submit(stream, "wait_signal", [=]<CallSite kSite>() {
-    auto observe = [&]() -> std::int64_t {
+    auto observe = [address, width]() -> std::int64_t {
       return width == SignalWidth::k32 ? LoadSignal<std::int32_t>(address)
                                        : LoadSignal<std::int64_t>(address);
     };
-    const bool met = WaitUntil<kSite>(
-        bell, [&] { return Compare(observe(), comparison, value); }, timeout, policy);
-    if (met) return Status::Ok();
+    auto notice = [&] {
+      return device->Register("wait_signal", host_stream, [=] {
+        return "signal=" + Hex(address) + ", comparison=" +
+               std::string(ComparisonName(comparison)) + ", expected=" + std::to_string(value) +
+               ", observed=" + std::to_string(observe());
+      });
+    };
+    const WaitOutcome outcome = WaitUntil<kSite>(
+        bell, [&] { return Compare(observe(), comparison, value); }, timeout, policy,
+        device->latch().flag(), notice);
+    if (outcome == WaitOutcome::kReady) return Status::Ok();
+    if (outcome == WaitOutcome::kAborted) return device->latch().Get();
     return Status::Assertion(ErrorCode::kTimeout, "wait_signal timed out",
                              {{"pe", std::to_string(rank)},
                               {"address", Hex(address)},
@@ -444,57 +401,26 @@ Status HostBackend::WaitSignal(StreamRef stream, std::uint64_t offset, SignalWid
   });
 }
 
-Status HostBackend::Barrier(StreamRef stream) {
-  // The epoch is fixed at enqueue time, in program order, so every PE numbers barriers alike.
-  const std::uint64_t epoch = ++barrier_epoch_;
-  std::vector<ControlBlock*> controls(spec_.size);
-  for (int pe = 0; pe < spec_.size; ++pe) controls[pe] = PeerControl(pe);
-  const int rank = spec_.rank;
-  const auto timeout = spec_.timeout;
-  const WaitPolicy policy = wait_policy_;
-  return Submit(stream, "barrier", [controls = std::move(controls), epoch, rank, timeout,
-                                    policy]<CallSite kSite>() {
-    const int size = static_cast<int>(controls.size());
-    for (int pe = 0; pe < size; ++pe) {
-      if (pe == rank) continue;
-      // Release: this PE's earlier puts are visible to whoever observes the arrival.
-      controls[pe]->barrier_arrivals[rank].value.fetch_add(1, std::memory_order_release);
-      Ring<kSite>(&controls[pe]->doorbell);
-    }
-    ControlBlock* own = controls[rank];
-    auto arrived = [&](int pe) {
-      return pe == rank ||
-             own->barrier_arrivals[pe].value.load(std::memory_order_acquire) >= epoch;
-    };
-    const bool everyone = WaitUntil<kSite>(
-        &own->doorbell,
-        [&] {
-          for (int pe = 0; pe < size; ++pe) {
-            if (!arrived(pe)) return false;
-          }
-          return true;
-        },
-        timeout, policy);
-    if (everyone) return Status::Ok();
-    std::vector<int> missing;
-    for (int pe = 0; pe < size; ++pe) {
-      if (!arrived(pe)) missing.push_back(pe);
-    }
-    return Status::Assertion(ErrorCode::kTimeout, "barrier timed out",
-                             {{"pe", std::to_string(rank)},
-                              {"barrier_epoch", std::to_string(epoch)},
-                              {"missing_pes", MissingPes(missing)},
-                              {"timeout_ms", std::to_string(timeout.count())}});
+Status HostBackend::Barrier(StreamRef stream, const CollectiveDescriptor& descriptor,
+                            KeepAlive keep_alive) {
+  const HostDevice* device = device_.get();
+  const auto* host_stream = static_cast<const HostStream*>(stream.native);
+  return Submit(stream, "barrier", [device, descriptor, host_stream,
+                                    hold = std::move(keep_alive)]<CallSite kSite>() {
+    // The exchange publishes this PE's arrival after its earlier writes and acquires every
+    // peer's: it is the barrier.
+    std::vector<CollectiveDescriptor> all;
+    HPS_RETURN_IF_ERROR(device->Exchange<kSite>(descriptor, "barrier", host_stream, &all));
+    return MatchDescriptors(descriptor, all);
   });
 }
 
-Status HostBackend::AllGather(StreamRef stream, std::uint64_t output_offset, const void* input,
-                              std::uint64_t bytes_per_pe, KeepAlive keep_alive) {
+Status HostBackend::AllGather(StreamRef stream, const CollectiveDescriptor& descriptor,
+                              const void* input, KeepAlive keep_alive) {
   ops::AllGatherArgs args;
-  args.output_offset = output_offset;
+  args.descriptor = descriptor;
   args.input = input;
-  args.bytes_per_pe = bytes_per_pe;
-  args.epoch = ++all_gather_epoch_;  // fixed at enqueue: every PE numbers calls alike
+  args.stream = static_cast<const HostStream*>(stream.native);
   const HostDevice* device = device_.get();
   return Submit(stream, "all_gather",
                 [device, args, hold = std::move(keep_alive)]<CallSite kSite>() {

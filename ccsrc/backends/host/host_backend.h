@@ -9,7 +9,11 @@
 // mapped at a kMaxAlignment-aligned address, so heap offsets aligned to A are addresses
 // aligned to A. Put and get are one memcpy each into or out of a peer's mapping; signals are
 // C++ atomics with release order after the data (data before signal); waits spin briefly and
-// then sleep on the target PE's doorbell, bounded by the timeout.
+// then sleep on the target PE's doorbell, bounded by the timeout. Collectives exchange their
+// descriptors through the control blocks before any data moves (backends/collective.h).
+//
+// Liveness: a PeerMonitor watches every peer's process from OpenPeers to DestroyHeap; a peer
+// that exits latches PEER_LOST and every wait of this backend gives up at once (liveness.h).
 //
 // Thread-safety: as Backend. Work on asynchronous streams only touches mapped memory, which
 // stays mapped until DestroyHeap (called after Quiesce).
@@ -24,6 +28,7 @@
 #include "backends/host/call_sites.h"
 #include "backends/host/control_block.h"
 #include "backends/host/host_device.h"
+#include "backends/host/liveness.h"
 
 namespace hyper_parallel::shmem::host {
 
@@ -51,9 +56,16 @@ class HostBackend final : public Backend {
   Status DestroyHeap() override;
   std::byte* LocalHeapBase() const override;
 
-  Status Agree(const AgreementRecord& mine, std::vector<AgreementRecord>* all) override;
+  Status ExchangeDescriptors(const CollectiveDescriptor& mine, std::string_view operation,
+                             std::vector<CollectiveDescriptor>* all) override;
   Status Quiesce() override;
   StreamRef CurrentStream() const override;
+  bool RunsInline(StreamRef stream) const override { return stream.native == nullptr; }
+  std::string StreamLabel(StreamRef stream) const override;
+  Status Health() const override {
+    if (!latch_.failed()) [[likely]] return Status::Ok();
+    return latch_.Get();
+  }
 
   Status Put(StreamRef stream, std::uint64_t offset, const void* source, std::uint64_t bytes,
              int pe, KeepAlive keep_alive) override;
@@ -66,22 +78,20 @@ class HostBackend final : public Backend {
                    SignalOp op, std::int64_t value, int pe, KeepAlive keep_alive) override;
   Status WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
                     Comparison comparison, std::int64_t value) override;
-  Status Barrier(StreamRef stream) override;
-  Status AllGather(StreamRef stream, std::uint64_t output_offset, const void* input,
-                   std::uint64_t bytes_per_pe, KeepAlive keep_alive) override;
+  Status Barrier(StreamRef stream, const CollectiveDescriptor& descriptor,
+                 KeepAlive keep_alive) override;
+  Status AllGather(StreamRef stream, const CollectiveDescriptor& descriptor, const void* input,
+                   KeepAlive keep_alive) override;
 
   /// The device surface op kernels run on (null until the peers are mapped).
   const HostDevice* device() const { return device_.get(); }
-  /// The next epoch of the all_gather sequence (for kernels launched outside AllGather).
-  std::uint64_t NextAllGatherEpoch() { return ++all_gather_epoch_; }
 
   /// Address of heap offset 0 of PE `pe` in this process (null when not mapped).
   std::byte* PeerHeapBase(int pe) const;
   /// The control block of PE `pe` as mapped in this process.
   ControlBlock* PeerControl(int pe) const;
-  /// Translates a local heap address to the same symmetric byte on PE `pe`, and back.
-  void* LocalToPeer(const void* local, int pe) const;
-  const void* PeerToLocal(const void* peer_address, int pe) const;
+  /// Whether the peer monitor watches through pidfds (false: its polling fallback).
+  bool monitor_uses_pidfds() const { return monitor_.uses_pidfds(); }
 
   int rank() const { return spec_.rank; }
   int size() const { return spec_.size; }
@@ -107,10 +117,9 @@ class HostBackend final : public Backend {
   std::uint64_t segment_bytes_ = 0;
   int fd_ = -1;
   std::vector<Mapping> mappings_;  // by rank; [rank] is the local segment
-  std::uint64_t barrier_epoch_ = 0;
-  std::uint64_t agreement_epoch_ = 0;
-  std::uint64_t all_gather_epoch_ = 0;
   WaitPolicy wait_policy_;
+  FailureLatch latch_;
+  PeerMonitor monitor_;
   std::unique_ptr<CopyWorkers> workers_;
   std::unique_ptr<HostDevice> device_;
 };

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "backends/host/host_stream.h"
+
 namespace hyper_parallel::shmem::host {
 
 int HostDevice::workers() const { return workers_ == nullptr ? 1 : workers_->workers(); }
@@ -20,20 +22,80 @@ void HostDevice::RunParallel(const std::function<void(int worker)>& body) const 
   workers_->Run(body);
 }
 
-Status HostDevice::Timeout(int slot, std::uint64_t epoch, const std::vector<int>& sources,
-                           std::string_view operation, std::string_view waiting_for) const {
+std::string HostDevice::MissingSources(int slot, std::uint64_t epoch,
+                                       const std::vector<int>& sources) const {
   std::string missing = "[";
   for (int source : sources) {
     if (Observed(slot, source) >= epoch) continue;
     missing += (missing.size() > 1 ? "," : "") + std::to_string(source);
   }
-  missing += "]";
+  return missing + "]";
+}
+
+Status HostDevice::Timeout(int slot, std::uint64_t epoch, const std::vector<int>& sources,
+                           std::string_view operation, std::string_view waiting_for) const {
   return Status::Assertion(ErrorCode::kTimeout, std::string(operation) + " timed out",
                            {{"pe", std::to_string(rank_)},
                             {"waiting_for", std::string(waiting_for)},
                             {"epoch", std::to_string(epoch)},
-                            {"missing_pes", missing},
+                            {"missing_pes", MissingSources(slot, epoch, sources)},
                             {"timeout_ms", std::to_string(timeout_.count())}});
+}
+
+std::string HostDevice::MissingExchange(std::uint64_t sequence) const {
+  const int slot = static_cast<int>(sequence % 2);
+  std::string missing = "[";
+  for (int pe = 0; pe < size_; ++pe) {
+    if (PublishedSequence(pe, slot) >= sequence) continue;
+    missing += (missing.size() > 1 ? "," : "") + std::to_string(pe);
+  }
+  return missing + "]";
+}
+
+Status HostDevice::ExchangeTimeout(const CollectiveDescriptor& mine) const {
+  return Status::Assertion(ErrorCode::kTimeout,
+                           "collective call timed out waiting for PEs to enter it",
+                           {{"pe", std::to_string(rank_)},
+                            {"collective", mine.Describe()},
+                            {"missing_pes", MissingExchange(mine.sequence)},
+                            {"timeout_ms", std::to_string(timeout_.count())}});
+}
+
+Status HostDevice::ReadDescriptors(std::uint64_t sequence,
+                                   std::vector<CollectiveDescriptor>* all) const {
+  const int slot = static_cast<int>(sequence % 2);
+  all->assign(size_, CollectiveDescriptor{});
+  for (int pe = 0; pe < size_; ++pe) {
+    const CollectiveSlot& theirs = controls_[pe]->collective[slot];
+    std::array<std::uint64_t, CollectiveDescriptor::kWords> words{};
+    words[0] = theirs.sequence.load(std::memory_order_acquire);
+    for (int i = 1; i < CollectiveDescriptor::kWords; ++i) {
+      words[i] = theirs.words[i - 1].load(std::memory_order_relaxed);
+    }
+    // A PE two or more calls ahead can only be one whose sequence left ours (it skipped a
+    // collective this PE made): its slot no longer holds call `sequence`.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (words[0] != sequence ||
+        theirs.sequence.load(std::memory_order_relaxed) != sequence) {
+      return Status::Assertion(ErrorCode::kCollectiveMismatch,
+                               "a PE is ahead in the sequence of collective calls",
+                               {{"sequence", std::to_string(sequence)},
+                                {"pe", std::to_string(pe)},
+                                {"their_sequence", std::to_string(words[0])}});
+    }
+    (*all)[pe] = CollectiveDescriptor::Unpack(words);
+  }
+  return Status::Ok();
+}
+
+BlockingOpTable::Scope HostDevice::Register(std::string_view operation, const HostStream* stream,
+                                            BlockingOpTable::Describe describe) const {
+  if (blocking_ops_ == nullptr) return {};
+  return blocking_ops_->Enter(operation, StreamLabel(stream), std::move(describe));
+}
+
+std::string StreamLabel(const HostStream* stream) {
+  return stream == nullptr ? DefaultStreamLabel() : "stream " + std::to_string(stream->id());
 }
 
 CopyWorkers::CopyWorkers(int threads) {

@@ -1,13 +1,16 @@
 // HostDevice: the device surface an op kernel sees on the host backend.
 //
 // A kernel (ops/) is written against this surface only: every PE's heap as mapped in this
-// process, copies, epoch publication to a peer's sync slot, bounded waits for epochs, and a
-// small pool of copy workers that stand in for a device's cores. The vendor calls stay here,
-// guarded by the where-callable table like every other host-backend primitive.
+// process, copies, the exchange of collective descriptors, epoch publication to a peer's sync
+// slot, bounded waits for epochs, and a small pool of copy workers that stand in for a device's
+// cores. The vendor calls stay here, guarded by the where-callable table like every other
+// host-backend primitive.
 //
 // Epochs are monotonic: a kernel publishes epoch e on slot s to PE p (store-release into p's
 // control block, then p's doorbell) and waits until every source has published at least e on
-// its own slot s (acquire). Nothing is ever reset to zero.
+// its own slot s (acquire). Nothing is ever reset to zero. Every wait gives up at once when the
+// failure latch is raised (a peer is gone), and latches its own timeout: a collective that
+// timed out leaves the PEs' sequences out of step for good.
 //
 // Thread-safety: one kernel runs at a time per stream; RunParallel may be called from any one
 // thread at a time (the backend serialises kernels that use the pool).
@@ -22,27 +25,33 @@
 #include <thread>
 #include <vector>
 
+#include "backends/blocking_ops.h"
+#include "backends/collective.h"
 #include "backends/host/call_sites.h"
 #include "backends/host/control_block.h"
 #include "backends/host/doorbell.h"
+#include "backends/host/liveness.h"
 #include "runtime/status.h"
 
 namespace hyper_parallel::shmem::host {
 
 class CopyWorkers;
+class HostStream;
 
 class HostDevice {
  public:
   HostDevice(int rank, int size, std::chrono::milliseconds timeout, WaitPolicy wait_policy,
              std::vector<std::byte*> heap_bases, std::vector<ControlBlock*> controls,
-             CopyWorkers* workers)
+             CopyWorkers* workers, FailureLatch* latch, BlockingOpTable* blocking_ops)
       : rank_(rank),
         size_(size),
         timeout_(timeout),
         wait_policy_(wait_policy),
         heap_bases_(std::move(heap_bases)),
         controls_(std::move(controls)),
-        workers_(workers) {}
+        workers_(workers),
+        latch_(latch),
+        blocking_ops_(blocking_ops) {}
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -71,11 +80,14 @@ class HostDevice {
     return controls_[rank_]->op_epochs[slot][source].value.load(std::memory_order_acquire);
   }
 
-  /// Waits until every PE in `sources` published at least `epoch` on `slot`; on timeout
-  /// returns TIMEOUT naming `operation`, the slot's meaning `waiting_for` and the missing PEs.
+  /// Waits until every PE in `sources` published at least `epoch` on `slot`. On timeout
+  /// returns (and latches) TIMEOUT naming `operation`, the slot's meaning `waiting_for` and the
+  /// missing PEs; when the latch is raised meanwhile, returns the latched failure. `stream` is
+  /// the stream the caller runs for (null: the default stream), for diagnostics.
   template <CallSite kSite>
   Status WaitAll(int slot, std::uint64_t epoch, const std::vector<int>& sources,
-                 std::string_view operation, std::string_view waiting_for) const {
+                 std::string_view operation, std::string_view waiting_for,
+                 const HostStream* stream) const {
     RequireCallable<HostCall::kBoundedWait, kSite>();
     auto all_arrived = [&] {
       for (int source : sources) {
@@ -83,21 +95,86 @@ class HostDevice {
       }
       return true;
     };
-    if (WaitUntil<kSite>(&controls_[rank_]->doorbell, all_arrived,
-                         timeout_, wait_policy_)) {
-      return Status::Ok();
+    auto notice = [&] {
+      return Register(operation, stream, [this, slot, epoch, sources,
+                                          what = std::string(waiting_for)] {
+        return "waiting_for=" + what + ", epoch=" + std::to_string(epoch) +
+               ", missing_pes=" + MissingSources(slot, epoch, sources);
+      });
+    };
+    const WaitOutcome outcome = WaitUntil<kSite>(&controls_[rank_]->doorbell, all_arrived,
+                                                 timeout_, wait_policy_, latch_->flag(), notice);
+    if (outcome == WaitOutcome::kReady) return Status::Ok();
+    if (outcome == WaitOutcome::kAborted) return latch_->Get();
+    return Latched(Timeout(slot, epoch, sources, operation, waiting_for));
+  }
+
+  /// Collective: publishes `mine` (collective number mine.sequence) in this PE's control block,
+  /// waits until every PE published its descriptor for the same number, and returns all of
+  /// them in rank order. Publishing releases every write this thread made before; reading
+  /// acquires the peers', so the exchange is also a barrier. TIMEOUT (latched) names the PEs
+  /// that never arrived; the latched failure is returned when a peer is lost meanwhile.
+  template <CallSite kSite>
+  Status Exchange(const CollectiveDescriptor& mine, std::string_view operation,
+                  const HostStream* stream, std::vector<CollectiveDescriptor>* all) const {
+    RequireCallable<HostCall::kExchange, kSite>();
+    const std::uint64_t sequence = mine.sequence;
+    const int slot = static_cast<int>(sequence % 2);
+    const auto words = mine.Pack();
+    CollectiveSlot& own = controls_[rank_]->collective[slot];
+    for (int i = 1; i < CollectiveDescriptor::kWords; ++i) {
+      own.words[i - 1].store(words[i], std::memory_order_relaxed);
     }
-    return Timeout(slot, epoch, sources, operation, waiting_for);
+    own.sequence.store(sequence, std::memory_order_release);
+    for (int pe = 0; pe < size_; ++pe) {
+      if (pe != rank_) Ring<kSite>(&controls_[pe]->doorbell);
+    }
+    auto everyone = [&] {
+      for (int pe = 0; pe < size_; ++pe) {
+        if (PublishedSequence(pe, slot) < sequence) return false;
+      }
+      return true;
+    };
+    auto notice = [&] {
+      return Register(operation, stream, [this, mine] {
+        return "collective=" + mine.Describe() + ", missing_pes=" + MissingExchange(mine.sequence);
+      });
+    };
+    const WaitOutcome outcome = WaitUntil<kSite>(&controls_[rank_]->doorbell, everyone,
+                                                 timeout_, wait_policy_, latch_->flag(), notice);
+    if (outcome == WaitOutcome::kAborted) return latch_->Get();
+    if (outcome == WaitOutcome::kTimedOut) return Latched(ExchangeTimeout(mine));
+    return ReadDescriptors(sequence, all);
   }
 
   /// Runs body(worker) for worker in [0, workers) in parallel, the caller being worker 0, and
   /// returns once all are done (their writes are then visible to the caller).
   void RunParallel(const std::function<void(int worker)>& body) const;
 
+  /// The latched failure of this lifecycle, or OK.
+  const FailureLatch& latch() const { return *latch_; }
+
+  /// Registers a blocked wait of `operation` on `stream` (null: the caller's default stream)
+  /// in the blocking-op table, until the returned scope ends.
+  BlockingOpTable::Scope Register(std::string_view operation, const HostStream* stream,
+                                  BlockingOpTable::Describe describe) const;
+
  private:
   static void CopyBytes(void* destination, const void* source, std::uint64_t bytes);
+  std::uint64_t PublishedSequence(int pe, int slot) const {
+    return controls_[pe]->collective[slot].sequence.load(std::memory_order_acquire);
+  }
+  Status ReadDescriptors(std::uint64_t sequence, std::vector<CollectiveDescriptor>* all) const;
+  std::string MissingExchange(std::uint64_t sequence) const;
+  std::string MissingSources(int slot, std::uint64_t epoch, const std::vector<int>& sources) const;
+  Status ExchangeTimeout(const CollectiveDescriptor& mine) const;
   Status Timeout(int slot, std::uint64_t epoch, const std::vector<int>& sources,
                  std::string_view operation, std::string_view waiting_for) const;
+  // Latches `failure` (the first terminal failure wins) and returns it.
+  Status Latched(Status failure) const {
+    latch_->Set(failure);
+    return failure;
+  }
 
   int rank_;
   int size_;
@@ -106,7 +183,12 @@ class HostDevice {
   std::vector<std::byte*> heap_bases_;
   std::vector<ControlBlock*> controls_;
   CopyWorkers* workers_;  // may be null: the caller alone
+  FailureLatch* latch_;
+  BlockingOpTable* blocking_ops_;  // may be null: waits are not registered
 };
+
+/// The label of a stream in diagnostics: "stream <id>", or the calling thread's default stream.
+std::string StreamLabel(const HostStream* stream);
 
 /// Persistent helper threads for RunParallel. Created with the heap, joined at DestroyHeap.
 class CopyWorkers {

@@ -358,10 +358,11 @@ void AllGather(const at::Tensor& output, const at::Tensor& input) {
                        std::to_string(size) + ")",
                    std::to_string(output.numel())));
   }
+  const std::string_view dtype = c10::getDtypeNames(output.scalar_type()).first;
   py::gil_scoped_release no_gil;
   const hps::StreamRef stream = CurrentStream();
   Check(hps::Runtime::Process().AllGather(view, local, ByteSize(input), stream,
-                                          Hold(stream, output, input)));
+                                          Hold(stream, output, input), dtype));
 }
 
 // ---- bootstrap over a Python object --------------------------------------------------------
@@ -484,6 +485,28 @@ py::dict Snapshot() {
   state["leaks"] = leaks;
   state["latest_failure"] =
       d.latest_failure.ok() ? py::object(py::none()) : py::object(py::str(d.latest_failure.ToString()));
+  state["terminal_failure"] = d.terminal_failure.ok()
+                                  ? py::object(py::none())
+                                  : py::object(py::str(d.terminal_failure.ToString()));
+  py::dict collectives;
+  collectives["sequence"] = d.collective_sequence;
+  collectives["in_flight"] = d.collectives_in_flight;
+  collectives["stream"] = d.collective_stream.empty() ? py::object(py::none())
+                                                      : py::object(py::str(d.collective_stream));
+  state["collectives"] = collectives;
+  state["calls_in_flight"] = d.calls_in_flight;
+  const auto now = std::chrono::system_clock::now();
+  py::list blocked;
+  for (const hps::BlockingOp& op : d.blocking) {
+    py::dict entry;
+    entry["operation"] = op.operation;
+    entry["stream"] = op.stream;
+    entry["since"] = std::chrono::duration<double>(op.since.time_since_epoch()).count();
+    entry["waited_s"] = std::chrono::duration<double>(now - op.since).count();
+    entry["waiting_for"] = op.waiting_for;
+    blocked.append(entry);
+  }
+  state["blocked"] = blocked;
   return state;
 }
 

@@ -53,7 +53,8 @@ void CopyToAll(const host::HostDevice& device, const std::byte* source,
 }
 
 std::byte* Slot(const host::HostDevice& device, int pe, const AllGatherArgs& args, int rank) {
-  return device.heap(pe) + args.output_offset + data_plane::SlotOffset(rank, args.bytes_per_pe);
+  return device.heap(pe) + args.descriptor.offset +
+         data_plane::SlotOffset(rank, args.descriptor.bytes);
 }
 
 }  // namespace
@@ -61,52 +62,24 @@ std::byte* Slot(const host::HostDevice& device, int pe, const AllGatherArgs& arg
 template <CallSite kSite>
 Status PushAllGather(const host::HostDevice& device, const AllGatherArgs& args) {
   const int rank = device.rank();
-  const std::vector<int> peers = RingPeers(rank, device.size());
+  const std::uint64_t bytes = args.descriptor.bytes;
+  std::vector<CollectiveDescriptor> all;
+  HPS_RETURN_IF_ERROR(device.Exchange<kSite>(args.descriptor, "all_gather", args.stream, &all));
+  HPS_RETURN_IF_ERROR(MatchDescriptors(args.descriptor, all));
   const auto* input = static_cast<const std::byte*>(args.input);
-  for (int peer : peers) device.Publish<kSite>(peer, kEnteredSlot, args.epoch);
-  CopyToAll<kSite>(device, input, {Slot(device, rank, args, rank)}, args.bytes_per_pe);
-  if (peers.empty()) return Status::Ok();
-  HPS_RETURN_IF_ERROR(device.WaitAll<kSite>(kEnteredSlot, args.epoch, peers, "all_gather",
-                                            "peers to enter the call"));
-  std::vector<std::byte*> destinations;
-  for (int peer : peers) destinations.push_back(Slot(device, peer, args, rank));
-  CopyToAll<kSite>(device, input, destinations, args.bytes_per_pe);
-  for (int peer : peers) device.Publish<kSite>(peer, kArrivedSlot, args.epoch);
-  return device.WaitAll<kSite>(kArrivedSlot, args.epoch, peers, "all_gather",
-                               "peers' data to arrive");
-}
-
-template <CallSite kSite>
-Status PullAllGather(const host::HostDevice& device, const AllGatherArgs& args) {
-  const int rank = device.rank();
   const std::vector<int> peers = RingPeers(rank, device.size());
-  const std::byte* own_input = device.heap(rank) + args.input_offset;
-  // kEntered here means "my input is ready to be read for call e".
-  for (int peer : peers) device.Publish<kSite>(peer, kEnteredSlot, args.epoch);
-  CopyToAll<kSite>(device, own_input, {Slot(device, rank, args, rank)}, args.bytes_per_pe);
+  std::vector<std::byte*> destinations{Slot(device, rank, args, rank)};
+  for (int peer : peers) destinations.push_back(Slot(device, peer, args, rank));
+  CopyToAll<kSite>(device, input, destinations, bytes);
   if (peers.empty()) return Status::Ok();
-  HPS_RETURN_IF_ERROR(device.WaitAll<kSite>(kEnteredSlot, args.epoch, peers, "all_gather",
-                                            "peers' inputs to be ready"));
-  std::vector<const std::byte*> sources;
-  std::vector<std::byte*> destinations;
-  for (int peer : peers) {
-    sources.push_back(device.heap(peer) + args.input_offset);
-    destinations.push_back(Slot(device, rank, args, peer));
-  }
-  CopyEach<kSite>(device, sources, destinations, args.bytes_per_pe);
-  // kArrived here means "I finished reading your input": only then may its owner reuse it.
-  for (int peer : peers) device.Publish<kSite>(peer, kArrivedSlot, args.epoch);
-  return device.WaitAll<kSite>(kArrivedSlot, args.epoch, peers, "all_gather",
-                               "peers to finish reading this input");
+  for (int peer : peers) device.Publish<kSite>(peer, kArrivedSlot, args.descriptor.sequence);
+  return device.WaitAll<kSite>(kArrivedSlot, args.descriptor.sequence, peers, "all_gather",
+                               "peers' data to arrive", args.stream);
 }
 
 template Status PushAllGather<CallSite::kHostThread>(const host::HostDevice&,
                                                      const AllGatherArgs&);
 template Status PushAllGather<CallSite::kStreamExecutor>(const host::HostDevice&,
-                                                         const AllGatherArgs&);
-template Status PullAllGather<CallSite::kHostThread>(const host::HostDevice&,
-                                                     const AllGatherArgs&);
-template Status PullAllGather<CallSite::kStreamExecutor>(const host::HostDevice&,
                                                          const AllGatherArgs&);
 
 }  // namespace hyper_parallel::shmem::ops

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <thread>
 
 #include "backends/host/host_stream.h"
 #include "tests/multiprocess/pe_helpers.h"
@@ -232,17 +233,30 @@ TEST_P(RmaTest, CollectiveMismatchFailsOnEveryPe) {
     Status size_mismatch = Rt().Allocate(bytes, 64, &out);
     CHECK_PE(ctx, size_mismatch.code() == ErrorCode::kCollectiveMismatch,
              size_mismatch.ToString());
-    CHECK_PE(ctx, Contains(size_mismatch.message(), "PEs disagree on the collective call"),
+    // Every PE names the same field and every PE's call.
+    const std::string last = std::to_string(ctx.size - 1);
+    CHECK_PE(ctx, Contains(size_mismatch.message(),
+                           "collective calls differ across PEs: sequence=1, field=bytes"),
+             size_mismatch.message());
+    CHECK_PE(ctx, Contains(size_mismatch.message(), "pe 0: empty #1 bytes=1024 alignment=64"),
+             size_mismatch.message());
+    CHECK_PE(ctx, Contains(size_mismatch.message(),
+                           "pe " + last + ": empty #1 bytes=2048 alignment=64"),
              size_mismatch.message());
     // Alignment disagrees.
     Status align_mismatch = Rt().Allocate(1024, ctx.rank == 0 ? 4096 : 64, &out);
     CHECK_PE(ctx, align_mismatch.code() == ErrorCode::kCollectiveMismatch,
              align_mismatch.ToString());
+    CHECK_PE(ctx, Contains(align_mismatch.message(), "sequence=2, field=alignment"),
+             align_mismatch.message());
     // Order disagrees: PE 0 frees while the others allocate.
     Allocation a = MustAllocate(ctx, 512);
     Status order_mismatch = ctx.rank == 0 ? Rt().Free(View(a)) : Rt().Allocate(512, 64, &out);
     CHECK_PE(ctx, order_mismatch.code() == ErrorCode::kCollectiveMismatch,
              order_mismatch.ToString());
+    CHECK_PE(ctx, Contains(order_mismatch.message(), "field=kind"), order_mismatch.message());
+    CHECK_PE(ctx, Contains(order_mismatch.message(), "pe 0: free #4 bytes=512"),
+             order_mismatch.message());
     // Nothing was half-done: one live allocation, and the heap still works in agreement.
     CHECK_PE(ctx, Rt().Snapshot().live.size() == 1, "only the agreed allocation is live");
     Allocation b = MustAllocate(ctx, 1024);
@@ -280,21 +294,37 @@ TEST(RmaTimeout, WaitSignalTimesOutNamingPeAddressAndValues) {
     CHECK_PE_OK(ctx, ctx.InitRuntime());
     Allocation flag = MustAllocate(ctx, 8);
     *As<std::int64_t>(flag) = 3;
-    const auto start = std::chrono::steady_clock::now();
     Status timed_out = Rt().WaitSignal(View(flag), SignalWidth::k64, 4, Comparison::kGe, {});
-    const auto waited = std::chrono::steady_clock::now() - start;
     CHECK_PE(ctx, timed_out.code() == ErrorCode::kTimeout, timed_out.ToString());
-    CHECK_PE(ctx, waited >= 900ms && waited < 20s, "the wait honoured the 1 s timeout");
     const std::string& m = timed_out.message();
     CHECK_PE(ctx, Contains(m, "wait_signal timed out: pe=" + std::to_string(ctx.rank)), m);
     CHECK_PE(ctx, Contains(m, "address=" + Hex(flag.data)), m);
-    CHECK_PE(ctx, Contains(m, "comparison=ge, expected=4, observed=3"), m);
+    CHECK_PE(ctx, Contains(m, "comparison=ge, expected=4, observed=3, timeout_ms=1000"), m);
     CHECK_PE(ctx, timed_out.operation() == "wait_signal", timed_out.operation());
-    // The runtime stays usable.
+    // A wait_signal timeout is local: the runtime stays usable.
     CHECK_PE_OK(ctx, Rt().Barrier({}));
     FreeAllAndShutdown(ctx);
     return 0;
   }));
+}
+
+// A collective timeout leaves the PEs' collective sequences out of step: the lifecycle is
+// terminal on the PEs that timed out, every later call fails with the same error, and
+// Shutdown releases the local resources at once instead of waiting again.
+void ExpectTerminalAfterTimeout(PeContext& ctx, const Status& timed_out) {
+  CHECK_PE(ctx, Rt().state() == RuntimeState::kFailed, "terminal after a collective timeout");
+  Allocation out;
+  const Status later = Rt().Allocate(64, 64, &out);
+  CHECK_PE(ctx, later.code() == ErrorCode::kTimeout && later.message() == timed_out.message(),
+           "a later call repeats the terminal failure: " + later.ToString());
+  CHECK_PE(ctx, later.operation() == "empty" && later.phase() == "state", later.ToString());
+  const Status barrier = Rt().Barrier({});
+  CHECK_PE(ctx, barrier.code() == ErrorCode::kTimeout, barrier.ToString());
+  const Status closed = Rt().Shutdown();
+  CHECK_PE(ctx, closed.code() == ErrorCode::kTimeout && closed.operation() == "shutdown",
+           closed.ToString());
+  CHECK_PE(ctx, OwnSegmentCount() == 0, "the terminal shutdown released the heap");
+  CHECK_PE(ctx, Rt().Shutdown().code() == ErrorCode::kTimeout, "close stays an error");
 }
 
 TEST(RmaTimeout, BarrierTimesOutNamingMissingPes) {
@@ -303,9 +333,14 @@ TEST(RmaTimeout, BarrierTimesOutNamingMissingPes) {
     if (ctx.rank != 2) {
       Status timed_out = Rt().Barrier({});
       CHECK_PE(ctx, timed_out.code() == ErrorCode::kTimeout, timed_out.ToString());
-      CHECK_PE(ctx, Contains(timed_out.message(), "missing_pes=[2]"), timed_out.message());
+      CHECK_PE(ctx, Contains(timed_out.message(), "collective=barrier #1, missing_pes=[2]"),
+               timed_out.message());
+      ExpectTerminalAfterTimeout(ctx, timed_out);
+    } else {
+      // Stays alive (a PE that exits is reported as lost, not as late) and out of step.
+      std::this_thread::sleep_for(4s);
     }
-    return 0;  // the barrier sequence is desynchronised now; exit tears everything down
+    return 0;
   }));
 }
 
@@ -318,8 +353,11 @@ TEST(RmaTimeout, CollectiveTimesOutNamingMissingPes) {
       CHECK_PE(ctx, timed_out.code() == ErrorCode::kTimeout, timed_out.ToString());
       CHECK_PE(ctx, Contains(timed_out.message(), "missing_pes=[1]"), timed_out.message());
       CHECK_PE(ctx, Rt().Snapshot().live.empty(), "nothing allocated after the timeout");
+      ExpectTerminalAfterTimeout(ctx, timed_out);
+    } else {
+      std::this_thread::sleep_for(4s);
     }
-    return 0;  // the job is desynchronised now; exit tears everything down
+    return 0;
   }));
 }
 
@@ -330,9 +368,8 @@ TEST(RmaAsync, FailedQueuedWaitSurfacesAtSynchronize) {
     *As<std::int32_t>(flag) = 0;
     auto stream = host::HostStream::Create<host::CallSite::kHostThread>();
     StreamRef s{stream.get()};
-    const auto start = std::chrono::steady_clock::now();
     CHECK_PE_OK(ctx, Rt().WaitSignal(View(flag), SignalWidth::k32, 1, Comparison::kEq, s));
-    CHECK_PE(ctx, std::chrono::steady_clock::now() - start < 500ms, "enqueue returned at once");
+    CHECK_PE(ctx, !stream->Query(), "the wait is queued on the stream, not run by the caller");
     Status failure = stream->Synchronize<host::CallSite::kHostThread>(20s);
     CHECK_PE(ctx, failure.code() == ErrorCode::kTimeout, failure.ToString());
     CHECK_PE_OK(ctx, Rt().Barrier({}));

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import sys
 
@@ -32,21 +33,42 @@ class DebugState(dict):
     __str__ = __repr__
 
 
-def debug_state() -> DebugState:
-    """A read-only snapshot of this process's Runtime. Not collective; cheap; any time.
+def _blocked(entries: list) -> list:
+    out = []
+    for entry in entries:
+        since = datetime.datetime.fromtimestamp(entry["since"], datetime.timezone.utc)
+        out.append({"operation": entry["operation"], "stream": entry["stream"],
+                    "since": since.isoformat(timespec="milliseconds"),
+                    "waited_s": round(entry["waited_s"], 3),
+                    "waiting_for": entry["waiting_for"]})
+    return out
 
-    Fields: state, reference_count, lifecycle, root_rank, root_size, global_ranks, device,
-    backend, config, heap_base, heap (heap_size, allocated, max_allocated, remaining,
-    largest_free_block), live_allocations and leaks (id, base, bytes, alignment), and
-    latest_failure (the text of the latest native error, or None).
+
+def debug_state() -> DebugState:
+    """A read-only snapshot of this process's Runtime. Not collective; cheap; any time, also
+    from another thread while calls of this PE are blocked (no entry waits holding the lock).
+
+    Fields: state (uninitialized, initializing, ready, closing, failed), reference_count,
+    lifecycle, root_rank, root_size, global_ranks, device, backend, config, heap_base, heap
+    (heap_size, allocated, max_allocated, remaining, largest_free_block), live_allocations and
+    leaks (id, base, bytes, alignment), collectives (sequence: the number of this PE's latest
+    collective; in_flight; stream: where they are queued), calls_in_flight (calls executing
+    now), blocked (each operation blocked now: operation, stream, since, waited_s, and
+    waiting_for, e.g. the signal address, comparison, expected and observed value, or the
+    collective and the PEs that have not arrived), latest_failure (the text of the latest
+    native error, or None) and terminal_failure (why the runtime is failed, or None).
     """
     snapshot = native.snapshot()
     state = DebugState()
     state["state"] = snapshot["state"]
     state["reference_count"] = _lifecycle.reference_count()
     for key in ("lifecycle", "root_rank", "root_size", "global_ranks", "device", "backend",
-                "config", "heap_base", "heap", "live_allocations", "leaks", "latest_failure"):
+                "config", "heap_base", "heap", "live_allocations", "leaks", "collectives",
+                "calls_in_flight"):
         state[key] = snapshot[key]
+    state["blocked"] = _blocked(snapshot["blocked"])
+    state["latest_failure"] = snapshot["latest_failure"]
+    state["terminal_failure"] = snapshot["terminal_failure"]
     return state
 
 

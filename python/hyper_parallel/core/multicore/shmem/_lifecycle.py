@@ -137,15 +137,28 @@ class Handle:
     def close(self) -> None:
         """Releases this handle; the last one shuts the Runtime down.
 
-        If the shutdown fails (for example because allocations are still live), the error is
-        raised and the handle stays open, so the caller can free and close again.
+        If the shutdown is refused (allocations still live, calls still in flight on other
+        threads), every PE raises alike and keeps its handle open, so the caller can free and
+        close again. If the runtime is terminal (PEER_LOST, or a collective TIMEOUT), close
+        releases this process's resources at once, closes the handle and raises that error.
         """
         global _count, _identity, _bootstrap
         with _lock:
             if self._closed:
                 return
             if _count == 1:
-                native.shutdown()
+                try:
+                    native.shutdown()
+                except ShmemError:
+                    if native.state() == "failed":
+                        # Terminal (a peer was lost, a collective timed out): the native side
+                        # released what it could; the handle is closed, every later call
+                        # raises the same error.
+                        _count = 0
+                        _identity = None
+                        _bootstrap = None
+                        self._closed = True
+                    raise
                 _identity = None
                 _bootstrap = None
             _count -= 1

@@ -1,0 +1,157 @@
+#include "backends/host/liveness.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+namespace hyper_parallel::shmem::host {
+namespace {
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+constexpr std::chrono::milliseconds kFallbackPeriod{50};
+
+int PidfdOpen(int pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+
+// For the fallback: gone, or a zombie that nobody reaped yet.
+bool ProcessGone(int pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const std::size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() &&
+         (line[close + 2] == 'Z' || line[close + 2] == 'X');
+}
+
+}  // namespace
+
+Status PeerLost(int pe, int pid) {
+  return Status::Assertion(ErrorCode::kPeerLost, "a peer PE exited while this PE depends on it",
+                           {{"pe", std::to_string(pe)}, {"pid", std::to_string(pid)}});
+}
+
+bool FailureLatch::Set(Status failure) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failed_.load(std::memory_order_relaxed)) return false;
+  failure_ = std::move(failure);
+  failed_.store(true, std::memory_order_release);
+  return true;
+}
+
+Status FailureLatch::Get() const {
+  if (!failed()) return Status::Ok();
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failure_;
+}
+
+void FailureLatch::Reset() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  failure_ = Status::Ok();
+  failed_.store(false, std::memory_order_release);
+}
+
+Status PeerMonitor::Start(int rank, const std::vector<int>& pids, FailureLatch* latch,
+                          Doorbell* bell) {
+  Stop();
+  rank_ = rank;
+  pids_ = pids;
+  latch_ = latch;
+  bell_ = bell;
+  pidfds_.assign(pids.size(), -1);
+  uses_pidfds_ = true;
+  int already_gone = -1;
+  for (int pe = 0; pe < static_cast<int>(pids.size()); ++pe) {
+    if (pe == rank) continue;
+    const int fd = PidfdOpen(pids[pe]);
+    if (fd >= 0) {
+      pidfds_[pe] = fd;
+    } else if (errno == ESRCH) {
+      if (already_gone < 0) already_gone = pe;
+    } else {
+      uses_pidfds_ = false;  // no pidfds here (old kernel, seccomp): poll instead
+    }
+  }
+  if (!uses_pidfds_) {
+    for (int& fd : pidfds_) {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+    }
+  }
+  if (already_gone >= 0) Lost(already_gone);
+  stop_fd_ = ::eventfd(0, EFD_CLOEXEC);
+  if (stop_fd_ < 0) {
+    const int error = errno;
+    for (int& fd : pidfds_) {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+    }
+    return Status::Assertion(ErrorCode::kBackendError, "creating the peer monitor failed",
+                             {{"errno", std::to_string(error)}});
+  }
+  thread_ = std::thread([this] { Run(); });
+  return Status::Ok();
+}
+
+void PeerMonitor::Stop() {
+  if (thread_.joinable()) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const ssize_t written = ::write(stop_fd_, &one, sizeof one);
+    thread_.join();
+  }
+  if (stop_fd_ >= 0) ::close(stop_fd_);
+  stop_fd_ = -1;
+  for (int& fd : pidfds_) {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+}
+
+void PeerMonitor::Lost(int pe) {
+  latch_->Set(PeerLost(pe, pids_[pe]));
+  if (bell_ != nullptr) Ring<CallSite::kHostThread>(bell_);
+}
+
+void PeerMonitor::Run() {
+  std::vector<pollfd> watched;
+  std::vector<int> pe_of;
+  watched.push_back(pollfd{stop_fd_, POLLIN, 0});
+  pe_of.push_back(-1);
+  for (int pe = 0; pe < static_cast<int>(pidfds_.size()); ++pe) {
+    if (pidfds_[pe] < 0) continue;
+    watched.push_back(pollfd{pidfds_[pe], POLLIN, 0});
+    pe_of.push_back(pe);
+  }
+  const int period = uses_pidfds_ ? -1 : static_cast<int>(kFallbackPeriod.count());
+  for (;;) {
+    const int ready = ::poll(watched.data(), watched.size(), period);
+    if (ready < 0 && errno != EINTR) return;
+    if (watched[0].revents != 0) return;  // Stop()
+    if (uses_pidfds_) {
+      for (std::size_t i = 1; i < watched.size(); ++i) {
+        if (watched[i].revents == 0) continue;
+        Lost(pe_of[i]);
+        watched[i].fd = -1;  // reported; poll ignores negative descriptors
+      }
+    } else {
+      for (int pe = 0; pe < static_cast<int>(pids_.size()); ++pe) {
+        if (pe != rank_ && ProcessGone(pids_[pe])) {
+          Lost(pe);
+          return;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace hyper_parallel::shmem::host

@@ -1,0 +1,80 @@
+// Liveness of the PEs of a job: a sticky failure latch and a monitor of the peers' processes.
+//
+// FailureLatch holds the first failure after which this PE's lifecycle cannot go on: a peer that
+// exited (PEER_LOST) or a collective that timed out (the PEs' collective sequences are out of
+// step). Every bounded wait of the backend polls its flag and gives up at once when it is set,
+// so a survivor never waits for the timeout on a PE that is gone.
+//
+// PeerMonitor watches every peer's process through a pidfd (Linux 5.3+): one thread per PE
+// blocks in poll() on all of them and, the moment a peer exits for any reason (exit, crash,
+// SIGKILL), latches PEER_LOST naming the PE and its pid and rings this PE's doorbell, so waiters
+// asleep on the futex wake and see it. Nothing runs on the data path. Where pidfds are not
+// available the thread checks each peer every 50 ms instead (a zombie counts as gone).
+//
+// Thread-safety: FailureLatch may be used from any thread. PeerMonitor::Start and Stop are
+// called by the owning backend from one thread; the latch it writes is the shared state.
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "backends/host/doorbell.h"
+#include "runtime/status.h"
+
+namespace hyper_parallel::shmem::host {
+
+class FailureLatch {
+ public:
+  /// True once a failure was latched. One acquire load.
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  /// The flag bounded waits poll.
+  const std::atomic<bool>* flag() const { return &failed_; }
+  /// Keeps `failure` unless a failure is already latched; true when this one was kept.
+  bool Set(Status failure);
+  /// The latched failure, or OK.
+  Status Get() const;
+  /// Forgets the failure (a new lifecycle).
+  void Reset();
+
+ private:
+  std::atomic<bool> failed_{false};
+  mutable std::mutex mutex_;
+  Status failure_;
+};
+
+class PeerMonitor {
+ public:
+  PeerMonitor() = default;
+  ~PeerMonitor() { Stop(); }
+  PeerMonitor(const PeerMonitor&) = delete;
+  PeerMonitor& operator=(const PeerMonitor&) = delete;
+
+  /// Starts watching `pids` (indexed by rank; this PE's own entry is skipped). A peer that is
+  /// already gone is latched at once. `bell` is rung when a loss is latched.
+  Status Start(int rank, const std::vector<int>& pids, FailureLatch* latch, Doorbell* bell);
+  /// Stops the thread; idempotent.
+  void Stop();
+
+  /// Whether the monitor watches through pidfds (false: the polling fallback).
+  bool uses_pidfds() const { return uses_pidfds_; }
+
+ private:
+  void Run();
+  void Lost(int pe);
+
+  int rank_ = -1;
+  std::vector<int> pids_;
+  std::vector<int> pidfds_;  // by rank; -1 for this PE (and in the fallback)
+  int stop_fd_ = -1;         // eventfd that ends the thread
+  bool uses_pidfds_ = false;
+  FailureLatch* latch_ = nullptr;
+  Doorbell* bell_ = nullptr;
+  std::thread thread_;
+};
+
+/// PEER_LOST for PE `pe` with process id `pid`.
+Status PeerLost(int pe, int pid);
+
+}  // namespace hyper_parallel::shmem::host
