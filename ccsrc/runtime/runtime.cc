@@ -89,8 +89,11 @@ Runtime::~Runtime() {
   if (backend_) backend_->DestroyHeap();
 }
 
-RuntimeState Runtime::state() const {
+RuntimeState Runtime::state() {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (state_ == RuntimeState::kReady && backend_) {
+    if (Status health = backend_->Health(); !health.ok()) EnterTerminal(health);
+  }
   return state_;
 }
 
@@ -569,7 +572,8 @@ KeepAlive Runtime::CollectiveTicket(KeepAlive inner) {
     KeepAlive inner;
     ~Ticket() { runtime->ReleaseCollective(); }
   };
-  return std::make_shared<Ticket>(Ticket{this, std::move(inner)});
+  // Built in place: a moved-from temporary would release the claim early.
+  return std::shared_ptr<const Ticket>(new Ticket{this, std::move(inner)});
 }
 
 Status Runtime::Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocation* out,

@@ -136,7 +136,8 @@ class Runtime {
   /// calls ended, bounded) and returns the terminal failure.
   Status Shutdown();
 
-  RuntimeState state() const;
+  /// The state now; a Ready Runtime whose backend latched a terminal failure becomes Failed.
+  RuntimeState state();
 
   /// Collective. `bytes` may be 0 (a real allocation with its own id and base). `note` is
   /// appended to the debug log line (for example shape, dtype and the caller's location).

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
 #include <vector>
 
 #include "runtime/log.h"
@@ -17,6 +21,7 @@ using testing::FakePanel;
 class RuntimeTest : public ::testing::Test {
  protected:
   void TearDown() override {
+    panel_->ReleaseQueued();
     if (runtime_.state() == RuntimeState::kReady) {
       for (const AllocationRecord& record : runtime_.Snapshot().live) {
         runtime_.Free(SymmetricView{record.id, Base() + record.offset, record.bytes});
@@ -439,6 +444,188 @@ TEST_F(RuntimeTest, GlobalRanksMustBeIncreasing) {
   InitOptions wrong = FakeInitOptions(panel_);
   wrong.global_ranks = {0, 1};  // two ranks for a one-PE world
   EXPECT_EQ(runtime_.Init(std::move(wrong)).code(), ErrorCode::kInvalidArgument);
+}
+
+// ---- threads, collective numbering and the terminal state ---------------------------------
+
+using namespace std::chrono_literals;
+
+// Polls `condition` for up to 20 s (a bound, not an expectation of speed).
+template <class Condition>
+bool Eventually(Condition condition) {
+  for (int i = 0; i < 20000 && !condition(); ++i) std::this_thread::sleep_for(1ms);
+  return condition();
+}
+
+TEST_F(RuntimeTest, AnotherThreadReleasesABlockedWaitAndSnapshotAnswersMeanwhile) {
+  panel_->blocking_waits = true;
+  ASSERT_TRUE(Init({{"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "30"}}).ok());
+  Allocation sig = MustAllocate(8);
+  std::memset(sig.data, 0, 8);
+  std::atomic<bool> done{false};
+  Status waited;
+  std::thread waiter([&] {
+    waited = runtime_.WaitSignal(View(sig), SignalWidth::k64, 1, Comparison::kEq, {});
+    done = true;
+  });
+  // The waiter holds no lock while it waits: a snapshot answers and sees the call in flight.
+  ASSERT_TRUE(Eventually([&] { return runtime_.Snapshot().calls_in_flight == 1; }));
+  EXPECT_FALSE(done.load());
+  ASSERT_TRUE(runtime_.Signal(View(sig), SignalWidth::k64, 1, 0, SignalOp::kSet, {}).ok());
+  waiter.join();
+  EXPECT_TRUE(waited.ok()) << waited.ToString();
+  EXPECT_EQ(runtime_.Snapshot().calls_in_flight, 0);
+}
+
+TEST_F(RuntimeTest, EveryCollectiveTakesTheNextNumberAndRejectionsTakeNone) {
+  ASSERT_TRUE(Init().ok());
+  Allocation a = MustAllocate(64);                                     // #1
+  ASSERT_TRUE(runtime_.Barrier({}).ok());                              // #2
+  std::vector<std::byte> in(64);
+  ASSERT_TRUE(runtime_.AllGather(View(a), in.data(), 64, {}, nullptr, "uint8").ok());  // #3
+  Allocation rejected;
+  EXPECT_EQ(runtime_.Allocate(64, 3, &rejected).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(runtime_.Allocate(1ull << 30, 64, &rejected).code(), ErrorCode::kOutOfMemory);
+  EXPECT_EQ(runtime_.AllGather(View(a), in.data(), 32, {}).code(), ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(runtime_.AllGather(SymmetricView{a.id, a.data, 0}, nullptr, 0, {}).ok());
+  ASSERT_TRUE(runtime_.Free(View(a)).ok());                            // #4
+  EXPECT_EQ(runtime_.Free(View(a)).code(), ErrorCode::kDoubleFree);
+  const std::vector<CollectiveDescriptor> d = panel_->descriptors;
+  ASSERT_EQ(d.size(), 4u);
+  EXPECT_EQ(d[0].Describe(), "empty #1 bytes=64 alignment=64 offset=0x0");
+  EXPECT_EQ(d[1].Describe(), "barrier #2");
+  EXPECT_EQ(d[2].Describe(), "all_gather #3 bytes=64 dtype=uint8 offset=0x0");
+  EXPECT_EQ(d[3].Describe(), "free #4 bytes=64 offset=0x0");
+  EXPECT_EQ(runtime_.Snapshot().collective_sequence, 4u);
+}
+
+TEST_F(RuntimeTest, AMismatchChangesNothingAndKeepsTheSequenceInStep) {
+  panel_->exchange_size = 2;
+  panel_->tamper_peers = [](std::vector<CollectiveDescriptor>* all) {
+    if ((*all)[0].kind == CollectiveKind::kEmpty && (*all)[0].sequence == 1) {
+      (*all)[1].bytes = 128;  // the peer asked for another size
+    }
+  };
+  ASSERT_TRUE(Init().ok());
+  Allocation a;
+  const Status mismatch = runtime_.Allocate(64, 64, &a);
+  EXPECT_EQ(mismatch.code(), ErrorCode::kCollectiveMismatch);
+  EXPECT_NE(mismatch.message().find("sequence=1, field=bytes, calls=pe 0: empty #1 bytes=64 "
+                                    "alignment=64 offset=0x0; pe 1: empty #1 bytes=128"),
+            std::string::npos)
+      << mismatch.message();
+  EXPECT_TRUE(runtime_.Snapshot().live.empty());
+  EXPECT_EQ(runtime_.Snapshot().heap.allocated_bytes, 0u);
+  Allocation b = MustAllocate(64);  // #2 matches again
+  EXPECT_EQ(b.data, Base()) << "the block the mismatch had placed was never committed";
+  EXPECT_EQ(panel_->descriptors.back().sequence, 2u);
+}
+
+TEST_F(RuntimeTest, CollectivesOnTwoStreamsAtOnceAreRejected) {
+  ASSERT_TRUE(Init().ok());
+  int stream_a = 0, stream_b = 0;
+  const StreamRef a{&stream_a}, b{&stream_b};
+  ASSERT_TRUE(runtime_.Barrier(a).ok());  // queued on a: in flight until released
+  ASSERT_TRUE(runtime_.Barrier(a).ok());  // the same stream may queue more
+  EXPECT_EQ(runtime_.Snapshot().collectives_in_flight, 2);
+  const Status other = runtime_.Barrier(b);
+  EXPECT_EQ(other.code(), ErrorCode::kInvalidState);
+  EXPECT_NE(other.message().find("a collective of this PE is already in flight on another "
+                                 "stream"),
+            std::string::npos)
+      << other.message();
+  EXPECT_NE(other.message().find("in_flight=2, latest_sequence=2"), std::string::npos)
+      << other.message();
+  EXPECT_EQ(runtime_.Barrier({}).code(), ErrorCode::kInvalidState) << "the caller's stream too";
+  EXPECT_EQ(runtime_.Snapshot().collective_sequence, 2u) << "rejections take no number";
+  panel_->ReleaseQueued();  // a's work ran
+  EXPECT_EQ(runtime_.Snapshot().collectives_in_flight, 0);
+  EXPECT_TRUE(runtime_.Barrier(b).ok());
+  panel_->ReleaseQueued();
+  EXPECT_TRUE(runtime_.Barrier({}).ok());
+  EXPECT_EQ(panel_->descriptors.back().sequence, 4u);
+}
+
+TEST_F(RuntimeTest, EmptyWaitsForCollectivesQueuedOnAStream) {
+  ASSERT_TRUE(Init({{"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "30"}}).ok());
+  int stream = 0;
+  ASSERT_TRUE(runtime_.Barrier(StreamRef{&stream}).ok());
+  std::thread releaser([&] {
+    // Released only once the allocation is seen waiting for it.
+    Eventually([&] { return !runtime_.Snapshot().blocking.empty(); });
+    const std::vector<BlockingOp> blocked = runtime_.Snapshot().blocking;
+    EXPECT_EQ(blocked.size(), 1u);
+    if (!blocked.empty()) {
+      EXPECT_EQ(blocked[0].operation, "empty");
+      EXPECT_NE(blocked[0].waiting_for.find("collectives queued on fake stream"),
+                std::string::npos)
+          << blocked[0].waiting_for;
+    }
+    panel_->ReleaseQueued();
+  });
+  EXPECT_NE(MustAllocate(64).data, nullptr);
+  releaser.join();
+  EXPECT_EQ(panel_->descriptors.back().Describe(), "empty #2 bytes=64 alignment=64 offset=0x0");
+  EXPECT_EQ(runtime_.Snapshot().collectives_in_flight, 0);
+}
+
+TEST_F(RuntimeTest, ATerminalFailureRepeatsAtEveryCallAndShutdownReleasesLocally) {
+  ASSERT_TRUE(Init().ok());
+  Allocation a = MustAllocate(64);
+  panel_->SetHealth(Status::Assertion(ErrorCode::kPeerLost, "a peer PE exited while this PE "
+                                      "depends on it", {{"pe", "1"}, {"pid", "4242"}}));
+  std::vector<std::byte> buffer(64);
+  const Status put = runtime_.Put(View(a), buffer.data(), 0, {});
+  EXPECT_EQ(put.code(), ErrorCode::kPeerLost);
+  EXPECT_EQ(put.operation(), "put");
+  EXPECT_NE(put.message().find("pe=1, pid=4242"), std::string::npos);
+  EXPECT_EQ(runtime_.state(), RuntimeState::kFailed);
+  const Diagnostics d = runtime_.Snapshot();
+  EXPECT_EQ(d.terminal_failure.code(), ErrorCode::kPeerLost);
+  EXPECT_EQ(d.live.size(), 1u) << "nothing is released before close";
+  EXPECT_EQ(runtime_.Barrier({}).code(), ErrorCode::kPeerLost);
+  const Status closed = runtime_.Shutdown();
+  EXPECT_EQ(closed.code(), ErrorCode::kPeerLost);
+  EXPECT_EQ(closed.operation(), "shutdown");
+  EXPECT_EQ(panel_->heaps_destroyed, 1) << "close released this process's heap";
+  EXPECT_EQ(panel_->count(FakeCall::kExchange), 1) << "nothing collective after the failure";
+  EXPECT_EQ(runtime_.Shutdown().code(), ErrorCode::kPeerLost) << "close stays an error";
+  EXPECT_EQ(Init().code(), ErrorCode::kPeerLost) << "the process must restart";
+}
+
+TEST_F(RuntimeTest, ShutdownIsRefusedWhileAnotherThreadHasACallInFlight) {
+  panel_->blocking_waits = true;
+  ASSERT_TRUE(Init({{"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "30"}}).ok());
+  Allocation sig = MustAllocate(8);
+  std::memset(sig.data, 0, 8);
+  Status waited;
+  std::thread waiter([&] {
+    waited = runtime_.WaitSignal(View(sig), SignalWidth::k64, 1, Comparison::kEq, {});
+  });
+  ASSERT_TRUE(Eventually([&] { return runtime_.Snapshot().calls_in_flight == 1; }));
+  const Status refused = runtime_.Shutdown();
+  EXPECT_EQ(refused.code(), ErrorCode::kInvalidState);
+  EXPECT_NE(refused.message().find("shutdown refused: PEs still had calls in flight"),
+            std::string::npos)
+      << refused.message();
+  EXPECT_EQ(runtime_.state(), RuntimeState::kReady) << "a refused close changes nothing";
+  ASSERT_TRUE(runtime_.Signal(View(sig), SignalWidth::k64, 1, 0, SignalOp::kSet, {}).ok());
+  waiter.join();
+  EXPECT_TRUE(waited.ok());
+  ASSERT_TRUE(runtime_.Free(View(sig)).ok());
+  EXPECT_TRUE(runtime_.Shutdown().ok());
+}
+
+TEST_F(RuntimeTest, LeaksAreReclaimedOnlyWhenTheCloseExchangeSucceeded) {
+  ASSERT_TRUE(Init().ok());
+  const Allocation a = MustAllocate(64);
+  runtime_.ReportOrphan(OrphanReport{a.id, a.lifecycle, a.data, a.bytes, 0});
+  panel_->fail_once[FakeCall::kExchange] =
+      Status::Assertion(ErrorCode::kBackendError, "exchange failed");
+  EXPECT_EQ(runtime_.Shutdown().code(), ErrorCode::kBackendError);
+  EXPECT_EQ(runtime_.state(), RuntimeState::kReady);
+  EXPECT_EQ(runtime_.Snapshot().leaks.size(), 1u) << "the leak is still there: nothing reclaimed";
+  EXPECT_TRUE(runtime_.Shutdown().ok());
 }
 
 }  // namespace

@@ -94,8 +94,13 @@ Status FakeBackend::ExchangeDescriptors(const CollectiveDescriptor& mine, std::s
   return Status::Ok();
 }
 
-Status FakeBackend::Barrier(StreamRef, const CollectiveDescriptor& descriptor, KeepAlive) {
+Status FakeBackend::Barrier(StreamRef stream, const CollectiveDescriptor& descriptor,
+                            KeepAlive keep_alive) {
   HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kBarrier));
+  if (stream.native != nullptr) {
+    std::lock_guard<std::mutex> lock(panel_->mutex);
+    panel_->queued.push_back(std::move(keep_alive));
+  }
   std::vector<CollectiveDescriptor> all;
   HPS_RETURN_IF_ERROR(ExchangeDescriptors(descriptor, "barrier", &all));
   return MatchDescriptors(descriptor, all);
@@ -173,9 +178,13 @@ Status FakeBackend::WaitSignal(StreamRef, std::uint64_t offset, SignalWidth widt
                             {"expected", std::to_string(value)}});
 }
 
-Status FakeBackend::AllGather(StreamRef, const CollectiveDescriptor& descriptor,
-                              const void* input, KeepAlive) {
+Status FakeBackend::AllGather(StreamRef stream, const CollectiveDescriptor& descriptor,
+                              const void* input, KeepAlive keep_alive) {
   HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kOpAllGather));
+  if (stream.native != nullptr) {
+    std::lock_guard<std::mutex> lock(panel_->mutex);
+    panel_->queued.push_back(std::move(keep_alive));
+  }
   std::vector<CollectiveDescriptor> all;
   HPS_RETURN_IF_ERROR(ExchangeDescriptors(descriptor, "all_gather", &all));
   HPS_RETURN_IF_ERROR(MatchDescriptors(descriptor, all));

@@ -61,6 +61,16 @@ struct FakePanel {
   Status health;
   /// WaitSignal polls the word until the timeout instead of failing at once.
   bool blocking_waits = false;
+  /// What collectives on a non-default stream keep alive, held here as if the work were still
+  /// queued, until the test clears it (ReleaseQueued).
+  std::vector<KeepAlive> queued;
+  void ReleaseQueued() {
+    std::vector<KeepAlive> released;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      released.swap(queued);
+    }
+  }
 
   int count(FakeCall call) const {
     std::lock_guard<std::mutex> lock(mutex);

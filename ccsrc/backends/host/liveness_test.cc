@@ -1,0 +1,142 @@
+#include "backends/host/liveness.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+namespace hyper_parallel::shmem::host {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A child that blocks until killed (or until its pipe closes).
+struct Child {
+  pid_t pid = -1;
+  int pipe_write = -1;
+
+  Child() {
+    int fds[2];
+    if (::pipe(fds) != 0) return;
+    pid = ::fork();
+    if (pid == 0) {
+      ::close(fds[1]);
+      char byte;
+      [[maybe_unused]] ssize_t got = ::read(fds[0], &byte, 1);
+      ::_exit(0);
+    }
+    ::close(fds[0]);
+    pipe_write = fds[1];
+  }
+  ~Child() {
+    if (pipe_write >= 0) ::close(pipe_write);
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+// Polls `condition` for up to 20 s: the monitor's reaction is bounded, never assumed instant.
+template <class Condition>
+bool Eventually(Condition condition) {
+  for (int i = 0; i < 20000 && !condition(); ++i) std::this_thread::sleep_for(1ms);
+  return condition();
+}
+
+TEST(FailureLatch, FirstFailureWinsUntilReset) {
+  FailureLatch latch;
+  EXPECT_FALSE(latch.failed());
+  EXPECT_TRUE(latch.Get().ok());
+  EXPECT_TRUE(latch.Set(PeerLost(1, 42)));
+  EXPECT_FALSE(latch.Set(Status::Assertion(ErrorCode::kTimeout, "later")));
+  EXPECT_TRUE(latch.failed() && latch.flag()->load());
+  EXPECT_EQ(latch.Get().code(), ErrorCode::kPeerLost);
+  EXPECT_EQ(latch.Get().message(), "a peer PE exited while this PE depends on it: pe=1, pid=42");
+  latch.Reset();
+  EXPECT_FALSE(latch.failed());
+  EXPECT_TRUE(latch.Get().ok());
+}
+
+TEST(PeerMonitor, LatchesAPeerThatIsKilledAndWakesASleepingWaiter) {
+  Child child;
+  ASSERT_GT(child.pid, 0);
+  FailureLatch latch;
+  Doorbell bell;
+  PeerMonitor monitor;
+  ASSERT_TRUE(monitor.Start(0, {static_cast<int>(::getpid()), child.pid}, &latch, &bell).ok());
+  EXPECT_TRUE(monitor.uses_pidfds()) << "this kernel has pidfds (Linux 5.3+)";
+  EXPECT_FALSE(latch.failed());
+  WaitOutcome outcome = WaitOutcome::kReady;
+  std::thread waiter([&] {
+    // Never satisfied, timeout far away: only the latch can end it.
+    outcome = WaitUntil<CallSite::kHostThread>(&bell, [] { return false; }, 60s, WaitPolicy(),
+                                               latch.flag());
+  });
+  std::this_thread::sleep_for(20ms);
+  ::kill(child.pid, SIGKILL);  // not reaped: a zombie is gone too
+  waiter.join();
+  EXPECT_EQ(outcome, WaitOutcome::kAborted);
+  ASSERT_TRUE(latch.failed());
+  EXPECT_EQ(latch.Get().message(), "a peer PE exited while this PE depends on it: pe=1, pid=" +
+                                       std::to_string(child.pid));
+  monitor.Stop();
+  monitor.Stop();  // idempotent
+}
+
+TEST(PeerMonitor, APeerAlreadyGoneIsLatchedAtStart) {
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::waitpid(pid, nullptr, 0), pid);  // reaped: the pid no longer exists
+  FailureLatch latch;
+  PeerMonitor monitor;
+  ASSERT_TRUE(monitor.Start(1, {pid, static_cast<int>(::getpid())}, &latch, nullptr).ok());
+  EXPECT_TRUE(Eventually([&] { return latch.failed(); }));
+  EXPECT_NE(latch.Get().message().find("pe=0, pid=" + std::to_string(pid)), std::string::npos);
+}
+
+TEST(PeerMonitor, LivePeersLatchNothingAndStopEndsTheThread) {
+  Child child;
+  ASSERT_GT(child.pid, 0);
+  FailureLatch latch;
+  {
+    PeerMonitor monitor;
+    ASSERT_TRUE(monitor.Start(1, {child.pid, static_cast<int>(::getpid())}, &latch, nullptr).ok());
+    std::this_thread::sleep_for(50ms);
+  }  // destroyed: stopped
+  EXPECT_FALSE(latch.failed());
+}
+
+TEST(WaitUntil, TheConditionWinsOverTheAbortFlag) {
+  Doorbell bell;
+  std::atomic<bool> abort{true};
+  EXPECT_EQ(WaitUntil<CallSite::kHostThread>(&bell, [] { return true; }, 1s, WaitPolicy(), &abort),
+            WaitOutcome::kReady);
+  EXPECT_EQ(WaitUntil<CallSite::kHostThread>(&bell, [] { return false; }, 10s, WaitPolicy(), &abort),
+            WaitOutcome::kAborted);
+  std::atomic<bool> calm{false};
+  EXPECT_EQ(WaitUntil<CallSite::kHostThread>(&bell, [] { return false; }, 5ms, WaitPolicy(), &calm),
+            WaitOutcome::kTimedOut);
+}
+
+TEST(WaitUntil, OnBlockRunsOnlyWhenTheSpinPhaseEndsUnanswered) {
+  Doorbell bell;
+  int registered = 0;
+  auto notice = [&] { return ++registered; };
+  EXPECT_EQ(WaitUntil<CallSite::kHostThread>(&bell, [] { return true; }, 1s, WaitPolicy(), nullptr,
+                                             notice),
+            WaitOutcome::kReady);
+  EXPECT_EQ(registered, 0) << "answered at once: nothing registered";
+  EXPECT_EQ(WaitUntil<CallSite::kHostThread>(&bell, [] { return false; }, 2ms, WaitPolicy(),
+                                             nullptr, notice),
+            WaitOutcome::kTimedOut);
+  EXPECT_EQ(registered, 1);
+}
+
+}  // namespace
+}  // namespace hyper_parallel::shmem::host
