@@ -291,6 +291,7 @@ Status Runtime::Init(InitOptions options) {
   heap_base_ = backend_->LocalHeapBase();
   allocator_.Reset(config.heap_bytes);
   registry_.BeginLifecycle();
+  heap_lifecycle_.store(registry_.lifecycle(), std::memory_order_release);
   collective_sequence_ = 0;
   collectives_in_flight_ = 0;
   collective_owner_ = CollectiveOwner{};
@@ -329,6 +330,7 @@ Status Runtime::TerminalShutdown(std::unique_lock<std::mutex>& lock) {
       backend_.reset();
       bootstrap_.reset();
       heap_base_ = nullptr;
+      heap_lifecycle_.store(0, std::memory_order_release);
       registry_.EndLifecycle();
       allocator_.Reset(0);
       HPS_LOG_INFO("terminal runtime released this process's resources");
@@ -440,6 +442,7 @@ Status Runtime::Shutdown() {
     HPS_LOG_ERROR("native shutdown failed; the runtime is terminal: " + destroyed.message());
     return RecordFailure(destroyed, kOp, "native_shutdown");
   }
+  heap_lifecycle_.store(0, std::memory_order_release);
   registry_.EndLifecycle();
   allocator_.Reset(0);
   const std::uint64_t lifecycle = registry_.lifecycle();
@@ -905,6 +908,11 @@ Status Runtime::CurrentStream(StreamRef* out) {
 }
 
 void Runtime::ReportOrphan(const OrphanReport& report) {
+  if (report.lifecycle != heap_lifecycle_.load(std::memory_order_acquire)) {
+    HPS_LOG_INFO("a tensor of a lifecycle whose heap is gone was released: id=" +
+                 std::to_string(report.id) + ", lifecycle=" + std::to_string(report.lifecycle));
+    return;
+  }
   HPS_LOG_ERROR("symmetric allocation lost its last reference without free (leak): id=" +
                 std::to_string(report.id) + ", base=" + Hex(report.base) +
                 ", bytes=" + std::to_string(report.bytes) + ", rank=" +

@@ -179,7 +179,9 @@ class Runtime {
 
   /// Records that a live allocation lost its last reference without free: logs an ERROR at
   /// once and puts it in the leak table. Never collective and never takes the entry mutex, so
-  /// it is safe from a storage deleter on any thread, also while an entry is in progress.
+  /// it is safe from a storage deleter on any thread, also while an entry is in progress. A
+  /// tensor of a lifecycle whose heap is already gone (a terminal close released it) is no
+  /// leak: it is logged at INFO and forgotten.
   void ReportOrphan(const OrphanReport& report);
 
   /// Never waits for another entry: answers while other threads are blocked in calls.
@@ -287,6 +289,7 @@ class Runtime {
   int collectives_in_flight_ = 0;
   CollectiveOwner collective_owner_;
   std::atomic<int> calls_in_flight_{0};
+  std::atomic<std::uint64_t> heap_lifecycle_{0};  // lifecycle whose heap is mapped; 0: none
   BlockingOpTable blocking_ops_;
 
   std::mutex orphan_mutex_;  // guards pending_orphans_ only; never held with mutex_ waiting

@@ -198,6 +198,10 @@ Status UnixSocketBootstrap::Create(std::string_view name, int rank, int size,
                                   {"peer_size", std::to_string(hello.size)},
                                   {"size", std::to_string(size)}});
       }
+      // Admit it: a client returns from Create only once the root accepted it, so a process
+      // the root refuses (another user's) fails here instead of later.
+      const char welcome = 'K';
+      HPS_RETURN_IF_ERROR(SendAll(fd, &welcome, 1, deadline, hello.rank, timeout));
       boot->peers_[hello.rank] = fd;
       ++accepted;
     }
@@ -220,6 +224,15 @@ Status UnixSocketBootstrap::Create(std::string_view name, int rank, int size,
     boot->peers_.assign(1, fd);
     const Hello hello{kHelloMagic, rank, size};
     HPS_RETURN_IF_ERROR(SendAll(fd, &hello, sizeof hello, deadline, 0, timeout));
+    char welcome = 0;
+    if (Status admitted = RecvAll(fd, &welcome, 1, deadline, 0, timeout);
+        !admitted.ok() || welcome != 'K') {
+      if (admitted.code() == ErrorCode::kTimeout) return admitted;
+      return Status::Assertion(ErrorCode::kBackendError,
+                               "bootstrap root refused this process (only processes of the "
+                               "root's user may join)",
+                               {{"name", std::string(name)}, {"rank", std::to_string(rank)}});
+    }
   }
   *out = std::move(boot);
   return Status::Ok();

@@ -2,9 +2,10 @@
 // for PEs on one machine without torch (C++ tests, the native demo).
 //
 // Rank 0 listens on "\0<name>" and every other rank connects to it; all-gather is a gather to
-// rank 0 followed by a broadcast. Only processes of the same user are accepted (SO_PEERCRED),
-// and the abstract name vanishes with the socket, so nothing is left in the file system. Not
-// thread-safe; one collective at a time.
+// rank 0 followed by a broadcast. Only processes of the same user are accepted (SO_PEERCRED):
+// rank 0 admits a peer with one byte, so a refused process fails in Create. The abstract name
+// vanishes with the socket, so nothing is left in the file system. Not thread-safe; one
+// collective at a time.
 #pragma once
 
 #include <chrono>

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 import torch
@@ -133,14 +132,12 @@ def _timeout(rank, size):
     with shmem.acquire_shmem():
         sig = shmem.empty(1, dtype=torch.int64)
         sig.fill_(3)
-        start = time.monotonic()
         error = expect_shmem_error("TIMEOUT", shmem.wait_signal, sig, 4, comparison="ge")
-        waited = time.monotonic() - start
-        assert 0.9 <= waited < 15, waited
         message = str(error)
         assert error.operation == "wait_signal" and error.phase == "execute"
         assert f"wait_signal timed out: pe={rank}, address={hex(shmem.debug_state()['live_allocations'][0]['base'])}" in message, message
         assert "comparison=ge, expected=4, observed=3, timeout_ms=1000" in message, message
+        assert shmem.debug_state()["state"] == "ready", "a wait_signal timeout is local"
         shmem.barrier()  # still usable
         shmem.free(sig)
     return True
