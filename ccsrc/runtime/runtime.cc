@@ -899,10 +899,9 @@ Status Runtime::AllGather(const SymmetricView& output, const void* input,
   return Finish(std::move(done), kOp, "execute");
 }
 
-Status Runtime::CurrentStream(StreamRef* out) {
+Status Runtime::CurrentStream(StreamRef* out, std::string_view operation) {
   std::lock_guard<std::mutex> lock(mutex_);
-  constexpr std::string_view kOp = "current_stream";
-  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+  HPS_RECORD_IF_ERROR(CheckReady(operation), operation, "state");
   *out = backend_->CurrentStream();
   return Status::Ok();
 }

@@ -174,8 +174,9 @@ class Runtime {
   Status AllGather(const SymmetricView& output, const void* input, std::uint64_t input_bytes,
                    StreamRef stream, KeepAlive keep_alive = nullptr, std::string_view dtype = {});
 
-  /// The current stream of the calling thread on the Runtime's device.
-  Status CurrentStream(StreamRef* out);
+  /// The current stream of the calling thread on the Runtime's device. `operation` names the
+  /// call that asks, in the error when the Runtime is not ready.
+  Status CurrentStream(StreamRef* out, std::string_view operation = "current_stream");
 
   /// Records that a live allocation lost its last reference without free: logs an ERROR at
   /// once and puts it in the leak table. Never collective and never takes the entry mutex, so

@@ -151,9 +151,9 @@ void* Local(std::string_view operation, std::string_view name, const at::Tensor&
   return tensor.numel() == 0 ? nullptr : tensor.data_ptr();
 }
 
-hps::StreamRef CurrentStream() {
+hps::StreamRef CurrentStream(std::string_view operation) {
   hps::StreamRef stream;
-  Check(hps::Runtime::Process().CurrentStream(&stream));
+  Check(hps::Runtime::Process().CurrentStream(&stream, operation));
   return stream;
 }
 
@@ -277,7 +277,7 @@ void Put(const at::Tensor& destination, const at::Tensor& source, int pe) {
   const void* local = Local("put", "src", source);
   CheckMatches("put", "src", source, "dst", destination);
   py::gil_scoped_release no_gil;
-  const hps::StreamRef stream = CurrentStream();
+  const hps::StreamRef stream = CurrentStream("put");
   Check(hps::Runtime::Process().Put(view, local, pe, stream, Hold(stream, destination, source)));
 }
 
@@ -286,7 +286,7 @@ void Get(const at::Tensor& destination, const at::Tensor& source, int pe) {
   void* local = Local("get", "dst", destination);
   CheckMatches("get", "dst", destination, "src", source);
   py::gil_scoped_release no_gil;
-  const hps::StreamRef stream = CurrentStream();
+  const hps::StreamRef stream = CurrentStream("get");
   Check(hps::Runtime::Process().Get(local, view, pe, stream, Hold(stream, destination, source)));
 }
 
@@ -303,7 +303,7 @@ void Signal(const at::Tensor& signal, int64_t value, int pe, const std::string& 
   const hps::SymmetricView view = Symmetric("signal", "sig", signal);
   const hps::SignalOp op = ParseSignalOp("signal", operation);
   py::gil_scoped_release no_gil;
-  Check(hps::Runtime::Process().Signal(view, width, value, pe, op, CurrentStream()));
+  Check(hps::Runtime::Process().Signal(view, width, value, pe, op, CurrentStream("signal")));
 }
 
 void PutSignal(const at::Tensor& destination, const at::Tensor& source, const at::Tensor& signal,
@@ -315,7 +315,7 @@ void PutSignal(const at::Tensor& destination, const at::Tensor& source, const at
   const hps::SymmetricView signal_view = Symmetric("put_signal", "sig", signal);
   const hps::SignalOp op = ParseSignalOp("put_signal", operation);
   py::gil_scoped_release no_gil;
-  const hps::StreamRef stream = CurrentStream();
+  const hps::StreamRef stream = CurrentStream("put_signal");
   Check(hps::Runtime::Process().PutSignal(view, local, signal_view, width, value, pe, op, stream,
                                           Hold(stream, destination, source)));
 }
@@ -335,12 +335,13 @@ void WaitSignal(const at::Tensor& signal, int64_t value, const std::string& comp
                    "\"" + comparison + "\""));
   }
   py::gil_scoped_release no_gil;
-  Check(hps::Runtime::Process().WaitSignal(view, width, value, *chosen, CurrentStream()));
+  Check(hps::Runtime::Process().WaitSignal(view, width, value, *chosen,
+                                           CurrentStream("wait_signal")));
 }
 
 void Barrier() {
   py::gil_scoped_release no_gil;
-  Check(hps::Runtime::Process().Barrier(CurrentStream()));
+  Check(hps::Runtime::Process().Barrier(CurrentStream("barrier")));
 }
 
 void AllGather(const at::Tensor& output, const at::Tensor& input) {
@@ -360,7 +361,7 @@ void AllGather(const at::Tensor& output, const at::Tensor& input) {
   }
   const std::string_view dtype = c10::getDtypeNames(output.scalar_type()).first;
   py::gil_scoped_release no_gil;
-  const hps::StreamRef stream = CurrentStream();
+  const hps::StreamRef stream = CurrentStream("all_gather");
   Check(hps::Runtime::Process().AllGather(view, local, ByteSize(input), stream,
                                           Hold(stream, output, input), dtype));
 }
