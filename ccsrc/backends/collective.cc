@@ -56,6 +56,7 @@ std::string_view CollectiveKindName(CollectiveKind kind) {
 
 void CollectiveDescriptor::SetDtype(std::string_view name) {
   dtype.fill('\0');
+  if (name.empty()) return;  // a default string_view's data() may be null
   std::memcpy(dtype.data(), name.data(), std::min(name.size(), dtype.size() - 1));
 }
 

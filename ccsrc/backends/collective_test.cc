@@ -40,6 +40,8 @@ TEST(CollectiveDescriptor, DtypeKeepsFifteenCharacters) {
   EXPECT_EQ(d.dtype_name(), "a_dtype_name_lo");
   d.SetDtype("int8");
   EXPECT_EQ(d.dtype_name(), "int8");
+  d.SetDtype(std::string_view());
+  EXPECT_EQ(d.dtype_name(), "");
 }
 
 TEST(CollectiveDescriptor, DescribeShowsWhatItsKindCompares) {

@@ -55,7 +55,8 @@ Status ParsePositiveDecimal(std::string_view name, std::string_view text, std::u
   for (char c : text) {
     if (c < '0' || c > '9') return Invalid(name, rule, text);
     const std::uint64_t digit = static_cast<std::uint64_t>(c - '0');
-    if (value > (max - digit) / 10) return Invalid(name, rule, text);
+    // digit > max first: (max - digit) would wrap for a max below 9.
+    if (digit > max || value > (max - digit) / 10) return Invalid(name, rule, text);
     value = value * 10 + digit;
   }
   *out = value;

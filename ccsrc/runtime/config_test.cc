@@ -106,6 +106,18 @@ TEST(ParsePositiveDecimal, Boundaries) {
   EXPECT_EQ(value, UINT64_MAX);  // untouched on failure
 }
 
+// Found by fuzz/config_fuzz (corpus file regression-parse-small-max): with a max below 9 the
+// overflow check wrapped and accepted values above max.
+TEST(ParsePositiveDecimal, SmallMaxRejectsLargerDigitsAndNumbers) {
+  std::uint64_t value = 0;
+  EXPECT_EQ(ParsePositiveDecimal("X", "19", 5, &value).code(), ErrorCode::kInvalidConfig);
+  EXPECT_EQ(ParsePositiveDecimal("X", "6", 5, &value).code(), ErrorCode::kInvalidConfig);
+  EXPECT_EQ(ParsePositiveDecimal("X", "2", 0, &value).code(), ErrorCode::kInvalidConfig);
+  EXPECT_EQ(ParsePositiveDecimal("X", "64", 0, &value).code(), ErrorCode::kInvalidConfig);
+  ASSERT_TRUE(ParsePositiveDecimal("X", "5", 5, &value).ok());
+  EXPECT_EQ(value, 5u);
+}
+
 TEST(Config, MaxHeapIsAccepted) {
   Config config;
   EXPECT_TRUE(Config::FromEnvironment(

@@ -36,8 +36,9 @@ Status HeapAllocator::Place(std::uint64_t bytes, std::uint64_t alignment, HeapBl
   }
   const std::uint64_t align = std::max(alignment, kGranule);
   const std::uint64_t wanted = std::max<std::uint64_t>(bytes, 1);
-  // Round up without overflow: anything near 2^64 is far beyond any heap anyway.
-  const bool too_big = wanted > heap_bytes_;
+  // Compared with the usable (whole-granule) heap, so the round-up below cannot wrap even for
+  // a heap near 2^64.
+  const bool too_big = wanted > heap_bytes_ - heap_bytes_ % kGranule;
   const std::uint64_t reserve = too_big ? 0 : (wanted + kGranule - 1) / kGranule * kGranule;
 
   auto best = free_.cend();

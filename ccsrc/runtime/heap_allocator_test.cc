@@ -34,6 +34,18 @@ TEST(HeapAllocator, RejectsBadAlignment) {
   EXPECT_EQ(heap.Usage().allocated_bytes, 0u);
 }
 
+// Found while fuzzing (fuzz/allocator_fuzz): with a heap near 2^64 the granule round-up of a
+// request just below it wrapped to a reservation of zero bytes.
+TEST(HeapAllocator, RequestsNearTwoToTheSixtyFourNeverWrap) {
+  HeapAllocator heap(~std::uint64_t{0});
+  HeapBlock block;
+  const Status status = heap.Allocate(~std::uint64_t{0} - 10, 64, &block);
+  EXPECT_EQ(status.code(), ErrorCode::kOutOfMemory) << "more than the usable, whole granules";
+  ASSERT_TRUE(heap.Allocate(~std::uint64_t{0} - 127, 64, &block).ok());
+  EXPECT_EQ(block.offset, 0u);
+  EXPECT_EQ(block.reserved_bytes, ~std::uint64_t{0} - 127) << "already whole granules";
+}
+
 TEST(HeapAllocator, ZeroBytesReservesOneGranule) {
   HeapAllocator heap(1 << 20);
   HeapBlock a, b;

@@ -22,7 +22,7 @@ inline constexpr int kMaxHostPes = 256;
 inline constexpr int kOpSlots = 1;
 
 inline constexpr std::uint64_t kControlMagic = 0x4850534d43544c31ull;  // "HPSMCTL1"
-inline constexpr std::uint32_t kControlVersion = 3;
+inline constexpr std::uint32_t kControlVersion = 4;
 
 struct alignas(64) PaddedCounter {
   std::atomic<std::uint64_t> value{0};
@@ -43,6 +43,9 @@ struct ControlBlock {
   std::uint64_t heap_bytes = 0;
 
   alignas(64) Doorbell doorbell;
+  /// The peer whose exit made this PE terminal (-1: none); written once by the owner's peer
+  /// monitor, so a PE that sees this one exit can name the first cause (see liveness.h).
+  alignas(64) std::atomic<std::int32_t> lost_peer{-1};
   /// The descriptor of this PE's collective n lives in slot n % 2: a PE publishes n + 2 only
   /// after every peer published n + 1, which each does only after it read n.
   CollectiveSlot collective[2];

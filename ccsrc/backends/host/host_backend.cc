@@ -251,7 +251,10 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
   device_ = std::make_unique<HostDevice>(spec_.rank, spec_.size, spec_.timeout, wait_policy_,
                                          std::move(heaps), std::move(controls), workers_.get(),
                                          &latch_, spec_.blocking_ops);
-  return monitor_.Start(spec_.rank, pids, &latch_, &PeerControl(spec_.rank)->doorbell);
+  std::vector<std::atomic<std::int32_t>*> lost_words(spec_.size);
+  for (int pe = 0; pe < spec_.size; ++pe) lost_words[pe] = &PeerControl(pe)->lost_peer;
+  return monitor_.Start(spec_.rank, pids, &latch_, &PeerControl(spec_.rank)->doorbell,
+                        std::move(lost_words));
 }
 
 Status HostBackend::DestroyHeap() {

@@ -27,7 +27,8 @@ std::string HostDevice::MissingSources(int slot, std::uint64_t epoch,
   std::string missing = "[";
   for (int source : sources) {
     if (Observed(slot, source) >= epoch) continue;
-    missing += (missing.size() > 1 ? "," : "") + std::to_string(source);
+    if (missing.size() > 1) missing += ',';
+    missing += std::to_string(source);
   }
   return missing + "]";
 }
@@ -47,7 +48,8 @@ std::string HostDevice::MissingExchange(std::uint64_t sequence) const {
   std::string missing = "[";
   for (int pe = 0; pe < size_; ++pe) {
     if (PublishedSequence(pe, slot) >= sequence) continue;
-    missing += (missing.size() > 1 ? "," : "") + std::to_string(pe);
+    if (missing.size() > 1) missing += ',';
+    missing += std::to_string(pe);
   }
   return missing + "]";
 }

@@ -36,9 +36,17 @@ bool ProcessGone(int pid) {
 
 }  // namespace
 
-Status PeerLost(int pe, int pid) {
+Status PeerLost(int pe, int pid, int after, int after_pid) {
+  if (after < 0) {
+    return Status::Assertion(ErrorCode::kPeerLost, "a peer PE exited while this PE depends on it",
+                             {{"pe", std::to_string(pe)}, {"pid", std::to_string(pid)}});
+  }
   return Status::Assertion(ErrorCode::kPeerLost, "a peer PE exited while this PE depends on it",
-                           {{"pe", std::to_string(pe)}, {"pid", std::to_string(pid)}});
+                           {{"pe", std::to_string(pe)},
+                            {"pid", std::to_string(pid)},
+                            {"noticed_through", "pe " + std::to_string(after) + " (pid " +
+                                                    std::to_string(after_pid) +
+                                                    "), which exited after losing it"}});
 }
 
 bool FailureLatch::Set(Status failure) {
@@ -62,12 +70,13 @@ void FailureLatch::Reset() {
 }
 
 Status PeerMonitor::Start(int rank, const std::vector<int>& pids, FailureLatch* latch,
-                          Doorbell* bell) {
+                          Doorbell* bell, std::vector<std::atomic<std::int32_t>*> lost_words) {
   Stop();
   rank_ = rank;
   pids_ = pids;
   latch_ = latch;
   bell_ = bell;
+  lost_words_ = std::move(lost_words);
   pidfds_.assign(pids.size(), -1);
   uses_pidfds_ = true;
   int already_gone = -1;
@@ -118,7 +127,18 @@ void PeerMonitor::Stop() {
 }
 
 void PeerMonitor::Lost(int pe) {
-  latch_->Set(PeerLost(pe, pids_[pe]));
+  const int size = static_cast<int>(pids_.size());
+  int cause = pe;
+  if (lost_words_.size() == pids_.size()) {
+    // A peer that exited because it had lost another one: name that first one.
+    const int reported = lost_words_[pe]->load(std::memory_order_acquire);
+    if (reported >= 0 && reported < size && reported != rank_ && reported != pe) cause = reported;
+  }
+  const bool first = latch_->Set(cause == pe ? PeerLost(pe, pids_[pe])
+                                             : PeerLost(cause, pids_[cause], pe, pids_[pe]));
+  if (first && lost_words_.size() == pids_.size()) {
+    lost_words_[rank_]->store(cause, std::memory_order_release);
+  }
   if (bell_ != nullptr) Ring<CallSite::kHostThread>(bell_);
 }
 

@@ -8,7 +8,8 @@
 // PeerMonitor watches every peer's process through a pidfd (Linux 5.3+): one thread per PE
 // blocks in poll() on all of them and, the moment a peer exits for any reason (exit, crash,
 // SIGKILL), latches PEER_LOST naming the PE and its pid and rings this PE's doorbell, so waiters
-// asleep on the futex wake and see it. Nothing runs on the data path. Where pidfds are not
+// asleep on the futex wake and see it. Each PE also publishes which peer it lost, so the first
+// death is named on every survivor even when other PEs exit because of it. Nothing runs on the data path. Where pidfds are not
 // available the thread checks each peer every 50 ms instead (a zombie counts as gone).
 //
 // Thread-safety: FailureLatch may be used from any thread. PeerMonitor::Start and Stop are
@@ -52,8 +53,13 @@ class PeerMonitor {
   PeerMonitor& operator=(const PeerMonitor&) = delete;
 
   /// Starts watching `pids` (indexed by rank; this PE's own entry is skipped). A peer that is
-  /// already gone is latched at once. `bell` is rung when a loss is latched.
-  Status Start(int rank, const std::vector<int>& pids, FailureLatch* latch, Doorbell* bell);
+  /// already gone is latched at once. `bell` is rung when a loss is latched. `lost_words`
+  /// (indexed by rank, or empty) are the PEs' "lost peer" words: this PE publishes in its own
+  /// which peer it lost, and when a peer exits after having lost another one, the loss is
+  /// reported as that first one's (a job whose PE 1 died, then PE 0 exited because of it,
+  /// names PE 1 on every survivor).
+  Status Start(int rank, const std::vector<int>& pids, FailureLatch* latch, Doorbell* bell,
+               std::vector<std::atomic<std::int32_t>*> lost_words = {});
   /// Stops the thread; idempotent.
   void Stop();
 
@@ -71,10 +77,12 @@ class PeerMonitor {
   bool uses_pidfds_ = false;
   FailureLatch* latch_ = nullptr;
   Doorbell* bell_ = nullptr;
+  std::vector<std::atomic<std::int32_t>*> lost_words_;
   std::thread thread_;
 };
 
-/// PEER_LOST for PE `pe` with process id `pid`.
-Status PeerLost(int pe, int pid);
+/// PEER_LOST for PE `pe` with process id `pid`; `after` (when >= 0, with `after_pid`) is a PE
+/// that exited later because of it, through which the loss was noticed.
+Status PeerLost(int pe, int pid, int after = -1, int after_pid = -1);
 
 }  // namespace hyper_parallel::shmem::host

@@ -88,6 +88,26 @@ TEST(PeerMonitor, LatchesAPeerThatIsKilledAndWakesASleepingWaiter) {
   monitor.Stop();  // idempotent
 }
 
+TEST(PeerMonitor, APeerThatExitedAfterLosingAnotherNamesTheFirstLoss) {
+  Child first, second;  // PE 1 died first; PE 2 noticed it, published it, then exited
+  ASSERT_GT(first.pid, 0);
+  ASSERT_GT(second.pid, 0);
+  std::atomic<std::int32_t> words[3] = {-1, -1, 1};
+  FailureLatch latch;
+  PeerMonitor monitor;
+  ASSERT_TRUE(monitor
+                  .Start(0, {static_cast<int>(::getpid()), first.pid, second.pid}, &latch,
+                         nullptr, {&words[0], &words[1], &words[2]})
+                  .ok());
+  ::kill(second.pid, SIGKILL);
+  ASSERT_TRUE(Eventually([&] { return latch.failed(); }));
+  EXPECT_EQ(latch.Get().message(),
+            "a peer PE exited while this PE depends on it: pe=1, pid=" +
+                std::to_string(first.pid) + ", noticed_through=pe 2 (pid " +
+                std::to_string(second.pid) + "), which exited after losing it");
+  EXPECT_EQ(words[0].load(), 1) << "this PE publishes the loss it latched";
+}
+
 TEST(PeerMonitor, APeerAlreadyGoneIsLatchedAtStart) {
   pid_t pid = ::fork();
   if (pid == 0) ::_exit(0);

@@ -1,0 +1,303 @@
+// Fuzz harness for configuration parsing: Config::FromEnvironment and ParsePositiveDecimal
+// against an independent reference parser.
+//
+// Input layout, chosen so that seeds are mostly readable text:
+//   byte 0        which variables are set: bit i for kVariables[i] (bits 5-7 are ignored), so
+//                 '@' sets none and '_' sets all five
+//   the rest      fields separated by NUL (an environment value cannot hold one): field i is
+//                 the value of kVariables[i] when its bit is set; field 5, when present, is
+//                 up to 8 little-endian bytes of an extra `max` for ParsePositiveDecimal
+// Fields 0-4 are also fed to ParsePositiveDecimal directly, set or not, under the production
+// limits, the edges of uint64 and the extra max.
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fuzz/fuzz_check.h"
+#include "runtime/config.h"
+#include "runtime/status.h"
+
+namespace hyper_parallel::shmem {
+namespace {
+
+constexpr std::array<std::string_view, 5> kVariables = {
+    kEnvHeapSize, kEnvTimeoutSec, kEnvLogLevel, kEnvBackend, kEnvCopyWorkers};
+
+struct FuzzEnvironment {
+  std::array<std::optional<std::string>, kVariables.size()> values;
+  std::vector<std::string> fields;  // every NUL-separated field, set or not
+  std::optional<std::uint64_t> extra_max;
+};
+
+FuzzEnvironment Decode(const std::uint8_t* data, std::size_t size) {
+  FuzzEnvironment env;
+  if (size == 0) return env;
+  const unsigned mask = data[0];
+  const std::string_view rest(reinterpret_cast<const char*>(data + 1), size - 1);
+  std::size_t begin = 0;
+  while (begin <= rest.size()) {
+    std::size_t end = rest.find('\0', begin);
+    if (end == std::string_view::npos) end = rest.size();
+    env.fields.emplace_back(rest.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  for (std::size_t i = 0; i < kVariables.size(); ++i) {
+    if ((mask >> i) & 1u) env.values[i] = i < env.fields.size() ? env.fields[i] : "";
+  }
+  if (env.fields.size() > kVariables.size()) {
+    const std::string& raw = env.fields[kVariables.size()];
+    std::uint64_t max = 0;
+    for (std::size_t i = 0; i < raw.size() && i < 8; ++i) {
+      max |= static_cast<std::uint64_t>(static_cast<unsigned char>(raw[i])) << (8 * i);
+    }
+    env.extra_max = max;
+  }
+  return env;
+}
+
+// The rules of config.h, written out again without looking at how config.cc loops: a value
+// is a whole string of ASCII digits, no leading zero, and as a number in [1, max].
+std::optional<std::uint64_t> ReferencePositiveDecimal(std::string_view text, std::uint64_t max) {
+  if (text.empty() || text.size() > 20 || text.front() == '0') return std::nullopt;
+  unsigned __int128 value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + static_cast<unsigned>(c - '0');
+  }
+  if (value < 1 || value > max) return std::nullopt;
+  return static_cast<std::uint64_t>(value);
+}
+
+std::optional<LogLevel> ReferenceLogLevel(std::string_view text) {
+  if (text == "0") return LogLevel::kDebug;
+  if (text == "1") return LogLevel::kInfo;
+  if (text == "2") return LogLevel::kError;
+  return std::nullopt;
+}
+
+std::optional<BackendKind> ReferenceBackend(std::string_view text) {
+  if (text == "auto") return BackendKind::kAuto;
+  if (text == "host") return BackendKind::kHost;
+  if (text == "cuda") return BackendKind::kCuda;
+  if (text == "cann") return BackendKind::kCann;
+  return std::nullopt;
+}
+
+std::string Show(std::string_view text) {
+  std::string shown = "\"";
+  for (unsigned char c : text) {
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"') {
+      shown += static_cast<char>(c);
+    } else {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+      shown += escaped;
+    }
+  }
+  return shown + "\"";
+}
+
+// A failed parse must be INVALID_CONFIG in the contract shape of status.h, naming the
+// variable and quoting the bad value, so a user can find what to fix.
+void CheckRejection(const Status& status, std::string_view name, std::string_view text) {
+  HPS_FUZZ_CHECK(status.code() == ErrorCode::kInvalidConfig,
+                 "code " + std::string(ErrorCodeName(status.code())) + " for " +
+                     std::string(name) + "=" + Show(text));
+  const std::string& message = status.message();
+  const std::string head = std::string(name) + " must be ";
+  const std::string tail = ", but got \"" + std::string(text) + "\"";
+  HPS_FUZZ_CHECK(message.size() > head.size() + tail.size() && message.starts_with(head) &&
+                     message.ends_with(tail),
+                 "message " + Show(message) + " is not \"" + std::string(name) +
+                     " must be <rule>, but got \\\"<value>\\\"\" for value " + Show(text));
+  HPS_FUZZ_CHECK(status.operation() == "config" && status.phase() == "parse",
+                 "tagged " + status.operation() + "/" + status.phase());
+  HPS_FUZZ_CHECK(status.ToString().find("error_code=INVALID_CONFIG ") != std::string::npos,
+                 status.ToString());
+}
+
+void CheckParsePositiveDecimal(std::string_view text, std::uint64_t max) {
+  constexpr std::uint64_t kUntouched = 0x5eed5eed5eed5eedull;
+  std::uint64_t value = kUntouched;
+  const Status status = ParsePositiveDecimal("FUZZ_VALUE", text, max, &value);
+  const std::optional<std::uint64_t> expected = ReferencePositiveDecimal(text, max);
+  // Built only for a failure message: string building dominates a run otherwise.
+  auto context = [&] {
+    return "ParsePositiveDecimal(" + Show(text) + ", max=" + std::to_string(max) + ")";
+  };
+  if (expected) {
+    HPS_FUZZ_CHECK(status.ok(), context() + " rejected a valid value: " + status.message());
+    HPS_FUZZ_CHECK(value == *expected, context() + " gave " + std::to_string(value) +
+                                           ", expected " + std::to_string(*expected));
+    return;
+  }
+  HPS_FUZZ_CHECK(!status.ok(), context() + " accepted an invalid value as " +
+                                   std::to_string(value));
+  HPS_FUZZ_CHECK(value == kUntouched, context() + " wrote its output on failure");
+  CheckRejection(status, "FUZZ_VALUE", text);
+  // The rule must tell the user the limit.
+  HPS_FUZZ_CHECK(status.message().find(std::to_string(max)) != std::string::npos,
+                 context() + " message does not name the limit: " + status.message());
+}
+
+// What Config::FromEnvironment must produce: the config on success, else the indices of the
+// variables that are invalid (which of them is reported first is not part of the contract).
+struct ReferenceOutcome {
+  std::optional<Config> config;
+  std::vector<std::size_t> invalid;
+};
+
+ReferenceOutcome ReferenceConfig(const FuzzEnvironment& env) {
+  Config config;  // the documented defaults
+  ReferenceOutcome outcome;
+  const auto& v = env.values;
+  auto decimal = [&](std::size_t i, std::uint64_t max, std::uint64_t* field) {
+    if (!v[i]) return;
+    if (auto parsed = ReferencePositiveDecimal(*v[i], max)) {
+      *field = *parsed;
+    } else {
+      outcome.invalid.push_back(i);
+    }
+  };
+  decimal(0, Config::kMaxHeapBytes, &config.heap_bytes);
+  decimal(1, Config::kMaxTimeoutSec, &config.timeout_sec);
+  if (v[2]) {
+    if (auto level = ReferenceLogLevel(*v[2])) {
+      config.log_level = *level;
+    } else {
+      outcome.invalid.push_back(2);
+    }
+  }
+  if (v[3]) {
+    if (auto backend = ReferenceBackend(*v[3])) {
+      config.backend = *backend;
+    } else {
+      outcome.invalid.push_back(3);
+    }
+  }
+  decimal(4, Config::kMaxCopyWorkers, &config.copy_workers);
+  if (outcome.invalid.empty()) outcome.config = config;
+  return outcome;
+}
+
+void CheckConfigRanges(const Config& config) {
+  HPS_FUZZ_CHECK(config.heap_bytes >= 1 && config.heap_bytes <= Config::kMaxHeapBytes,
+                 "heap_bytes " + std::to_string(config.heap_bytes));
+  HPS_FUZZ_CHECK(config.timeout_sec >= 1 && config.timeout_sec <= Config::kMaxTimeoutSec,
+                 "timeout_sec " + std::to_string(config.timeout_sec));
+  HPS_FUZZ_CHECK(config.timeout().count() / 1000 ==
+                     static_cast<std::int64_t>(config.timeout_sec),
+                 "timeout() overflowed for " + std::to_string(config.timeout_sec));
+  HPS_FUZZ_CHECK(config.copy_workers <= Config::kMaxCopyWorkers,
+                 "copy_workers " + std::to_string(config.copy_workers));
+  HPS_FUZZ_CHECK(LogLevelName(config.log_level) != "UNKNOWN", "log level out of the enum");
+  HPS_FUZZ_CHECK(BackendKindName(config.backend) != "unknown", "backend out of the enum");
+}
+
+struct Parsed {
+  Status status;
+  Config config;
+  std::array<int, kVariables.size()> lookups{};
+};
+
+Parsed ParseOnce(const FuzzEnvironment& env, const Config& initial) {
+  Parsed parsed;
+  parsed.config = initial;
+  const EnvLookup lookup = [&](std::string_view name) -> std::optional<std::string> {
+    for (std::size_t i = 0; i < kVariables.size(); ++i) {
+      if (name == kVariables[i]) {
+        ++parsed.lookups[i];
+        return env.values[i];
+      }
+    }
+    HPS_FUZZ_CHECK(false, "looked up an undocumented variable " + Show(name));
+    return std::nullopt;
+  };
+  parsed.status = Config::FromEnvironment(lookup, &parsed.config);
+  return parsed;
+}
+
+void CheckFromEnvironment(const FuzzEnvironment& env) {
+  // Differs from the defaults in every field, so a partial write on failure shows.
+  Config sentinel;
+  sentinel.heap_bytes = 4242;
+  sentinel.timeout_sec = 17;
+  sentinel.log_level = LogLevel::kInfo;
+  sentinel.backend = BackendKind::kCann;
+  sentinel.copy_workers = 63;
+
+  const Parsed first = ParseOnce(env, sentinel);
+  const Parsed second = ParseOnce(env, sentinel);
+  HPS_FUZZ_CHECK(first.status == second.status && first.config == second.config,
+                 "parsing is not deterministic: " + first.status.ToString() + " vs " +
+                     second.status.ToString());
+
+  const ReferenceOutcome expected = ReferenceConfig(env);
+  if (expected.config) {
+    HPS_FUZZ_CHECK(first.status.ok(), "rejected a valid environment: " + first.status.ToString());
+    const Config& got = first.config;
+    const Config& want = *expected.config;
+    HPS_FUZZ_CHECK(got.heap_bytes == want.heap_bytes,
+                   "heap_bytes " + std::to_string(got.heap_bytes) + ", expected " +
+                       std::to_string(want.heap_bytes));
+    HPS_FUZZ_CHECK(got.timeout_sec == want.timeout_sec,
+                   "timeout_sec " + std::to_string(got.timeout_sec) + ", expected " +
+                       std::to_string(want.timeout_sec));
+    HPS_FUZZ_CHECK(got.log_level == want.log_level,
+                   "log_level " + std::string(LogLevelName(got.log_level)));
+    HPS_FUZZ_CHECK(got.backend == want.backend,
+                   "backend " + std::string(BackendKindName(got.backend)));
+    HPS_FUZZ_CHECK(got.copy_workers == want.copy_workers,
+                   "copy_workers " + std::to_string(got.copy_workers) + ", expected " +
+                       std::to_string(want.copy_workers));
+    HPS_FUZZ_CHECK(got == want, "Config::operator== disagrees with the fields");
+    if (env.values[3]) {
+      HPS_FUZZ_CHECK(BackendKindName(got.backend) == *env.values[3],
+                     "backend name does not round-trip: " + Show(*env.values[3]));
+    }
+    CheckConfigRanges(got);
+    for (std::size_t i = 0; i < kVariables.size(); ++i) {
+      HPS_FUZZ_CHECK(first.lookups[i] == 1, std::string(kVariables[i]) + " looked up " +
+                                                std::to_string(first.lookups[i]) + " times");
+    }
+    return;
+  }
+
+  HPS_FUZZ_CHECK(!first.status.ok(), "accepted an invalid value of " +
+                                         std::string(kVariables[expected.invalid.front()]) +
+                                         ": " + Show(*env.values[expected.invalid.front()]));
+  HPS_FUZZ_CHECK(first.config == sentinel, "wrote its output on failure");
+  const std::string& message = first.status.message();
+  std::optional<std::size_t> reported;
+  for (std::size_t i : expected.invalid) {
+    if (message.starts_with(std::string(kVariables[i]) + " ")) reported = i;
+  }
+  HPS_FUZZ_CHECK(reported.has_value(), "message names no invalid variable: " + Show(message));
+  HPS_FUZZ_CHECK(first.lookups[*reported] == 1, "reported a variable it did not read");
+  CheckRejection(first.status, kVariables[*reported], *env.values[*reported]);
+}
+
+}  // namespace
+}  // namespace hyper_parallel::shmem
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace hyper_parallel::shmem;
+  const FuzzEnvironment env = Decode(data, size);
+  CheckFromEnvironment(env);
+
+  // The limits config.cc uses, the edges of uint64, and one from the input (any value,
+  // including 0 and maxima below one digit).
+  std::vector<std::uint64_t> maxima = {9, 10, Config::kMaxCopyWorkers, Config::kMaxTimeoutSec,
+                                       Config::kMaxHeapBytes, UINT64_MAX - 1, UINT64_MAX};
+  if (env.extra_max) maxima.push_back(*env.extra_max);
+  for (std::size_t i = 0; i < env.fields.size() && i < kVariables.size(); ++i) {
+    for (std::uint64_t max : maxima) CheckParsePositiveDecimal(env.fields[i], max);
+  }
+  return 0;
+}
