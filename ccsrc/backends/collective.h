@@ -44,6 +44,9 @@ inline constexpr std::uint64_t kNoOffset = ~std::uint64_t{0};
 struct CollectiveDescriptor {
   /// How many 64-bit words a descriptor packs into (the sequence number among them).
   static constexpr int kWords = 10;
+  /// Words [0, kCoreWords) hold the sequence number and every field MatchDescriptors compares
+  /// (they fit one cache line); the rest hold close's facts, read only for close.
+  static constexpr int kCoreWords = 7;
 
   CollectiveKind kind = CollectiveKind::kNone;
   /// Outcome of this PE's local step (empty: whether the heap could place the block; close:

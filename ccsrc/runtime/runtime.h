@@ -19,9 +19,10 @@
 // local checks takes no number, so the PEs stay in step.
 //
 // Thread-safety: any thread may call any member. One mutex serialises validation and state
-// changes; no entry waits while holding it: the execution of an operation (copies, waits, the
-// exchange of a collective, draining streams) runs outside it, so a second thread can release
-// a first thread's wait and Snapshot() always answers. Collectives of one PE may be in flight
+// changes; no entry waits while holding it: waits, the exchange of a collective, draining
+// streams and copies above 64 KiB run outside it (only signals, small copies and enqueues,
+// which cannot wait, run under it), so a second thread can release a first thread's wait and
+// Snapshot() always answers. Collectives of one PE may be in flight
 // on one stream at a time: a collective enqueued on a second stream (or from a second thread's
 // default stream) while another is in flight is rejected with INVALID_STATE; Allocate, Free and
 // Shutdown first wait (bounded) for collectives queued on asynchronous streams to finish.
@@ -249,6 +250,12 @@ class Runtime {
     return FinishFailure(std::move(status), operation, phase);
   }
   Status FinishFailure(Status status, std::string_view operation, std::string_view phase);
+  // Finish() for work executed under the mutex (which the caller holds).
+  Status FinishLocked(Status status, std::string_view operation, std::string_view phase) {
+    if (status.ok()) [[likely]] return status;
+    return FinishLockedFailure(std::move(status), operation, phase);
+  }
+  Status FinishLockedFailure(Status status, std::string_view operation, std::string_view phase);
 
 // Inside a Runtime member holding mutex_: returns the recorded failure of `expression`, if any.
 #define HPS_RECORD_IF_ERROR(expression, operation, phase)                         \

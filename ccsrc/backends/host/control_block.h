@@ -29,7 +29,8 @@ struct alignas(64) PaddedCounter {
 };
 
 /// One published collective descriptor (see backends/collective.h): `sequence` (word 0) is
-/// stored last (release) and read first (acquire).
+/// stored last (release) and read first (acquire). Its first cache line holds the core words
+/// every collective compares, so a barrier reads one line per peer.
 struct alignas(64) CollectiveSlot {
   std::atomic<std::uint64_t> sequence{0};
   std::atomic<std::uint64_t> words[CollectiveDescriptor::kWords - 1] = {};

@@ -412,9 +412,7 @@ Status HostBackend::Barrier(StreamRef stream, const CollectiveDescriptor& descri
                                     hold = std::move(keep_alive)]<CallSite kSite>() {
     // The exchange publishes this PE's arrival after its earlier writes and acquires every
     // peer's: it is the barrier.
-    std::vector<CollectiveDescriptor> all;
-    HPS_RETURN_IF_ERROR(device->Exchange<kSite>(descriptor, "barrier", host_stream, &all));
-    return MatchDescriptors(descriptor, all);
+    return device->ExchangeAndMatch<kSite>(descriptor, "barrier", host_stream);
   });
 }
 

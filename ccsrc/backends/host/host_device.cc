@@ -90,6 +90,22 @@ Status HostDevice::ReadDescriptors(std::uint64_t sequence,
   return Status::Ok();
 }
 
+bool HostDevice::CoreWordsMatch(const CollectiveDescriptor& mine) const {
+  const auto words = mine.Pack();
+  const int slot = static_cast<int>(mine.sequence % 2);
+  for (int pe = 0; pe < size_; ++pe) {
+    if (pe == rank_) continue;
+    const CollectiveSlot& theirs = controls_[pe]->collective[slot];
+    if (theirs.sequence.load(std::memory_order_acquire) != mine.sequence) return false;
+    for (int i = 1; i < CollectiveDescriptor::kCoreWords; ++i) {
+      if (theirs.words[i - 1].load(std::memory_order_relaxed) != words[i]) return false;
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (theirs.sequence.load(std::memory_order_relaxed) != mine.sequence) return false;
+  }
+  return true;
+}
+
 BlockingOpTable::Scope HostDevice::Register(std::string_view operation, const HostStream* stream,
                                             BlockingOpTable::Describe describe) const {
   if (blocking_ops_ == nullptr) return {};

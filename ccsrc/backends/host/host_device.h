@@ -109,6 +109,19 @@ class HostDevice {
     return Latched(Timeout(slot, epoch, sources, operation, waiting_for));
   }
 
+  /// Exchange() for a caller that only needs the verdict (barrier, all_gather): compares the
+  /// peers' core words in place, with no allocation, and builds the descriptors (for the
+  /// COLLECTIVE_MISMATCH message of MatchDescriptors) only when something differs.
+  template <CallSite kSite>
+  Status ExchangeAndMatch(const CollectiveDescriptor& mine, std::string_view operation,
+                          const HostStream* stream) const {
+    HPS_RETURN_IF_ERROR(Publish<kSite>(mine, operation, stream));
+    if (CoreWordsMatch(mine)) return Status::Ok();
+    std::vector<CollectiveDescriptor> all;
+    HPS_RETURN_IF_ERROR(ReadDescriptors(mine.sequence, &all));
+    return MatchDescriptors(mine, all);
+  }
+
   /// Collective: publishes `mine` (collective number mine.sequence) in this PE's control block,
   /// waits until every PE published its descriptor for the same number, and returns all of
   /// them in rank order. Publishing releases every write this thread made before; reading
@@ -117,6 +130,15 @@ class HostDevice {
   template <CallSite kSite>
   Status Exchange(const CollectiveDescriptor& mine, std::string_view operation,
                   const HostStream* stream, std::vector<CollectiveDescriptor>* all) const {
+    HPS_RETURN_IF_ERROR(Publish<kSite>(mine, operation, stream));
+    return ReadDescriptors(mine.sequence, all);
+  }
+
+  /// The first half of an exchange: publishes `mine` and waits (bounded, abortable) until every
+  /// PE published its descriptor of the same number.
+  template <CallSite kSite>
+  Status Publish(const CollectiveDescriptor& mine, std::string_view operation,
+                 const HostStream* stream) const {
     RequireCallable<HostCall::kExchange, kSite>();
     const std::uint64_t sequence = mine.sequence;
     const int slot = static_cast<int>(sequence % 2);
@@ -144,7 +166,7 @@ class HostDevice {
                                                  timeout_, wait_policy_, latch_->flag(), notice);
     if (outcome == WaitOutcome::kAborted) return latch_->Get();
     if (outcome == WaitOutcome::kTimedOut) return Latched(ExchangeTimeout(mine));
-    return ReadDescriptors(sequence, all);
+    return Status::Ok();
   }
 
   /// Runs body(worker) for worker in [0, workers) in parallel, the caller being worker 0, and
@@ -165,6 +187,8 @@ class HostDevice {
     return controls_[pe]->collective[slot].sequence.load(std::memory_order_acquire);
   }
   Status ReadDescriptors(std::uint64_t sequence, std::vector<CollectiveDescriptor>* all) const;
+  // True when every PE's core words equal `mine`'s (so the descriptors certainly match).
+  bool CoreWordsMatch(const CollectiveDescriptor& mine) const;
   std::string MissingExchange(std::uint64_t sequence) const;
   std::string MissingSources(int slot, std::uint64_t epoch, const std::vector<int>& sources) const;
   Status ExchangeTimeout(const CollectiveDescriptor& mine) const;

@@ -63,9 +63,7 @@ template <CallSite kSite>
 Status PushAllGather(const host::HostDevice& device, const AllGatherArgs& args) {
   const int rank = device.rank();
   const std::uint64_t bytes = args.descriptor.bytes;
-  std::vector<CollectiveDescriptor> all;
-  HPS_RETURN_IF_ERROR(device.Exchange<kSite>(args.descriptor, "all_gather", args.stream, &all));
-  HPS_RETURN_IF_ERROR(MatchDescriptors(args.descriptor, all));
+  HPS_RETURN_IF_ERROR(device.ExchangeAndMatch<kSite>(args.descriptor, "all_gather", args.stream));
   const auto* input = static_cast<const std::byte*>(args.input);
   const std::vector<int> peers = RingPeers(rank, device.size());
   std::vector<std::byte*> destinations{Slot(device, rank, args, rank)};
