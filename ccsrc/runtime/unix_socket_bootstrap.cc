@@ -222,11 +222,13 @@ Status UnixSocketBootstrap::Create(std::string_view name, int rank, int size,
     }
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
     boot->peers_.assign(1, fd);
+    // The root closes a connection it refuses at once: the hello may fail to send as well as
+    // the welcome to arrive.
     const Hello hello{kHelloMagic, rank, size};
-    HPS_RETURN_IF_ERROR(SendAll(fd, &hello, sizeof hello, deadline, 0, timeout));
     char welcome = 0;
-    if (Status admitted = RecvAll(fd, &welcome, 1, deadline, 0, timeout);
-        !admitted.ok() || welcome != 'K') {
+    Status admitted = SendAll(fd, &hello, sizeof hello, deadline, 0, timeout);
+    if (admitted.ok()) admitted = RecvAll(fd, &welcome, 1, deadline, 0, timeout);
+    if (!admitted.ok() || welcome != 'K') {
       if (admitted.code() == ErrorCode::kTimeout) return admitted;
       return Status::Assertion(ErrorCode::kBackendError,
                                "bootstrap root refused this process (only processes of the "
