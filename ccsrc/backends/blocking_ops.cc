@@ -55,11 +55,6 @@ std::vector<BlockingOp> BlockingOpTable::Snapshot() const {
   return ops;
 }
 
-std::size_t BlockingOpTable::size() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return entries_.size();
-}
-
 long CurrentThreadId() {
   thread_local const long tid = static_cast<long>(::syscall(SYS_gettid));
   return tid;

@@ -62,8 +62,6 @@ class BlockingOpTable {
   /// Every registered operation, oldest first, with `waiting_for` evaluated now.
   std::vector<BlockingOp> Snapshot() const;
 
-  std::size_t size() const;
-
  private:
   struct Entry {
     BlockingOp op;

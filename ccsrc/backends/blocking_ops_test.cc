@@ -28,12 +28,12 @@ TEST(BlockingOpTable, RegistersUntilTheScopeEndsAndDescribesNow) {
     observed = 4;
     EXPECT_EQ(table.Snapshot()[0].waiting_for, "observed=4") << "evaluated at snapshot time";
     BlockingOpTable::Scope moved = std::move(wait);
-    EXPECT_EQ(table.size(), 2u) << "moving a scope keeps its entry";
+    EXPECT_EQ(table.Snapshot().size(), 2u) << "moving a scope keeps its entry";
     moved.Reset();
-    EXPECT_EQ(table.size(), 1u);
+    EXPECT_EQ(table.Snapshot().size(), 1u);
     EXPECT_EQ(table.Snapshot()[0].operation, "barrier");
   }
-  EXPECT_EQ(table.size(), 0u);
+  EXPECT_EQ(table.Snapshot().size(), 0u);
 }
 
 TEST(BlockingOpTable, ThreadsEnterAndLeaveConcurrently) {
@@ -50,7 +50,7 @@ TEST(BlockingOpTable, ThreadsEnterAndLeaveConcurrently) {
     });
   }
   for (std::thread& thread : threads) thread.join();
-  EXPECT_EQ(table.size(), 0u);
+  EXPECT_EQ(table.Snapshot().size(), 0u);
 }
 
 TEST(BlockingOpTable, ThreadIdsDifferPerThread) {

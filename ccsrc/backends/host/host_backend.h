@@ -83,15 +83,11 @@ class HostBackend final : public Backend {
   Status AllGather(StreamRef stream, const CollectiveDescriptor& descriptor, const void* input,
                    KeepAlive keep_alive) override;
 
-  /// The device surface op kernels run on (null until the peers are mapped).
-  const HostDevice* device() const { return device_.get(); }
 
   /// Address of heap offset 0 of PE `pe` in this process (null when not mapped).
   std::byte* PeerHeapBase(int pe) const;
   /// The control block of PE `pe` as mapped in this process.
   ControlBlock* PeerControl(int pe) const;
-  /// Whether the peer monitor watches through pidfds (false: its polling fallback).
-  bool monitor_uses_pidfds() const { return monitor_.uses_pidfds(); }
 
   int rank() const { return spec_.rank; }
   int size() const { return spec_.size; }

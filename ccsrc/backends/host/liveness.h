@@ -63,9 +63,6 @@ class PeerMonitor {
   /// Stops the thread; idempotent.
   void Stop();
 
-  /// Whether the monitor watches through pidfds (false: the polling fallback).
-  bool uses_pidfds() const { return uses_pidfds_; }
-
  private:
   void Run();
   void Lost(int pe);

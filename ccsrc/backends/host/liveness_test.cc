@@ -1,8 +1,15 @@
 #include "backends/host/liveness.h"
 
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
 
 #include <gtest/gtest.h>
 
@@ -69,7 +76,6 @@ TEST(PeerMonitor, LatchesAPeerThatIsKilledAndWakesASleepingWaiter) {
   Doorbell bell;
   PeerMonitor monitor;
   ASSERT_TRUE(monitor.Start(0, {static_cast<int>(::getpid()), child.pid}, &latch, &bell).ok());
-  EXPECT_TRUE(monitor.uses_pidfds()) << "this kernel has pidfds (Linux 5.3+)";
   EXPECT_FALSE(latch.failed());
   WaitOutcome outcome = WaitOutcome::kReady;
   std::thread waiter([&] {
@@ -106,6 +112,46 @@ TEST(PeerMonitor, APeerThatExitedAfterLosingAnotherNamesTheFirstLoss) {
                 std::to_string(first.pid) + ", noticed_through=pe 2 (pid " +
                 std::to_string(second.pid) + "), which exited after losing it");
   EXPECT_EQ(words[0].load(), 1) << "this PE publishes the loss it latched";
+}
+
+// Refuses pidfd_open in this process (ENOSYS), as an old kernel or a container's seccomp
+// profile would.
+bool DenyPidfdOpen() {
+  sock_filter program[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_pidfd_open, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog filter{static_cast<unsigned short>(sizeof program / sizeof program[0]), program};
+  return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter) == 0;
+}
+
+TEST(PeerMonitor, WithoutPidfdsAPollingFallbackStillLatchesTheLoss) {
+  // In a child, so the filter stays out of the test process.
+  const pid_t tester = ::fork();
+  if (tester == 0) {
+    Child peer;
+    if (peer.pid <= 0 || !DenyPidfdOpen()) ::_exit(2);
+    FailureLatch latch;
+    PeerMonitor monitor;
+    if (!monitor.Start(0, {static_cast<int>(::getpid()), peer.pid}, &latch, nullptr).ok()) {
+      ::_exit(3);
+    }
+    if (latch.failed()) ::_exit(4);
+    ::kill(peer.pid, SIGKILL);  // a zombie until ~Child reaps it: still gone
+    if (!Eventually([&] { return latch.failed(); })) ::_exit(5);
+    const bool named = latch.Get().message() ==
+                       "a peer PE exited while this PE depends on it: pe=1, pid=" +
+                           std::to_string(peer.pid);
+    monitor.Stop();
+    ::_exit(named ? 0 : 6);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(tester, &status, 0), tester);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1-6 name the step that failed in the child";
 }
 
 TEST(PeerMonitor, APeerAlreadyGoneIsLatchedAtStart) {
