@@ -170,7 +170,7 @@ void Runtime::RollBackInit() {
   size_ = 0;
   global_ranks_.clear();
   collective_sequence_ = 0;
-  collectives_in_flight_ = 0;
+  collectives_in_flight_.store(0);
   collective_owner_ = CollectiveOwner{};
   backend_name_.clear();
   state_ = RuntimeState::kUninitialized;
@@ -303,7 +303,7 @@ Status Runtime::Init(InitOptions options) {
   registry_.BeginLifecycle();
   heap_lifecycle_.store(registry_.lifecycle(), std::memory_order_release);
   collective_sequence_ = 0;
-  collectives_in_flight_ = 0;
+  collectives_in_flight_.store(0);
   collective_owner_ = CollectiveOwner{};
   latest_failure_ = Status::Ok();  // diagnostics describe this lifecycle
   state_ = RuntimeState::kReady;
@@ -316,7 +316,9 @@ Status Runtime::Init(InitOptions options) {
 
 bool Runtime::WaitForCallsToEnd(std::unique_lock<std::mutex>& lock) {
   const auto deadline = std::chrono::steady_clock::now() + config_.timeout();
-  while (calls_in_flight_.load(std::memory_order_acquire) > 0) {
+  // Inline collectives are counted as collectives in flight, not as calls.
+  while (calls_in_flight_.load(std::memory_order_acquire) > 0 ||
+         collectives_in_flight_.load() > 0) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
     lock.unlock();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -385,7 +387,7 @@ Status Runtime::Shutdown() {
   Status agreed = backend->ExchangeDescriptors(mine, kOp, &all);
   if (agreed.ok()) agreed = MatchDescriptors(mine, all);
   lock.lock();
-  ReleaseCollectiveLocked();
+  ReleaseCollective(/*holding_mutex=*/true);
   call.reset();
 
   auto refuse = [&](Status reason, std::string_view phase) {
@@ -524,7 +526,8 @@ std::string Runtime::OwnerLabel(const CollectiveOwner& owner) const {
 
 Status Runtime::ClaimCollective(const CollectiveOwner& owner, std::string_view operation,
                                 std::uint64_t* sequence) {
-  if (collectives_in_flight_ > 0 && !(collective_owner_ == owner)) {
+  const int in_flight = collectives_in_flight_.load();
+  if (in_flight > 0 && !(collective_owner_ == owner)) {
     return Status::Assertion(
         ErrorCode::kInvalidState,
         "a collective of this PE is already in flight on another stream; keep a PE's "
@@ -532,11 +535,11 @@ Status Runtime::ClaimCollective(const CollectiveOwner& owner, std::string_view o
         {{"operation", std::string(operation)},
          {"this_stream", OwnerLabel(owner)},
          {"in_flight_on", OwnerLabel(collective_owner_)},
-         {"in_flight", std::to_string(collectives_in_flight_)},
+         {"in_flight", std::to_string(in_flight)},
          {"latest_sequence", std::to_string(collective_sequence_)}});
   }
   collective_owner_ = owner;
-  ++collectives_in_flight_;
+  collectives_in_flight_.fetch_add(1);
   *sequence = ++collective_sequence_;
   return Status::Ok();
 }
@@ -546,16 +549,18 @@ Status Runtime::WaitForOtherCollectives(std::unique_lock<std::mutex>& lock,
   const CollectiveOwner mine{nullptr, CurrentThreadId()};
   // Collectives queued on asynchronous streams finish by themselves: wait for them. One
   // running on another thread's default stream is a race between threads: refuse at once.
-  if (collectives_in_flight_ > 0 && !(collective_owner_ == mine) &&
+  if (collectives_in_flight_.load() > 0 && !(collective_owner_ == mine) &&
       collective_owner_.stream != nullptr) {
     BlockingOpTable::Scope scope = blocking_ops_.Enter(
         operation, DefaultStreamLabel(),
         [label = OwnerLabel(collective_owner_)] {
           return "collectives queued on " + label + " to finish";
         });
+    collective_waiters_.fetch_add(1);
     const bool done = collectives_done_.wait_for(lock, config_.timeout(), [&] {
-      return collectives_in_flight_ == 0 || state_ != RuntimeState::kReady;
+      return collectives_in_flight_.load() == 0 || state_ != RuntimeState::kReady;
     });
+    collective_waiters_.fetch_sub(1);
     HPS_RETURN_IF_ERROR(CheckReady(operation));
     if (!done) {
       return Status::Assertion(ErrorCode::kTimeout,
@@ -568,15 +573,16 @@ Status Runtime::WaitForOtherCollectives(std::unique_lock<std::mutex>& lock,
   return Status::Ok();
 }
 
-void Runtime::ReleaseCollectiveLocked() {
-  if (collectives_in_flight_ > 0 && --collectives_in_flight_ == 0) {
+void Runtime::ReleaseCollective(bool holding_mutex) {
+  if (collectives_in_flight_.fetch_sub(1) != 1 || collective_waiters_.load() == 0) return;
+  if (holding_mutex) {
     collectives_done_.notify_all();
+    return;
   }
-}
-
-void Runtime::ReleaseCollective() {
+  // Taking the mutex orders this wake after the waiter's predicate check (it holds the mutex
+  // from the check until it sleeps), so the wake is never lost.
   std::lock_guard<std::mutex> lock(mutex_);
-  ReleaseCollectiveLocked();
+  collectives_done_.notify_all();
 }
 
 KeepAlive Runtime::CollectiveTicket(KeepAlive inner) {
@@ -620,7 +626,7 @@ Status Runtime::Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocatio
     if (agreed.ok()) agreed = MatchDescriptors(mine, all);
     lock.lock();
   }
-  ReleaseCollectiveLocked();
+  ReleaseCollective(/*holding_mutex=*/true);
   if (!agreed.ok()) {
     if (Status health = backend_->Health(); !health.ok()) EnterTerminal(health);
     return RecordFailure(std::move(agreed), kOp, "agree");
@@ -674,7 +680,7 @@ Status Runtime::Free(const SymmetricView& whole, std::string_view note) {
     if (agreed.ok()) agreed = MatchDescriptors(mine, all);
     lock.lock();
   }
-  ReleaseCollectiveLocked();
+  ReleaseCollective(/*holding_mutex=*/true);
   if (!agreed.ok()) {
     if (Status health = backend_->Health(); !health.ok()) EnterTerminal(health);
     return RecordFailure(std::move(agreed), kOp, "agree");
@@ -846,17 +852,15 @@ Status Runtime::Barrier(StreamRef stream) {
     runs_inline = backend_->RunsInline(stream);
     HPS_RECORD_IF_ERROR(ClaimCollective(OwnerOf(stream, runs_inline), kOp, &mine.sequence), kOp,
                         "state");
+    if (!runs_inline) {  // only enqueued: cannot wait
+      return FinishLocked(backend_->Barrier(stream, mine, CollectiveTicket(nullptr)), kOp,
+                          "execute");
+    }
     backend = backend_.get();
-    calls_in_flight_.fetch_add(1, std::memory_order_relaxed);
   }
-  Status done;
-  if (runs_inline) {
-    done = backend->Barrier(stream, mine, nullptr);
-    ReleaseCollective();
-  } else {
-    done = backend->Barrier(stream, mine, CollectiveTicket(nullptr));
-  }
-  calls_in_flight_.fetch_sub(1, std::memory_order_release);
+  // The claim keeps the heap mapped meanwhile (a shutdown waits for collectives in flight).
+  Status done = backend->Barrier(stream, mine, nullptr);
+  ReleaseCollective();
   return Finish(std::move(done), kOp, "execute");
 }
 
@@ -905,17 +909,16 @@ Status Runtime::AllGather(const SymmetricView& output, const void* input,
     mine.bytes = input_bytes;
     mine.offset = offset;
     mine.SetDtype(dtype);
+    if (!runs_inline) {  // only enqueued: cannot wait
+      return FinishLocked(
+          backend_->AllGather(stream, mine, input, CollectiveTicket(std::move(keep_alive))), kOp,
+          "execute");
+    }
     backend = backend_.get();
-    calls_in_flight_.fetch_add(1, std::memory_order_relaxed);
   }
-  Status done;
-  if (runs_inline) {
-    done = backend->AllGather(stream, mine, input, std::move(keep_alive));
-    ReleaseCollective();
-  } else {
-    done = backend->AllGather(stream, mine, input, CollectiveTicket(std::move(keep_alive)));
-  }
-  calls_in_flight_.fetch_sub(1, std::memory_order_release);
+  // The claim keeps the heap mapped meanwhile (a shutdown waits for collectives in flight).
+  Status done = backend->AllGather(stream, mine, input, std::move(keep_alive));
+  ReleaseCollective();
   return Finish(std::move(done), kOp, "execute");
 }
 
@@ -983,9 +986,9 @@ Diagnostics Runtime::Snapshot() {
     d.latest_failure = latest_failure_;
     d.terminal_failure = terminal_;
     d.collective_sequence = collective_sequence_;
-    d.collectives_in_flight = collectives_in_flight_;
+    d.collectives_in_flight = collectives_in_flight_.load();
     d.collective_stream =
-        collectives_in_flight_ > 0 ? OwnerLabel(collective_owner_) : std::string();
+        d.collectives_in_flight > 0 ? OwnerLabel(collective_owner_) : std::string();
     d.calls_in_flight = calls_in_flight_.load(std::memory_order_acquire);
   }
   d.blocking = blocking_ops_.Snapshot();

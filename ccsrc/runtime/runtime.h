@@ -231,8 +231,9 @@ class Runtime {
   // collectives queued on asynchronous streams to finish; refuses at once when one runs on
   // another thread's default stream. `lock` holds mutex_; it holds it again on return.
   Status WaitForOtherCollectives(std::unique_lock<std::mutex>& lock, std::string_view operation);
-  void ReleaseCollective();        // takes mutex_
-  void ReleaseCollectiveLocked();  // must hold mutex_
+  // Ends one claimed collective: one atomic decrement; the mutex is taken (unless
+  // `holding_mutex`) only to wake a host collective waiting for the last one to end.
+  void ReleaseCollective(bool holding_mutex = false);
   // Holds `inner` and releases the collective claim when the queued work that owns it is done.
   KeepAlive CollectiveTicket(KeepAlive inner);
 
@@ -294,7 +295,10 @@ class Runtime {
   Status terminal_;  // set with state_ = kFailed
 
   std::uint64_t collective_sequence_ = 0;
-  int collectives_in_flight_ = 0;
+  // Claimed (incremented) under mutex_, released anywhere; seq_cst with collective_waiters_,
+  // so a release either sees a waiter or the waiter sees the release.
+  std::atomic<int> collectives_in_flight_{0};
+  std::atomic<int> collective_waiters_{0};
   CollectiveOwner collective_owner_;
   std::atomic<int> calls_in_flight_{0};
   std::atomic<std::uint64_t> heap_lifecycle_{0};  // lifecycle whose heap is mapped; 0: none
