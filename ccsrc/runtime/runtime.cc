@@ -616,21 +616,7 @@ Status Runtime::Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocatio
   mine.bytes = bytes;
   mine.alignment = alignment;
   mine.offset = block.offset;
-  Backend* backend = backend_.get();
-  std::vector<CollectiveDescriptor> all;
-  Status agreed;
-  {
-    CallScope call(this);
-    lock.unlock();
-    agreed = backend->ExchangeDescriptors(mine, kOp, &all);
-    if (agreed.ok()) agreed = MatchDescriptors(mine, all);
-    lock.lock();
-  }
-  ReleaseCollective(/*holding_mutex=*/true);
-  if (!agreed.ok()) {
-    if (Status health = backend_->Health(); !health.ok()) EnterTerminal(health);
-    return RecordFailure(std::move(agreed), kOp, "agree");
-  }
+  HPS_RECORD_IF_ERROR(Agree(lock, kOp, mine), kOp, "agree");
   allocator_.Commit(block);
 
   const AllocationId id =
@@ -640,6 +626,25 @@ Status Runtime::Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocatio
                 " bytes=" + std::to_string(bytes) + " alignment=" + std::to_string(alignment) +
                 (note.empty() ? "" : " ") + std::string(note));
   return Status::Ok();
+}
+
+Status Runtime::Agree(std::unique_lock<std::mutex>& lock, std::string_view operation,
+                      const CollectiveDescriptor& mine) {
+  Backend& backend = *backend_;
+  std::vector<CollectiveDescriptor> all;
+  Status agreed;
+  {
+    CallScope call(this);
+    lock.unlock();
+    agreed = backend.ExchangeDescriptors(mine, operation, &all);
+    if (agreed.ok()) agreed = MatchDescriptors(mine, all);
+    lock.lock();
+  }
+  ReleaseCollective(/*holding_mutex=*/true);
+  if (!agreed.ok()) {
+    if (Status health = backend_->Health(); !health.ok()) EnterTerminal(health);
+  }
+  return agreed;
 }
 
 Status Runtime::Free(const SymmetricView& whole, std::string_view note) {
@@ -671,20 +676,7 @@ Status Runtime::Free(const SymmetricView& whole, std::string_view note) {
   HPS_RECORD_IF_ERROR(ClaimCollective(OwnerOf({}, true), kOp, &mine.sequence), kOp, "state");
   mine.bytes = record.bytes;
   mine.offset = record.offset;
-  std::vector<CollectiveDescriptor> all;
-  Status agreed;
-  {
-    CallScope call(this);
-    lock.unlock();
-    agreed = backend->ExchangeDescriptors(mine, kOp, &all);
-    if (agreed.ok()) agreed = MatchDescriptors(mine, all);
-    lock.lock();
-  }
-  ReleaseCollective(/*holding_mutex=*/true);
-  if (!agreed.ok()) {
-    if (Status health = backend_->Health(); !health.ok()) EnterTerminal(health);
-    return RecordFailure(std::move(agreed), kOp, "agree");
-  }
+  HPS_RECORD_IF_ERROR(Agree(lock, kOp, mine), kOp, "agree");
   HPS_RECORD_IF_ERROR(allocator_.Release(record.offset), kOp, "release");
   registry_.Release(record.id);
   HPS_LOG_DEBUG("op=Free id=" + std::to_string(record.id) + " base=" + Hex(whole.data) +
@@ -705,52 +697,48 @@ Status Runtime::CheckTransfer(const SymmetricView& symmetric, int pe,
   return Status::Ok();
 }
 
+template <class Execute>
+Status Runtime::ExecuteTransfer(std::unique_lock<std::mutex>& lock, std::string_view operation,
+                                std::uint64_t bytes, StreamRef stream, Execute execute) {
+  if (bytes <= kUnderMutexBytes || !backend_->RunsInline(stream)) {
+    return FinishLocked(execute(*backend_), operation, "execute");
+  }
+  Backend& backend = *backend_;
+  Status done;
+  {
+    CallScope call(this);
+    lock.unlock();
+    done = execute(backend);
+  }
+  return Finish(std::move(done), operation, "execute");
+}
+
 Status Runtime::Put(const SymmetricView& destination, const void* source, int pe,
                     StreamRef stream, KeepAlive keep_alive) {
   constexpr std::string_view kOp = "put";
+  std::unique_lock<std::mutex> lock(mutex_);
+  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
   std::uint64_t offset = 0;
-  Backend* backend;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
-    HPS_RECORD_IF_ERROR(CheckTransfer(destination, pe, source, "put source", &offset), kOp,
-                        "validate");
-    if (destination.bytes == 0) return Status::Ok();
-    if (destination.bytes <= kUnderMutexBytes || !backend_->RunsInline(stream)) {
-      return FinishLocked(backend_->Put(stream, offset, source, destination.bytes, pe,
-                                        std::move(keep_alive)),
-                          kOp, "execute");
-    }
-    backend = backend_.get();
-    calls_in_flight_.fetch_add(1, std::memory_order_relaxed);
-  }
-  Status done = backend->Put(stream, offset, source, destination.bytes, pe, std::move(keep_alive));
-  calls_in_flight_.fetch_sub(1, std::memory_order_release);
-  return Finish(std::move(done), kOp, "execute");
+  HPS_RECORD_IF_ERROR(CheckTransfer(destination, pe, source, "put source", &offset), kOp,
+                      "validate");
+  if (destination.bytes == 0) return Status::Ok();
+  return ExecuteTransfer(lock, kOp, destination.bytes, stream, [&](Backend& backend) {
+    return backend.Put(stream, offset, source, destination.bytes, pe, std::move(keep_alive));
+  });
 }
 
 Status Runtime::Get(void* destination, const SymmetricView& source, int pe, StreamRef stream,
                     KeepAlive keep_alive) {
   constexpr std::string_view kOp = "get";
+  std::unique_lock<std::mutex> lock(mutex_);
+  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
   std::uint64_t offset = 0;
-  Backend* backend;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
-    HPS_RECORD_IF_ERROR(CheckTransfer(source, pe, destination, "get destination", &offset), kOp,
-                        "validate");
-    if (source.bytes == 0) return Status::Ok();
-    if (source.bytes <= kUnderMutexBytes || !backend_->RunsInline(stream)) {
-      return FinishLocked(backend_->Get(stream, destination, offset, source.bytes, pe,
-                                        std::move(keep_alive)),
-                          kOp, "execute");
-    }
-    backend = backend_.get();
-    calls_in_flight_.fetch_add(1, std::memory_order_relaxed);
-  }
-  Status done = backend->Get(stream, destination, offset, source.bytes, pe, std::move(keep_alive));
-  calls_in_flight_.fetch_sub(1, std::memory_order_release);
-  return Finish(std::move(done), kOp, "execute");
+  HPS_RECORD_IF_ERROR(CheckTransfer(source, pe, destination, "get destination", &offset), kOp,
+                      "validate");
+  if (source.bytes == 0) return Status::Ok();
+  return ExecuteTransfer(lock, kOp, source.bytes, stream, [&](Backend& backend) {
+    return backend.Get(stream, destination, offset, source.bytes, pe, std::move(keep_alive));
+  });
 }
 
 namespace {
@@ -795,30 +783,18 @@ Status Runtime::PutSignal(const SymmetricView& destination, const void* source,
                           const SymmetricView& signal, SignalWidth width, std::int64_t value,
                           int pe, SignalOp op, StreamRef stream, KeepAlive keep_alive) {
   constexpr std::string_view kOp = "put_signal";
+  std::unique_lock<std::mutex> lock(mutex_);
+  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
   std::uint64_t offset = 0, signal_offset = 0;
-  Backend* backend;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
-    HPS_RECORD_IF_ERROR(CheckTransfer(destination, pe, source, "put source", &offset), kOp,
-                        "validate");
-    AllocationRecord record;
-    HPS_RECORD_IF_ERROR(ResolveOperand(signal, &signal_offset, &record), kOp, "validate");
-    HPS_RECORD_IF_ERROR(CheckSignalOperand(signal, signal_offset, width, value), kOp,
-                        "validate");
-    if (destination.bytes <= kUnderMutexBytes || !backend_->RunsInline(stream)) {
-      return FinishLocked(backend_->PutSignal(stream, offset, source, destination.bytes,
-                                              signal_offset, width, op, value, pe,
-                                              std::move(keep_alive)),
-                          kOp, "execute");
-    }
-    backend = backend_.get();
-    calls_in_flight_.fetch_add(1, std::memory_order_relaxed);
-  }
-  Status done = backend->PutSignal(stream, offset, source, destination.bytes, signal_offset,
-                                   width, op, value, pe, std::move(keep_alive));
-  calls_in_flight_.fetch_sub(1, std::memory_order_release);
-  return Finish(std::move(done), kOp, "execute");
+  HPS_RECORD_IF_ERROR(CheckTransfer(destination, pe, source, "put source", &offset), kOp,
+                      "validate");
+  AllocationRecord record;
+  HPS_RECORD_IF_ERROR(ResolveOperand(signal, &signal_offset, &record), kOp, "validate");
+  HPS_RECORD_IF_ERROR(CheckSignalOperand(signal, signal_offset, width, value), kOp, "validate");
+  return ExecuteTransfer(lock, kOp, destination.bytes, stream, [&](Backend& backend) {
+    return backend.PutSignal(stream, offset, source, destination.bytes, signal_offset, width, op,
+                             value, pe, std::move(keep_alive));
+  });
 }
 
 Status Runtime::WaitSignal(const SymmetricView& signal, SignalWidth width, std::int64_t value,

@@ -251,6 +251,17 @@ class Runtime {
     return FinishFailure(std::move(status), operation, phase);
   }
   Status FinishFailure(Status status, std::string_view operation, std::string_view phase);
+  // The exchange of an empty/free descriptor claimed under the mutex: outside it, counted as
+  // a call in flight; then releases the claim and turns a terminal failure into Failed.
+  // `lock` holds mutex_ on entry and on return.
+  Status Agree(std::unique_lock<std::mutex>& lock, std::string_view operation,
+               const CollectiveDescriptor& mine);
+  // Runs a put/get/put_signal that `execute(backend)` performs: under the mutex when it cannot
+  // wait (small, or only enqueued), else outside it, counted as a call in flight. `lock` holds
+  // mutex_ on entry.
+  template <class Execute>
+  Status ExecuteTransfer(std::unique_lock<std::mutex>& lock, std::string_view operation,
+                         std::uint64_t bytes, StreamRef stream, Execute execute);
   // Finish() for work executed under the mutex (which the caller holds).
   Status FinishLocked(Status status, std::string_view operation, std::string_view phase) {
     if (status.ok()) [[likely]] return status;

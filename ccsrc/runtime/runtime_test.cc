@@ -10,9 +10,12 @@
 
 #include "runtime/log.h"
 #include "testing/fake_backend.h"
+#include "testing/eventually.h"
 
 namespace hyper_parallel::shmem {
 namespace {
+
+using testing::Eventually;
 
 using testing::FakeCall;
 using testing::FakeInitOptions;
@@ -449,13 +452,6 @@ TEST_F(RuntimeTest, GlobalRanksMustBeIncreasing) {
 // ---- threads, collective numbering and the terminal state ---------------------------------
 
 using namespace std::chrono_literals;
-
-// Polls `condition` for up to 20 s (a bound, not an expectation of speed).
-template <class Condition>
-bool Eventually(Condition condition) {
-  for (int i = 0; i < 20000 && !condition(); ++i) std::this_thread::sleep_for(1ms);
-  return condition();
-}
 
 TEST_F(RuntimeTest, AnotherThreadReleasesABlockedWaitAndSnapshotAnswersMeanwhile) {
   panel_->blocking_waits = true;

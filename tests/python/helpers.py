@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import threading
+import time
 
 import pytest
 
@@ -47,3 +49,29 @@ def captured_stderr():
 def heap_range() -> tuple:
     state = shmem.debug_state()
     return state["heap_base"], state["heap_base"] + state["heap"]["heap_size"]
+
+
+def eventually(condition, bound_s: float = 20.0) -> bool:
+    """Polls condition until it holds or the bound passes (a bound against hangs, not an
+    expectation of speed)."""
+    deadline = time.monotonic() + bound_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
+
+
+def in_background(fn, *args):
+    """Runs fn(*args) on a new thread; returns the thread and the list its exception lands in."""
+    errors: list = []
+
+    def body():
+        try:
+            fn(*args)
+        except BaseException as error:  # checked by the caller
+            errors.append(error)
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    return thread, errors

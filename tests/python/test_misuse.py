@@ -11,13 +11,12 @@ while no runtime is live.
 from __future__ import annotations
 
 import os
-import threading
-import time
 from dataclasses import dataclass, field
 
 import pytest
 import torch
 
+from helpers import eventually, in_background
 from hyper_parallel.core.multicore import shmem
 
 MIB = 1 << 20
@@ -333,29 +332,6 @@ def test_misuse(pes, name):
 # ---- cases on both PEs: calls from two threads at once ------------------------------------
 
 
-def _eventually(condition, bound_s: float = 20.0) -> bool:
-    deadline = time.monotonic() + bound_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.001)
-    return True
-
-
-def _in_background(fn, *args):
-    errors = []
-
-    def body():
-        try:
-            fn(*args)
-        except BaseException as error:  # checked by the caller
-            errors.append(error)
-
-    thread = threading.Thread(target=body)
-    thread.start()
-    return thread, errors
-
-
 def _second_thread_collective(rank, size, second):
     """PE 0's first thread blocks in a collective (PE 1 enters late); a second thread's
     collective meanwhile is refused; then PE 1 enters and the first completes."""
@@ -365,8 +341,8 @@ def _second_thread_collective(rank, size, second):
         gate.zero_()
         shmem.barrier()
         if rank == 0:
-            thread, errors = _in_background(shmem.barrier)
-            assert _eventually(lambda: shmem.debug_state()["blocked"])
+            thread, errors = in_background(shmem.barrier)
+            assert eventually(lambda: shmem.debug_state()["blocked"])
             before = shmem.debug_state()
             with pytest.raises(shmem.ShmemError) as caught:
                 second(victim)
@@ -396,8 +372,8 @@ def _close_while_another_thread_waits(rank, size):
     shmem.barrier()
     thread = None
     if rank == 0:
-        thread, errors = _in_background(shmem.wait_signal, sig, 1)
-        assert _eventually(lambda: shmem.debug_state()["calls_in_flight"] == 1)
+        thread, errors = in_background(shmem.wait_signal, sig, 1)
+        assert eventually(lambda: shmem.debug_state()["calls_in_flight"] == 1)
     shmem.barrier()
     live = shmem.debug_state()["live_allocations"]
     with pytest.raises(shmem.ShmemError) as caught:

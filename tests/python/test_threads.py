@@ -11,18 +11,8 @@ import time
 import pytest
 import torch
 
-from helpers import expect_shmem_error
+from helpers import eventually, expect_shmem_error, in_background
 from hyper_parallel.core.multicore import shmem
-
-
-def _eventually(condition, bound_s: float = 20.0) -> bool:
-    """Polls condition until it holds or the bound passes (a bound, not a speed expectation)."""
-    deadline = time.monotonic() + bound_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.001)
-    return True
 
 
 def _thread_releases_wait(rank, size):
@@ -30,18 +20,8 @@ def _thread_releases_wait(rank, size):
         sig = shmem.empty(1, dtype=torch.int64)
         sig.zero_()
         shmem.barrier()
-        outcome = {}
-
-        def waiter():
-            try:
-                shmem.wait_signal(sig, 5)
-                outcome["ok"] = True
-            except BaseException as error:  # reported below
-                outcome["error"] = error
-
-        thread = threading.Thread(target=waiter)
-        thread.start()
-        assert _eventually(lambda: shmem.debug_state()["blocked"]), "the wait shows up"
+        thread, errors = in_background(shmem.wait_signal, sig, 5)
+        assert eventually(lambda: shmem.debug_state()["blocked"]), "the wait shows up"
         blocked = shmem.debug_state()["blocked"][0]
         assert blocked["operation"] == "wait_signal", blocked
         assert blocked["stream"].startswith("default (thread "), blocked
@@ -51,7 +31,7 @@ def _thread_releases_wait(rank, size):
         assert shmem.debug_state()["calls_in_flight"] == 1
         shmem.signal(sig, 5, rank)  # this thread releases the other one, same PE
         thread.join(60)
-        assert outcome == {"ok": True}, outcome
+        assert not thread.is_alive() and errors == [], errors
         assert shmem.debug_state()["blocked"] == []
         shmem.barrier()
         shmem.free(sig)
@@ -72,11 +52,9 @@ def _collective_shows_missing_pes(rank, size):
             shmem.wait_signal(gate, size - 1)
             shmem.barrier()
         else:
-            errors = []
-            thread = threading.Thread(target=lambda: _capture(errors, shmem.barrier))
-            thread.start()
+            thread, errors = in_background(shmem.barrier)
             missing = f"missing_pes=[{size - 1}]"
-            assert _eventually(lambda: any(missing in b["waiting_for"]
+            assert eventually(lambda: any(missing in b["waiting_for"]
                                            for b in shmem.debug_state()["blocked"]))
             state = shmem.debug_state()
             blocked = state["blocked"][0]
@@ -89,13 +67,6 @@ def _collective_shows_missing_pes(rank, size):
             assert errors == [], errors
         shmem.free(gate)
     return True
-
-
-def _capture(errors: list, fn, *args):
-    try:
-        fn(*args)
-    except BaseException as error:  # reported by the caller
-        errors.append(error)
 
 
 @pytest.mark.parametrize("size", [2, 3])

@@ -16,8 +16,12 @@
 #include <chrono>
 #include <thread>
 
+#include "testing/eventually.h"
+
 namespace hyper_parallel::shmem::host {
 namespace {
+
+using testing::Eventually;
 
 using namespace std::chrono_literals;
 
@@ -47,13 +51,6 @@ struct Child {
     }
   }
 };
-
-// Polls `condition` for up to 20 s: the monitor's reaction is bounded, never assumed instant.
-template <class Condition>
-bool Eventually(Condition condition) {
-  for (int i = 0; i < 20000 && !condition(); ++i) std::this_thread::sleep_for(1ms);
-  return condition();
-}
 
 TEST(FailureLatch, FirstFailureWinsUntilReset) {
   FailureLatch latch;

@@ -47,9 +47,7 @@ bool CheckGathered(PeContext& ctx, const std::uint8_t* output, std::uint64_t byt
 }
 
 PeLaunch Launch(int size, std::string workers = "") {
-  PeLaunch launch{size, 240s,
-                  {{"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "30"},
-                   {"HYPER_PARALLEL_SHMEM_HEAP_SIZE", std::to_string(96 << 20)}}};
+  PeLaunch launch = LaunchPes(size, "30", 96 << 20, 240s);
   if (!workers.empty()) launch.env["HYPER_PARALLEL_SHMEM_COPY_WORKERS"] = workers;
   return launch;
 }

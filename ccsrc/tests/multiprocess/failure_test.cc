@@ -14,21 +14,14 @@
 #include "backends/host/host_stream.h"
 #include "runtime/unix_socket_bootstrap.h"
 #include "tests/multiprocess/pe_helpers.h"
+#include "testing/eventually.h"
 
 namespace hyper_parallel::shmem::testing {
 namespace {
 
 using namespace std::chrono_literals;
 
-PeLaunch DefaultTimeoutLaunch(int size) {
-  return PeLaunch{size, 60s, {{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", std::to_string(16 << 20)}}};
-}
-
-template <class Condition>
-bool Eventually(Condition condition) {
-  for (int i = 0; i < 20000 && !condition(); ++i) std::this_thread::sleep_for(1ms);
-  return condition();
-}
+PeLaunch DefaultTimeoutLaunch(int size) { return LaunchPes(size, "", 16 << 20, 60s); }
 
 // Sockets in the abstract namespace whose name contains `part`.
 std::vector<std::string> LiveSocketsNamed(const std::string& part) {

@@ -1,6 +1,7 @@
 // Small helpers for PE bodies of the multi-process tests.
 #pragma once
 
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -11,6 +12,15 @@
 namespace hyper_parallel::shmem::testing {
 
 inline Runtime& Rt() { return Runtime::Process(); }
+
+/// `size` PEs with the given timeout (seconds, as the variable's text; empty: the default) and
+/// heap, killed at `deadline`.
+inline PeLaunch LaunchPes(int size, const std::string& timeout_sec, std::uint64_t heap_bytes,
+                          std::chrono::seconds deadline = std::chrono::seconds(120)) {
+  PeLaunch launch{size, deadline, {{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", std::to_string(heap_bytes)}}};
+  if (!timeout_sec.empty()) launch.env["HYPER_PARALLEL_SHMEM_TIMEOUT_SEC"] = timeout_sec;
+  return launch;
+}
 
 inline SymmetricView View(const Allocation& a) { return SymmetricView{a.id, a.data, a.bytes}; }
 

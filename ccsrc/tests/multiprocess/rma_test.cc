@@ -13,9 +13,7 @@ namespace {
 using namespace std::chrono_literals;
 
 PeLaunch Launch(int size, std::string timeout_sec = "20") {
-  return PeLaunch{size, 120s,
-                  {{"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", timeout_sec},
-                   {"HYPER_PARALLEL_SHMEM_HEAP_SIZE", std::to_string(64 << 20)}}};
+  return LaunchPes(size, timeout_sec, 64 << 20);
 }
 
 class RmaTest : public ::testing::TestWithParam<int> {};

@@ -10,24 +10,14 @@
 
 #include "backends/host/host_stream.h"
 #include "tests/multiprocess/pe_helpers.h"
+#include "testing/eventually.h"
 
 namespace hyper_parallel::shmem::testing {
 namespace {
 
 using namespace std::chrono_literals;
 
-PeLaunch Launch(int size, std::string timeout_sec = "30") {
-  return PeLaunch{size, 120s,
-                  {{"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", timeout_sec},
-                   {"HYPER_PARALLEL_SHMEM_HEAP_SIZE", std::to_string(64 << 20)}}};
-}
-
-// Polls `condition` for up to 20 s (a bound, not an expectation of speed).
-template <class Condition>
-bool Eventually(Condition condition) {
-  for (int i = 0; i < 20000 && !condition(); ++i) std::this_thread::sleep_for(1ms);
-  return condition();
-}
+PeLaunch Launch(int size) { return LaunchPes(size, "30", 64 << 20); }
 
 std::int64_t Word(const Allocation& a) {
   return std::atomic_ref<std::int64_t>(*As<std::int64_t>(a)).load();
