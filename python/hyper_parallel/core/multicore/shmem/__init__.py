@@ -1,11 +1,11 @@
 """Hyper-Parallel SHMEM: one-sided communication on a symmetric heap for torch PEs.
 
     handle = shmem.acquire_shmem()            # first handle initialises (collective)
-    t = shmem.empty(1024, dtype=torch.int32)  # collective, symmetric
-    shmem.put(t, torch.arange(1024, dtype=torch.int32), pe=1)
-    shmem.barrier()
+    t = shmem.empty(world, 1024, dtype=torch.int32)  # collective, symmetric
+    shmem.put(t[rank], torch.arange(1024, dtype=torch.int32), pe=(rank + 1) % world)
+    shmem.barrier()                           # every PE's puts are visible everywhere
     out = shmem.empty(world * 1024, dtype=torch.int32)
-    shmem.all_gather(out, t)                  # collective, like all_gather_into_tensor
+    shmem.all_gather(out, t[rank])            # collective, like all_gather_into_tensor
     shmem.free(out); shmem.free(t)            # collective
     handle.close()                            # last handle shuts down (collective)
 
