@@ -26,6 +26,7 @@
 
 #include "backends/blocking_ops.h"
 #include "backends/collective.h"
+#include "runtime/config.h"
 #include "runtime/status.h"
 
 namespace hyper_parallel::shmem {
@@ -68,6 +69,16 @@ struct HeapSpec {
   /// Where waits register once they stop spinning, for diagnostics (null: nowhere). Outlives
   /// the heap.
   BlockingOpTable* blocking_ops = nullptr;
+  WaitMode wait_mode = WaitMode::kAuto;  ///< HYPER_PARALLEL_SHMEM_WAIT
+};
+
+/// How this backend waits, as debug_state() shows it.
+struct WaitInfo {
+  WaitMode mode = WaitMode::kAuto;
+  std::chrono::nanoseconds spin{0};   ///< max(): spins until the timeout
+  std::chrono::nanoseconds yield{0};
+  bool sleeps = true;                 ///< whether a long wait sleeps (futex) at all
+  std::string pinning = "none";       ///< "cpu 1", or "none (<reason>)"
 };
 
 class Backend {
@@ -111,6 +122,9 @@ class Backend {
   /// True when work enqueued on `stream` has run by the time the enqueuing call returns (the
   /// host backend's default stream is the calling thread).
   virtual bool RunsInline(StreamRef stream) const = 0;
+
+  /// The wait policy in force (for diagnostics).
+  virtual WaitInfo Wait() const = 0;
 
   /// How diagnostics and errors name `stream`: "stream 3", "default (thread 1234)".
   virtual std::string StreamLabel(StreamRef stream) const = 0;

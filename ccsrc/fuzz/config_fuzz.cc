@@ -2,12 +2,12 @@
 // against an independent reference parser.
 //
 // Input layout, chosen so that seeds are mostly readable text:
-//   byte 0        which variables are set: bit i for kVariables[i] (bits 5-7 are ignored), so
-//                 '@' sets none and '_' sets all five
+//   byte 0        which variables are set: bit i for kVariables[i] (bits 6-7 are ignored), so
+//                 '@' sets none and '_' the first five
 //   the rest      fields separated by NUL (an environment value cannot hold one): field i is
-//                 the value of kVariables[i] when its bit is set; field 5, when present, is
+//                 the value of kVariables[i] when its bit is set; field 6, when present, is
 //                 up to 8 little-endian bytes of an extra `max` for ParsePositiveDecimal
-// Fields 0-4 are also fed to ParsePositiveDecimal directly, set or not, under the production
+// Fields 0-5 are also fed to ParsePositiveDecimal directly, set or not, under the production
 // limits, the edges of uint64 and the extra max.
 #include <array>
 #include <chrono>
@@ -26,8 +26,8 @@
 namespace hyper_parallel::shmem {
 namespace {
 
-constexpr std::array<std::string_view, 5> kVariables = {
-    kEnvHeapSize, kEnvTimeoutSec, kEnvLogLevel, kEnvBackend, kEnvCopyWorkers};
+constexpr std::array<std::string_view, 6> kVariables = {
+    kEnvHeapSize, kEnvTimeoutSec, kEnvLogLevel, kEnvBackend, kEnvCopyWorkers, kEnvWait};
 
 struct FuzzEnvironment {
   std::array<std::optional<std::string>, kVariables.size()> values;
@@ -86,6 +86,13 @@ std::optional<BackendKind> ReferenceBackend(std::string_view text) {
   if (text == "host") return BackendKind::kHost;
   if (text == "cuda") return BackendKind::kCuda;
   if (text == "cann") return BackendKind::kCann;
+  return std::nullopt;
+}
+
+std::optional<WaitMode> ReferenceWait(std::string_view text) {
+  if (text == "auto") return WaitMode::kAuto;
+  if (text == "spin") return WaitMode::kSpin;
+  if (text == "block") return WaitMode::kBlock;
   return std::nullopt;
 }
 
@@ -182,6 +189,13 @@ ReferenceOutcome ReferenceConfig(const FuzzEnvironment& env) {
     }
   }
   decimal(4, Config::kMaxCopyWorkers, &config.copy_workers);
+  if (v[5]) {
+    if (auto wait = ReferenceWait(*v[5])) {
+      config.wait = *wait;
+    } else {
+      outcome.invalid.push_back(5);
+    }
+  }
   if (outcome.invalid.empty()) outcome.config = config;
   return outcome;
 }
@@ -198,6 +212,7 @@ void CheckConfigRanges(const Config& config) {
                  "copy_workers " + std::to_string(config.copy_workers));
   HPS_FUZZ_CHECK(LogLevelName(config.log_level) != "UNKNOWN", "log level out of the enum");
   HPS_FUZZ_CHECK(BackendKindName(config.backend) != "unknown", "backend out of the enum");
+  HPS_FUZZ_CHECK(WaitModeName(config.wait) != "unknown", "wait mode out of the enum");
 }
 
 struct Parsed {
@@ -231,6 +246,7 @@ void CheckFromEnvironment(const FuzzEnvironment& env) {
   sentinel.log_level = LogLevel::kInfo;
   sentinel.backend = BackendKind::kCann;
   sentinel.copy_workers = 63;
+  sentinel.wait = WaitMode::kBlock;
 
   const Parsed first = ParseOnce(env, sentinel);
   const Parsed second = ParseOnce(env, sentinel);
@@ -256,6 +272,7 @@ void CheckFromEnvironment(const FuzzEnvironment& env) {
     HPS_FUZZ_CHECK(got.copy_workers == want.copy_workers,
                    "copy_workers " + std::to_string(got.copy_workers) + ", expected " +
                        std::to_string(want.copy_workers));
+    HPS_FUZZ_CHECK(got.wait == want.wait, "wait " + std::string(WaitModeName(got.wait)));
     HPS_FUZZ_CHECK(got == want, "Config::operator== disagrees with the fields");
     if (env.values[3]) {
       HPS_FUZZ_CHECK(BackendKindName(got.backend) == *env.values[3],

@@ -38,6 +38,15 @@ std::string_view BackendKindName(BackendKind kind) {
   return "unknown";
 }
 
+std::string_view WaitModeName(WaitMode mode) {
+  switch (mode) {
+    case WaitMode::kAuto: return "auto";
+    case WaitMode::kSpin: return "spin";
+    case WaitMode::kBlock: return "block";
+  }
+  return "unknown";
+}
+
 EnvLookup ProcessEnvironment() {
   return [](std::string_view name) -> std::optional<std::string> {
     const char* value = std::getenv(std::string(name).c_str());
@@ -100,6 +109,17 @@ Status Config::FromEnvironment(const EnvLookup& env, Config* out) {
   if (auto text = env(kEnvCopyWorkers)) {
     HPS_RETURN_IF_ERROR(ParsePositiveDecimal(kEnvCopyWorkers, *text, kMaxCopyWorkers,
                                              &config.copy_workers));
+  }
+  if (auto text = env(kEnvWait)) {
+    if (*text == "auto") {
+      config.wait = WaitMode::kAuto;
+    } else if (*text == "spin") {
+      config.wait = WaitMode::kSpin;
+    } else if (*text == "block") {
+      config.wait = WaitMode::kBlock;
+    } else {
+      return Invalid(kEnvWait, "one of auto, spin, block", *text);
+    }
   }
   *out = config;
   return Status::Ok();

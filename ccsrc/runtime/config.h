@@ -22,6 +22,7 @@ inline constexpr std::string_view kEnvTimeoutSec = "HYPER_PARALLEL_SHMEM_TIMEOUT
 inline constexpr std::string_view kEnvLogLevel = "HYPER_PARALLEL_SHMEM_LOG_LEVEL";
 inline constexpr std::string_view kEnvBackend = "HYPER_PARALLEL_SHMEM_BACKEND";
 inline constexpr std::string_view kEnvCopyWorkers = "HYPER_PARALLEL_SHMEM_COPY_WORKERS";
+inline constexpr std::string_view kEnvWait = "HYPER_PARALLEL_SHMEM_WAIT";
 
 /// Log levels of HYPER_PARALLEL_SHMEM_LOG_LEVEL: 0 debug, 1 info, 2 error.
 enum class LogLevel : std::uint8_t { kDebug = 0, kInfo = 1, kError = 2 };
@@ -29,8 +30,17 @@ enum class LogLevel : std::uint8_t { kDebug = 0, kInfo = 1, kError = 2 };
 /// Which backend to run on; kAuto picks the best one the build and machine offer.
 enum class BackendKind : std::uint8_t { kAuto, kHost, kCuda, kCann };
 
+/// How a PE waits for a peer (HYPER_PARALLEL_SHMEM_WAIT):
+///   kAuto   with no more PEs than cores: pin the initialising thread to a core of its own,
+///           spin briefly, then yield, then sleep; with more PEs than cores: no pin, no spin;
+///   kSpin   never sleep: poll until the condition, the timeout or a lost peer (for PEs that
+///           each own a core; starves peers that share one);
+///   kBlock  sleep on the futex after one check (least CPU, a wake-up per wait).
+enum class WaitMode : std::uint8_t { kAuto, kSpin, kBlock };
+
 std::string_view LogLevelName(LogLevel level);
 std::string_view BackendKindName(BackendKind kind);
+std::string_view WaitModeName(WaitMode mode);
 
 /// Looks up one environment variable; nullopt when it is unset.
 using EnvLookup = std::function<std::optional<std::string>(std::string_view name)>;
@@ -54,6 +64,7 @@ struct Config {
   /// Threads per PE for collective copies (all_gather); 0 means: the machine's cores shared
   /// among the PEs.
   std::uint64_t copy_workers = 0;
+  WaitMode wait = WaitMode::kAuto;
 
   std::chrono::milliseconds timeout() const {
     return std::chrono::milliseconds(timeout_sec * 1000);

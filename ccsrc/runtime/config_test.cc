@@ -118,6 +118,23 @@ TEST(ParsePositiveDecimal, SmallMaxRejectsLargerDigitsAndNumbers) {
   EXPECT_EQ(value, 5u);
 }
 
+TEST(Config, WaitModes) {
+  for (auto [text, mode] : {std::pair{"auto", WaitMode::kAuto}, std::pair{"spin", WaitMode::kSpin},
+                            std::pair{"block", WaitMode::kBlock}}) {
+    Config config;
+    ASSERT_TRUE(Config::FromEnvironment(Env({{std::string(kEnvWait), text}}), &config).ok());
+    EXPECT_EQ(config.wait, mode);
+    EXPECT_EQ(WaitModeName(mode), text);
+  }
+  Config defaults;
+  EXPECT_EQ(defaults.wait, WaitMode::kAuto);
+  Config config;
+  const Status bad = Config::FromEnvironment(Env({{std::string(kEnvWait), "busy"}}), &config);
+  EXPECT_EQ(bad.code(), ErrorCode::kInvalidConfig);
+  EXPECT_EQ(bad.message(),
+            "HYPER_PARALLEL_SHMEM_WAIT must be one of auto, spin, block, but got \"busy\"");
+}
+
 TEST(Config, MaxHeapIsAccepted) {
   Config config;
   EXPECT_TRUE(Config::FromEnvironment(

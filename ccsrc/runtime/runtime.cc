@@ -275,8 +275,8 @@ Status Runtime::Init(InitOptions options) {
     return Status::Ok();
   };
 
-  HeapSpec spec{rank, size, config.heap_bytes, timeout, static_cast<int>(config.copy_workers),
-                &blocking_ops_};
+  HeapSpec spec{rank,    size, config.heap_bytes, timeout, static_cast<int>(config.copy_workers),
+                &blocking_ops_, config.wait};
   std::string handle;
   std::vector<std::string> handles;
   Status created = backend->CreateHeap(spec, &handle);
@@ -966,6 +966,8 @@ Diagnostics Runtime::Snapshot() {
     d.collective_stream =
         d.collectives_in_flight > 0 ? OwnerLabel(collective_owner_) : std::string();
     d.calls_in_flight = calls_in_flight_.load(std::memory_order_acquire);
+    if (backend_) d.wait = backend_->Wait();
+    d.wait.mode = config_.wait;
   }
   d.blocking = blocking_ops_.Snapshot();
   return d;

@@ -111,6 +111,7 @@ struct Diagnostics {
   int collectives_in_flight = 0;         ///< enqueued and not yet finished
   std::string collective_stream;         ///< the stream they are on ("" when none)
   int calls_in_flight = 0;               ///< entries executing outside the mutex right now
+  WaitInfo wait;                         ///< the wait policy in force
   std::vector<BlockingOp> blocking;      ///< operations blocked right now, oldest first
 };
 

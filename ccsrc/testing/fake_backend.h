@@ -105,6 +105,7 @@ class FakeBackend final : public Backend {
   StreamRef CurrentStream() const override { return StreamRef{}; }
   bool RunsInline(StreamRef stream) const override { return stream.native == nullptr; }
   std::string StreamLabel(StreamRef stream) const override;
+  WaitInfo Wait() const override { return WaitInfo{}; }
   Status Health() const override { return panel_->Health(); }
   Status Put(StreamRef stream, std::uint64_t offset, const void* source, std::uint64_t bytes,
              int pe, KeepAlive keep_alive) override;

@@ -13,7 +13,8 @@ from hyper_parallel.core.multicore import shmem
 
 FIELDS = ["state", "reference_count", "lifecycle", "root_rank", "root_size", "global_ranks",
           "device", "backend", "config", "heap_base", "heap", "live_allocations", "leaks",
-          "collectives", "calls_in_flight", "blocked", "latest_failure", "terminal_failure"]
+          "collectives", "calls_in_flight", "wait", "blocked", "latest_failure",
+          "terminal_failure"]
 
 
 def _fields_and_repr(rank, size):
@@ -28,7 +29,16 @@ def _fields_and_repr(rank, size):
         assert state["root_rank"] == rank and state["root_size"] == size
         assert state["device"] == "cpu:0" and state["backend"] == "host"
         assert state["config"] == {"heap_size": 268435456, "timeout_sec": 30, "log_level": 2,
-                                   "backend": "auto"}
+                                   "backend": "auto", "wait": "auto"}
+        wait = state["wait"]
+        assert wait["mode"] == "auto" and wait["sleeps"] is True and wait["yield_us"] == 100.0
+        cores = os.cpu_count()
+        if size <= cores:  # one core per PE: pinned, by rank (the pool's PEs may use every cpu)
+            assert wait["spin_us"] == 200.0, wait
+            assert wait["pinned"] == f"cpu {rank % cores}", wait
+            assert os.sched_getaffinity(0) == {rank % cores}
+        else:
+            assert wait["spin_us"] == 0.0 and wait["pinned"].startswith("none ("), wait
         heap = state["heap"]
         assert heap["heap_size"] == 268435456 and heap["allocated"] == 128
         assert heap["max_allocated"] == 128 and heap["remaining"] == 268435456 - 128
@@ -53,6 +63,7 @@ def _fields_and_repr(rank, size):
         shmem.free(t)
         assert shmem.debug_state()["heap"]["max_allocated"] == 128
         assert shmem.debug_state()["heap"]["allocated"] == 0
+    assert len(os.sched_getaffinity(0)) == os.cpu_count(), "the close gave the affinity back"
     return True
 
 

@@ -16,6 +16,7 @@ std::string_view HostCallName(HostCall call) {
     case HostCall::kSynchronizeStream: return "synchronize_stream";
     case HostCall::kRecordEvent: return "record_event";
     case HostCall::kSynchronizeEvent: return "synchronize_event";
+    case HostCall::kPinThread: return "pin_thread";
     case HostCall::kCount: break;
   }
   return "unknown";

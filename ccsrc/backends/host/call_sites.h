@@ -40,6 +40,7 @@ enum class HostCall : std::uint8_t {
   kSynchronizeStream,   // wait for a stream to drain
   kRecordEvent,         // mark a point in a stream
   kSynchronizeEvent,    // block the caller until an event completes
+  kPinThread,           // sched_setaffinity of the initialising thread (wait=auto)
   kCount,
 };
 
@@ -63,6 +64,7 @@ inline constexpr std::uint8_t kAllowedSites[static_cast<int>(HostCall::kCount)] 
     /* kSynchronizeStream */ Sites(CallSite::kHostThread),
     /* kRecordEvent       */ Sites(CallSite::kHostThread, CallSite::kCustomOp),
     /* kSynchronizeEvent  */ Sites(CallSite::kHostThread),
+    /* kPinThread         */ Sites(CallSite::kHostThread),
 };
 
 constexpr bool IsCallable(HostCall call, CallSite site) {

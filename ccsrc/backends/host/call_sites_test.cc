@@ -27,7 +27,8 @@ TEST(CallSites, EveryCallHasANameAndASite) {
 
 TEST(CallSites, LifecycleCallsAreHostThreadOnly) {
   for (HostCall call : {HostCall::kCreateSegment, HostCall::kOpenPeerSegment,
-                        HostCall::kUnmapSegments, HostCall::kCreateStream}) {
+                        HostCall::kUnmapSegments, HostCall::kCreateStream,
+                        HostCall::kPinThread}) {
     EXPECT_TRUE(IsCallable(call, CallSite::kHostThread)) << HostCallName(call);
     EXPECT_FALSE(IsCallable(call, CallSite::kStreamExecutor)) << HostCallName(call);
     EXPECT_FALSE(IsCallable(call, CallSite::kCustomOp)) << HostCallName(call);

@@ -16,11 +16,41 @@
 
 namespace hyper_parallel::shmem::host {
 
-WaitPolicy WaitPolicy::ForPes(int local_pes) {
+WaitPolicy WaitPolicy::For(WaitMode mode, int local_pes, int cores) {
   WaitPolicy policy;
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  if (static_cast<unsigned>(local_pes) > cores) policy.spin = std::chrono::nanoseconds(0);
+  switch (mode) {
+    case WaitMode::kSpin:
+      policy.spin = std::chrono::nanoseconds::max();
+      policy.yield = std::chrono::nanoseconds(0);
+      break;
+    case WaitMode::kBlock:
+      policy.spin = std::chrono::nanoseconds(0);
+      policy.yield = std::chrono::nanoseconds(0);
+      break;
+    case WaitMode::kAuto:
+      if (local_pes > cores) {
+        // The awaited PE may be waiting for this very core: give it up at once.
+        policy.spin = std::chrono::nanoseconds(0);
+      } else {
+        // Each PE has a core. A busy machine preempts the awaited PE for whole timeslices;
+        // a waiter that slept meanwhile then costs a wake-up (of an idle virtual CPU, tens of
+        // microseconds) at every return. Measured under one CPU hog: a 20 µs spin gave a
+        // 0.4-1.6 µs half round trip, 200 µs gave 0.33-0.41 µs (OSHMEM 0.26-0.35 µs).
+        policy.spin = kAutoSpin;
+      }
+      break;
+  }
+
   return policy;
+}
+
+int UsableCores() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  return std::max(1, CPU_COUNT(&allowed));
 }
 
 }  // namespace hyper_parallel::shmem::host

@@ -16,8 +16,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 
 #include "backends/host/call_sites.h"
+#include "runtime/config.h"
 
 namespace hyper_parallel::shmem::host {
 
@@ -31,16 +33,28 @@ using WaitClock = std::chrono::steady_clock;
 /// The longest single sleep: data changed without a ring is seen within it.
 inline constexpr std::chrono::milliseconds kMaxSleep{2};
 
+/// How long HYPER_PARALLEL_SHMEM_WAIT=auto spins when every PE has a core of its own.
+inline constexpr std::chrono::microseconds kAutoSpin{200};
+
+/// A wait that has lasted this long is registered for diagnostics even while it still spins.
+inline constexpr std::chrono::microseconds kRegisterAfter{20};
+
 /// How long a waiter spins, then yields, before it sleeps. With no more PEs than cores the
 /// awaited PE is running, so spinning answers fastest; with more PEs than cores it may be
-/// waiting for this very core, so the waiter yields at once.
+/// waiting for this very core, so the waiter yields at once. A spin longer than the timeout
+/// spins until the timeout (HYPER_PARALLEL_SHMEM_WAIT=spin).
 struct WaitPolicy {
   std::chrono::nanoseconds spin{std::chrono::microseconds(20)};
   std::chrono::nanoseconds yield{std::chrono::microseconds(100)};
 
-  /// The policy for `local_pes` PEs sharing this machine's cores.
-  static WaitPolicy ForPes(int local_pes);
+  /// The policy of `mode` for `local_pes` PEs sharing `cores` cores (see WaitMode).
+  static WaitPolicy For(WaitMode mode, int local_pes, int cores);
+  /// Spins until the timeout: never yields, never sleeps.
+  bool spins_forever() const { return spin == std::chrono::nanoseconds::max(); }
 };
+
+/// The cores this process may run on (its affinity mask), at least 1.
+int UsableCores();
 
 namespace internal {
 void FutexWait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
@@ -90,9 +104,10 @@ struct NoBlockingNotice {
 /// Waits until `ready()` is true, `timeout` has passed, or `*abort` (if not null) is raised;
 /// the predicate is checked before the flag, so a wait that was answered is never reported as
 /// aborted. The clock is read only once the first check failed, so a wait that is already
-/// satisfied costs one predicate call. When the spin phase ends unanswered, `on_block()` is
-/// called once and its result is kept until the wait returns (an RAII registration of the
-/// blocked wait, for diagnostics): a wait answered while spinning pays nothing for it.
+/// satisfied costs one predicate call. Once the wait has lasted kRegisterAfter, or when the
+/// spin phase ends unanswered, `on_block()` is called once and its result is kept until the
+/// wait returns (an RAII registration of the blocked wait, for diagnostics): a wait answered
+/// quickly pays nothing for it.
 template <CallSite kSite, class Predicate, class OnBlock = NoBlockingNotice>
 WaitOutcome WaitUntil(Doorbell* bell, Predicate&& ready, std::chrono::nanoseconds timeout,
                       const WaitPolicy& policy = WaitPolicy(),
@@ -103,7 +118,9 @@ WaitOutcome WaitUntil(Doorbell* bell, Predicate&& ready, std::chrono::nanosecond
   auto aborted = [abort] { return abort != nullptr && abort->load(std::memory_order_acquire); };
   const auto start = WaitClock::now();
   const auto deadline = start + timeout;
-  const auto spin_end = start + policy.spin;
+  const auto spin_end = start + std::min<std::chrono::nanoseconds>(policy.spin, timeout);
+  const auto register_at = start + kRegisterAfter;
+  std::optional<decltype(on_block())> notice;
   for (unsigned i = 1; policy.spin.count() > 0; ++i) {
     // Poll tightly at first (the answer is often a cache-line transfer away), then pause
     // between polls so a long spin does not hog the core's shared resources.
@@ -111,10 +128,12 @@ WaitOutcome WaitUntil(Doorbell* bell, Predicate&& ready, std::chrono::nanosecond
     if (ready()) return WaitOutcome::kReady;
     if ((i & 63) == 0) {
       if (aborted()) return WaitOutcome::kAborted;
-      if (WaitClock::now() >= spin_end) break;
+      const auto now = WaitClock::now();
+      if (now >= spin_end) break;
+      if (!notice && now >= register_at) notice.emplace(on_block());
     }
   }
-  [[maybe_unused]] auto notice = on_block();
+  if (!notice) notice.emplace(on_block());
   const auto yield_end = std::min(WaitClock::now() + policy.yield, deadline);
   do {
     internal::Yield();

@@ -146,7 +146,7 @@ Status HostBackend::CreateHeap(const HeapSpec& spec, std::string* local_handle) 
   }
   spec_ = spec;
   latch_.Reset();
-  wait_policy_ = WaitPolicy::ForPes(spec.size);
+  wait_policy_ = WaitPolicy::For(spec.wait_mode, spec.size, UsableCores());
   heap_region_bytes_ = RoundUp(spec.heap_bytes, PageSize());
   segment_bytes_ = heap_region_bytes_ + RoundUp(sizeof(ControlBlock), PageSize());
 
@@ -251,6 +251,10 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
   device_ = std::make_unique<HostDevice>(spec_.rank, spec_.size, spec_.timeout, wait_policy_,
                                          std::move(heaps), std::move(controls), workers_.get(),
                                          &latch_, spec_.blocking_ops);
+  if (spec_.wait_mode == WaitMode::kAuto) {
+    RequireCallable<HostCall::kPinThread, CallSite::kHostThread>();
+    pin_.PinForPe(spec_.rank, spec_.size);
+  }
   std::vector<std::atomic<std::int32_t>*> lost_words(spec_.size);
   for (int pe = 0; pe < spec_.size; ++pe) lost_words[pe] = &PeerControl(pe)->lost_peer;
   return monitor_.Start(spec_.rank, pids, &latch_, &PeerControl(spec_.rank)->doorbell,
@@ -260,6 +264,7 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
 Status HostBackend::DestroyHeap() {
   RequireCallable<HostCall::kUnmapSegments, CallSite::kHostThread>();
   monitor_.Stop();  // it rings the local doorbell, which is about to be unmapped
+  pin_.Restore();
   device_.reset();
   workers_.reset();  // joins the copy threads
   Status result;
@@ -295,6 +300,19 @@ Status HostBackend::ExchangeDescriptors(const CollectiveDescriptor& mine,
                                         std::vector<CollectiveDescriptor>* all) {
   RequireCallable<HostCall::kExchange, CallSite::kHostThread>();
   return device_->Exchange<CallSite::kHostThread>(mine, operation, nullptr, all);
+}
+
+WaitInfo HostBackend::Wait() const {
+  WaitInfo info;
+  info.mode = spec_.wait_mode;
+  info.spin = wait_policy_.spin;
+  info.yield = wait_policy_.yield;
+  info.sleeps = !wait_policy_.spins_forever();
+  info.pinning = spec_.wait_mode == WaitMode::kAuto
+                     ? pin_.description()
+                     : "none (HYPER_PARALLEL_SHMEM_WAIT=" +
+                           std::string(WaitModeName(spec_.wait_mode)) + ")";
+  return info;
 }
 
 std::string HostBackend::StreamLabel(StreamRef stream) const {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/host/affinity.h"
 #include "backends/host/call_sites.h"
 #include "backends/host/control_block.h"
 #include "backends/host/host_device.h"
@@ -62,6 +63,7 @@ class HostBackend final : public Backend {
   StreamRef CurrentStream() const override;
   bool RunsInline(StreamRef stream) const override { return stream.native == nullptr; }
   std::string StreamLabel(StreamRef stream) const override;
+  WaitInfo Wait() const override;
   Status Health() const override {
     if (!latch_.failed()) [[likely]] return Status::Ok();
     return latch_.Get();
@@ -116,6 +118,7 @@ class HostBackend final : public Backend {
   WaitPolicy wait_policy_;
   FailureLatch latch_;
   PeerMonitor monitor_;
+  ThreadPin pin_;
   std::unique_ptr<CopyWorkers> workers_;
   std::unique_ptr<HostDevice> device_;
 };

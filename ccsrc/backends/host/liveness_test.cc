@@ -175,6 +175,30 @@ TEST(PeerMonitor, LivePeersLatchNothingAndStopEndsTheThread) {
   EXPECT_FALSE(latch.failed());
 }
 
+TEST(WaitPolicy, EachModeForCoresAndPes) {
+  const WaitPolicy spin = WaitPolicy::For(WaitMode::kSpin, 2, 2);
+  EXPECT_TRUE(spin.spins_forever());
+  const WaitPolicy block = WaitPolicy::For(WaitMode::kBlock, 2, 2);
+  EXPECT_EQ(block.spin, std::chrono::nanoseconds(0));
+  EXPECT_EQ(block.yield, std::chrono::nanoseconds(0));
+  const WaitPolicy fits = WaitPolicy::For(WaitMode::kAuto, 2, 2);
+  EXPECT_EQ(fits.spin, kAutoSpin);
+  EXPECT_FALSE(fits.spins_forever());
+  const WaitPolicy shared = WaitPolicy::For(WaitMode::kAuto, 3, 2);
+  EXPECT_EQ(shared.spin, std::chrono::nanoseconds(0)) << "a peer may need this very core";
+  EXPECT_GT(shared.yield, std::chrono::nanoseconds(0));
+}
+
+TEST(WaitUntil, SpinningForeverStillEndsAtTheTimeoutAndRegistersItself) {
+  Doorbell bell;
+  int registered = 0;
+  EXPECT_EQ(WaitUntil<CallSite::kHostThread>(&bell, [] { return false; }, 5ms,
+                                             WaitPolicy::For(WaitMode::kSpin, 1, 1), nullptr,
+                                             [&] { return ++registered; }),
+            WaitOutcome::kTimedOut);
+  EXPECT_EQ(registered, 1) << "a long spin is visible to diagnostics";
+}
+
 TEST(WaitUntil, TheConditionWinsOverTheAbortFlag) {
   Doorbell bell;
   std::atomic<bool> abort{true};

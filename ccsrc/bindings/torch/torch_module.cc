@@ -11,6 +11,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <initializer_list>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -151,11 +153,97 @@ void* Local(std::string_view operation, std::string_view name, const at::Tensor&
   return tensor.numel() == 0 ? nullptr : tensor.data_ptr();
 }
 
-hps::StreamRef CurrentStream(std::string_view operation) {
-  hps::StreamRef stream;
-  Check(hps::Runtime::Process().CurrentStream(&stream, operation));
-  return stream;
+// The calling thread's current host stream (a thread-local read, no lock: every entry checks
+// the Runtime's state itself).
+hps::StreamRef CurrentStream() { return hps::StreamRef{host::CurrentStream()}; }
+
+// ---- Python arguments -----------------------------------------------------------------------
+
+// Argument mistakes raise TypeError / ValueError in the contract shape, here, before anything
+// native runs; what the protection chain decides raises ShmemError. Checking in C++ keeps a
+// call from Python to one crossing (the Python wrappers only pass arguments through).
+std::string ContractText(std::string_view what, std::string_view rule, std::string_view got) {
+  return std::string(what) + " must be " + std::string(rule) + ", but got " + std::string(got);
 }
+
+std::string TypeName(py::handle value) {
+  return py::str(py::type::handle_of(value).attr("__name__"));
+}
+
+at::Tensor TensorArg(std::string_view name, py::handle value) {
+  if (!THPVariable_Check(value.ptr())) {
+    throw py::type_error(ContractText(name, "a torch.Tensor", TypeName(value)));
+  }
+  return THPVariable_Unpack(value.ptr());
+}
+
+// An int (not a bool); `in_range` false when it does not fit int64.
+std::int64_t IntArg(std::string_view name, py::handle value, bool* in_range) {
+  if (!PyLong_Check(value.ptr()) || PyBool_Check(value.ptr())) {
+    throw py::type_error(ContractText(name, "an int",
+                                      TypeName(value) + " " + std::string(py::repr(value))));
+  }
+  int overflow = 0;
+  const long long result = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  *in_range = overflow == 0;
+  return overflow == 0 ? result : 0;
+}
+
+// A signal value: an int representable as int64.
+std::int64_t ValueArg(py::handle value) {
+  bool in_range = true;
+  const std::int64_t result = IntArg("value", value, &in_range);
+  if (!in_range) {
+    throw py::value_error(
+        ContractText("value", "representable as int64", std::string(py::str(value))));
+  }
+  return result;
+}
+
+// A PE: an int; one outside every PE range is the Runtime's INVALID_ARGUMENT, like -1.
+int PeArg(std::string_view operation, py::handle value) {
+  bool in_range = true;
+  const std::int64_t pe = IntArg("pe", value, &in_range);
+  if (!in_range || pe < std::numeric_limits<int>::min() || pe > std::numeric_limits<int>::max()) {
+    Check(Contract(operation, "pe", "in [0, " + std::to_string(hps::Runtime::Process().size()) + ")",
+                   std::string(py::str(value))));
+  }
+  return static_cast<int>(pe);
+}
+
+// One of `choices` (joined by ", " in the message).
+std::string ChoiceArg(std::string_view name, py::handle value,
+                      std::initializer_list<std::string_view> choices) {
+  if (!PyUnicode_Check(value.ptr())) {
+    throw py::type_error(ContractText(name, "a str", TypeName(value)));
+  }
+  const std::string text = py::str(value);
+  std::string joined;
+  for (std::string_view choice : choices) {
+    if (text == choice) return text;
+    joined += (joined.empty() ? "" : ", ") + std::string(choice);
+  }
+  throw py::value_error(ContractText(name, "one of " + joined, std::string(py::repr(value))));
+}
+
+// A signal operand: a one-element int32/int64 tensor (its symmetry is checked natively).
+at::Tensor SignalArg(py::handle value) {
+  at::Tensor signal = TensorArg("sig", value);
+  if (signal.scalar_type() != at::kInt && signal.scalar_type() != at::kLong) {
+    throw py::type_error(ContractText(
+        "sig dtype", "torch.int32 or torch.int64",
+        "torch." + std::string(c10::getDtypeNames(signal.scalar_type()).first)));
+  }
+  if (signal.numel() != 1) {
+    throw py::value_error(
+        ContractText("sig", "a one-element tensor", std::to_string(signal.numel()) + " elements"));
+  }
+  return signal;
+}
+
+// Copies up to this size and signals cannot wait (the Runtime runs them under its mutex): the
+// GIL stays held, which costs less than releasing and taking it back.
+constexpr std::uint64_t kKeepGilBytes = 64ull << 10;
 
 // Queued work keeps the tensors it reads or writes alive until it has run.
 hps::KeepAlive Hold(hps::StreamRef stream, const at::Tensor& a, const at::Tensor& b) {
@@ -266,28 +354,43 @@ void CheckMatches(std::string_view operation, std::string_view local_name, const
   }
 }
 
-hps::SignalOp ParseSignalOp(std::string_view operation, const std::string& text) {
-  if (text == "add") return hps::SignalOp::kAdd;
-  if (text != "set") Check(Contract(operation, "operation", "\"set\" or \"add\"", "\"" + text + "\""));
-  return hps::SignalOp::kSet;
+hps::SignalOp SignalOpArg(py::handle value) {
+  return ChoiceArg("operation", value, {"set", "add"}) == "add" ? hps::SignalOp::kAdd
+                                                                : hps::SignalOp::kSet;
 }
 
-void Put(const at::Tensor& destination, const at::Tensor& source, int pe) {
+// Runs `call` holding the GIL when it cannot wait, else without it.
+template <class Call>
+hps::Status Run(std::uint64_t bytes, Call call) {
+  if (bytes <= kKeepGilBytes) return call();
+  py::gil_scoped_release no_gil;
+  return call();
+}
+
+void Put(py::handle dst, py::handle src, py::handle pe_arg) {
+  const at::Tensor destination = TensorArg("dst", dst);
+  const at::Tensor source = TensorArg("src", src);
+  const int pe = PeArg("put", pe_arg);
   const hps::SymmetricView view = Symmetric("put", "dst", destination);
   const void* local = Local("put", "src", source);
   CheckMatches("put", "src", source, "dst", destination);
-  py::gil_scoped_release no_gil;
-  const hps::StreamRef stream = CurrentStream("put");
-  Check(hps::Runtime::Process().Put(view, local, pe, stream, Hold(stream, destination, source)));
+  const hps::StreamRef stream = CurrentStream();
+  Check(Run(view.bytes, [&] {
+    return hps::Runtime::Process().Put(view, local, pe, stream, Hold(stream, destination, source));
+  }));
 }
 
-void Get(const at::Tensor& destination, const at::Tensor& source, int pe) {
+void Get(py::handle dst, py::handle src, py::handle pe_arg) {
+  const at::Tensor destination = TensorArg("dst", dst);
+  const at::Tensor source = TensorArg("src", src);
+  const int pe = PeArg("get", pe_arg);
   const hps::SymmetricView view = Symmetric("get", "src", source);
   void* local = Local("get", "dst", destination);
   CheckMatches("get", "dst", destination, "src", source);
-  py::gil_scoped_release no_gil;
-  const hps::StreamRef stream = CurrentStream("get");
-  Check(hps::Runtime::Process().Get(local, view, pe, stream, Hold(stream, destination, source)));
+  const hps::StreamRef stream = CurrentStream();
+  Check(Run(view.bytes, [&] {
+    return hps::Runtime::Process().Get(local, view, pe, stream, Hold(stream, destination, source));
+  }));
 }
 
 hps::SignalWidth Width(std::string_view operation, const at::Tensor& signal) {
@@ -298,53 +401,64 @@ hps::SignalWidth Width(std::string_view operation, const at::Tensor& signal) {
   return hps::SignalWidth::k64;
 }
 
-void Signal(const at::Tensor& signal, int64_t value, int pe, const std::string& operation) {
+void Signal(py::handle sig, py::handle value_arg, py::handle pe_arg, py::handle operation) {
+  const at::Tensor signal = SignalArg(sig);
+  const std::int64_t value = ValueArg(value_arg);
+  const int pe = PeArg("signal", pe_arg);
+  const hps::SignalOp op = SignalOpArg(operation);
   const hps::SignalWidth width = Width("signal", signal);
   const hps::SymmetricView view = Symmetric("signal", "sig", signal);
-  const hps::SignalOp op = ParseSignalOp("signal", operation);
-  py::gil_scoped_release no_gil;
-  Check(hps::Runtime::Process().Signal(view, width, value, pe, op, CurrentStream("signal")));
+  Check(hps::Runtime::Process().Signal(view, width, value, pe, op, CurrentStream()));
 }
 
-void PutSignal(const at::Tensor& destination, const at::Tensor& source, const at::Tensor& signal,
-               int64_t value, int pe, const std::string& operation) {
+void PutSignal(py::handle dst, py::handle src, py::handle sig, py::handle value_arg,
+               py::handle pe_arg, py::handle operation) {
+  const at::Tensor signal = SignalArg(sig);
+  const at::Tensor destination = TensorArg("dst", dst);
+  const at::Tensor source = TensorArg("src", src);
+  const std::int64_t value = ValueArg(value_arg);
+  const int pe = PeArg("put_signal", pe_arg);
+  const hps::SignalOp op = SignalOpArg(operation);
   const hps::SymmetricView view = Symmetric("put_signal", "dst", destination);
   const void* local = Local("put_signal", "src", source);
   CheckMatches("put_signal", "src", source, "dst", destination);
   const hps::SignalWidth width = Width("put_signal", signal);
   const hps::SymmetricView signal_view = Symmetric("put_signal", "sig", signal);
-  const hps::SignalOp op = ParseSignalOp("put_signal", operation);
-  py::gil_scoped_release no_gil;
-  const hps::StreamRef stream = CurrentStream("put_signal");
-  Check(hps::Runtime::Process().PutSignal(view, local, signal_view, width, value, pe, op, stream,
-                                          Hold(stream, destination, source)));
+  const hps::StreamRef stream = CurrentStream();
+  Check(Run(view.bytes, [&] {
+    return hps::Runtime::Process().PutSignal(view, local, signal_view, width, value, pe, op,
+                                             stream, Hold(stream, destination, source));
+  }));
 }
 
-void WaitSignal(const at::Tensor& signal, int64_t value, const std::string& comparison) {
-  const hps::SignalWidth width = Width("wait_signal", signal);
-  const hps::SymmetricView view = Symmetric("wait_signal", "sig", signal);
-  static const std::pair<const char*, hps::Comparison> kComparisons[] = {
+void WaitSignal(py::handle sig, py::handle value_arg, py::handle comparison_arg) {
+  const at::Tensor signal = SignalArg(sig);
+  const std::int64_t value = ValueArg(value_arg);
+  const std::string comparison =
+      ChoiceArg("comparison", comparison_arg, {"eq", "ne", "gt", "ge", "lt", "le"});
+  static const std::pair<std::string_view, hps::Comparison> kComparisons[] = {
       {"eq", hps::Comparison::kEq}, {"ne", hps::Comparison::kNe}, {"gt", hps::Comparison::kGt},
       {"ge", hps::Comparison::kGe}, {"lt", hps::Comparison::kLt}, {"le", hps::Comparison::kLe}};
-  const hps::Comparison* chosen = nullptr;
+  hps::Comparison chosen = hps::Comparison::kEq;
   for (const auto& [name, value_comparison] : kComparisons) {
-    if (comparison == name) chosen = &value_comparison;
+    if (comparison == name) chosen = value_comparison;
   }
-  if (chosen == nullptr) {
-    Check(Contract("wait_signal", "comparison", "one of eq, ne, gt, ge, lt, le",
-                   "\"" + comparison + "\""));
-  }
-  py::gil_scoped_release no_gil;
-  Check(hps::Runtime::Process().WaitSignal(view, width, value, *chosen,
-                                           CurrentStream("wait_signal")));
+  const hps::SignalWidth width = Width("wait_signal", signal);
+  const hps::SymmetricView view = Symmetric("wait_signal", "sig", signal);
+  const hps::StreamRef stream = CurrentStream();
+  py::gil_scoped_release no_gil;  // it may wait: another thread may need the GIL to signal
+  Check(hps::Runtime::Process().WaitSignal(view, width, value, chosen, stream));
 }
 
 void Barrier() {
+  const hps::StreamRef stream = CurrentStream();
   py::gil_scoped_release no_gil;
-  Check(hps::Runtime::Process().Barrier(CurrentStream("barrier")));
+  Check(hps::Runtime::Process().Barrier(stream));
 }
 
-void AllGather(const at::Tensor& output, const at::Tensor& input) {
+void AllGather(py::handle output_arg, py::handle input_arg) {
+  const at::Tensor output = TensorArg("output", output_arg);
+  const at::Tensor input = TensorArg("input", input_arg);
   const hps::SymmetricView view = Symmetric("all_gather", "output", output);
   const void* local = Local("all_gather", "input", input);
   if (input.scalar_type() != output.scalar_type()) {
@@ -360,8 +474,8 @@ void AllGather(const at::Tensor& output, const at::Tensor& input) {
                    std::to_string(output.numel())));
   }
   const std::string_view dtype = c10::getDtypeNames(output.scalar_type()).first;
+  const hps::StreamRef stream = CurrentStream();
   py::gil_scoped_release no_gil;
-  const hps::StreamRef stream = CurrentStream("all_gather");
   Check(hps::Runtime::Process().AllGather(view, local, ByteSize(input), stream,
                                           Hold(stream, output, input), dtype));
 }
@@ -470,6 +584,7 @@ py::dict Snapshot() {
   config["timeout_sec"] = d.config.timeout_sec;
   config["log_level"] = static_cast<int>(d.config.log_level);
   config["backend"] = std::string(hps::BackendKindName(d.config.backend));
+  config["wait"] = std::string(hps::WaitModeName(d.config.wait));
   state["config"] = config;
   state["heap_base"] = reinterpret_cast<std::uintptr_t>(d.heap_base);
   py::dict heap;
@@ -496,6 +611,15 @@ py::dict Snapshot() {
                                                       : py::object(py::str(d.collective_stream));
   state["collectives"] = collectives;
   state["calls_in_flight"] = d.calls_in_flight;
+  py::dict wait;
+  wait["mode"] = std::string(hps::WaitModeName(d.wait.mode));
+  const bool forever = d.wait.spin == std::chrono::nanoseconds::max();
+  wait["spin_us"] = forever ? py::object(py::str("until the timeout"))
+                            : py::object(py::float_(d.wait.spin.count() / 1000.0));
+  wait["yield_us"] = d.wait.yield.count() / 1000.0;
+  wait["sleeps"] = d.wait.sleeps;
+  wait["pinned"] = d.wait.pinning;
+  state["wait"] = wait;
   const auto now = std::chrono::system_clock::now();
   py::list blocked;
   for (const hps::BlockingOp& op : d.blocking) {

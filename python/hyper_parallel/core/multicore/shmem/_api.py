@@ -1,8 +1,11 @@
-"""The public functions: argument checks here, everything else native.
+"""The public functions.
 
 Type mistakes raise TypeError and malformed values ValueError, in the two message shapes;
 everything the protection chain decides (symmetric operand, live allocation of this lifecycle,
-byte range, PE range, alignment) raises ShmemError with the native error code.
+byte range, PE range, alignment) raises ShmemError with the native error code. The data-path
+functions (put, get, signal, put_signal, wait_signal, all_gather) pass their arguments straight
+to the native module, which checks them in C++: one crossing per call is what keeps the Python
+path of a ping-pong short. empty and free check theirs here.
 """
 
 from __future__ import annotations
@@ -15,11 +18,6 @@ import torch
 
 from . import _debug
 from ._runtime import contract, native
-
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-_SIGNAL_DTYPES = (torch.int32, torch.int64)
-_OPERATIONS = ("set", "add")
-_COMPARISONS = ("eq", "ne", "gt", "ge", "lt", "le")
 
 
 def _type_name(value: object) -> str:
@@ -35,14 +33,6 @@ def _require_int(name: str, value: object) -> int:
 def _require_tensor(name: str, value: object) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
         raise TypeError(contract(name, "a torch.Tensor", _type_name(value)))
-    return value
-
-
-def _require_choice(name: str, value: object, choices: tuple) -> str:
-    if not isinstance(value, str):
-        raise TypeError(contract(name, "a str", _type_name(value)))
-    if value not in choices:
-        raise ValueError(contract(name, "one of " + ", ".join(choices), repr(value)))
     return value
 
 
@@ -91,36 +81,18 @@ def free(tensor: torch.Tensor) -> None:
 
 def put(dst: torch.Tensor, src: torch.Tensor, pe: int) -> None:
     """Copies local src into dst (symmetric) on PE pe, on the current stream."""
-    native.put(_require_tensor("dst", dst), _require_tensor("src", src), _require_int("pe", pe))
+    native.put(dst, src, pe)
 
 
 def get(dst: torch.Tensor, src: torch.Tensor, pe: int) -> None:
     """Copies src (symmetric) on PE pe into local dst, on the current stream."""
-    native.get(_require_tensor("dst", dst), _require_tensor("src", src), _require_int("pe", pe))
-
-
-def _signal_tensor(sig: object) -> torch.Tensor:
-    sig = _require_tensor("sig", sig)
-    if sig.dtype not in _SIGNAL_DTYPES:
-        raise TypeError(contract("sig dtype", "torch.int32 or torch.int64", sig.dtype))
-    if sig.numel() != 1:
-        raise ValueError(contract("sig", "a one-element tensor", f"{sig.numel()} elements"))
-    return sig
-
-
-def _signal_value(value: object) -> int:
-    value = _require_int("value", value)
-    if not _INT64_MIN <= value <= _INT64_MAX:
-        raise ValueError(contract("value", "representable as int64", value))
-    return value
+    native.get(dst, src, pe)
 
 
 def signal(sig: torch.Tensor, value: int, pe: int, *, operation: str = "set") -> None:
     """Sets or adds value to the one-element int32/int64 symmetric sig on PE pe, after every
-    earlier write of this stream (data before signal)."""
-    sig = _signal_tensor(sig)
-    native.signal(sig, _signal_value(value), _require_int("pe", pe),
-                  _require_choice("operation", operation, _OPERATIONS))
+    earlier write of this stream (data before signal). operation is "set" or "add"."""
+    native.signal(sig, value, pe, operation)
 
 
 def put_signal(dst: torch.Tensor, src: torch.Tensor, sig: torch.Tensor, value: int, pe: int, *,
@@ -128,17 +100,13 @@ def put_signal(dst: torch.Tensor, src: torch.Tensor, sig: torch.Tensor, value: i
     """put(dst, src, pe) then signal(sig, value, pe, operation=...) as one call: the data is
     visible on PE pe before the signal is (what a producer writing a tile and raising its
     consumer's counter needs), for one validation and one enqueue."""
-    sig = _signal_tensor(sig)
-    native.put_signal(_require_tensor("dst", dst), _require_tensor("src", src), sig,
-                      _signal_value(value), _require_int("pe", pe),
-                      _require_choice("operation", operation, _OPERATIONS))
+    native.put_signal(dst, src, sig, value, pe, operation)
 
 
 def wait_signal(sig: torch.Tensor, value: int, *, comparison: str = "eq") -> None:
-    """Waits until the local sig compares true against value; bounded by the timeout."""
-    sig = _signal_tensor(sig)
-    native.wait_signal(sig, _signal_value(value),
-                       _require_choice("comparison", comparison, _COMPARISONS))
+    """Waits until the local sig compares true against value (eq, ne, gt, ge, lt, le); bounded
+    by the timeout."""
+    native.wait_signal(sig, value, comparison)
 
 
 def barrier() -> None:
@@ -155,7 +123,7 @@ def all_gather(output: torch.Tensor, input: torch.Tensor) -> None:  # noqa: A002
     stream, the local output holds every input in rank order and input may be reused. Zero
     elements: validated, then nothing.
     """
-    native.all_gather(_require_tensor("output", output), _require_tensor("input", input))
+    native.all_gather(output, input)
 
 
 # ---- host streams -------------------------------------------------------------------------
