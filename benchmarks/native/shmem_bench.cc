@@ -6,7 +6,8 @@
 // The program forks N PEs on the host backend (memcpy runs in this one process: the limit a
 // transfer can reach). For every size it warms up, lets PE 0 pick an iteration count so one
 // repetition lasts at least T microseconds, shares it with every PE, and records R
-// repetitions of the mean time per iteration. PE 0 prints one JSON line per size:
+// repetitions of the mean time per iteration. memcpy runs --pes threads in this process. PE 0
+// prints one JSON line per size:
 //   {"impl": "hps_native", "test": ..., "pes": N, "bytes": S, "iters": k, "samples_us": [...]}
 // Patterns mirror the OSHMEM peer (oshmem_bench.c): put/get from PE 0 to PE 1 on the default
 // stream (complete when the call returns), put + signal -> wait_signal ping-pong reported as a
@@ -140,18 +141,41 @@ void Report(const Options& options, std::uint64_t bytes, std::uint64_t iters,
   std::fflush(stdout);
 }
 
+// The limit a transfer can reach: --pes N threads each copying S bytes between their own
+// buffers at the same time (N = 1: one local memcpy). With N = the cores the PEs share, the
+// per-call time says how much memory bandwidth the cores have together, which need not be N
+// times one core's (all_gather's bound, see run.py).
 void RunMemcpy(const Options& options) {
   const std::uint64_t largest = *std::max_element(options.sizes.begin(), options.sizes.end());
-  std::vector<unsigned char> source(largest + 64, 1), destination(largest + 64, 2);
+  const int threads = options.pes;
+  std::vector<std::vector<unsigned char>> sources(threads), destinations(threads);
+  for (int t = 0; t < threads; ++t) {
+    sources[t].assign(largest + 64, 1);
+    destinations[t].assign(largest + 64, 2);
+  }
   for (std::uint64_t bytes : options.sizes) {
-    auto body = [&] {
-      std::memcpy(destination.data(), source.data(), bytes);
-      asm volatile("" ::: "memory");  // keep every copy
+    // One repetition: every thread copies `iters` times; the slowest thread's mean per copy.
+    auto repetition = [&](std::uint64_t iters) {
+      std::vector<double> micros(threads);
+      std::vector<std::thread> workers;
+      for (int t = 0; t < threads; ++t) {
+        workers.emplace_back([&, t] {
+          micros[t] = MicrosPerIteration(
+              [&] {
+                std::memcpy(destinations[t].data(), sources[t].data(), bytes);
+                asm volatile("" ::: "memory");  // keep every copy
+              },
+              iters);
+        });
+      }
+      for (std::thread& worker : workers) worker.join();
+      return *std::max_element(micros.begin(), micros.end());
     };
-    for (int i = 0; i < 3; ++i) body();
-    const std::uint64_t iters = PickIterations(body, options.min_time_us);
+    repetition(3);
+    std::uint64_t iters = 1;
+    while (iters < (1u << 20) && repetition(iters) * iters < options.min_time_us) iters *= 2;
     std::vector<double> samples;
-    for (int rep = 0; rep < options.reps; ++rep) samples.push_back(MicrosPerIteration(body, iters));
+    for (int rep = 0; rep < options.reps; ++rep) samples.push_back(repetition(iters));
     Report(options, bytes, iters, samples);
   }
 }

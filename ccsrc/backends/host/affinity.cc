@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace hyper_parallel::shmem::host {
 
@@ -29,25 +31,30 @@ void ThreadPin::PinForPe(int rank, int local_pes) {
                    std::to_string(usable) + " cpus)";
     return;
   }
-  int wanted = rank % usable;
-  int cpu = -1;
-  for (int candidate = 0; candidate < CPU_SETSIZE; ++candidate) {
-    if (CPU_ISSET(candidate, &allowed) && wanted-- == 0) {
-      cpu = candidate;
-      break;
-    }
+  // The usable cpus split into local_pes contiguous shares (the first `usable % local_pes`
+  // shares one cpu larger); PE `rank` takes share rank % local_pes.
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
   }
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  if (cpu < 0 || ::sched_setaffinity(0, sizeof one, &one) != 0) {
+  const int share = rank % local_pes;
+  const int base = usable / local_pes;
+  const int extra = usable % local_pes;
+  const int first = share * base + std::min(share, extra);
+  const int count = base + (share < extra ? 1 : 0);
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  for (int i = first; i < first + count; ++i) CPU_SET(cpus[i], &mine);
+  if (::sched_setaffinity(0, sizeof mine, &mine) != 0) {
     description_ = std::string("none (sched_setaffinity failed: ") + std::strerror(errno) + ")";
     return;
   }
   thread_ = static_cast<pid_t>(::syscall(SYS_gettid));
   previous_ = allowed;
   pinned_ = true;
-  description_ = "cpu " + std::to_string(cpu);
+  description_ = count == 1 ? "cpu " + std::to_string(cpus[first])
+                            : "cpus " + std::to_string(cpus[first]) + "-" +
+                                  std::to_string(cpus[first + count - 1]);
 }
 
 void ThreadPin::Restore() {
