@@ -2,8 +2,10 @@
 # Runs the benchmark suite (benchmarks/run.py): installs the package, matplotlib for the plots,
 # and (as root, when missing) Debian's OpenMPI with OSHMEM for the OSHMEM peer.
 #
-#   bash scripts/bench.sh            full run (several minutes), results in bench-results/
-#   bash scripts/bench.sh --quick    about a minute and a half
+#   bash scripts/bench.sh                full run (about 11 minutes), results in bench-results/
+#   bash scripts/bench.sh --contended    the same plus ping-pong and barrier beside a CPU hog
+#                                        (about 12 minutes)
+#   bash scripts/bench.sh --quick        about 1.5 minutes (about 2 with --contended)
 # Other arguments go to benchmarks/run.py (--help lists them).
 set -euo pipefail
 cd "$(dirname "$0")/.."

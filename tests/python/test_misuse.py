@@ -232,6 +232,9 @@ CASES = [
     Case("copy_workers_too_many", lambda: shmem.acquire_shmem(), code="INVALID_CONFIG",
          text="HYPER_PARALLEL_SHMEM_COPY_WORKERS", where="outside",
          env={"HYPER_PARALLEL_SHMEM_COPY_WORKERS": "65"}),
+    Case("wait_policy_unknown", lambda: shmem.acquire_shmem(), code="INVALID_CONFIG",
+         text='HYPER_PARALLEL_SHMEM_WAIT must be one of auto, spin, block, but got "busy"',
+         where="outside", env={"HYPER_PARALLEL_SHMEM_WAIT": "busy"}),
 ]
 
 
