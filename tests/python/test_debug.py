@@ -33,10 +33,13 @@ def _fields_and_repr(rank, size):
         wait = state["wait"]
         assert wait["mode"] == "auto" and wait["sleeps"] is True and wait["yield_us"] == 100.0
         cores = os.cpu_count()
-        if size <= cores:  # one core per PE: pinned, by rank (the pool's PEs may use every cpu)
+        if size <= cores:  # pinned to this rank's share of the cpus (the pool may use them all)
+            base, extra = divmod(cores, size)
+            first, count = rank * base + min(rank, extra), base + (rank < extra)
+            share = f"cpu {first}" if count == 1 else f"cpus {first}-{first + count - 1}"
             assert wait["spin_us"] == 200.0, wait
-            assert wait["pinned"] == f"cpu {rank % cores}", wait
-            assert os.sched_getaffinity(0) == {rank % cores}
+            assert wait["pinned"] == share, wait
+            assert os.sched_getaffinity(0) == set(range(first, first + count))
         else:
             assert wait["spin_us"] == 0.0 and wait["pinned"].startswith("none ("), wait
         heap = state["heap"]
