@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -106,11 +107,20 @@ TEST(AutoWait, PinsOneCorePerPeWhenThePesFitAndRestoresTheAffinityAtClose) {
     CHECK_PE(ctx, wait.mode == WaitMode::kAuto, "auto is the default");
     CHECK_PE(ctx, wait.spin == host::kAutoSpin && wait.sleeps, "a core each: a long spin");
     if (before == MachineCores()) {
-      CHECK_PE(ctx, wait.pinning == "cpu " + std::to_string(ctx.rank), wait.pinning);
+      // This rank's contiguous share of the cpus (the launcher left them all usable).
+      const int base = before / ctx.size, extra = before % ctx.size;
+      const int first = ctx.rank * base + std::min(ctx.rank, extra);
+      const int count = base + (ctx.rank < extra ? 1 : 0);
+      const std::string share =
+          count == 1 ? "cpu " + std::to_string(first)
+                     : "cpus " + std::to_string(first) + "-" + std::to_string(first + count - 1);
+      CHECK_PE(ctx, wait.pinning == share, wait.pinning + " != " + share);
       cpu_set_t set;
       CPU_ZERO(&set);
       ::sched_getaffinity(0, sizeof set, &set);
-      CHECK_PE(ctx, CPU_COUNT(&set) == 1 && CPU_ISSET(ctx.rank, &set), "this thread is pinned");
+      bool exact = CPU_COUNT(&set) == count;
+      for (int cpu = first; cpu < first + count; ++cpu) exact = exact && CPU_ISSET(cpu, &set);
+      CHECK_PE(ctx, exact, "this thread is pinned to its share");
     }
     CHECK_PE_OK(ctx, Rt().Shutdown());
     CHECK_PE(ctx, AllowedCpus() == before, "the close gave the affinity back");
