@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,6 +27,7 @@
 
 #include "backends/blocking_ops.h"
 #include "backends/collective.h"
+#include "data_plane/kernel_api.h"
 #include "runtime/config.h"
 #include "runtime/status.h"
 
@@ -58,6 +60,9 @@ struct StreamRef {
 
 /// Keeps a local (non-symmetric) operand alive until queued work that reads or writes it ran.
 using KeepAlive = std::shared_ptr<const void>;
+
+/// A consumer's fused kernel: runs on a stream against the kernel-side data-plane API.
+using Kernel = std::function<Status(data_plane::KernelApi& api)>;
 
 /// What CreateHeap needs to know about this PE and the job.
 struct HeapSpec {
@@ -162,6 +167,11 @@ class Backend {
   /// calls of this number differ. `keep_alive` is held until it ran.
   virtual Status Barrier(StreamRef stream, const CollectiveDescriptor& descriptor,
                          KeepAlive keep_alive) = 0;
+
+  /// Runs `kernel` in order on `stream` (inline on a stream that runs inline), its failures
+  /// tagged with `name`. `keep_alive` is held until it ran.
+  virtual Status Launch(StreamRef stream, std::string_view name, Kernel kernel,
+                        KeepAlive keep_alive) = 0;
 
   /// Collective (descriptor kind all_gather): descriptor.bytes bytes of local `input` land in
   /// slot `rank` (at rank * bytes) of the symmetric output at heap offset descriptor.offset on

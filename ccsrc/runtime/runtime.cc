@@ -898,6 +898,32 @@ Status Runtime::AllGather(const SymmetricView& output, const void* input,
   return Finish(std::move(done), kOp, "execute");
 }
 
+Status Runtime::Launch(std::string_view name, const std::vector<SymmetricView>& operands,
+                       StreamRef stream, LaunchKernel kernel, KeepAlive keep_alive) {
+  constexpr std::string_view kOp = "launch";
+  std::unique_lock<std::mutex> lock(mutex_);
+  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+  std::vector<std::uint64_t> offsets(operands.size());
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    AllocationRecord record;
+    HPS_RECORD_IF_ERROR(ResolveOperand(operands[i], &offsets[i], &record), kOp, "validate");
+  }
+  Kernel run = [kernel = std::move(kernel), offsets = std::move(offsets)](
+                   data_plane::KernelApi& api) { return kernel(api, offsets); };
+  if (!backend_->RunsInline(stream)) {  // only enqueued: cannot wait
+    return FinishLocked(backend_->Launch(stream, name, std::move(run), std::move(keep_alive)),
+                        kOp, "execute");
+  }
+  Backend& backend = *backend_;
+  Status done;
+  {
+    CallScope call(this);  // it may wait: outside the mutex
+    lock.unlock();
+    done = backend.Launch(stream, name, std::move(run), std::move(keep_alive));
+  }
+  return Finish(std::move(done), kOp, "execute");
+}
+
 Status Runtime::CurrentStream(StreamRef* out, std::string_view operation) {
   std::lock_guard<std::mutex> lock(mutex_);
   HPS_RECORD_IF_ERROR(CheckReady(operation), operation, "state");

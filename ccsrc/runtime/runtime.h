@@ -71,6 +71,11 @@ struct SymmetricView {
   std::uint64_t bytes = 0;
 };
 
+/// A consumer's fused kernel as Launch runs it: the kernel-side API and the heap offsets of
+/// the symmetric operands it declared, in the order it declared them.
+using LaunchKernel =
+    std::function<Status(data_plane::KernelApi& api, const std::vector<std::uint64_t>& offsets)>;
+
 /// A new allocation as Allocate returns it.
 struct Allocation {
   AllocationId id = 0;
@@ -175,6 +180,15 @@ class Runtime {
   /// both operands until it ran. `dtype` (up to 15 characters) is compared across PEs.
   Status AllGather(const SymmetricView& output, const void* input, std::uint64_t input_bytes,
                    StreamRef stream, KeepAlive keep_alive = nullptr, std::string_view dtype = {});
+
+  /// Enqueues a consumer's fused kernel (data_plane/kernel_api.h) on `stream`. Every symmetric
+  /// operand it declares in `operands` goes through the protection chain first; the kernel
+  /// receives their heap offsets. The kernel may put to and signal any PE and wait for its own
+  /// counters (bounded); it is not a collective (no descriptor is exchanged): consumers that
+  /// need agreement exchange it themselves. `name` tags its failures. `keep_alive` owns local
+  /// memory the kernel reads or writes, until it ran.
+  Status Launch(std::string_view name, const std::vector<SymmetricView>& operands,
+                StreamRef stream, LaunchKernel kernel, KeepAlive keep_alive = nullptr);
 
   /// The current stream of the calling thread on the Runtime's device. `operation` names the
   /// call that asks, in the error when the Runtime is not ready.

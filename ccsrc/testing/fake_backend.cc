@@ -24,6 +24,7 @@ std::string_view FakeCallName(FakeCall call) {
     case FakeCall::kWaitSignal: return "wait_signal";
     case FakeCall::kBarrier: return "barrier";
     case FakeCall::kOpAllGather: return "op_all_gather";
+    case FakeCall::kLaunch: return "launch";
     case FakeCall::kAllGather: return "all_gather";
     case FakeCall::kBootstrapBarrier: return "bootstrap_barrier";
     case FakeCall::kCount: break;
@@ -191,6 +192,46 @@ Status FakeBackend::AllGather(StreamRef stream, const CollectiveDescriptor& desc
   // One PE: slot 0 only.
   std::memmove(heap_ + descriptor.offset, input, descriptor.bytes);
   return Status::Ok();
+}
+
+namespace {
+
+// One PE over the fake's heap; waits never block (nothing else can add).
+class FakeKernelApi final : public data_plane::KernelApi {
+ public:
+  explicit FakeKernelApi(std::byte* heap) : heap_(heap) {}
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::byte* Local(std::uint64_t offset) const override { return heap_ + offset; }
+  void PutBlock(int, std::uint64_t offset, const void* source, std::uint64_t bytes) override {
+    if (bytes > 0) std::memmove(heap_ + offset, source, bytes);
+  }
+  void AddCounter(int, std::uint64_t offset, std::int64_t value) override {
+    std::atomic_ref<std::int64_t>(*reinterpret_cast<std::int64_t*>(heap_ + offset))
+        .fetch_add(value);
+  }
+  Status WaitCounter(std::uint64_t offset, std::int64_t target, std::string_view what) override {
+    const std::int64_t observed = ReadCounter(offset);
+    if (observed >= target) return Status::Ok();
+    return Status::Assertion(ErrorCode::kTimeout, std::string(what) + " timed out",
+                             {{"expected", std::to_string(target)},
+                              {"observed", std::to_string(observed)}});
+  }
+  std::int64_t ReadCounter(std::uint64_t offset) const override {
+    return std::atomic_ref<std::int64_t>(*reinterpret_cast<std::int64_t*>(heap_ + offset)).load();
+  }
+
+ private:
+  std::byte* heap_;
+};
+
+}  // namespace
+
+Status FakeBackend::Launch(StreamRef, std::string_view name, Kernel kernel, KeepAlive) {
+  HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kLaunch));
+  FakeKernelApi api(heap_);
+  Status status = kernel(api);
+  return status.At(name, "execute");
 }
 
 Status FakeBootstrap::AllGather(std::string_view mine, std::chrono::milliseconds,

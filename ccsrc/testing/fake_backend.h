@@ -34,6 +34,7 @@ enum class FakeCall : int {
   kWaitSignal,
   kBarrier,
   kOpAllGather,
+  kLaunch,
   kAllGather,  // FakeBootstrap
   kBootstrapBarrier,  // FakeBootstrap
   kCount,
@@ -122,6 +123,8 @@ class FakeBackend final : public Backend {
                  KeepAlive keep_alive) override;
   Status AllGather(StreamRef stream, const CollectiveDescriptor& descriptor, const void* input,
                    KeepAlive keep_alive) override;
+  Status Launch(StreamRef stream, std::string_view name, Kernel kernel,
+                KeepAlive keep_alive) override;
 
  private:
   std::shared_ptr<FakePanel> panel_;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <new>
 
+#include "backends/host/host_kernel_api.h"
 #include "backends/host/host_stream.h"
 #include "data_plane/pe_address.h"
 #include "ops/all_gather/all_gather.h"
@@ -445,6 +446,20 @@ Status HostBackend::AllGather(StreamRef stream, const CollectiveDescriptor& desc
                 [device, args, hold = std::move(keep_alive)]<CallSite kSite>() {
                   return ops::PushAllGather<kSite>(*device, args);
                 });
+}
+
+Status HostBackend::Launch(StreamRef stream, std::string_view name, Kernel kernel,
+                          KeepAlive keep_alive) {
+  const HostDevice* device = device_.get();
+  const auto* host_stream = static_cast<const HostStream*>(stream.native);
+  // The name outlives the call: it tags a failure of work queued on a stream.
+  return Submit(stream, "launch", [device, host_stream, kernel = std::move(kernel),
+                                   label = std::string(name),
+                                   hold = std::move(keep_alive)]<CallSite kSite>() {
+    HostKernelApi<kSite> api(*device, host_stream);
+    Status status = kernel(api);
+    return status.At(label, "execute");
+  });
 }
 
 }  // namespace hyper_parallel::shmem::host

@@ -84,6 +84,8 @@ class HostBackend final : public Backend {
                  KeepAlive keep_alive) override;
   Status AllGather(StreamRef stream, const CollectiveDescriptor& descriptor, const void* input,
                    KeepAlive keep_alive) override;
+  Status Launch(StreamRef stream, std::string_view name, Kernel kernel,
+                KeepAlive keep_alive) override;
 
 
   /// Address of heap offset 0 of PE `pe` in this process (null when not mapped).

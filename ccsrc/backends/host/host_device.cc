@@ -90,6 +90,11 @@ Status HostDevice::ReadDescriptors(std::uint64_t sequence,
   return Status::Ok();
 }
 
+std::string HostDevice::CounterText(std::uint64_t offset, std::int64_t target) const {
+  return Hex(heap_bases_[rank_] + offset) + ", expected>=" + std::to_string(target) +
+         ", observed=" + std::to_string(ReadCounter(rank_, offset));
+}
+
 bool HostDevice::CoreWordsMatch(const CollectiveDescriptor& mine) const {
   const auto words = mine.Pack();
   const int slot = static_cast<int>(mine.sequence % 2);

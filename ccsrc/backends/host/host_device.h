@@ -75,6 +75,42 @@ class HostDevice {
     Ring<kSite>(&controls_[pe]->doorbell);
   }
 
+  /// Adds `value` to the 64-bit counter at heap offset `offset` of PE `pe` (seq_cst: after
+  /// every write this thread made before) and wakes a sleeper there.
+  template <CallSite kSite>
+  void AddCounter(int pe, std::uint64_t offset, std::int64_t value) const {
+    RequireCallable<HostCall::kAtomicSignal, kSite>();
+    Counter(pe, offset).fetch_add(value, std::memory_order_seq_cst);
+    RingAfterSeqCst<kSite>(&controls_[pe]->doorbell);
+  }
+
+  /// Waits until this PE's 64-bit counter at heap offset `offset` is at least `target`. TIMEOUT
+  /// names `what`; the latched failure is returned when a peer is lost meanwhile.
+  template <CallSite kSite>
+  Status WaitCounter(std::uint64_t offset, std::int64_t target, std::string_view what,
+                     const HostStream* stream) const {
+    RequireCallable<HostCall::kBoundedWait, kSite>();
+    auto reached = [&] { return ReadCounter(rank_, offset) >= target; };
+    auto notice = [&] {
+      return Register(what, stream, [this, offset, target] {
+        return "counter=" + CounterText(offset, target);
+      });
+    };
+    const WaitOutcome outcome = WaitUntil<kSite>(&controls_[rank_]->doorbell, reached, timeout_,
+                                                 wait_policy_, latch_->flag(), notice);
+    if (outcome == WaitOutcome::kReady) return Status::Ok();
+    if (outcome == WaitOutcome::kAborted) return latch_->Get();
+    return Status::Assertion(ErrorCode::kTimeout, std::string(what) + " timed out",
+                             {{"pe", std::to_string(rank_)},
+                              {"counter", CounterText(offset, target)},
+                              {"timeout_ms", std::to_string(timeout_.count())}});
+  }
+
+  /// The 64-bit counter at heap offset `offset` of PE `pe`, now (seq_cst load).
+  std::int64_t ReadCounter(int pe, std::uint64_t offset) const {
+    return Counter(pe, offset).load(std::memory_order_seq_cst);
+  }
+
   /// The epoch `source` last published to this PE on `slot`.
   std::uint64_t Observed(int slot, int source) const {
     return controls_[rank_]->op_epochs[slot][source].value.load(std::memory_order_acquire);
@@ -187,6 +223,11 @@ class HostDevice {
     return controls_[pe]->collective[slot].sequence.load(std::memory_order_acquire);
   }
   Status ReadDescriptors(std::uint64_t sequence, std::vector<CollectiveDescriptor>* all) const;
+  std::atomic_ref<std::int64_t> Counter(int pe, std::uint64_t offset) const {
+    return std::atomic_ref<std::int64_t>(*reinterpret_cast<std::int64_t*>(heap_bases_[pe] + offset));
+  }
+  // "0x40 expected>=3 observed=2" for diagnostics.
+  std::string CounterText(std::uint64_t offset, std::int64_t target) const;
   // True when every PE's core words equal `mine`'s (so the descriptors certainly match).
   bool CoreWordsMatch(const CollectiveDescriptor& mine) const;
   std::string MissingExchange(std::uint64_t sequence) const;

@@ -1,0 +1,60 @@
+// KernelApi: what a fused consumer kernel may do on the symmetric heap, whatever the backend.
+//
+// A kernel is a function of this interface that the Runtime launches on a stream
+// (Runtime::Launch): it runs in stream order like any other operation, after the Runtime checked
+// every symmetric operand the launch declared. Inside, it addresses the heap by offsets (the
+// same on every PE) and may:
+//   - put a block of bytes from local memory to an offset of any PE's heap;
+//   - add to a 64-bit counter at an offset of any PE's heap, after every block it put to that PE
+//     before (data before signal: whoever sees the count sees the data);
+//   - wait until a 64-bit counter in its own heap reaches a target (bounded: TIMEOUT naming what
+//     it waited for, or PEER_LOST when a peer exits meanwhile);
+//   - read and write its own heap directly.
+// Counters are monotonic: a kernel adds and compares against growing targets, never resets, so
+// no per-step zeroing can race a peer's add (DESIGN §4.8). Counters that different PEs add to
+// concurrently should sit 64 bytes apart.
+//
+// Each backend implements it (the host backend with memcpy, atomics and futex waits; a device
+// backend with on-stream puts and signals); consumers (ops/mega_moe, and any fused kernel)
+// include only this header.
+//
+// Thread-safety: a kernel runs on one thread (its stream's); an instance is used by one kernel
+// at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "runtime/status.h"
+
+namespace hyper_parallel::shmem::data_plane {
+
+class KernelApi {
+ public:
+  virtual ~KernelApi() = default;
+
+  /// This PE's index in the Root WORLD and the number of PEs.
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  /// This PE's byte at heap offset `offset`, for direct reads and writes of its own heap.
+  virtual std::byte* Local(std::uint64_t offset) const = 0;
+
+  /// Copies `bytes` from local `source` to heap offset `offset` of PE `pe`.
+  virtual void PutBlock(int pe, std::uint64_t offset, const void* source,
+                        std::uint64_t bytes) = 0;
+
+  /// Adds `value` to the 64-bit counter at heap offset `offset` (8-byte aligned) of PE `pe`,
+  /// after every block this kernel put to `pe` before, and wakes a waiter there.
+  virtual void AddCounter(int pe, std::uint64_t offset, std::int64_t value) = 0;
+
+  /// Waits until this PE's 64-bit counter at heap offset `offset` is at least `target`.
+  /// `what` names the wait in TIMEOUT messages and in debug_state()'s blocked operations.
+  virtual Status WaitCounter(std::uint64_t offset, std::int64_t target, std::string_view what) = 0;
+
+  /// The counter's current value (a relaxed look, for diagnostics and tests).
+  virtual std::int64_t ReadCounter(std::uint64_t offset) const = 0;
+};
+
+}  // namespace hyper_parallel::shmem::data_plane
