@@ -1,0 +1,243 @@
+"""MegaMoE: an expert-parallel Mixture-of-Experts layer whose dispatch and combine are puts
+and signals into resident symmetric buffers (see the package docstring)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+from ..shmem._runtime import contract
+from ._function import ExpertParallel, swiglu
+from ._resources import MegaMoEResources
+
+_EXPERT_KEYS = ("gate_proj", "up_proj", "down_proj")
+_SHARED_KEYS = ("shared_gate_proj", "shared_up_proj", "shared_down_proj", "shared_expert_gate")
+
+
+def _group_size_rank(group) -> tuple:
+    if not (dist.is_available() and dist.is_initialized()):
+        return 1, 0
+    group = dist.group.WORLD if group is None else group
+    return dist.get_world_size(group), dist.get_rank(group)
+
+
+def route(logits: torch.Tensor, top_k: int, normalize_topk: bool) -> tuple:
+    """Top-k routing in fp32: (ids [T, k], weights [T, k]). normalize_topk=True takes the
+    softmax over the k chosen logits (equal to the full softmax renormalised over them);
+    False keeps the top-k of the full softmax, un-renormalised (Qwen2-MoE's default)."""
+    logits = logits.float()
+    if normalize_topk:
+        top = logits.topk(top_k, dim=-1)
+        return top.indices, torch.softmax(top.values, dim=-1)
+    top = torch.softmax(logits, dim=-1).topk(top_k, dim=-1)
+    return top.indices, top.values
+
+
+class MegaMoE(nn.Module):
+    """An expert-parallel MoE layer over the PEs of `group` (None: the whole WORLD).
+
+    MegaMoE(hidden_size, intermediate_size, num_experts, top_k, *, shared_intermediate_size=0,
+            gated_shared_expert=False, normalize_topk=True, capacity_factor=None, group=None,
+            resources=None, dtype=torch.float32)
+
+    E routed SwiGLU experts in contiguous blocks (PE p owns experts [p*L, (p+1)*L), L = E/P),
+    top-k routing in fp32, an optional always-on shared SwiGLU expert (scaled by
+    sigmoid(x shared_expert_gate^T) when gated). forward(x) takes [T, H] or [B, S, H] and
+    returns the same shape; forward_routed(x, topk_ids, topk_weights) skips the router.
+    Parameters: router [E, H] and the shared expert on every PE; gate_proj / up_proj [L, I, H]
+    and down_proj [L, H, I] for this PE's experts only (their gradients stay here).
+    `resources` (a MegaMoEResources of the same shape) lets layers share their resident
+    buffers; without it the layer makes its own at its first forward and close() frees them.
+    Every call is collective over the group: every PE runs the same layers in the same order.
+    """
+
+    def __init__(self, hidden_size: int, intermediate_size: int, num_experts: int, top_k: int, *,
+                 shared_intermediate_size: int = 0, gated_shared_expert: bool = False,
+                 normalize_topk: bool = True, capacity_factor: float | None = None, group=None,
+                 resources: MegaMoEResources | None = None,
+                 dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        for name, value, least in (("hidden_size", hidden_size, 1),
+                                   ("intermediate_size", intermediate_size, 1),
+                                   ("num_experts", num_experts, 1), ("top_k", top_k, 1),
+                                   ("shared_intermediate_size", shared_intermediate_size, 0)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(contract(name, "an int", f"{type(value).__name__} {value!r}"))
+            if value < least:
+                raise ValueError(contract(name, f"at least {least}", value))
+        if top_k > num_experts:
+            raise ValueError(contract("top_k", f"at most num_experts ({num_experts})", top_k))
+        pes, rank = _group_size_rank(group)
+        if num_experts % pes != 0:
+            raise ValueError(contract("num_experts", f"a multiple of the group size {pes}",
+                                      num_experts))
+        if resources is not None and (resources.hidden_size, resources.num_experts,
+                                      resources.top_k, resources.dtype) != (
+                                          hidden_size, num_experts, top_k, dtype):
+            raise ValueError(contract("resources", f"of hidden_size {hidden_size}, num_experts "
+                                      f"{num_experts}, top_k {top_k}, dtype {dtype}",
+                                      repr(resources)))
+        self.hidden_size, self.intermediate_size = hidden_size, intermediate_size
+        self.num_experts, self.top_k, self.normalize_topk = num_experts, top_k, normalize_topk
+        self.shared_intermediate_size = shared_intermediate_size
+        self.gated_shared_expert = gated_shared_expert and shared_intermediate_size > 0
+        self.capacity_factor, self.group, self.dtype = capacity_factor, group, dtype
+        self.pes, self.rank, self.local_experts = pes, rank, num_experts // pes
+        self._resources = resources
+        self._owns_resources = resources is None
+        L, H, I, Is = self.local_experts, hidden_size, intermediate_size, shared_intermediate_size
+        self.router = nn.Parameter(torch.empty(num_experts, H, dtype=dtype))
+        self.gate_proj = nn.Parameter(torch.empty(L, I, H, dtype=dtype))
+        self.up_proj = nn.Parameter(torch.empty(L, I, H, dtype=dtype))
+        self.down_proj = nn.Parameter(torch.empty(L, H, I, dtype=dtype))
+        if Is:
+            self.shared_gate_proj = nn.Parameter(torch.empty(Is, H, dtype=dtype))
+            self.shared_up_proj = nn.Parameter(torch.empty(Is, H, dtype=dtype))
+            self.shared_down_proj = nn.Parameter(torch.empty(H, Is, dtype=dtype))
+        if self.gated_shared_expert:
+            self.shared_expert_gate = nn.Parameter(torch.empty(1, H, dtype=dtype))
+        self.reset_parameters()
+
+    # ---- parameters -------------------------------------------------------------------------
+
+    def reset_parameters(self) -> None:
+        """torch.nn.Linear's initialisation of the full (dense) weights from the current RNG
+        state, then this PE's shard: the same seed gives the same layer at any expert-parallel
+        size."""
+        E, H, I = self.num_experts, self.hidden_size, self.intermediate_size
+
+        def linear(*shape):  # like nn.Linear: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+            bound = 1.0 / math.sqrt(shape[-1])
+            return torch.empty(*shape, dtype=torch.float32).uniform_(-bound, bound)
+
+        dense = {"router": linear(E, H), "gate_proj": linear(E, I, H),
+                 "up_proj": linear(E, I, H), "down_proj": linear(E, H, I)}
+        if self.shared_intermediate_size:
+            Is = self.shared_intermediate_size
+            dense.update(shared_gate_proj=linear(Is, H), shared_up_proj=linear(Is, H),
+                         shared_down_proj=linear(H, Is))
+        if self.gated_shared_expert:
+            dense["shared_expert_gate"] = linear(1, H)
+        self.load_dense_weights(**dense)
+
+    @torch.no_grad()
+    def load_dense_weights(self, router, gate_proj, up_proj, down_proj, shared_gate_proj=None,
+                           shared_up_proj=None, shared_down_proj=None,
+                           shared_expert_gate=None) -> None:
+        """Loads full (every expert) weights in torch.nn.Linear orientation and keeps this PE's
+        shard: router [E, H], gate_proj / up_proj [E, I, H], down_proj [E, H, I], and the shared
+        expert's [Is, H], [Is, H], [H, Is] and gate [1, H] when the layer has them."""
+        E, H, I = self.num_experts, self.hidden_size, self.intermediate_size
+        Is = self.shared_intermediate_size
+        expected = {"router": (E, H), "gate_proj": (E, I, H), "up_proj": (E, I, H),
+                    "down_proj": (E, H, I)}
+        given = {"router": router, "gate_proj": gate_proj, "up_proj": up_proj,
+                 "down_proj": down_proj}
+        if Is:
+            expected.update(shared_gate_proj=(Is, H), shared_up_proj=(Is, H),
+                            shared_down_proj=(H, Is))
+            given.update(shared_gate_proj=shared_gate_proj, shared_up_proj=shared_up_proj,
+                         shared_down_proj=shared_down_proj)
+        if self.gated_shared_expert:
+            expected["shared_expert_gate"] = (1, H)
+            given["shared_expert_gate"] = shared_expert_gate
+        for name, shape in expected.items():
+            value = given[name]
+            if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape:
+                got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+                raise ValueError(contract(name, f"a tensor of shape {shape}", got))
+        first, last = self.rank * self.local_experts, (self.rank + 1) * self.local_experts
+        for name, value in given.items():
+            target = getattr(self, name)
+            target.copy_(value[first:last] if name in _EXPERT_KEYS else value)
+
+    def dense_weights(self) -> dict:
+        """Collective over the group: the full weights, as load_dense_weights takes them."""
+        out = {"router": self.router.detach().clone()}
+        for name in _EXPERT_KEYS:
+            shard = getattr(self, name).detach().contiguous()
+            if self.pes == 1:
+                out[name] = shard.clone()
+                continue
+            full = torch.empty((self.num_experts,) + tuple(shard.shape[1:]), dtype=shard.dtype)
+            dist.all_gather_into_tensor(full, shard, group=self.group)
+            out[name] = full
+        for name in _SHARED_KEYS:
+            if hasattr(self, name):
+                out[name] = getattr(self, name).detach().clone()
+        return out
+
+    # ---- forward ----------------------------------------------------------------------------
+
+    @property
+    def resources(self) -> MegaMoEResources | None:
+        return self._resources
+
+    def _ensure_resources(self) -> MegaMoEResources:
+        if self._resources is None:
+            self._resources = MegaMoEResources(
+                self.hidden_size, self.num_experts, self.top_k, dtype=self.dtype,
+                capacity_factor=self.capacity_factor, group=self.group)
+        return self._resources
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        flat = x.reshape(-1, self.hidden_size)
+        ids, weights = route(flat.float() @ self.router.float().t(), self.top_k,
+                             self.normalize_topk)
+        return self.forward_routed(flat, ids, weights).reshape(shape)
+
+    def forward_routed(self, x: torch.Tensor, topk_ids: torch.Tensor,
+                       topk_weights: torch.Tensor) -> torch.Tensor:
+        """The layer for routes chosen by the caller: x [T, H], topk_ids [T, k] (int64),
+        topk_weights [T, k]."""
+        if x.dim() != 2 or x.shape[1] != self.hidden_size:
+            raise ValueError(contract("x", f"a [T, {self.hidden_size}] tensor", tuple(x.shape)))
+        tokens, k = x.shape[0], self.top_k
+        if tuple(topk_ids.shape) != (tokens, k) or tuple(topk_weights.shape) != (tokens, k):
+            raise ValueError(contract("topk_ids and topk_weights", f"of shape ({tokens}, {k})",
+                                      (tuple(topk_ids.shape), tuple(topk_weights.shape))))
+        flat_ids = topk_ids.reshape(-1).to(torch.int64)
+        if flat_ids.numel() and (int(flat_ids.min()) < 0 or int(flat_ids.max()) >= self.num_experts):
+            raise ValueError(contract("topk_ids", f"in [0, {self.num_experts})",
+                                      (int(flat_ids.min()), int(flat_ids.max()))))
+        resources = self._ensure_resources()
+        order = torch.argsort(flat_ids, stable=True)
+        token = order // k
+        rows = x[token].to(self.dtype)
+        counts = resources.exchange_counts(torch.bincount(flat_ids, minlength=self.num_experts))
+        layout = resources.layout(counts)
+        results = ExpertParallel.apply(rows, self.gate_proj, self.up_proj, self.down_proj,
+                                       resources, counts, layout)
+        weights = topk_weights.reshape(-1)[order].float()
+        out = torch.zeros(tokens, self.hidden_size, dtype=torch.float32).index_add(
+            0, token, results.float() * weights[:, None])
+        if self.shared_intermediate_size:
+            shared = swiglu(x.to(self.dtype), self.shared_gate_proj, self.shared_up_proj,
+                            self.shared_down_proj).float()
+            if self.gated_shared_expert:
+                shared = shared * torch.sigmoid(x.to(self.dtype) @ self.shared_expert_gate.t()).float()
+            out = out + shared
+        return out.to(x.dtype)
+
+    def close(self) -> None:
+        """Frees the layer's own resources (collective); shared resources are their owner's to
+        close. Idempotent."""
+        if self._owns_resources and self._resources is not None:
+            self._resources.close()
+            self._resources = None
+
+    def __enter__(self) -> "MegaMoE":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def extra_repr(self) -> str:
+        return (f"hidden_size={self.hidden_size}, intermediate_size={self.intermediate_size}, "
+                f"num_experts={self.num_experts}, top_k={self.top_k}, pes={self.pes}, "
+                f"local_experts={self.local_experts}, shared={self.shared_intermediate_size}, "
+                f"gated_shared={self.gated_shared_expert}, normalize_topk={self.normalize_topk}")

@@ -1,0 +1,342 @@
+"""MegaMoEResources: the resident symmetric buffers that MegaMoE layers of one shape share.
+
+One object holds one shmem Handle and, allocated once and reused every step (and by every
+layer of the same shape that is given it):
+  - per direction (forward, backward): a receive buffer [C, H] (C: capacity in rows) and a
+    return buffer [R, H] (R: the most rows any PE routes in one call);
+  - the count matrix [P, E] the per-step count exchange (shmem.all_gather) fills;
+  - counters, one 64-byte line each: per direction, a dispatch counter and a "done" counter
+    per local expert and one return counter. They are monotonic (targets grow, nothing is
+    reset), so no step zeroes anything a peer may be writing.
+
+Sizing: R = max_tokens * top_k (or the first call's largest), C = P * R when lossless
+(capacity_factor=None: every row of every PE could go to one owner), else ceil(R *
+capacity_factor). When a call needs more (a PE routes more rows, an owner receives more than
+C), every PE sees the same counts, so every PE grows alike (at least 1.25x, never shrinking)
+before any row moves: nothing is dropped. A heap too small fails on every PE with the number of
+bytes needed.
+
+close() (explicit, or the context manager; never from garbage collection) synchronizes the
+streams, passes a barrier, frees the buffers in a fixed order, passes a barrier and closes the
+handle: every PE must create and close its resources in the same order.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from ..shmem import _api as shmem
+from ..shmem._lifecycle import acquire_shmem
+from ..shmem._runtime import ShmemError, assertion, contract, native
+
+_GROWTH = 1.25
+_COUNTER_ELEMENTS = 8  # int64 per counter: one 64-byte line
+_CONFIG_FIELDS = ("hidden_size", "num_experts", "top_k", "dtype", "chunk_rows",
+                  "capacity_permille", "max_tokens", "pes")
+
+
+def _dtype_code(dtype: torch.dtype) -> int:
+    names = ("float32", "float64", "bfloat16", "float16")
+    name = str(dtype).replace("torch.", "")
+    if name not in names:
+        raise TypeError(contract("dtype", "one of torch." + ", torch.".join(names), dtype))
+    return names.index(name)
+
+
+@dataclass
+class _Direction:
+    """The buffers and counters of one direction (forward or backward)."""
+
+    first_counter: int  # row of its first counter in the counters tensor
+    recv: torch.Tensor | None = None
+    returned: torch.Tensor | None = None
+    dispatch_targets: list = field(default_factory=list)
+    done_targets: list = field(default_factory=list)
+    return_target: int = 0
+
+
+@dataclass
+class PipelineStats:
+    """How the last calls overlapped: experts that started computing while rows of a later
+    local expert had not all arrived yet (computation overlapping arrival), of all experts."""
+
+    calls: int = 0
+    experts: int = 0
+    started_early: int = 0
+    dispatch_s: float = 0.0   # from dispatch enqueued to the last local expert's rows in
+    compute_s: float = 0.0    # inside the local experts' computations
+    wait_return_s: float = 0.0  # from the last expert done to every result back
+
+
+class MegaMoEResources:
+    """The resident symmetric buffers and streams of MegaMoE layers of one shape.
+
+    MegaMoEResources(hidden_size, num_experts, top_k, *, dtype=torch.float32,
+                     capacity_factor=None, max_tokens=None, chunk_rows=128, group=None)
+
+    Collective: every PE constructs it with the same arguments, in the same order as its other
+    collective calls; a PE whose arguments differ makes every PE raise COLLECTIVE_MISMATCH
+    naming the field. Use it as a context manager or call close() explicitly.
+    """
+
+    def __init__(self, hidden_size: int, num_experts: int, top_k: int, *,
+                 dtype: torch.dtype = torch.float32, capacity_factor: float | None = None,
+                 max_tokens: int | None = None, chunk_rows: int = 128, group=None) -> None:
+        for name, value in (("hidden_size", hidden_size), ("num_experts", num_experts),
+                            ("top_k", top_k), ("chunk_rows", chunk_rows)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(contract(name, "an int", f"{type(value).__name__} {value!r}"))
+            if value < 1:
+                raise ValueError(contract(name, "positive", value))
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+                                       or max_tokens < 1):
+            raise ValueError(contract("max_tokens", "a positive int or None", repr(max_tokens)))
+        if capacity_factor is not None and not (isinstance(capacity_factor, (int, float))
+                                                and capacity_factor > 0):
+            raise ValueError(contract("capacity_factor", "a positive number or None",
+                                      repr(capacity_factor)))
+        if top_k > num_experts:
+            raise ValueError(contract("top_k", f"at most num_experts ({num_experts})", top_k))
+        self.hidden_size, self.num_experts, self.top_k = hidden_size, num_experts, top_k
+        self.dtype, self.capacity_factor, self.chunk_rows = dtype, capacity_factor, chunk_rows
+        dtype_code = _dtype_code(dtype)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._handle = acquire_shmem(group)
+        try:
+            state = native.snapshot()
+            self.pes, self.rank = state["root_size"], state["root_rank"]
+            if num_experts % self.pes != 0:
+                raise ValueError(contract("num_experts", f"a multiple of the PE count {self.pes}",
+                                          num_experts))
+            self.local_experts = num_experts // self.pes
+            self._check_agreement([hidden_size, num_experts, top_k, dtype_code, chunk_rows,
+                                   -1 if capacity_factor is None else round(capacity_factor * 1000),
+                                   -1 if max_tokens is None else max_tokens, self.pes])
+            self.counts = shmem.empty(self.pes * num_experts, dtype=torch.int64)
+            per_direction = 2 * self.local_experts + 1
+            self.counters = shmem.empty(2 * per_direction, _COUNTER_ELEMENTS, dtype=torch.int64)
+            self.counters.zero_()
+            shmem.barrier()  # zeroed on every PE before any peer adds to them
+            self._directions = {"forward": _Direction(0), "backward": _Direction(per_direction)}
+            for direction in self._directions.values():
+                direction.dispatch_targets = [0] * self.local_experts
+                direction.done_targets = [0] * self.local_experts
+            self.capacity = 0      # receive rows
+            self.return_rows = 0   # return rows
+            if max_tokens is not None:
+                self._resize(self._capacity_for(max_tokens * top_k), max_tokens * top_k)
+            self.dispatch_stream, self.combine_stream = shmem.Stream(), shmem.Stream()
+            self.stats = PipelineStats()
+        except BaseException:
+            self._release_after_failure()
+            raise
+
+    # ---- agreement and sizing ---------------------------------------------------------------
+
+    def _check_agreement(self, mine: list) -> None:
+        gathered = shmem.empty(self.pes * len(mine), dtype=torch.int64)
+        try:
+            shmem.all_gather(gathered, torch.tensor(mine, dtype=torch.int64))
+            table = gathered.view(self.pes, len(mine)).tolist()
+        finally:
+            shmem.free(gathered)
+        for index, name in enumerate(_CONFIG_FIELDS):
+            values = [row[index] for row in table]
+            if len(set(values)) > 1:
+                raise ShmemError.make(
+                    "COLLECTIVE_MISMATCH", "mega_moe", "validate",
+                    assertion("PEs built MegaMoE resources with different configurations",
+                              field=name, values_by_pe=values))
+
+    def _capacity_for(self, return_rows: int) -> int:
+        if self.capacity_factor is None:
+            return self.pes * return_rows  # lossless: every row of every PE to one owner
+        return max(1, math.ceil(return_rows * self.capacity_factor))
+
+    def heap_bytes(self, capacity: int, return_rows: int) -> int:
+        """Symmetric heap bytes the receive and return buffers of both directions take for
+        `capacity` receive rows and `return_rows` return rows (64-byte granules, as the heap
+        reserves them)."""
+        element = torch.empty(0, dtype=self.dtype).element_size()
+
+        def granules(nbytes: int) -> int:
+            return max(64, (nbytes + 63) // 64 * 64)
+
+        return 2 * (granules(capacity * self.hidden_size * element)
+                    + granules(return_rows * self.hidden_size * element))
+
+    def _resize(self, capacity: int, return_rows: int) -> None:
+        """Collective: replaces both directions' buffers with ones of the given sizes."""
+        self._free_buffers()
+        self.capacity = self.return_rows = 0
+        heap = native.snapshot()["heap"]
+        needed = self.heap_bytes(capacity, return_rows)
+        if needed > heap["largest_free_block"]:
+            total = heap["heap_size"] - heap["largest_free_block"] + needed
+            raise ShmemError.make(
+                "OUT_OF_MEMORY", "mega_moe", "allocate",
+                assertion("the symmetric heap is too small for the MegaMoE buffers",
+                          needed_bytes=needed, largest_free_block=heap["largest_free_block"],
+                          heap_size=heap["heap_size"], receive_rows=capacity,
+                          return_rows=return_rows,
+                          set_HYPER_PARALLEL_SHMEM_HEAP_SIZE_to_at_least=total))
+        for direction in self._directions.values():
+            direction.recv = shmem.empty(capacity, self.hidden_size, dtype=self.dtype)
+            direction.returned = shmem.empty(return_rows, self.hidden_size, dtype=self.dtype)
+        self.capacity, self.return_rows = capacity, return_rows
+
+    def _ensure(self, layout: dict) -> None:
+        """Grows the buffers when this call needs more (the same decision on every PE)."""
+        send, recv = max(1, layout["max_send_rows"]), max(1, layout["max_recv_rows"])
+        if send <= self.return_rows and recv <= self.capacity:
+            return
+        return_rows = self.return_rows
+        if send > return_rows:
+            return_rows = max(send, math.ceil(return_rows * _GROWTH))
+        capacity = max(self.capacity, self._capacity_for(return_rows))
+        if recv > capacity:
+            capacity = max(recv, math.ceil(capacity * _GROWTH))
+        self._resize(capacity, return_rows)
+
+    # ---- one call: dispatch, compute per local expert as its rows land, combine -------------
+
+    def exchange_counts(self, counts_local: torch.Tensor) -> torch.Tensor:
+        """Collective: every PE's counts per expert, as a [P, E] int64 tensor (on SHMEM)."""
+        shmem.all_gather(self.counts, counts_local.to(torch.int64).contiguous())
+        return self.counts.view(self.pes, self.num_experts).clone()
+
+    def layout(self, counts: torch.Tensor) -> dict:
+        return native.moe_layout(counts.reshape(-1), self.num_experts, self.chunk_rows)
+
+    def _counter(self, row: int) -> torch.Tensor:
+        return self.counters[row, 0:1]
+
+    def run(self, direction_name: str, rows: torch.Tensor, counts: torch.Tensor, layout: dict,
+            compute) -> torch.Tensor:
+        """Sends this PE's expert-sorted `rows` to the experts' owners, runs compute(local,
+        rows_of_that_expert) for each local expert as soon as its rows landed (the results go
+        back while the next expert computes), and returns this PE's results in the order of
+        `rows`. Collective: every PE calls it for the same step."""
+        if not self._lock.acquire(blocking=False):
+            raise ShmemError.make("INVALID_STATE", "mega_moe", "validate",
+                                  assertion("MegaMoE resources are already in a call on "
+                                            "another thread: one call at a time per resources"))
+        try:
+            return self._run(direction_name, rows, counts, layout, compute)
+        finally:
+            self._lock.release()
+
+    def _run(self, direction_name, rows, counts, layout, compute):
+        if self._closed:
+            raise ShmemError.make("INVALID_STATE", "mega_moe", "validate",
+                                  assertion("MegaMoE resources are closed"))
+        self._ensure(layout)
+        d = self._directions[direction_name]
+        locals_, first = self.local_experts, d.first_counter
+        for local in range(locals_):
+            d.dispatch_targets[local] += layout["expected_chunks"][local]
+            d.done_targets[local] += 1
+        d.return_target += self.num_experts
+        flat_counts = counts.reshape(-1)
+        results = torch.empty(max(1, layout["recv_rows"]), self.hidden_size, dtype=self.dtype)
+        done = self.counters[first + locals_:first + 2 * locals_]
+        return_counter = self.counters[first + 2 * locals_:first + 2 * locals_ + 1]
+        started = time.perf_counter()
+        with shmem.stream(self.combine_stream):
+            native.moe_combine(results, flat_counts, d.returned, return_counter, done,
+                               list(d.done_targets), self.num_experts, self.chunk_rows)
+        with shmem.stream(self.dispatch_stream):
+            native.moe_dispatch(rows, flat_counts, d.recv, self.counters[first:first + locals_],
+                                self.num_experts, self.chunk_rows)
+        arrived_s = compute_s = 0.0
+        for local in range(locals_):
+            shmem.wait_signal(self._counter(first + local), d.dispatch_targets[local],
+                              comparison="ge")
+            arrived_s = time.perf_counter() - started
+            later = [self._counter(first + other) for other in range(local + 1, locals_)]
+            if any(int(c) < d.dispatch_targets[local + 1 + i] for i, c in enumerate(later)):
+                self.stats.started_early += 1
+            begin, count = layout["expert_row"][local], layout["expert_rows"][local]
+            tick = time.perf_counter()
+            if count:
+                results[begin:begin + count] = compute(local, d.recv[begin:begin + count])
+            compute_s += time.perf_counter() - tick
+            shmem.signal(done[local, 0:1], 1, self.rank, operation="add")
+        done_at = time.perf_counter()
+        shmem.wait_signal(return_counter[0, 0:1], d.return_target, comparison="ge")
+        out = d.returned[:layout["send_rows"]].clone()
+        self.dispatch_stream.synchronize()
+        self.combine_stream.synchronize()
+        self.stats.calls += 1
+        self.stats.experts += locals_
+        self.stats.dispatch_s += arrived_s
+        self.stats.compute_s += compute_s
+        self.stats.wait_return_s += time.perf_counter() - done_at
+        return out
+
+    # ---- close ------------------------------------------------------------------------------
+
+    def _free_buffers(self) -> None:
+        for name in ("backward", "forward"):
+            direction = self._directions[name]
+            for attribute in ("returned", "recv"):
+                tensor = getattr(direction, attribute)
+                if tensor is not None:
+                    shmem.free(tensor)
+                    setattr(direction, attribute, None)
+
+    def _release_after_failure(self) -> None:
+        """After a failed construction: frees what exists and closes the handle, best effort."""
+        try:
+            if hasattr(self, "_directions"):
+                self._free_buffers()
+            for name in ("counters", "counts"):
+                if getattr(self, name, None) is not None:
+                    shmem.free(getattr(self, name))
+                    setattr(self, name, None)
+        except ShmemError:
+            pass
+        finally:
+            try:
+                self._handle.close()
+            except ShmemError:
+                pass
+            self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Collective: quiesce, barrier, free in a fixed order, barrier, close the handle.
+        Idempotent. Call it after every backward finished, before the process group is
+        destroyed."""
+        if self._closed:
+            return
+        self.dispatch_stream.synchronize()
+        self.combine_stream.synchronize()
+        shmem.barrier()
+        self._free_buffers()
+        shmem.free(self.counters)
+        shmem.free(self.counts)
+        self.counters = self.counts = None
+        shmem.barrier()
+        self._closed = True
+        self._handle.close()
+
+    def __enter__(self) -> "MegaMoEResources":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"MegaMoEResources(hidden_size={self.hidden_size}, num_experts={self.num_experts}, "
+                f"top_k={self.top_k}, dtype={self.dtype}, capacity={self.capacity}, "
+                f"return_rows={self.return_rows}, closed={self._closed})")

@@ -1,0 +1,214 @@
+"""MegaMoE on 1-4 PEs against the dense single-process computation of the same layer and the
+all-to-all layer built from the same weights: forward, gradients of the input, the router,
+the shared expert and every expert weight, routing corner cases, capacity growth, resources
+shared by layers, close and reopen, a heap too small, weight interchange."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from helpers import expect_shmem_error
+from hyper_parallel.core.multicore import shmem
+from hyper_parallel.core.multicore.mega_moe import (AllToAllMoE, MegaMoE, MegaMoEResources,
+                                                    dense_moe, from_mixtral, from_qwen2_moe,
+                                                    to_mixtral, to_qwen2_moe)
+
+H, I, IS = 16, 24, 8
+
+
+def _tokens(rank: int, count: int) -> torch.Tensor:
+    return torch.randn(count, H, generator=torch.Generator().manual_seed(100 + rank))
+
+
+def _close(a, b, rtol: float = 1e-5, atol: float = 1e-6) -> bool:
+    """allclose, where a gradient that autograd never produced (None) counts as zeros."""
+    if a is None or b is None:
+        a, b = (torch.zeros_like(b) if a is None else a), (torch.zeros_like(a) if b is None else b)
+    return torch.allclose(a, b, rtol=rtol, atol=atol)
+
+
+def _dense(layer: MegaMoE, dense: dict, x: torch.Tensor, **routes) -> torch.Tensor:
+    return dense_moe(x, dense["router"], dense["gate_proj"], dense["up_proj"], dense["down_proj"],
+                     layer.top_k, normalize_topk=layer.normalize_topk,
+                     shared_gate_proj=dense.get("shared_gate_proj"),
+                     shared_up_proj=dense.get("shared_up_proj"),
+                     shared_down_proj=dense.get("shared_down_proj"),
+                     shared_expert_gate=dense.get("shared_expert_gate"), **routes)
+
+
+def _leaf(dense: dict) -> dict:
+    return {name: value.clone().requires_grad_(True) for name, value in dense.items()}
+
+
+def _against_dense(rank, size, experts, top_k, tokens_by_rank, normalize, gated, chunk_rows):
+    torch.manual_seed(7)  # the same dense weights on every PE
+    tokens = tokens_by_rank[rank % len(tokens_by_rank)]
+    with MegaMoEResources(H, experts, top_k, chunk_rows=chunk_rows) as resources:
+        layer = MegaMoE(H, I, experts, top_k, shared_intermediate_size=IS,
+                        gated_shared_expert=gated, normalize_topk=normalize,
+                        resources=resources)
+        dense = layer.dense_weights()
+        x = _tokens(rank, tokens).requires_grad_(True)
+        g = torch.randn(tokens, H, generator=torch.Generator().manual_seed(200 + rank))
+        y = layer(x)
+        (y * g).sum().backward()
+        # The dense layer on this PE's tokens: output, input, router and shared-expert grads.
+        weights = _leaf(dense)
+        xr = x.detach().clone().requires_grad_(True)
+        yr = _dense(layer, weights, xr)
+        (yr * g).sum().backward()
+        assert _close(y, yr), (y - yr).abs().max()
+        assert _close(x.grad, xr.grad), (x.grad - xr.grad).abs().max()
+        assert _close(layer.router.grad, weights["router"].grad, atol=1e-5)
+        for name in ("shared_gate_proj", "shared_up_proj", "shared_down_proj",
+                     "shared_expert_gate"):
+            if hasattr(layer, name):
+                assert _close(getattr(layer, name).grad, weights[name].grad, atol=1e-5), name
+        # Expert weights: gradients from every PE's tokens, held at the owner.
+        every = _leaf(dense)
+        for source in range(size):
+            count = tokens_by_rank[source % len(tokens_by_rank)]
+            xs = _tokens(source, count)
+            gs = torch.randn(count, H, generator=torch.Generator().manual_seed(200 + source))
+            (_dense(layer, every, xs) * gs).sum().backward()
+        local = slice(rank * layer.local_experts, (rank + 1) * layer.local_experts)
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            assert _close(getattr(layer, name).grad, every[name].grad[local], atol=1e-5), name
+        # The all-to-all layer from the same weights agrees with the dense one.
+        torch.manual_seed(7)
+        a2a = AllToAllMoE(H, I, experts, top_k, shared_intermediate_size=IS,
+                          gated_shared_expert=gated, normalize_topk=normalize)
+        xa = x.detach().clone().requires_grad_(True)
+        ya = a2a(xa)
+        (ya * g).sum().backward()
+        assert _close(ya, yr), (ya - yr).abs().max()
+        assert _close(xa.grad, xr.grad)
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            assert _close(getattr(a2a, name).grad, every[name].grad[local], atol=1e-5), name
+        stats = resources.stats
+        assert stats.calls == 2 and stats.experts == 2 * layer.local_experts
+    return True
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4])
+def test_forward_and_gradients_match_the_dense_layer(pes, size):
+    experts = 2 * size
+    assert all(pes(size).run(_against_dense, experts, 2, [37, 5, 0, 64], True, True, 8,
+                             timeout=300))
+
+
+@pytest.mark.parametrize("top_k", ["one", "all"])
+def test_top_k_one_and_top_k_every_expert(pes, top_k):
+    k = 1 if top_k == "one" else 4
+    assert all(pes(2).run(_against_dense, 4, k, [13, 29], False, False, 128, timeout=300))
+
+
+def _skewed(rank, size):
+    torch.manual_seed(3)
+    with MegaMoEResources(H, 2 * size, 1, chunk_rows=4, capacity_factor=0.5) as resources:
+        layer = MegaMoE(H, I, 2 * size, 1, resources=resources)
+        dense = layer.dense_weights()
+        tokens = 11 + rank  # not a multiple of the chunk
+        x = _tokens(rank, tokens).requires_grad_(True)
+        ids = torch.zeros(tokens, 1, dtype=torch.int64)  # every token to expert 0: PE 0
+        w = torch.ones(tokens, 1)
+        y = layer.forward_routed(x, ids, w)
+        y.sum().backward()
+        xr = x.detach().clone().requires_grad_(True)
+        yr = _dense(layer, dense, xr, topk_ids=ids, topk_weights=w)
+        yr.sum().backward()
+        assert _close(y, yr) and _close(x.grad, xr.grad)
+        # capacity_factor 0.5 held 6 rows per owner; PE 0 needed every PE's rows: it grew.
+        every_row = sum(11 + pe for pe in range(size))
+        assert resources.capacity >= every_row, (resources.capacity, every_row)
+        if rank != 0:
+            assert not layer.gate_proj.grad.any(), "a PE that received nothing has zero grads"
+    return True
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_skewed_routing_a_pe_receiving_nothing_and_capacity_growth(pes, size):
+    assert all(pes(size).run(_skewed, timeout=300))
+
+
+def _shared_resources_and_reopen(rank, size):
+    torch.manual_seed(5)
+    for lifecycle in range(2):  # close and reopen
+        with MegaMoEResources(H, 4, 2, max_tokens=16) as resources:
+            first = MegaMoE(H, I, 4, 2, resources=resources)
+            second = MegaMoE(H, 2 * I, 4, 2, resources=resources)
+            x = _tokens(rank, 9)
+            capacity = resources.capacity
+            y = second(first(x))
+            dense1, dense2 = first.dense_weights(), second.dense_weights()
+            expected = _dense(second, dense2, _dense(first, dense1, x))
+            assert _close(y, expected)
+            assert resources.capacity == capacity == 2 * 16 * size, "no growth within max_tokens"
+            assert resources.stats.calls == 2
+            first.close()  # shared resources are not the layer's to free
+            assert not resources.closed
+        assert resources.closed
+        live = shmem.debug_state()["live_allocations"]
+        assert live == [], live
+    return True
+
+
+def test_two_layers_share_resources_and_close_and_reopen(pes):
+    assert all(pes(2).run(_shared_resources_and_reopen, timeout=300))
+
+
+def _heap_too_small(rank, size):
+    os.environ["HYPER_PARALLEL_SHMEM_HEAP_SIZE"] = str(1 << 20)
+    with shmem.acquire_shmem():
+        with MegaMoEResources(64, 2 * size, 2) as resources:
+            error = expect_shmem_error("OUT_OF_MEMORY", resources._resize, 4096, 2048)
+            message = str(error)
+            needed = resources.heap_bytes(4096, 2048)
+            assert f"needed_bytes={needed}" in message, message
+            assert "set_HYPER_PARALLEL_SHMEM_HEAP_SIZE_to_at_least=" in message, message
+            assert needed == 2 * (4096 + 2048) * 64 * 4
+            with pytest.raises(shmem.ShmemError, match="too small for the MegaMoE buffers"):
+                MegaMoE(64, 32, 2 * size, 2, resources=resources)(_tokens(rank, 1024).repeat(1, 4))
+    return True
+
+
+def test_a_heap_too_small_names_the_bytes_needed(pes):
+    assert all(pes(2).run(_heap_too_small, timeout=300))
+
+
+def _mismatched(rank, size):
+    with shmem.acquire_shmem():
+        error = expect_shmem_error("COLLECTIVE_MISMATCH", MegaMoEResources,
+                                   H + (rank == size - 1), 2 * size, 2)
+        assert "field=hidden_size" in str(error) and f"values_by_pe=[{H}, {H + 1}]" in str(error)
+        assert shmem.debug_state()["live_allocations"] == [], "nothing left behind"
+    return True
+
+
+def test_mismatched_configuration_fails_on_every_pe(pes):
+    assert all(pes(2).run(_mismatched, timeout=300))
+
+
+def _weights_round_trip(rank, size):
+    torch.manual_seed(11)
+    layer = MegaMoE(H, I, 2 * size, 2, shared_intermediate_size=IS, gated_shared_expert=True)
+    dense = layer.dense_weights()
+    other = MegaMoE(H, I, 2 * size, 2, shared_intermediate_size=IS, gated_shared_expert=True)
+    other.load_dense_weights(**from_qwen2_moe(to_qwen2_moe(dense)))
+    again = other.dense_weights()
+    assert dense.keys() == again.keys() and all(torch.equal(dense[k], again[k]) for k in dense)
+    mixtral = MegaMoE(H, I, 2 * size, 2)
+    mixtral.load_dense_weights(**from_mixtral(to_mixtral(dense)))
+    assert torch.equal(mixtral.dense_weights()["gate_proj"], dense["gate_proj"])
+    assert set(to_mixtral(dense)) == {"gate.weight"} | {
+        f"experts.{e}.{w}.weight" for e in range(2 * size) for w in ("w1", "w2", "w3")}
+    with pytest.raises(ValueError, match=r"gate_proj must be a tensor of shape"):
+        layer.load_dense_weights(**{**dense, "gate_proj": dense["gate_proj"][:1]})
+    return True
+
+
+def test_dense_weight_round_trip_through_qwen2_moe_and_mixtral_layouts(pes):
+    assert all(pes(2).run(_weights_round_trip, timeout=300))
