@@ -71,6 +71,14 @@ class PipelineStats:
     dispatch_s: float = 0.0   # from dispatch enqueued to the last local expert's rows in
     compute_s: float = 0.0    # inside the local experts' computations
     wait_return_s: float = 0.0  # from the last expert done to every result back
+    run_s: float = 0.0        # the whole calls (dispatch to every result back)
+    exchange_s: float = 0.0   # the per-step count exchanges
+
+    @property
+    def communication_s(self) -> float:
+        """Time the calls spent outside the experts' computations: what communication and
+        synchronisation left in the step (count exchanges included)."""
+        return self.run_s - self.compute_s + self.exchange_s
 
 
 class MegaMoEResources:
@@ -171,6 +179,15 @@ class MegaMoEResources:
         return 2 * (granules(capacity * self.hidden_size * element)
                     + granules(return_rows * self.hidden_size * element))
 
+    @property
+    def symmetric_bytes(self) -> int:
+        """Symmetric heap bytes these resources hold now: both directions' buffers, the count
+        matrix and the counters."""
+        if self._closed:
+            return 0
+        return (self.heap_bytes(self.capacity, self.return_rows) if self.capacity else 0) + \
+            self.counts.numel() * 8 + self.counters.numel() * 8
+
     def _resize(self, capacity: int, return_rows: int) -> None:
         """Collective: replaces both directions' buffers with ones of the given sizes."""
         self._free_buffers()
@@ -208,8 +225,11 @@ class MegaMoEResources:
 
     def exchange_counts(self, counts_local: torch.Tensor) -> torch.Tensor:
         """Collective: every PE's counts per expert, as a [P, E] int64 tensor (on SHMEM)."""
+        started = time.perf_counter()
         shmem.all_gather(self.counts, counts_local.to(torch.int64).contiguous())
-        return self.counts.view(self.pes, self.num_experts).clone()
+        out = self.counts.view(self.pes, self.num_experts).clone()
+        self.stats.exchange_s += time.perf_counter() - started
+        return out
 
     def layout(self, counts: torch.Tensor) -> dict:
         return native.moe_layout(counts.reshape(-1), self.num_experts, self.chunk_rows)
@@ -277,7 +297,9 @@ class MegaMoEResources:
         self.stats.experts += locals_
         self.stats.dispatch_s += arrived_s
         self.stats.compute_s += compute_s
-        self.stats.wait_return_s += time.perf_counter() - done_at
+        finished = time.perf_counter()
+        self.stats.wait_return_s += finished - done_at
+        self.stats.run_s += finished - started
         return out
 
     # ---- close ------------------------------------------------------------------------------

@@ -7,9 +7,10 @@
 
 from __future__ import annotations
 
+import time
+
 import torch
 import torch.distributed as dist
-import torch.distributed.nn.functional as dist_nn
 
 from ._function import swiglu
 from ._layer import MegaMoE, route
@@ -41,9 +42,50 @@ def dense_moe(x: torch.Tensor, router: torch.Tensor, gate_proj: torch.Tensor,
     return out.to(x.dtype).reshape(shape)
 
 
+class _AllToAll(torch.autograd.Function):
+    """all_to_all_single with variable splits; backward sends the gradient the reverse way."""
+
+    @staticmethod
+    def forward(ctx, rows, recv_splits, send_splits, group, clock):
+        ctx.splits, ctx.group, ctx.clock = (recv_splits, send_splits), group, clock
+        started = time.perf_counter()
+        out = rows.new_empty((sum(recv_splits),) + tuple(rows.shape[1:]))
+        dist.all_to_all_single(out, rows.contiguous(), recv_splits, send_splits, group=group)
+        clock.seconds += time.perf_counter() - started
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        recv_splits, send_splits = ctx.splits
+        started = time.perf_counter()
+        out = grad.new_empty((sum(send_splits),) + tuple(grad.shape[1:]))
+        dist.all_to_all_single(out, grad.contiguous(), send_splits, recv_splits, group=ctx.group)
+        ctx.clock.seconds += time.perf_counter() - started
+        return out, None, None, None, None
+
+
+class CommClock:
+    """Seconds spent in a layer's collectives (forward and backward)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+
+def all_to_all(rows: torch.Tensor, recv_splits: list, send_splits: list, group=None,
+               clock: CommClock | None = None):
+    """Differentiable torch.distributed.all_to_all_single of rows [N, ...] by row splits; the
+    time both directions spend in it is added to `clock`."""
+    return _AllToAll.apply(rows, recv_splits, send_splits, group, clock or CommClock())
+
+
 class AllToAllMoE(MegaMoE):
     """MegaMoE's layer with dispatch and combine over torch.distributed.all_to_all_single
-    (autograd-aware) instead of SHMEM: same parameters, same routing, same numerics."""
+    (autograd-aware) instead of SHMEM: same parameters, same routing, same numerics.
+    `clock.seconds` accumulates the time its count exchanges and all-to-alls take."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.clock = CommClock()
 
     def forward_routed(self, x, topk_ids, topk_weights):
         tokens, k, L = x.shape[0], self.top_k, self.local_experts
@@ -53,13 +95,13 @@ class AllToAllMoE(MegaMoE):
         rows = x[token].to(self.dtype)
         counts = torch.bincount(flat_ids, minlength=self.num_experts)
         received_counts = torch.empty_like(counts)
+        started = time.perf_counter()
         dist.all_to_all_single(received_counts, counts, group=self.group)  # [P * L] by source
+        self.clock.seconds += time.perf_counter() - started
         send_splits = counts.view(self.pes, L).sum(1).tolist()
         recv_by_source = received_counts.view(self.pes, L)
         recv_splits = recv_by_source.sum(1).tolist()
-        received = dist_nn.all_to_all_single(
-            torch.empty(sum(recv_splits), self.hidden_size, dtype=self.dtype), rows,
-            recv_splits, send_splits, group=self.group)
+        received = all_to_all(rows, recv_splits, send_splits, self.group, self.clock)
         # Received rows are grouped by source, then by local expert: gather each expert's rows.
         starts = torch.cumsum(torch.cat([torch.zeros(1, dtype=torch.int64),
                                          recv_by_source.reshape(-1)]), 0)[:-1].view(self.pes, L)
@@ -72,8 +114,7 @@ class AllToAllMoE(MegaMoE):
                 results = results.index_copy(0, index, swiglu(received[index], self.gate_proj[local],
                                                                self.up_proj[local],
                                                                self.down_proj[local]))
-        back = dist_nn.all_to_all_single(torch.empty_like(rows), results, send_splits, recv_splits,
-                                         group=self.group)
+        back = all_to_all(results, send_splits, recv_splits, self.group, self.clock)
         weights = topk_weights.reshape(-1)[order].float()
         out = torch.zeros(tokens, self.hidden_size, dtype=torch.float32).index_add(
             0, token, back.float() * weights[:, None])

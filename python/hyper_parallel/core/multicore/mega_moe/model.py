@@ -1,0 +1,213 @@
+"""A small Qwen-MoE-style decoder for end-to-end checks, demos and benchmarks of MegaMoE.
+
+Embeddings; per layer x += Attention(RMSNorm(x)) then x += MoE(RMSNorm(x)), with causal
+grouped-query attention (torch's scaled_dot_product_attention) and rotary positions; a final
+RMSNorm; an untied LM head; cross-entropy on fp32 logits with shifted labels. The MoE FFN is
+MegaMoE (path "shmem": dispatch and combine on SHMEM) or AllToAllMoE (path "a2a":
+all_to_all_single over gloo), with a shared expert, from the same seeded initialisation.
+Nothing is downloaded: tokens are synthetic.
+
+Training step (both paths alike): zero_grad, forward, backward, all-reduce and average the
+dense (non-expert) gradients over the world, scale the expert gradients (already summed over
+every PE's tokens at their owner) by 1/world, AdamW.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ._layer import MegaMoE
+from ._resources import MegaMoEResources
+from .reference import AllToAllMoE
+
+EXPERT_PARAMETERS = ("gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    vocab_size: int = 256
+    hidden_size: int = 64
+    layers: int = 2
+    heads: int = 4
+    kv_heads: int = 2
+    num_experts: int = 4
+    top_k: int = 2
+    intermediate_size: int = 64
+    shared_intermediate_size: int = 32
+    sequence: int = 32
+    batch: int = 2
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, size: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
+
+
+def _rotary(x: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding over the last dimension of [B, heads, S, D]."""
+    d = x.shape[-1]
+    position = torch.arange(x.shape[-2], dtype=torch.float32)[:, None]
+    frequency = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+    angle = position * frequency[None, :]
+    cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+
+
+class Attention(nn.Module):
+    def __init__(self, config: DecoderConfig) -> None:
+        super().__init__()
+        self.heads, self.kv_heads = config.heads, config.kv_heads
+        self.head_dim = config.hidden_size // config.heads
+        h = config.hidden_size
+        self.q = nn.Linear(h, self.heads * self.head_dim, bias=True)
+        self.k = nn.Linear(h, self.kv_heads * self.head_dim, bias=True)
+        self.v = nn.Linear(h, self.kv_heads * self.head_dim, bias=True)
+        self.o = nn.Linear(self.heads * self.head_dim, h, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        q = self.q(x).view(b, s, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k(x).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v(x).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        q, k = _rotary(q), _rotary(k)
+        repeat = self.heads // self.kv_heads
+        k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o(out.transpose(1, 2).reshape(b, s, self.heads * self.head_dim))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config: DecoderConfig, moe: nn.Module) -> None:
+        super().__init__()
+        self.attention_norm, self.moe_norm = RMSNorm(config.hidden_size), RMSNorm(config.hidden_size)
+        self.attention, self.moe = Attention(config), moe
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x))
+        return x + self.moe(self.moe_norm(x))
+
+
+class MoEDecoder(nn.Module):
+    """The decoder with path "shmem" (MegaMoE, one MegaMoEResources shared by its layers) or
+    "a2a" (AllToAllMoE). The same seed gives bitwise the same initial parameters on both."""
+
+    def __init__(self, config: DecoderConfig, path: str, *, seed: int = 0,
+                 resources: MegaMoEResources | None = None) -> None:
+        super().__init__()
+        if path not in ("shmem", "a2a"):
+            raise ValueError(f"path must be one of shmem, a2a, but got {path!r}")
+        self.config, self.path = config, path
+        self.resources = resources
+        if path == "shmem" and resources is None:
+            self.resources = MegaMoEResources(config.hidden_size, config.num_experts, config.top_k,
+                                              max_tokens=config.batch * config.sequence)
+        self._owns_resources = path == "shmem" and resources is None
+        torch.manual_seed(seed)
+        self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
+        layers = []
+        for _ in range(config.layers):
+            cls, extra = ((MegaMoE, {"resources": self.resources}) if path == "shmem"
+                          else (AllToAllMoE, {}))
+            moe = cls(config.hidden_size, config.intermediate_size, config.num_experts,
+                      config.top_k, shared_intermediate_size=config.shared_intermediate_size,
+                      gated_shared_expert=True, **extra)
+            layers.append(DecoderLayer(config, moe))
+        self.layers = nn.ModuleList(layers)
+        self.norm = RMSNorm(config.hidden_size)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens)
+        for layer in self.layers:
+            x = layer(x)
+        return self.lm_head(self.norm(x)).float()
+
+    def loss(self, tokens: torch.Tensor) -> tuple:
+        logits = self(tokens)
+        loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                               tokens[:, 1:].reshape(-1))
+        return loss, logits
+
+    def expert_parameters(self) -> list:
+        return [getattr(layer.moe, name) for layer in self.layers for name in EXPERT_PARAMETERS]
+
+    def dense_parameters(self) -> list:
+        experts = {id(p) for p in self.expert_parameters()}
+        return [p for p in self.parameters() if id(p) not in experts]
+
+    def communication_s(self) -> float:
+        """Seconds spent so far in the MoE layers' communication: the count exchanges and
+        all-to-alls (a2a), or what the SHMEM calls spent outside the experts' computations."""
+        if self.path == "a2a":
+            return sum(layer.moe.clock.seconds for layer in self.layers)
+        return self.resources.stats.communication_s if self.resources is not None else 0.0
+
+    def freeze_routers(self) -> None:
+        """Keeps every router fixed, so that both paths see the same load step after step."""
+        for layer in self.layers:
+            layer.moe.router.requires_grad_(False)
+
+    def close(self) -> None:
+        """Collective: frees the SHMEM resources this model made (none on the a2a path)."""
+        if self._owns_resources and self.resources is not None:
+            self.resources.close()
+            self.resources = None
+
+
+def synthetic_tokens(config: DecoderConfig, rank: int, step: int) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(1000 * step + rank)
+    return torch.randint(0, config.vocab_size, (config.batch, config.sequence), generator=generator)
+
+
+def reduce_gradients(model: MoEDecoder) -> None:
+    """Averages the dense gradients over the world; scales the expert gradients (summed over
+    every PE's tokens at their owner) by 1/world, so both are gradients of the mean loss."""
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    for p in model.dense_parameters():
+        if p.grad is not None and world > 1:
+            dist.all_reduce(p.grad)
+        if p.grad is not None:
+            p.grad /= world
+    for p in model.expert_parameters():
+        if p.grad is not None:
+            p.grad /= world
+
+
+def train_step(model: MoEDecoder, optimizer: torch.optim.Optimizer, tokens: torch.Tensor) -> tuple:
+    """zero_grad, forward, backward, gradient reduction, AdamW: (loss, logits)."""
+    optimizer.zero_grad(set_to_none=False)
+    loss, logits = model.loss(tokens)
+    loss.backward()
+    reduce_gradients(model)
+    optimizer.step()
+    return loss.detach(), logits.detach()
+
+
+def make_optimizer(model: MoEDecoder) -> torch.optim.Optimizer:
+    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3,
+                             weight_decay=0.01)
+
+
+def parameter_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def tolerance_report(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The largest |a - b| / (|b| + 1e-6), for messages."""
+    return float(((a - b).abs() / (b.abs() + 1e-6)).max()) if a.numel() else 0.0
+
+
+__all__ = ["DecoderConfig", "MoEDecoder", "make_optimizer", "parameter_count",
+           "reduce_gradients", "synthetic_tokens", "train_step", "tolerance_report"]
