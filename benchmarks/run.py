@@ -1,6 +1,7 @@
 """The benchmark suite: Hyper-Parallel SHMEM on the host backend beside its peers, in one run.
 
-    python benchmarks/run.py [--quick] [--contended] [--out DIR] [--no-oshmem] [--no-python]
+    python benchmarks/run.py [--quick] [--contended] [--moe | --moe-only] [--out DIR]
+                             [--no-oshmem] [--no-python]
 
 Peers measured in the same run, reported as ratios:
   memcpy      a single-threaded local copy of the same size (the limit), interleaved with
@@ -14,7 +15,11 @@ Each figure is the median of the repetitions after warm-up (min and max kept as 
 --contended adds a scenario: the latency patterns (ping-pong, barrier) again, each with one
 CPU-bound process (a hog) running beside the job for its whole length, ours and OSHMEM's
 alike; its rows carry scenario "contended".
-Output: a table and the targets on stdout, DIR/results.json, and PNG plots in DIR.
+--moe adds the MegaMoE suite (benchmarks/moe.py): the training step of a small MoE decoder on
+SHMEM against all-to-all over gloo, dispatch + combine alone, a sweep of the expert size;
+--moe-only runs just that suite.
+Output: a table and the targets on stdout, DIR/results.json (DIR/moe_results.json for the
+MegaMoE suite), and PNG plots in DIR.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+import moe
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -450,8 +457,14 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=None,
                         help="run every measurement this many times, alternating the order, and "
                              "pool the repetitions (default: 1 with --quick, else 3)")
+    parser.add_argument("--moe", action="store_true",
+                        help="also run the MegaMoE suite (training step, dispatch + combine, "
+                             "expert-size sweep; about 6 minutes, 1 with --quick)")
+    parser.add_argument("--moe-only", action="store_true", help="run only the MegaMoE suite")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if args.moe_only:
+        return run_moe(args)
     p = plan(args.quick)
 
     notes = []
@@ -507,7 +520,53 @@ def main() -> int:
     print(f"wrote {os.path.join(args.out, 'results.json')}" + "".join(f", {w}" for w in written))
     if not written:
         print("no plots: matplotlib is not installed (pip install matplotlib)")
-    return 0
+    return run_moe(args) if args.moe else 0
+
+
+def run_moe(args) -> int:
+    """The MegaMoE suite: runs, prints its tables and targets, writes moe_results.json and
+    moe.png into args.out."""
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.pop("HYPER_PARALLEL_SHMEM_LOG_LEVEL", None)
+    work = moe.jobs(args.quick)
+    records, notes, started = [], [], time.monotonic()
+    for index, (label, command) in enumerate(work):
+        progress(index, len(work), label, started)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=1800, env=env,
+                                  cwd=ROOT)
+        except subprocess.TimeoutExpired:
+            notes.append(f"{label}: timed out after 1800 s")
+            continue
+        got, finished = moe.parse(done.stdout)
+        records += got
+        if done.returncode != 0 or not finished:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+            notes.append(f"{label}: exit code {done.returncode}: " + " | ".join(tail))
+    progress(len(work), len(work), "done", started)
+    rows = moe.summarise(records)
+    goals = moe.targets(rows)
+    machine = {"machine": platform.machine(), "cpus": os.cpu_count(), "processor": _cpu_model(),
+               "python": platform.python_version(), "quick": args.quick,
+               "seconds": round(time.monotonic() - started, 1)}
+    path = os.path.join(args.out, "moe_results.json")
+    with open(path, "w") as sink:
+        json.dump({"machine": machine, "rows": rows, "targets": goals, "notes": notes}, sink,
+                  indent=1)
+    figure = moe.plot(rows, args.out)
+    print(moe.table(rows))
+    print()
+    print(f"{'target':<78}{'measured':>22}  {'goal':<10}met")
+    for goal in goals:
+        print(f"{goal['target']:<78}{goal['measured']:>22}  {goal['goal']:<10}"
+              f"{'yes' if goal['met'] else 'NO'}")
+    print()
+    print(f"machine: {machine['processor']}, {machine['cpus']} CPUs; took {machine['seconds']} s")
+    for note in notes:
+        print(f"note: {note}")
+    print(f"wrote {path}" + (f", {figure}" if figure else " (no plot: matplotlib is missing)"))
+    return 1 if notes and not rows else 0
 
 
 def _cpu_model() -> str:

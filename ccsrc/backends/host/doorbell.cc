@@ -44,6 +44,11 @@ WaitPolicy WaitPolicy::For(WaitMode mode, int local_pes, int cores) {
   return policy;
 }
 
+std::atomic<int>& RunningExecutors() {
+  static std::atomic<int> running{0};
+  return running;
+}
+
 int UsableCores() {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);

@@ -56,6 +56,12 @@ struct WaitPolicy {
 /// The cores this process may run on (its affinity mask), at least 1.
 int UsableCores();
 
+/// Stream executor threads of this process running queued work right now (HostStream keeps
+/// it). While any runs, a spinning waiter yields between polls: the executor shares the PE's
+/// cores (it inherits the PE thread's pinning) and may be what the waiter waits for, or may
+/// be the waiter while the PE thread needs the core.
+std::atomic<int>& RunningExecutors();
+
 namespace internal {
 void FutexWait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
                std::chrono::nanoseconds timeout);
@@ -123,8 +129,13 @@ WaitOutcome WaitUntil(Doorbell* bell, Predicate&& ready, std::chrono::nanosecond
   std::optional<decltype(on_block())> notice;
   for (unsigned i = 1; policy.spin.count() > 0; ++i) {
     // Poll tightly at first (the answer is often a cache-line transfer away), then pause
-    // between polls so a long spin does not hog the core's shared resources.
-    if (i > 256) internal::CpuRelax();
+    // between polls so a long spin does not hog the core's shared resources; while a stream
+    // executor of this process runs, give it the core between polls instead.
+    if ((i & 7) == 0 && RunningExecutors().load(std::memory_order_relaxed) > 0) {
+      internal::Yield();
+    } else if (i > 256) {
+      internal::CpuRelax();
+    }
     if (ready()) return WaitOutcome::kReady;
     if ((i & 63) == 0) {
       if (aborted()) return WaitOutcome::kAborted;

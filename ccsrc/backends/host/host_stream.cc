@@ -1,5 +1,7 @@
 #include "backends/host/host_stream.h"
 
+#include "backends/host/doorbell.h"
+
 #include <atomic>
 #include <cstdio>
 #include <exception>
@@ -84,10 +86,16 @@ void HostStream::Run() {
     const Status pending = failure_;
     lock.unlock();
     Status outcome;
-    if (item.marker) {
-      item.marker(pending);
-    } else if (pending.ok()) {
-      outcome = item.work();
+    {
+      struct Running {  // counted while the item runs, however it ends
+        Running() { RunningExecutors().fetch_add(1, std::memory_order_relaxed); }
+        ~Running() { RunningExecutors().fetch_sub(1, std::memory_order_relaxed); }
+      } running;
+      if (item.marker) {
+        item.marker(pending);
+      } else if (pending.ok()) {
+        outcome = item.work();
+      }
     }
     item = Item{};  // release what the work kept alive before reporting idle
     lock.lock();

@@ -54,6 +54,15 @@ class _Direction:
 
     first_counter: int  # row of its first counter in the counters tensor
     recv: torch.Tensor | None = None
+    # Views of its counters, made once: [L, 8] dispatch and done counters, [1, 8] return
+    # counter, each counter's first word, and the dispatch counters' first words as [L].
+    dispatch_counters: torch.Tensor | None = None
+    done_counters: torch.Tensor | None = None
+    return_counter: torch.Tensor | None = None
+    dispatch_words: list = field(default_factory=list)
+    done_words: list = field(default_factory=list)
+    return_word: torch.Tensor | None = None
+    arrivals: torch.Tensor | None = None
     returned: torch.Tensor | None = None
     dispatch_targets: list = field(default_factory=list)
     done_targets: list = field(default_factory=list)
@@ -132,9 +141,18 @@ class MegaMoEResources:
             self.counters.zero_()
             shmem.barrier()  # zeroed on every PE before any peer adds to them
             self._directions = {"forward": _Direction(0), "backward": _Direction(per_direction)}
+            L = self.local_experts
             for direction in self._directions.values():
-                direction.dispatch_targets = [0] * self.local_experts
-                direction.done_targets = [0] * self.local_experts
+                direction.dispatch_targets = [0] * L
+                direction.done_targets = [0] * L
+                first = direction.first_counter
+                direction.dispatch_counters = self.counters[first:first + L]
+                direction.done_counters = self.counters[first + L:first + 2 * L]
+                direction.return_counter = self.counters[first + 2 * L:first + 2 * L + 1]
+                direction.dispatch_words = [self.counters[first + i, 0:1] for i in range(L)]
+                direction.done_words = [self.counters[first + L + i, 0:1] for i in range(L)]
+                direction.return_word = self.counters[first + 2 * L, 0:1]
+                direction.arrivals = self.counters[first:first + L, 0]
             self.capacity = 0      # receive rows
             self.return_rows = 0   # return rows
             if max_tokens is not None:
@@ -234,9 +252,6 @@ class MegaMoEResources:
     def layout(self, counts: torch.Tensor) -> dict:
         return native.moe_layout(counts.reshape(-1), self.num_experts, self.chunk_rows)
 
-    def _counter(self, row: int) -> torch.Tensor:
-        return self.counters[row, 0:1]
-
     def run(self, direction_name: str, rows: torch.Tensor, counts: torch.Tensor, layout: dict,
             compute) -> torch.Tensor:
         """Sends this PE's expert-sorted `rows` to the experts' owners, runs compute(local,
@@ -258,38 +273,40 @@ class MegaMoEResources:
                                   assertion("MegaMoE resources are closed"))
         self._ensure(layout)
         d = self._directions[direction_name]
-        locals_, first = self.local_experts, d.first_counter
+        locals_ = self.local_experts
         for local in range(locals_):
             d.dispatch_targets[local] += layout["expected_chunks"][local]
             d.done_targets[local] += 1
         d.return_target += self.num_experts
         flat_counts = counts.reshape(-1)
         results = torch.empty(max(1, layout["recv_rows"]), self.hidden_size, dtype=self.dtype)
-        done = self.counters[first + locals_:first + 2 * locals_]
-        return_counter = self.counters[first + 2 * locals_:first + 2 * locals_ + 1]
         started = time.perf_counter()
         with shmem.stream(self.combine_stream):
-            native.moe_combine(results, flat_counts, d.returned, return_counter, done,
-                               list(d.done_targets), self.num_experts, self.chunk_rows)
-        with shmem.stream(self.dispatch_stream):
-            native.moe_dispatch(rows, flat_counts, d.recv, self.counters[first:first + locals_],
-                                self.num_experts, self.chunk_rows)
+            native.moe_combine(results, flat_counts, d.returned, d.return_counter,
+                               d.done_counters, list(d.done_targets), self.num_experts,
+                               self.chunk_rows)
+        # Dispatch on the caller's current stream (on the host's default stream: this thread,
+        # which has nothing else to do until rows land); combine on its own stream, so that
+        # results go back while later experts compute.
+        native.moe_dispatch(rows, flat_counts, d.recv, d.dispatch_counters,
+                            self.num_experts, self.chunk_rows)
         arrived_s = compute_s = 0.0
+        targets = d.dispatch_targets
         for local in range(locals_):
-            shmem.wait_signal(self._counter(first + local), d.dispatch_targets[local],
-                              comparison="ge")
+            shmem.wait_signal(d.dispatch_words[local], targets[local], comparison="ge")
             arrived_s = time.perf_counter() - started
-            later = [self._counter(first + other) for other in range(local + 1, locals_)]
-            if any(int(c) < d.dispatch_targets[local + 1 + i] for i, c in enumerate(later)):
-                self.stats.started_early += 1
+            if local + 1 < locals_:  # a later expert still receiving: computation overlaps
+                arrived = d.arrivals.tolist()
+                if any(arrived[j] < targets[j] for j in range(local + 1, locals_)):
+                    self.stats.started_early += 1
             begin, count = layout["expert_row"][local], layout["expert_rows"][local]
             tick = time.perf_counter()
             if count:
                 results[begin:begin + count] = compute(local, d.recv[begin:begin + count])
             compute_s += time.perf_counter() - tick
-            shmem.signal(done[local, 0:1], 1, self.rank, operation="add")
+            shmem.signal(d.done_words[local], 1, self.rank, operation="add")
         done_at = time.perf_counter()
-        shmem.wait_signal(return_counter[0, 0:1], d.return_target, comparison="ge")
+        shmem.wait_signal(d.return_word, d.return_target, comparison="ge")
         out = d.returned[:layout["send_rows"]].clone()
         self.dispatch_stream.synchronize()
         self.combine_stream.synchronize()

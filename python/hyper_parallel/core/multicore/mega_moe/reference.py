@@ -42,16 +42,22 @@ def dense_moe(x: torch.Tensor, router: torch.Tensor, gate_proj: torch.Tensor,
     return out.to(x.dtype).reshape(shape)
 
 
+class CommClock:
+    """Seconds a layer spent in dispatch and combine (forward and backward)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+
 class _AllToAll(torch.autograd.Function):
-    """all_to_all_single with variable splits; backward sends the gradient the reverse way."""
+    """all_to_all_single with variable splits; backward sends the gradient the reverse way
+    (and adds the time that takes to the clock; the forward's caller times its own)."""
 
     @staticmethod
     def forward(ctx, rows, recv_splits, send_splits, group, clock):
         ctx.splits, ctx.group, ctx.clock = (recv_splits, send_splits), group, clock
-        started = time.perf_counter()
         out = rows.new_empty((sum(recv_splits),) + tuple(rows.shape[1:]))
         dist.all_to_all_single(out, rows.contiguous(), recv_splits, send_splits, group=group)
-        clock.seconds += time.perf_counter() - started
         return out
 
     @staticmethod
@@ -60,61 +66,69 @@ class _AllToAll(torch.autograd.Function):
         started = time.perf_counter()
         out = grad.new_empty((sum(send_splits),) + tuple(grad.shape[1:]))
         dist.all_to_all_single(out, grad.contiguous(), send_splits, recv_splits, group=ctx.group)
-        ctx.clock.seconds += time.perf_counter() - started
+        if ctx.clock is not None:
+            ctx.clock.seconds += time.perf_counter() - started
         return out, None, None, None, None
-
-
-class CommClock:
-    """Seconds spent in a layer's collectives (forward and backward)."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
 
 
 def all_to_all(rows: torch.Tensor, recv_splits: list, send_splits: list, group=None,
                clock: CommClock | None = None):
     """Differentiable torch.distributed.all_to_all_single of rows [N, ...] by row splits; the
-    time both directions spend in it is added to `clock`."""
-    return _AllToAll.apply(rows, recv_splits, send_splits, group, clock or CommClock())
+    backward's time is added to `clock`."""
+    return _AllToAll.apply(rows, recv_splits, send_splits, group, clock)
 
 
 class AllToAllMoE(MegaMoE):
     """MegaMoE's layer with dispatch and combine over torch.distributed.all_to_all_single
     (autograd-aware) instead of SHMEM: same parameters, same routing, same numerics.
-    `clock.seconds` accumulates the time its count exchanges and all-to-alls take."""
+
+    Dispatch: exchange the counts, all-to-all the rows, order them by local expert. Combine:
+    put the results back in arrival order, all-to-all them back. `clock.seconds` accumulates
+    the time both take, forward and backward (the all-to-alls of the backward)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.clock = CommClock()
 
     def forward_routed(self, x, topk_ids, topk_weights):
-        tokens, k, L = x.shape[0], self.top_k, self.local_experts
+        tokens, k, L, P = x.shape[0], self.top_k, self.local_experts, self.pes
         flat_ids = topk_ids.reshape(-1).to(torch.int64)
         order = torch.argsort(flat_ids, stable=True)
         token = order // k
         rows = x[token].to(self.dtype)
         counts = torch.bincount(flat_ids, minlength=self.num_experts)
-        received_counts = torch.empty_like(counts)
         started = time.perf_counter()
+        received_counts = torch.empty_like(counts)
         dist.all_to_all_single(received_counts, counts, group=self.group)  # [P * L] by source
-        self.clock.seconds += time.perf_counter() - started
-        send_splits = counts.view(self.pes, L).sum(1).tolist()
-        recv_by_source = received_counts.view(self.pes, L)
-        recv_splits = recv_by_source.sum(1).tolist()
+        send_splits = counts.view(P, L).sum(1).tolist()
+        by_source = received_counts.view(P, L).tolist()
+        recv_splits = [sum(row) for row in by_source]
         received = all_to_all(rows, recv_splits, send_splits, self.group, self.clock)
-        # Received rows are grouped by source, then by local expert: gather each expert's rows.
-        starts = torch.cumsum(torch.cat([torch.zeros(1, dtype=torch.int64),
-                                         recv_by_source.reshape(-1)]), 0)[:-1].view(self.pes, L)
-        results = torch.zeros_like(received)
+        # Received rows come by source, then by local expert: order them by expert, then
+        # source (as MegaMoE's receive buffer holds them), so each expert's rows are contiguous.
+        first, starts = 0, []
+        for row in by_source:
+            starts.append([])
+            for n in row:
+                starts[-1].append(first)
+                first += n
+        pieces = [torch.arange(starts[s][e], starts[s][e] + by_source[s][e])
+                  for e in range(L) for s in range(P)]
+        perm = torch.cat(pieces) if pieces else torch.zeros(0, dtype=torch.int64)
+        grouped = received[perm]
+        self.clock.seconds += time.perf_counter() - started
+        outputs, begin = [], 0
         for local in range(L):
-            index = torch.cat([torch.arange(int(starts[s, local]),
-                                            int(starts[s, local] + recv_by_source[s, local]))
-                               for s in range(self.pes)])
-            if index.numel():
-                results = results.index_copy(0, index, swiglu(received[index], self.gate_proj[local],
-                                                               self.up_proj[local],
-                                                               self.down_proj[local]))
+            n = sum(by_source[s][local] for s in range(P))
+            if n:
+                outputs.append(swiglu(grouped[begin:begin + n], self.gate_proj[local],
+                                      self.up_proj[local], self.down_proj[local]))
+            begin += n
+        started = time.perf_counter()
+        expert_out = torch.cat(outputs) if outputs else grouped.new_zeros(0, self.hidden_size)
+        results = expert_out[torch.argsort(perm)]  # back to arrival order
         back = all_to_all(results, send_splits, recv_splits, self.group, self.clock)
+        self.clock.seconds += time.perf_counter() - started
         weights = topk_weights.reshape(-1)[order].float()
         out = torch.zeros(tokens, self.hidden_size, dtype=torch.float32).index_add(
             0, token, back.float() * weights[:, None])

@@ -1,0 +1,234 @@
+"""The MegaMoE part of the benchmark suite (benchmarks/run.py --moe, or --moe-only).
+
+Runs benchmarks/moe_bench.py through the package's launcher at 2 and 4 PEs:
+  step   the full training step of the small decoder on SHMEM and on all-to-all (gloo), in
+         alternating order in the same run, routers frozen: two model sizes, and a sweep of
+         the expert intermediate size at a fixed hidden size;
+  comm   dispatch + combine alone (identity experts) against all_to_all_single.
+and reports, per configuration, the rank-max median step of both paths, the share of the
+all-to-all step spent in its communication, how much of that communication SHMEM removes,
+dispatch + combine alone, peak memory and heap bytes, and the pipeline's overlap counter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "moe_bench.py")
+
+# NAME: hidden, intermediate, shared intermediate, experts, top-k, layers, sequence, batch.
+SIZES = {"tiny": (64, 64, 32, 8, 2, 2, 32, 2), "small": (64, 128, 64, 8, 2, 2, 128, 4),
+         "medium": (256, 512, 256, 8, 2, 2, 128, 4)}
+SWEEP_HIDDEN = 128
+SWEEP = (32, 128, 512, 2048)
+QUICK_SWEEP = (32, 512)
+
+
+def _config(name: str, shape: tuple) -> str:
+    return ":".join([name] + [str(v) for v in shape])
+
+
+def sweep_config(intermediate: int) -> str:
+    return _config(f"sweep-I{intermediate}", (SWEEP_HIDDEN, intermediate, 64, 8, 2, 2, 128, 4))
+
+
+def jobs(quick: bool) -> list:
+    """(label, command) of the MoE measurements."""
+    launch = [sys.executable, "-m", "hyper_parallel.core.multicore.shmem.launch"]
+    steps = ["--warmup", "3", "--steps", "5" if quick else "9"]
+    sizes = ["tiny", "small"] if quick else list(SIZES)
+    sweep = QUICK_SWEEP if quick else SWEEP
+    out = []
+    for pes in (2, 4):
+        configs = ",".join(_config(name, SIZES[name]) for name in sizes)
+        common = launch + ["--nproc", str(pes), "--timeout", "1500", SCRIPT]
+        out.append((f"moe comm x{pes}", common + ["--test", "comm", "--configs", configs,
+                                                   "--reps", "20" if quick else "60"]))
+        out.append((f"moe step x{pes}", common + ["--test", "step", "--configs", configs] + steps))
+        out.append((f"moe memory x{pes}", common + ["--test", "memory", "--configs", configs]))
+        out.append((f"moe sweep x{pes}", common + ["--test", "step", "--configs",
+                                                    ",".join(sweep_config(i) for i in sweep)]
+                    + steps))
+    return out
+
+
+def parse(stdout: str) -> tuple:
+    """(records, finished) from a moe_bench run's output."""
+    records, finished = [], False
+    for line in stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        record = json.loads(line)
+        if record.get("done"):
+            finished = True
+        elif "moe" in record:
+            records.append(record)
+    return records, finished
+
+
+def _median(values: list) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def summarise(records: list) -> list:
+    """One row per (test, configuration, PEs); the memory records join their step rows."""
+    rows = []
+    memory = {(r["config"], r["pes"]): r for r in records if r["moe"] == "memory"}
+    for r in records:
+        row = {"test": r["moe"], "config": r["config"], "pes": r["pes"]}
+        if r["moe"] == "memory":
+            continue
+        row["shape"] = r["shape"]
+        if r["moe"] == "comm":
+            shmem_us, a2a_us = (_median(r["samples_us"][p]) for p in ("shmem", "a2a"))
+            row.update(bytes_per_pe=r["bytes_per_pe"], rows_per_pe=r["rows_per_pe"],
+                       shmem_us=shmem_us, a2a_us=a2a_us, speedup=a2a_us / shmem_us,
+                       samples=len(r["samples_us"]["shmem"]))
+        else:
+            step = {p: _median(r["steps_us"][p]) for p in ("shmem", "a2a")}
+            comm = {p: _median(r["comm_us"][p]) for p in ("shmem", "a2a")}
+            net = {p: _median(r["comm_net_us"][p]) for p in ("shmem", "a2a")}
+            mem = memory.get((r["config"], r["pes"]), {})
+            row.update(
+                parameters=r["parameters"], steps=len(r["steps_us"]["shmem"]),
+                shmem_step_us=step["shmem"], a2a_step_us=step["a2a"],
+                step_ratio=step["shmem"] / step["a2a"],
+                shmem_comm_us=comm["shmem"], a2a_comm_us=comm["a2a"],
+                comm_share=comm["a2a"] / step["a2a"],
+                step_saving_of_comm=(step["a2a"] - step["shmem"]) / comm["a2a"],
+                comm_left=comm["shmem"] / comm["a2a"],
+                shmem_comm_net_us=net["shmem"], a2a_comm_net_us=net["a2a"],
+                peak_step_bytes=mem.get("peak_step_bytes", {"shmem": None, "a2a": None}),
+                heap_bytes=mem.get("heap_bytes", {"shmem": None, "a2a": 0}),
+                started_early=r["started_early"], experts=r["experts"],
+                step_samples_us=r["steps_us"])
+        rows.append(row)
+    return rows
+
+
+def targets(rows: list) -> list:
+    out = []
+    for row in rows:
+        where = f"{row['config']} x{row['pes']}"
+        if row["test"] == "comm":
+            out.append({"target": f"MoE dispatch+combine alone, {where}: gloo all-to-all / SHMEM",
+                        "measured": f"{row['speedup']:.1f}x", "goal": ">= 10x",
+                        "met": row["speedup"] >= 10})
+            continue
+        # Removed from the step: how much shorter the SHMEM step is, as a share of the time
+        # the all-to-all step spends in dispatch and combine.
+        out.append({"target": f"MoE step {where}: share of a2a dispatch+combine time removed",
+                    "measured": f"{100 * row['step_saving_of_comm']:.0f}% of "
+                                f"{row['a2a_comm_us'] / 1e3:.1f} ms",
+                    "goal": ">= 85%", "met": row["step_saving_of_comm"] >= 0.85})
+        if row["comm_share"] >= 0.30:
+            out.append({"target": f"MoE step {where} (a2a comm {100 * row['comm_share']:.0f}%): "
+                                  "SHMEM step / a2a step",
+                        "measured": f"{row['step_ratio']:.2f}x", "goal": "<= 0.75x",
+                        "met": row["step_ratio"] <= 0.75})
+    return out
+
+
+def _mib(value) -> str:
+    return "n/a" if value is None else f"{value / (1 << 20):.1f}"
+
+
+def table(rows: list) -> str:
+    lines = ["MegaMoE training step, rank-max median. comm: the a2a step's dispatch + combine "
+             "time and its share of the step; removed: (a2a step - shmem step) / a2a comm; "
+             "left: shmem's own dispatch + combine time / a2a's; overlap: experts that started "
+             "while a later expert's rows were still arriving",
+             f"{'config':<14}{'PEs':>4}{'params':>9}{'a2a ms':>9}{'shmem ms':>10}{'ratio':>7}"
+             f"{'comm ms':>9}{'share':>7}{'removed':>9}{'left':>6}{'peak MiB a2a/shmem':>20}"
+             f"{'heap MiB':>10}{'overlap':>10}"]
+    for r in rows:
+        if r["test"] != "step":
+            continue
+        peak = r["peak_step_bytes"]
+        lines.append(
+            f"{r['config']:<14}{r['pes']:>4}{r['parameters'] / 1e6:>8.2f}M"
+            f"{r['a2a_step_us'] / 1e3:>9.1f}{r['shmem_step_us'] / 1e3:>10.1f}{r['step_ratio']:>7.2f}"
+            f"{r['a2a_comm_us'] / 1e3:>9.1f}{100 * r['comm_share']:>6.0f}%"
+            f"{100 * r['step_saving_of_comm']:>8.0f}%{100 * r['comm_left']:>5.0f}%"
+            f"{_mib(peak['a2a']) + ' / ' + _mib(peak['shmem']):>20}"
+            f"{_mib(r['heap_bytes']['shmem']):>10}"
+            f"{r['started_early']:>5}/{r['experts']:<4}")
+    lines.append("")
+    lines.append("MegaMoE dispatch + combine alone (identity experts; rank-max median)")
+    lines.append(f"{'config':<14}{'PEs':>4}{'KiB/PE':>9}{'gloo us':>10}{'shmem us':>10}{'speed-up':>10}")
+    for r in rows:
+        if r["test"] == "comm":
+            lines.append(f"{r['config']:<14}{r['pes']:>4}{r['bytes_per_pe'] / 1024:>9.0f}"
+                         f"{r['a2a_us']:>10.0f}{r['shmem_us']:>10.0f}{r['speedup']:>9.1f}x")
+    return "\n".join(lines)
+
+
+def plot(rows: list, out_dir: str) -> str | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    steps = [r for r in rows if r["test"] == "step" and not r["config"].startswith("sweep")]
+    sweep = [r for r in rows if r["test"] == "step" and r["config"].startswith("sweep")]
+    comm = [r for r in rows if r["test"] == "comm"]
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5))
+    ax = axes[0]
+    labels = [f"{r['config']}\nx{r['pes']}" for r in steps]
+    xs = range(len(steps))
+    for offset, path, color in ((-0.2, "a2a", "tab:green"), (0.2, "shmem", "tab:blue")):
+        total = [r[f"{path}_step_us"] / 1e3 for r in steps]
+        part = [r[f"{path}_comm_us"] / 1e3 for r in steps]
+        ax.bar([x + offset for x in xs], total, 0.4, color=color, alpha=0.45,
+               label=f"{path} step")
+        ax.bar([x + offset for x in xs], part, 0.4, color=color, label=f"{path} communication")
+    for x, r in zip(xs, steps):
+        ax.annotate(f"{r['step_ratio']:.2f}x", (x, max(r["a2a_step_us"], r["shmem_step_us"]) / 1e3),
+                    ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(list(xs), labels, fontsize=8)
+    ax.set(title="training step (ms, rank-max median); label: shmem / a2a", yscale="log")
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    ax = axes[1]
+    for pes, style in ((2, "-"), (4, "--")):
+        points = sorted((r["shape"]["intermediate_size"], r) for r in sweep if r["pes"] == pes)
+        if not points:
+            continue
+        xs_ = [p[0] for p in points]
+        ax.set_xticks(xs_, [str(x) for x in xs_])
+        ax.minorticks_off()
+        ax.plot(xs_, [p[1]["step_ratio"] for p in points], style, color="tab:blue", marker="o",
+                label=f"shmem step / a2a step, x{pes}")
+        ax.plot(xs_, [p[1]["comm_share"] for p in points], style, color="tab:green", marker="s",
+                label=f"a2a communication share, x{pes}")
+    ax.axhline(0.75, color="grey", linestyle=":", label="0.75 (target where share >= 30%)")
+    ax.axhline(0.30, color="lightgrey", linestyle=":")
+    ax.set(title=f"sweep: expert intermediate size at hidden {SWEEP_HIDDEN}", xscale="log",
+           xlabel="intermediate size", ylim=(0, 1.1))
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    ax = axes[2]
+    labels = [f"{r['config']}\nx{r['pes']}\n{r['bytes_per_pe'] // 1024} KiB" for r in comm]
+    xs = range(len(comm))
+    ax.bar([x - 0.2 for x in xs], [r["a2a_us"] for r in comm], 0.4, color="tab:green",
+           label="gloo all_to_all_single")
+    ax.bar([x + 0.2 for x in xs], [r["shmem_us"] for r in comm], 0.4, color="tab:blue",
+           label="SHMEM dispatch + combine")
+    for x, r in zip(xs, comm):
+        ax.annotate(f"{r['speedup']:.1f}x", (x, r["a2a_us"]), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(list(xs), labels, fontsize=8)
+    ax.set(title="dispatch + combine alone (us per call, rank-max median)", yscale="log")
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    fig.tight_layout()
+    path = os.path.join(out_dir, "moe.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

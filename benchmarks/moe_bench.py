@@ -1,0 +1,307 @@
+"""PE-side MegaMoE measurements: the SHMEM path beside the all-to-all path, in one run.
+
+Run by benchmarks/run.py (--moe) through the package's launcher, one process per PE:
+
+    python -m hyper_parallel.core.multicore.shmem.launch --nproc N benchmarks/moe_bench.py \
+        --test step --configs NAME:H:I:IS:E:K:LAYERS:SEQ:BATCH[,...] [--warmup 3] [--steps 7]
+    python -m hyper_parallel.core.multicore.shmem.launch --nproc N benchmarks/moe_bench.py \
+        --test memory --configs ...
+    python -m hyper_parallel.core.multicore.shmem.launch --nproc N benchmarks/moe_bench.py \
+        --test comm --configs NAME:H:I:IS:E:K:LAYERS:SEQ:BATCH[,...] [--reps 30]
+
+step: the full training step of the small decoder (mega_moe.model): zero_grad, forward,
+  backward, dense all-reduce, AdamW, on both paths built from the same seed with the routers
+  frozen (both see the same load). After the warm-up steps, each step runs both paths in
+  alternating order, each after a barrier; a step's time is the slowest PE's (rank max). Also
+  per path: the time spent in the MoE layers' dispatch and combine (the all-to-all path's
+  count exchanges, all-to-alls and regrouping by expert; what the SHMEM calls spent outside
+  the experts' computations), the same less the time spent waiting for the last PE to reach
+  each MoE call, and the SHMEM pipeline's overlap counter (experts that started while a later
+  expert's rows were still arriving).
+memory: per path, the peak resident memory of a step above the resident set before it
+  (VmHWM after a reset, with malloc returning every block of 64 KiB or more when freed) and
+  the symmetric heap bytes held; in a launch of its own, since it changes the allocator.
+comm: dispatch + combine alone for one layer's worth of routed rows (the count exchange,
+  the rows to their owners, the rows back; the experts are the identity), SHMEM against
+  all_to_all_single over gloo: ROUNDS blocks of repetitions per path, the paths alternating
+  which goes first, each repetition after a barrier, rank max.
+
+PE 0 prints one JSON line per configuration; every PE uses one torch intra-op thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import json
+import re
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+from hyper_parallel.core.multicore import shmem
+from hyper_parallel.core.multicore.mega_moe import MegaMoEResources
+from hyper_parallel.core.multicore.mega_moe.model import (DecoderConfig, MoEDecoder,
+                                                          make_optimizer, parameter_count,
+                                                          synthetic_tokens, train_step)
+from hyper_parallel.core.multicore.mega_moe.reference import all_to_all
+from hyper_parallel.core.multicore.shmem.launch import init_process_group_from_environment
+
+PATHS = ("shmem", "a2a")
+ROUNDS = 4  # comm: blocks per path
+
+
+def parse_configs(text: str) -> list:
+    """NAME:H:I:IS:E:K:LAYERS:SEQ:BATCH entries, comma separated -> [(name, DecoderConfig)]."""
+    out = []
+    for entry in text.split(","):
+        fields = entry.split(":")
+        if len(fields) != 9:
+            raise SystemExit(f"--configs entry {entry!r}: expected NAME:H:I:IS:E:K:LAYERS:SEQ:BATCH")
+        name, (h, i, shared, e, k, layers, seq, batch) = fields[0], map(int, fields[1:])
+        heads = max(1, h // 32)
+        out.append((name, DecoderConfig(vocab_size=4 * h, hidden_size=h, layers=layers,
+                                        heads=heads, kv_heads=max(1, heads // 2), num_experts=e,
+                                        top_k=k, intermediate_size=i,
+                                        shared_intermediate_size=shared, sequence=seq,
+                                        batch=batch)))
+    return out
+
+
+def _rank_max(values: list) -> list:
+    """Element-wise maximum over the PEs of equally long lists (gloo, outside any timing)."""
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, values)
+    return [max(column) for column in zip(*gathered)]
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as status:
+            match = re.search(field + r":\s+(\d+)", status.read())
+        return int(match.group(1)) if match else None
+    except OSError:
+        return None
+
+
+def _reset_peak() -> bool:
+    """Resets VmHWM to the current resident set (Linux 4.0+); False where not allowed."""
+    try:
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _exact_allocator() -> bool:
+    """Makes glibc's malloc map every block of 64 KiB or more on its own and unmap it when
+    freed, and trims what it holds: the resident set then follows the live tensors, so its
+    high-water mark is a step's peak (for the memory phase only: it slows allocation)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        ok = libc.mallopt(m_mmap_threshold, 64 * 1024) == 1
+        ok = libc.mallopt(m_trim_threshold, 0) == 1 and ok
+        libc.malloc_trim(0)
+        return ok
+    except OSError:
+        return False
+
+
+def _peak_step_bytes(model, optimizer, config, rank: int) -> int | None:
+    """The peak resident memory of two steps above the resident set before them (None where
+    the allocator or /proc does not allow the measurement)."""
+    gc.collect()
+    if not _exact_allocator() or not _reset_peak():
+        return None
+    before = _status_kib("VmRSS")
+    for step in range(2):
+        train_step(model, optimizer, synthetic_tokens(config, rank, 10_000 + step))
+    peak = _status_kib("VmHWM")
+    return None if before is None or peak is None else (peak - before) * 1024
+
+
+def _record_arrivals(moe, entries: list) -> None:
+    """Appends perf_counter() (one clock for every process of the machine) to `entries` when
+    a MoE layer's forward and its backward begin."""
+    inner = moe.forward_routed
+
+    def forward_routed(x, topk_ids, topk_weights):
+        entries.append(time.perf_counter())
+        out = inner(x, topk_ids, topk_weights)
+        if out.requires_grad:
+            out.register_hook(lambda grad: entries.append(time.perf_counter()))
+        return out
+
+    moe.forward_routed = forward_routed
+
+
+def _net_of_arrival(comm_us: list, arrivals: list) -> list:
+    """Per step, the slowest PE's communication time less the time it spent waiting for the
+    last PE to reach each MoE call (arrival skew: no transport removes it)."""
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, [comm_us, arrivals])
+    out = []
+    for step in range(len(comm_us)):
+        calls = list(zip(*(pe[1][step] for pe in gathered)))  # per call: every PE's entry
+        net = []
+        for pe, (comm, entries) in enumerate(gathered):
+            wait = sum(max(call) - call[pe] for call in calls) * 1e6
+            net.append(comm[step] - wait)
+        out.append(max(net))
+    return out
+
+
+def bench_step(name: str, config: DecoderConfig, args, rank: int, size: int) -> dict:
+    models = {path: MoEDecoder(config, path, seed=1) for path in PATHS}
+    try:
+        for model in models.values():
+            model.freeze_routers()
+        optimizers = {path: make_optimizer(model) for path, model in models.items()}
+        times = {path: [] for path in PATHS}
+        comm = {path: [] for path in PATHS}
+        skew = {path: [] for path in PATHS}
+        arrivals = {path: [] for path in PATHS}  # per step: when this PE entered each call
+        for path, model in models.items():
+            for layer in model.layers:
+                _record_arrivals(layer.moe, arrivals[path])
+        total = args.warmup + args.steps
+        for step in range(total):
+            order = PATHS if step % 2 == 0 else PATHS[::-1]  # alternate who goes first
+            tokens = synthetic_tokens(config, rank, step)
+            for path in order:
+                shmem.barrier()  # aligns the PEs more tightly than gloo
+                arrivals[path].clear()
+                spent = models[path].communication_s()
+                started = time.perf_counter()
+                train_step(models[path], optimizers[path], tokens)
+                elapsed = time.perf_counter() - started
+                if step >= args.warmup:
+                    times[path].append(elapsed * 1e6)
+                    comm[path].append((models[path].communication_s() - spent) * 1e6)
+                    skew[path].append(list(arrivals[path]))
+            if rank == 0:
+                print(f"progress step {name} x{size}: {step + 1}/{total}", file=sys.stderr,
+                      flush=True)
+        stats = models["shmem"].resources.stats
+        gathered = [None] * size
+        dist.all_gather_object(gathered, [stats.started_early, stats.experts])
+        record = {
+            "moe": "step", "config": name, "pes": size, "shape": config.__dict__,
+            "parameters": parameter_count(models["a2a"]), "warmup": args.warmup,
+            "steps_us": {path: _rank_max(times[path]) for path in PATHS},
+            "comm_us": {path: _rank_max(comm[path]) for path in PATHS},
+            "comm_net_us": {path: _net_of_arrival(comm[path], skew[path]) for path in PATHS},
+            "started_early": sum(row[0] for row in gathered),
+            "experts": sum(row[1] for row in gathered),
+        }
+        return record
+    finally:
+        for model in models.values():
+            model.close()
+
+
+def bench_memory(name: str, config: DecoderConfig, args, rank: int, size: int) -> dict:
+    """Peak step memory of both paths (in a process of its own: it changes the allocator)."""
+    models = {path: MoEDecoder(config, path, seed=1) for path in PATHS}
+    try:
+        for model in models.values():
+            model.freeze_routers()
+        optimizers = {path: make_optimizer(model) for path, model in models.items()}
+        for path in PATHS:  # warm up: optimizer state and resident buffers exist before
+            train_step(models[path], optimizers[path], synthetic_tokens(config, rank, 0))
+        peaks = [_peak_step_bytes(models[path], optimizers[path], config, rank) for path in PATHS]
+        gathered = [None] * size
+        dist.all_gather_object(gathered, peaks)
+        return {"moe": "memory", "config": name, "pes": size,
+                "peak_step_bytes": {path: (None if any(row[i] is None for row in gathered)
+                                           else max(row[i] for row in gathered))
+                                    for i, path in enumerate(PATHS)},
+                "heap_bytes": {"shmem": models["shmem"].resources.symmetric_bytes, "a2a": 0}}
+    finally:
+        for model in models.values():
+            model.close()
+
+
+def bench_comm(name: str, config: DecoderConfig, args, rank: int, size: int) -> dict:
+    """Dispatch + combine of one layer's routed rows, identity experts, both paths."""
+    h, e, k = config.hidden_size, config.num_experts, config.top_k
+    tokens = config.batch * config.sequence
+    generator = torch.Generator().manual_seed(rank)
+    x = torch.randn(tokens, h, generator=generator)
+    ids = torch.rand(tokens, e, generator=generator).topk(k, dim=-1).indices.reshape(-1)
+    order = torch.argsort(ids, stable=True)
+    rows = x[order // k].contiguous()
+    local_counts = torch.bincount(ids, minlength=e)
+    local = e // size
+    samples = {path: [] for path in PATHS}
+    with MegaMoEResources(h, e, k, max_tokens=tokens) as resources:
+
+        def shmem_once():
+            counts = resources.exchange_counts(local_counts)
+            layout = resources.layout(counts)
+            return resources.run("forward", rows, counts, layout, lambda _local, got: got)
+
+        def a2a_once():
+            received = torch.empty_like(local_counts)
+            dist.all_to_all_single(received, local_counts)
+            send = local_counts.view(size, local).sum(1).tolist()
+            recv = received.view(size, local).sum(1).tolist()
+            there = all_to_all(rows, recv, send)
+            return all_to_all(there, send, recv)
+
+        assert torch.equal(shmem_once(), rows) and torch.equal(a2a_once(), rows)
+        bodies = {"shmem": shmem_once, "a2a": a2a_once}
+        # Blocks of repetitions, alternating which path goes first: each path is timed in the
+        # steady state a training loop on it would see, both under the same machine noise.
+        block = max(1, args.reps // ROUNDS)
+        for round_ in range(ROUNDS):
+            for path in (PATHS if round_ % 2 == 0 else PATHS[::-1]):
+                for rep in range(args.warmup + block):
+                    shmem.barrier()  # aligns the PEs more tightly than gloo
+                    started = time.perf_counter()
+                    bodies[path]()
+                    if rep >= args.warmup:
+                        samples[path].append((time.perf_counter() - started) * 1e6)
+        return {"moe": "comm", "config": name, "pes": size, "shape": config.__dict__,
+                "rows_per_pe": rows.shape[0], "bytes_per_pe": rows.numel() * rows.element_size(),
+                "samples_us": {path: _rank_max(samples[path]) for path in PATHS}}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--test", choices=("step", "memory", "comm"), required=True)
+    parser.add_argument("--configs", required=True)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=7)
+    parser.add_argument("--reps", type=int, default=30)
+    args = parser.parse_args()
+    if args.steps < 5 or args.warmup < 3:
+        parser.error("--steps must be at least 5 and --warmup at least 3")
+    torch.set_num_threads(1)  # one PE per core
+    init_process_group_from_environment()
+    rank, size = dist.get_rank(), dist.get_world_size()
+    try:
+        with shmem.acquire_shmem():
+            for name, config in parse_configs(args.configs):
+                if config.num_experts % size:
+                    raise SystemExit(f"{name}: {config.num_experts} experts do not split over "
+                                     f"{size} PEs")
+                bench = {"step": bench_step, "memory": bench_memory, "comm": bench_comm}[args.test]
+                record = bench(name, config, args, rank, size)
+                if rank == 0:
+                    print(json.dumps(record), flush=True)
+            shmem.barrier()
+        if rank == 0:
+            print(json.dumps({"done": True}), flush=True)
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
