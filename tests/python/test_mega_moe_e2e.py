@@ -13,6 +13,9 @@ bitwise equal today; the tolerance leaves room for a kernel that sums in another
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -94,3 +97,20 @@ def test_training_on_shmem_matches_the_all_to_all_path(pes, size):
     # Every PE ran the four stages to the end (a failed stage raises on its PE).
     assert len(results) == size and all(set(worst) == {"loss", "logits", "grad", "param"}
                                         for worst in results), results
+
+
+def test_the_demo_prints_both_paths_losses_side_by_side():
+    done = subprocess.run([sys.executable, "-m", "hyper_parallel.core.multicore.mega_moe.demo",
+                           "--pes", "2", "--steps", "3"], capture_output=True, text=True,
+                          timeout=300, cwd="/")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [line.split() for line in done.stdout.splitlines()]
+    steps = [line for line in lines if len(line) == 6 and line[0].isdigit()]
+    assert [int(line[0]) for line in steps] == [0, 1, 2], done.stdout
+    for _, shmem_loss, a2a_loss, *_ in steps:
+        assert abs(float(shmem_loss) - float(a2a_loss)) <= 1e-4 * abs(float(a2a_loss))
+    assert float(steps[-1][1]) < float(steps[0][1]), "training on one batch lowers the loss"
+    assert "both paths trained alike" in done.stdout
+    bad = subprocess.run([sys.executable, "-m", "hyper_parallel.core.multicore.mega_moe.demo",
+                          "--steps", "0"], capture_output=True, text=True, timeout=60, cwd="/")
+    assert bad.returncode == 2 and "--steps must be in [1, 1000], but got 0" in bad.stderr

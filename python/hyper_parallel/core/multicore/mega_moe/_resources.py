@@ -17,7 +17,7 @@ before any row moves: nothing is dropped. A heap too small fails on every PE wit
 bytes needed.
 
 close() (explicit, or the context manager; never from garbage collection) synchronizes the
-streams, passes a barrier, frees the buffers in a fixed order, passes a barrier and closes the
+combine stream, passes a barrier, frees the buffers in a fixed order, passes a barrier and closes the
 handle: every PE must create and close its resources in the same order.
 """
 
@@ -91,7 +91,7 @@ class PipelineStats:
 
 
 class MegaMoEResources:
-    """The resident symmetric buffers and streams of MegaMoE layers of one shape.
+    """The resident symmetric buffers and the combine stream of MegaMoE layers of one shape.
 
     MegaMoEResources(hidden_size, num_experts, top_k, *, dtype=torch.float32,
                      capacity_factor=None, max_tokens=None, chunk_rows=128, group=None)
@@ -157,7 +157,7 @@ class MegaMoEResources:
             self.return_rows = 0   # return rows
             if max_tokens is not None:
                 self._resize(self._capacity_for(max_tokens * top_k), max_tokens * top_k)
-            self.dispatch_stream, self.combine_stream = shmem.Stream(), shmem.Stream()
+            self.combine_stream = shmem.Stream()
             self.stats = PipelineStats()
         except BaseException:
             self._release_after_failure()
@@ -308,7 +308,6 @@ class MegaMoEResources:
         done_at = time.perf_counter()
         shmem.wait_signal(d.return_word, d.return_target, comparison="ge")
         out = d.returned[:layout["send_rows"]].clone()
-        self.dispatch_stream.synchronize()
         self.combine_stream.synchronize()
         self.stats.calls += 1
         self.stats.experts += locals_
@@ -358,7 +357,6 @@ class MegaMoEResources:
         destroyed."""
         if self._closed:
             return
-        self.dispatch_stream.synchronize()
         self.combine_stream.synchronize()
         shmem.barrier()
         self._free_buffers()
