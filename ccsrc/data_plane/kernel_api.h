@@ -15,7 +15,8 @@
 // concurrently should sit 64 bytes apart.
 //
 // Each backend implements it (the host backend with memcpy, atomics and futex waits; a device
-// backend with on-stream puts and signals); consumers (ops/mega_moe, and any fused kernel)
+// backend with on-stream puts and signals); consumers (ops/mega_moe, the all_gather written on
+// it in ops/all_gather/kernel_all_gather.h, and any fused kernel)
 // include only this header.
 //
 // Thread-safety: a kernel runs on one thread (its stream's); an instance is used by one kernel
