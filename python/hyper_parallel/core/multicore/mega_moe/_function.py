@@ -5,8 +5,9 @@ owner runs its local experts' SwiGLU as soon as each expert's rows have landed, 
 expert's results go back as soon as it is done (one native combine); the rows come back in
 the order they left. Backward runs the same path the other way: the gradients of the results
 go to the owners with the forward's layout, each owner computes the gradients of its local
-experts' weights (which stay at the owner: no all-reduce) and of the rows it received, and
-those go back. Everything between the two native calls is torch on the owner.
+experts' weights (which stay at the owner: no all-reduce) and of the rows it received from
+the graph the forward kept per expert (nothing is computed twice), and those go back.
+Everything between the two native calls is torch on the owner.
 """
 
 from __future__ import annotations
@@ -29,32 +30,45 @@ class ExpertParallel(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, rows, gate, up, down, resources, counts, layout):
-        received = [None] * gate.shape[0]
+        # Each local expert's computation keeps its own small autograd graph (on leaves that
+        # share the weights' storage, and a copy of its rows: the receive buffer is reused by
+        # the next call), so the backward differentiates it without computing it again.
+        graphs = [None] * gate.shape[0]
+        if not any(ctx.needs_input_grad[:4]):  # no backward will come (inference, no_grad)
+            return resources.run("forward", rows.contiguous(), counts, layout,
+                                 lambda local, x: swiglu(x, gate[local], up[local], down[local]))
 
         def compute(local, x):
-            received[local] = x.clone()  # the receive buffer is reused by the next call
-            return swiglu(received[local], gate[local], up[local], down[local])
+            with torch.enable_grad():
+                leaves = (x.detach().clone().requires_grad_(True),
+                          gate[local].detach().requires_grad_(True),
+                          up[local].detach().requires_grad_(True),
+                          down[local].detach().requires_grad_(True))
+                y = swiglu(*leaves)
+            graphs[local] = (y, leaves)
+            return y.detach()
 
         out = resources.run("forward", rows.contiguous(), counts, layout, compute)
-        ctx.resources, ctx.counts, ctx.layout = resources, counts, layout
-        ctx.save_for_backward(gate, up, down, *received)
+        ctx.resources, ctx.counts, ctx.layout, ctx.graphs = resources, counts, layout, graphs
+        ctx.shapes = (gate.shape, up.shape, down.shape, gate.dtype)
         return out
 
     @staticmethod
     def backward(ctx, grad_rows):
-        gate, up, down, *received = ctx.saved_tensors
-        d_gate, d_up, d_down = torch.zeros_like(gate), torch.zeros_like(up), torch.zeros_like(down)
+        gate_shape, up_shape, down_shape, dtype = ctx.shapes
+        d_gate = torch.zeros(gate_shape, dtype=dtype)
+        d_up = torch.zeros(up_shape, dtype=dtype)
+        d_down = torch.zeros(down_shape, dtype=dtype)
+        graphs = ctx.graphs
 
         def compute(local, dy):
-            with torch.enable_grad():
-                x = received[local].detach().requires_grad_(True)
-                g = gate[local].detach().requires_grad_(True)
-                u = up[local].detach().requires_grad_(True)
-                d = down[local].detach().requires_grad_(True)
-                dx, dg, du, dd = torch.autograd.grad(swiglu(x, g, u, d), (x, g, u, d), dy)
+            y, leaves = graphs[local]
+            dx, dg, du, dd = torch.autograd.grad(y, leaves, dy)
             d_gate[local], d_up[local], d_down[local] = dg, du, dd
+            graphs[local] = None  # free the expert's activations as soon as it is done
             return dx
 
-        grad_in = ctx.resources.run("backward", grad_rows.to(gate.dtype).contiguous(), ctx.counts,
+        grad_in = ctx.resources.run("backward", grad_rows.to(dtype).contiguous(), ctx.counts,
                                     ctx.layout, compute)
+        ctx.graphs = None
         return grad_in, d_gate, d_up, d_down, None, None, None

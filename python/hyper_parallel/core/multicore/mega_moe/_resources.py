@@ -281,15 +281,16 @@ class MegaMoEResources:
         flat_counts = counts.reshape(-1)
         results = torch.empty(max(1, layout["recv_rows"]), self.hidden_size, dtype=self.dtype)
         started = time.perf_counter()
+        # Dispatch on the caller's current stream (on the host's default stream: this thread,
+        # which has nothing else to do until rows land), first, so the rows leave before
+        # anything else runs; then the combine on its own stream, which sends each expert's
+        # results back as soon as that expert is done, while later experts compute.
+        native.moe_dispatch(rows, flat_counts, d.recv, d.dispatch_counters,
+                            self.num_experts, self.chunk_rows)
         with shmem.stream(self.combine_stream):
             native.moe_combine(results, flat_counts, d.returned, d.return_counter,
                                d.done_counters, list(d.done_targets), self.num_experts,
                                self.chunk_rows)
-        # Dispatch on the caller's current stream (on the host's default stream: this thread,
-        # which has nothing else to do until rows land); combine on its own stream, so that
-        # results go back while later experts compute.
-        native.moe_dispatch(rows, flat_counts, d.recv, d.dispatch_counters,
-                            self.num_experts, self.chunk_rows)
         arrived_s = compute_s = 0.0
         targets = d.dispatch_targets
         for local in range(locals_):

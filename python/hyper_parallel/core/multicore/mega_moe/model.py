@@ -172,14 +172,20 @@ def synthetic_tokens(config: DecoderConfig, rank: int, step: int) -> torch.Tenso
 
 
 def reduce_gradients(model: MoEDecoder) -> None:
-    """Averages the dense gradients over the world; scales the expert gradients (summed over
-    every PE's tokens at their owner) by 1/world, so both are gradients of the mean loss."""
+    """Averages the dense gradients over the world (one all-reduce of them flattened, as a
+    data-parallel trainer's bucket would); scales the expert gradients (summed over every PE's
+    tokens at their owner) by 1/world, so both are gradients of the mean loss."""
     world = dist.get_world_size() if dist.is_initialized() else 1
-    for p in model.dense_parameters():
-        if p.grad is not None and world > 1:
-            dist.all_reduce(p.grad)
-        if p.grad is not None:
-            p.grad /= world
+    dense = [p.grad for p in model.dense_parameters() if p.grad is not None]
+    if dense and world > 1:
+        flat = torch.cat([g.reshape(-1) for g in dense])
+        dist.all_reduce(flat)
+        offset = 0
+        for g in dense:
+            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
+    for g in dense:
+        g /= world
     for p in model.expert_parameters():
         if p.grad is not None:
             p.grad /= world
