@@ -2,10 +2,12 @@
 
 Runs benchmarks/moe_bench.py through the package's launcher at 2 and 4 PEs:
   step   the full training step of the small decoder on SHMEM and on all-to-all (gloo), in
-         alternating order in the same run, routers frozen: two model sizes, and a sweep of
-         the expert intermediate size at a fixed hidden size;
+         alternating order in the same run, routers frozen: three model sizes (SIZES), and a
+         sweep of the expert intermediate size at a fixed hidden size (SWEEP);
+  memory each path's peak step memory and the symmetric heap bytes, for SIZES;
   comm   dispatch + combine alone (identity experts) against all_to_all_single.
-and reports, per configuration, the rank-max median step of both paths, the share of the
+Every job runs --rounds times (default 3; 1 with --quick) in alternating order, pooled. It
+reports, per configuration, the rank-max median step of both paths, the share of the
 all-to-all step spent in its communication, how much of that communication SHMEM removes,
 dispatch + combine alone, peak memory and heap bytes, and the pipeline's overlap counter.
 """
@@ -75,9 +77,33 @@ def _median(values: list) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def merge(records: list) -> list:
+    """Joins the records of one (test, configuration, PEs) from several rounds: samples and
+    steps pooled, counters summed, the largest peak memory kept."""
+    merged: dict = {}
+    for r in records:
+        key = (r["moe"], r["config"], r["pes"])
+        if key not in merged:
+            merged[key] = json.loads(json.dumps(r))  # a deep copy
+            continue
+        m = merged[key]
+        for field in ("samples_us", "steps_us", "comm_us", "comm_net_us"):
+            for path, values in r.get(field, {}).items():
+                m[field][path] += values
+        for field in ("started_early", "experts"):
+            if field in r:
+                m[field] += r[field]
+        for path, value in r.get("peak_step_bytes", {}).items():
+            old = m["peak_step_bytes"][path]
+            m["peak_step_bytes"][path] = None if old is None or value is None else max(old, value)
+    return list(merged.values())
+
+
 def summarise(records: list) -> list:
-    """One row per (test, configuration, PEs); the memory records join their step rows."""
+    """One row per (test, configuration, PEs), rounds pooled; the memory records join their
+    step rows."""
     rows = []
+    records = merge(records)
     memory = {(r["config"], r["pes"]): r for r in records if r["moe"] == "memory"}
     for r in records:
         row = {"test": r["moe"], "config": r["config"], "pes": r["pes"]}
@@ -202,6 +228,7 @@ def plot(rows: list, out_dir: str) -> str | None:
         if not points:
             continue
         xs_ = [p[0] for p in points]
+        ax.set_xscale("log")
         ax.set_xticks(xs_, [str(x) for x in xs_])
         ax.minorticks_off()
         ax.plot(xs_, [p[1]["step_ratio"] for p in points], style, color="tab:blue", marker="o",
@@ -210,7 +237,7 @@ def plot(rows: list, out_dir: str) -> str | None:
                 label=f"a2a communication share, x{pes}")
     ax.axhline(0.75, color="grey", linestyle=":", label="0.75 (target where share >= 30%)")
     ax.axhline(0.30, color="lightgrey", linestyle=":")
-    ax.set(title=f"sweep: expert intermediate size at hidden {SWEEP_HIDDEN}", xscale="log",
+    ax.set(title=f"sweep: expert intermediate size at hidden {SWEEP_HIDDEN}",
            xlabel="intermediate size", ylim=(0, 1.1))
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)

@@ -529,7 +529,12 @@ def run_moe(args) -> int:
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
     env.pop("HYPER_PARALLEL_SHMEM_LOG_LEVEL", None)
-    work = moe.jobs(args.quick)
+    rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
+    if rounds < 1:
+        raise SystemExit(f"--rounds must be at least 1, but got {rounds}")
+    base = moe.jobs(args.quick)
+    # Rounds in alternating order, pooled: each figure comes from several moments of the run.
+    work = [job for r in range(rounds) for job in (base if r % 2 == 0 else base[::-1])]
     records, notes, started = [], [], time.monotonic()
     for index, (label, command) in enumerate(work):
         progress(index, len(work), label, started)
@@ -548,7 +553,7 @@ def run_moe(args) -> int:
     rows = moe.summarise(records)
     goals = moe.targets(rows)
     machine = {"machine": platform.machine(), "cpus": os.cpu_count(), "processor": _cpu_model(),
-               "python": platform.python_version(), "quick": args.quick,
+               "python": platform.python_version(), "quick": args.quick, "rounds": rounds,
                "seconds": round(time.monotonic() - started, 1)}
     path = os.path.join(args.out, "moe_results.json")
     with open(path, "w") as sink:

@@ -6,6 +6,9 @@
 #   bash scripts/bench.sh --contended    the same plus ping-pong and barrier beside a CPU hog
 #                                        (about 12 minutes)
 #   bash scripts/bench.sh --quick        about 1.5 minutes (about 2 with --contended)
+#   bash scripts/bench.sh --moe-only     the MegaMoE suite alone: training step on SHMEM against
+#                                        all-to-all, dispatch + combine, expert-size sweep
+#                                        (about 6 minutes; --moe adds it to a full run)
 # Other arguments go to benchmarks/run.py (--help lists them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
