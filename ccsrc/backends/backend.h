@@ -28,8 +28,8 @@
 #include "backends/blocking_ops.h"
 #include "backends/collective.h"
 #include "data_plane/kernel_api.h"
-#include "runtime/config.h"
-#include "runtime/status.h"
+#include "base/config.h"
+#include "base/status.h"
 
 namespace hyper_parallel::shmem {
 

@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace hyper_parallel::shmem {
 

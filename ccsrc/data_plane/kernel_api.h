@@ -27,7 +27,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace hyper_parallel::shmem::data_plane {
 

@@ -18,9 +18,9 @@
 
 #include "fuzz/fuzz_check.h"
 #include "runtime/allocation_registry.h"
-#include "runtime/config.h"
+#include "base/config.h"
 #include "runtime/heap_allocator.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace hyper_parallel::shmem {
 namespace {

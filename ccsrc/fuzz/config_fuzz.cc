@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "fuzz/fuzz_check.h"
-#include "runtime/config.h"
-#include "runtime/status.h"
+#include "base/config.h"
+#include "base/status.h"
 
 namespace hyper_parallel::shmem {
 namespace {

@@ -15,7 +15,7 @@
 #include <deque>
 #include <vector>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace hyper_parallel::shmem {
 

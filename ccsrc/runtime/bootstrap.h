@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace hyper_parallel::shmem {
 

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <map>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace hyper_parallel::shmem {
 

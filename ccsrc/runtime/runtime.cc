@@ -8,7 +8,7 @@
 
 #include "backends/host/host_backend.h"
 #include "data_plane/pe_address.h"
-#include "runtime/log.h"
+#include "base/log.h"
 
 namespace hyper_parallel::shmem {
 namespace {

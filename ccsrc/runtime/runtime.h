@@ -41,9 +41,9 @@
 #include "backends/blocking_ops.h"
 #include "runtime/allocation_registry.h"
 #include "runtime/bootstrap.h"
-#include "runtime/config.h"
+#include "base/config.h"
 #include "runtime/heap_allocator.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace hyper_parallel::shmem {
 

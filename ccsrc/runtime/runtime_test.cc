@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/log.h"
+#include "base/log.h"
 #include "testing/fake_backend.h"
 #include "testing/eventually.h"
 

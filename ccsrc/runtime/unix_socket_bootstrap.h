@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "runtime/bootstrap.h"
-#include "runtime/config.h"
+#include "base/config.h"
 
 namespace hyper_parallel::shmem {
 

@@ -19,7 +19,7 @@
 #include <optional>
 
 #include "backends/host/call_sites.h"
-#include "runtime/config.h"
+#include "base/config.h"
 
 namespace hyper_parallel::shmem::host {
 

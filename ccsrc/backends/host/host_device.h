@@ -31,7 +31,7 @@
 #include "backends/host/control_block.h"
 #include "backends/host/doorbell.h"
 #include "backends/host/liveness.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace hyper_parallel::shmem::host {
 

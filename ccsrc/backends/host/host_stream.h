@@ -26,7 +26,7 @@
 #include <thread>
 
 #include "backends/host/call_sites.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace hyper_parallel::shmem::host {
 

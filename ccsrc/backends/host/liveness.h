@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "backends/host/doorbell.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace hyper_parallel::shmem::host {
 

@@ -18,9 +18,9 @@
 
 #include "backends/host/host_stream.h"
 #include "ops/mega_moe/kernels.h"
-#include "runtime/config.h"
+#include "base/config.h"
 #include "runtime/heap_allocator.h"
-#include "runtime/log.h"
+#include "base/log.h"
 #include "runtime/runtime.h"
 
 namespace py = pybind11;

@@ -24,7 +24,7 @@
 #include "backends/collective.h"
 #include "backends/host/call_sites.h"
 #include "backends/host/host_device.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace hyper_parallel::shmem::ops {
 

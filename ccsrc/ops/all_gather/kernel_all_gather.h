@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "data_plane/kernel_api.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace hyper_parallel::shmem::ops {
 

@@ -23,7 +23,7 @@
 
 #include "data_plane/kernel_api.h"
 #include "ops/mega_moe/layout.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace hyper_parallel::shmem::ops {
 

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace hyper_parallel::shmem::ops {
 

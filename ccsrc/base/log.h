@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/config.h"
+#include "base/config.h"
 
 namespace hyper_parallel::shmem::log {
 

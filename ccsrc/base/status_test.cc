@@ -1,4 +1,4 @@
-#include "runtime/status.h"
+#include "base/status.h"
 
 #include <gtest/gtest.h>
 

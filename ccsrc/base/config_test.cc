@@ -1,4 +1,4 @@
-#include "runtime/config.h"
+#include "base/config.h"
 
 #include <gtest/gtest.h>
 
