@@ -9,7 +9,7 @@
 // Thread-safety: CreateHeap, OpenPeers and DestroyHeap are made by one thread while no other
 // call is in flight. Every other call may come from several threads at once: the Runtime
 // serialises validation, not execution, so that no thread waits while holding its mutex. The
-// Runtime never has two collectives (ExchangeDescriptors, Barrier, AllGather) of one PE in
+// Runtime never has two collectives (ExchangeDescriptors, Barrier, LaunchCollective) of one PE in
 // flight on different streams. Work the backend queues on an asynchronous stream runs later on
 // that stream's executor; its failures are reported by the stream, not by the call that queued
 // it.
@@ -63,6 +63,10 @@ using KeepAlive = std::shared_ptr<const void>;
 
 /// A consumer's fused kernel: runs on a stream against the kernel-side data-plane API.
 using Kernel = std::function<Status(data_plane::KernelApi& api)>;
+
+/// Every backend maps each heap at an address aligned to this, so that a heap offset aligned to
+/// A (up to this) is an address aligned to A: the largest alignment the Runtime hands out.
+inline constexpr std::uint64_t kHeapBaseAlignment = 2ull << 20;
 
 /// What CreateHeap needs to know about this PE and the job.
 struct HeapSpec {
@@ -173,13 +177,12 @@ class Backend {
   virtual Status Launch(StreamRef stream, std::string_view name, Kernel kernel,
                         KeepAlive keep_alive) = 0;
 
-  /// Collective (descriptor kind all_gather): descriptor.bytes bytes of local `input` land in
-  /// slot `rank` (at rank * bytes) of the symmetric output at heap offset descriptor.offset on
-  /// every PE, after the descriptors were exchanged and matched (no byte moves on a mismatch).
-  /// When it has run, the local output holds every PE's input in rank order and `input` may
-  /// be reused. `keep_alive` owns `input` for work queued on a stream.
-  virtual Status AllGather(StreamRef stream, const CollectiveDescriptor& descriptor,
-                           const void* input, KeepAlive keep_alive) = 0;
+  /// Collective: in order on `stream`, exchanges `descriptor` with every PE and matches them
+  /// (COLLECTIVE_MISMATCH on every PE, and `kernel` does not run, when the PEs' calls of this
+  /// number differ), then runs `kernel` like Launch. The runtime's all_gather is such a kernel
+  /// (ops/all_gather). `keep_alive` is held until it ran.
+  virtual Status LaunchCollective(StreamRef stream, const CollectiveDescriptor& descriptor,
+                                  std::string_view name, Kernel kernel, KeepAlive keep_alive) = 0;
 };
 
 }  // namespace hyper_parallel::shmem

@@ -10,14 +10,18 @@
 //   - wait until a 64-bit counter in its own heap reaches a target (bounded: TIMEOUT naming what
 //     it waited for, or PEER_LOST when a peer exits meanwhile);
 //   - read and write its own heap directly.
+// For the runtime's own collectives (ops/all_gather) it also offers a batch of puts the
+// backend may spread over its copy engines, and per-op epoch slots outside the heap: a PE
+// publishes a monotonic epoch (the collective's number) on a slot at a peer, and waits until
+// given peers published at least an epoch on a slot of its own. Consumers keep to counters in
+// their own heap allocations.
 // Counters are monotonic: a kernel adds and compares against growing targets, never resets, so
 // no per-step zeroing can race a peer's add (DESIGN §4.8). Counters that different PEs add to
 // concurrently should sit 64 bytes apart.
 //
 // Each backend implements it (the host backend with memcpy, atomics and futex waits; a device
-// backend with on-stream puts and signals); consumers (ops/mega_moe, the all_gather written on
-// it in ops/all_gather/kernel_all_gather.h, and any fused kernel)
-// include only this header.
+// backend with on-stream puts and signals); consumers (ops/all_gather, the runtime's
+// all_gather; ops/mega_moe; any fused kernel) include only this header.
 //
 // Thread-safety: a kernel runs on one thread (its stream's); an instance is used by one kernel
 // at a time.
@@ -25,11 +29,23 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "base/status.h"
 
 namespace hyper_parallel::shmem::data_plane {
+
+/// One block of a PutBlocks batch.
+struct BlockPut {
+  int pe = 0;
+  std::uint64_t offset = 0;      ///< heap offset at `pe`
+  const void* source = nullptr;  ///< local memory
+  std::uint64_t bytes = 0;
+};
+
+/// Epoch slots per PE for the runtime's collectives (ops/all_gather uses slot 0).
+inline constexpr int kEpochSlots = 1;
 
 class KernelApi {
  public:
@@ -56,6 +72,23 @@ class KernelApi {
 
   /// The counter's current value (a relaxed look, for diagnostics and tests).
   virtual std::int64_t ReadCounter(std::uint64_t offset) const = 0;
+
+  /// Puts every block of `puts`, in any order and possibly in parallel (the host backend
+  /// spreads them over its copy workers); all have landed when it returns or, on a stream
+  /// backend, before anything the kernel enqueues later.
+  virtual void PutBlocks(std::span<const BlockPut> puts) {
+    for (const BlockPut& put : puts) PutBlock(put.pe, put.offset, put.source, put.bytes);
+  }
+
+  /// Publishes `epoch` on this PE's epoch slot `slot` (< kEpochSlots) at PE `pe`, after every
+  /// block this kernel put to `pe` before (data before signal).
+  virtual void PublishEpoch(int pe, int slot, std::uint64_t epoch) = 0;
+
+  /// Waits until every PE of `sources` published at least `epoch` on slot `slot` here. A
+  /// TIMEOUT names `operation`, `waiting_for` and the PEs still missing, and is terminal for
+  /// the lifecycle (the PEs' collectives are out of step); PEER_LOST when a peer exits.
+  virtual Status WaitEpochs(int slot, std::uint64_t epoch, std::span<const int> sources,
+                            std::string_view operation, std::string_view waiting_for) = 0;
 };
 
 }  // namespace hyper_parallel::shmem::data_plane

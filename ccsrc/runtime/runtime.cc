@@ -6,11 +6,15 @@
 #include <sstream>
 #include <thread>
 
-#include "backends/host/host_backend.h"
+#include "backends/registry.h"
 #include "data_plane/pe_address.h"
+#include "ops/all_gather/all_gather.h"
 #include "base/log.h"
 
 namespace hyper_parallel::shmem {
+
+static_assert(HeapAllocator::kMaxAlignment == kHeapBaseAlignment,
+              "an offset the allocator aligns must be an address aligned alike");
 namespace {
 
 std::string JoinInts(const std::vector<int>& values) {
@@ -68,18 +72,7 @@ std::string_view RuntimeStateName(RuntimeState state) {
 }
 
 Status DefaultBackendFactory(BackendKind kind, std::unique_ptr<Backend>* out) {
-  switch (kind) {
-    case BackendKind::kAuto:
-    case BackendKind::kHost:
-      *out = std::make_unique<host::HostBackend>();
-      return Status::Ok();
-    case BackendKind::kCuda:
-    case BackendKind::kCann:
-      break;
-  }
-  return Status::Contract(ErrorCode::kUnsupportedCapability, std::string(kEnvBackend),
-                          "a backend this build provides (auto, host)",
-                          std::string(BackendKindName(kind)));
+  return CreateBackend(kind, out);
 }
 
 Runtime& Runtime::Process() {
@@ -848,6 +841,7 @@ Status Runtime::AllGather(const SymmetricView& output, const void* input,
   mine.kind = CollectiveKind::kAllGather;
   Backend* backend;
   bool runs_inline;
+  Kernel kernel;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
@@ -885,15 +879,18 @@ Status Runtime::AllGather(const SymmetricView& output, const void* input,
     mine.bytes = input_bytes;
     mine.offset = offset;
     mine.SetDtype(dtype);
+    const ops::AllGatherPlan plan{input, input_bytes, offset, mine.sequence};
+    kernel = [plan](data_plane::KernelApi& api) { return ops::AllGather(api, plan); };
     if (!runs_inline) {  // only enqueued: cannot wait
-      return FinishLocked(
-          backend_->AllGather(stream, mine, input, CollectiveTicket(std::move(keep_alive))), kOp,
-          "execute");
+      return FinishLocked(backend_->LaunchCollective(stream, mine, kOp, std::move(kernel),
+                                                     CollectiveTicket(std::move(keep_alive))),
+                          kOp, "execute");
     }
     backend = backend_.get();
   }
   // The claim keeps the heap mapped meanwhile (a shutdown waits for collectives in flight).
-  Status done = backend->AllGather(stream, mine, input, std::move(keep_alive));
+  Status done = backend->LaunchCollective(stream, mine, kOp, std::move(kernel),
+                                          std::move(keep_alive));
   ReleaseCollective();
   return Finish(std::move(done), kOp, "execute");
 }

@@ -53,7 +53,7 @@ std::string_view RuntimeStateName(RuntimeState state);
 /// Makes the backend for a configured kind; UNSUPPORTED_CAPABILITY when the build lacks it.
 using BackendFactory = std::function<Status(BackendKind kind, std::unique_ptr<Backend>* out)>;
 
-/// The factory of this build: host always; cuda and cann report UNSUPPORTED_CAPABILITY.
+/// The factory of this build: the backend registry's (backends/registry.h).
 Status DefaultBackendFactory(BackendKind kind, std::unique_ptr<Backend>* out);
 
 struct InitOptions {

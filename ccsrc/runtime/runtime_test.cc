@@ -311,9 +311,9 @@ TEST_F(RuntimeTest, AllGatherValidation) {
                                       static_cast<std::byte*>(out.data) + 16, 32, {});
   EXPECT_EQ(overlap.code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(runtime_.AllGather(View(out), nullptr, 64, {}).code(), ErrorCode::kInvalidArgument);
-  const int calls = panel_->count(FakeCall::kOpAllGather);
+  const int calls = panel_->count(FakeCall::kLaunchCollective);
   EXPECT_TRUE(runtime_.AllGather(SymmetricView{out.id, out.data, 0}, nullptr, 0, {}).ok());
-  EXPECT_EQ(panel_->count(FakeCall::kOpAllGather), calls);  // zero bytes: nothing ran
+  EXPECT_EQ(panel_->count(FakeCall::kLaunchCollective), calls);  // zero bytes: nothing ran
   ASSERT_TRUE(runtime_.Free(View(out)).ok());
   EXPECT_EQ(runtime_.AllGather(View(out), in.data(), 64, {}).code(), ErrorCode::kUseAfterFree);
 }

@@ -23,7 +23,7 @@ std::string_view FakeCallName(FakeCall call) {
     case FakeCall::kSignal: return "signal";
     case FakeCall::kWaitSignal: return "wait_signal";
     case FakeCall::kBarrier: return "barrier";
-    case FakeCall::kOpAllGather: return "op_all_gather";
+    case FakeCall::kLaunchCollective: return "launch_collective";
     case FakeCall::kLaunch: return "launch";
     case FakeCall::kAllGather: return "all_gather";
     case FakeCall::kBootstrapBarrier: return "bootstrap_barrier";
@@ -179,21 +179,6 @@ Status FakeBackend::WaitSignal(StreamRef, std::uint64_t offset, SignalWidth widt
                             {"expected", std::to_string(value)}});
 }
 
-Status FakeBackend::AllGather(StreamRef stream, const CollectiveDescriptor& descriptor,
-                              const void* input, KeepAlive keep_alive) {
-  HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kOpAllGather));
-  if (stream.native != nullptr) {
-    std::lock_guard<std::mutex> lock(panel_->mutex);
-    panel_->queued.push_back(std::move(keep_alive));
-  }
-  std::vector<CollectiveDescriptor> all;
-  HPS_RETURN_IF_ERROR(ExchangeDescriptors(descriptor, "all_gather", &all));
-  HPS_RETURN_IF_ERROR(MatchDescriptors(descriptor, all));
-  // One PE: slot 0 only.
-  std::memmove(heap_ + descriptor.offset, input, descriptor.bytes);
-  return Status::Ok();
-}
-
 namespace {
 
 // One PE over the fake's heap; waits never block (nothing else can add).
@@ -220,12 +205,36 @@ class FakeKernelApi final : public data_plane::KernelApi {
   std::int64_t ReadCounter(std::uint64_t offset) const override {
     return std::atomic_ref<std::int64_t>(*reinterpret_cast<std::int64_t*>(heap_ + offset)).load();
   }
+  void PublishEpoch(int, int, std::uint64_t) override {}  // no peer to publish to
+  Status WaitEpochs(int, std::uint64_t, std::span<const int> sources, std::string_view operation,
+                    std::string_view) override {
+    if (sources.empty()) return Status::Ok();
+    return Status::Assertion(ErrorCode::kTimeout, std::string(operation) + " timed out",
+                             {{"missing_pes", std::to_string(sources.size())}});
+  }
 
  private:
   std::byte* heap_;
 };
 
 }  // namespace
+
+Status FakeBackend::LaunchCollective(StreamRef stream, const CollectiveDescriptor& descriptor,
+                                     std::string_view name, Kernel kernel, KeepAlive keep_alive) {
+  HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kLaunchCollective));
+  if (stream.native != nullptr) {
+    std::lock_guard<std::mutex> lock(panel_->mutex);
+    panel_->queued.push_back(std::move(keep_alive));
+  }
+  std::vector<CollectiveDescriptor> all;
+  Status status = ExchangeDescriptors(descriptor, name, &all);
+  if (status.ok()) status = MatchDescriptors(descriptor, all);
+  if (status.ok()) {
+    FakeKernelApi api(heap_);
+    status = kernel(api);
+  }
+  return std::move(status).At(name, "execute");
+}
 
 Status FakeBackend::Launch(StreamRef, std::string_view name, Kernel kernel, KeepAlive) {
   HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kLaunch));

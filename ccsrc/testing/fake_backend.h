@@ -33,7 +33,7 @@ enum class FakeCall : int {
   kSignal,
   kWaitSignal,
   kBarrier,
-  kOpAllGather,
+  kLaunchCollective,
   kLaunch,
   kAllGather,  // FakeBootstrap
   kBootstrapBarrier,  // FakeBootstrap
@@ -121,8 +121,8 @@ class FakeBackend final : public Backend {
                     Comparison comparison, std::int64_t value) override;
   Status Barrier(StreamRef stream, const CollectiveDescriptor& descriptor,
                  KeepAlive keep_alive) override;
-  Status AllGather(StreamRef stream, const CollectiveDescriptor& descriptor, const void* input,
-                   KeepAlive keep_alive) override;
+  Status LaunchCollective(StreamRef stream, const CollectiveDescriptor& descriptor,
+                          std::string_view name, Kernel kernel, KeepAlive keep_alive) override;
   Status Launch(StreamRef stream, std::string_view name, Kernel kernel,
                 KeepAlive keep_alive) override;
 

@@ -12,14 +12,16 @@
 
 #include "backends/collective.h"
 #include "backends/host/doorbell.h"
+#include "data_plane/kernel_api.h"
 
 namespace hyper_parallel::shmem::host {
 
 /// The largest Root WORLD the host backend serves (one machine).
 inline constexpr int kMaxHostPes = 256;
 
-/// Synchronisation points an op kernel can publish epochs on (see HostDevice::Publish).
-inline constexpr int kOpSlots = 1;
+/// Synchronisation points an op kernel can publish epochs on (see HostDevice::Publish): the
+/// kernel-side API's epoch slots.
+inline constexpr int kOpSlots = data_plane::kEpochSlots;
 
 inline constexpr std::uint64_t kControlMagic = 0x4850534d43544c31ull;  // "HPSMCTL1"
 inline constexpr std::uint32_t kControlVersion = 4;

@@ -13,8 +13,6 @@
 #include "backends/host/host_kernel_api.h"
 #include "backends/host/host_stream.h"
 #include "data_plane/pe_address.h"
-#include "ops/all_gather/all_gather.h"
-#include "runtime/heap_allocator.h"
 
 namespace hyper_parallel::shmem::host {
 namespace {
@@ -40,11 +38,11 @@ Status Errno(std::string_view fact, int error, std::string key = {}, std::string
                            {{key, std::move(value)}, {"errno", std::string(std::strerror(error))}});
 }
 
-// Maps `bytes` of `fd` shared, at an address aligned to HeapAllocator::kMaxAlignment.
+// Maps `bytes` of `fd` shared, at an address aligned to kHeapBaseAlignment.
 template <CallSite kSite>
 Status MapAligned(int fd, std::uint64_t bytes, std::byte** out) {
   static_assert(kSite == CallSite::kHostThread);
-  constexpr std::uint64_t kAlign = HeapAllocator::kMaxAlignment;
+  constexpr std::uint64_t kAlign = kHeapBaseAlignment;
   void* reserved = ::mmap(nullptr, bytes + kAlign, PROT_NONE,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (reserved == MAP_FAILED) return Errno("reserving address space failed", errno);
@@ -435,17 +433,20 @@ Status HostBackend::Barrier(StreamRef stream, const CollectiveDescriptor& descri
   });
 }
 
-Status HostBackend::AllGather(StreamRef stream, const CollectiveDescriptor& descriptor,
-                              const void* input, KeepAlive keep_alive) {
-  ops::AllGatherArgs args;
-  args.descriptor = descriptor;
-  args.input = input;
-  args.stream = static_cast<const HostStream*>(stream.native);
+Status HostBackend::LaunchCollective(StreamRef stream, const CollectiveDescriptor& descriptor,
+                                     std::string_view name, Kernel kernel, KeepAlive keep_alive) {
   const HostDevice* device = device_.get();
-  return Submit(stream, "all_gather",
-                [device, args, hold = std::move(keep_alive)]<CallSite kSite>() {
-                  return ops::PushAllGather<kSite>(*device, args);
-                });
+  const auto* host_stream = static_cast<const HostStream*>(stream.native);
+  return Submit(stream, "launch", [device, host_stream, descriptor, kernel = std::move(kernel),
+                                   label = std::string(name),
+                                   hold = std::move(keep_alive)]<CallSite kSite>() {
+    Status status = device->ExchangeAndMatch<kSite>(descriptor, label, host_stream);
+    if (status.ok()) {
+      HostKernelApi<kSite> api(*device, host_stream);
+      status = kernel(api);
+    }
+    return std::move(status).At(label, "execute");
+  });
 }
 
 Status HostBackend::Launch(StreamRef stream, std::string_view name, Kernel kernel,

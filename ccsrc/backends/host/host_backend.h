@@ -82,8 +82,8 @@ class HostBackend final : public Backend {
                     Comparison comparison, std::int64_t value) override;
   Status Barrier(StreamRef stream, const CollectiveDescriptor& descriptor,
                  KeepAlive keep_alive) override;
-  Status AllGather(StreamRef stream, const CollectiveDescriptor& descriptor, const void* input,
-                   KeepAlive keep_alive) override;
+  Status LaunchCollective(StreamRef stream, const CollectiveDescriptor& descriptor,
+                          std::string_view name, Kernel kernel, KeepAlive keep_alive) override;
   Status Launch(StreamRef stream, std::string_view name, Kernel kernel,
                 KeepAlive keep_alive) override;
 

@@ -1,12 +1,16 @@
 // HostKernelApi: the kernel-side data-plane API (data_plane/kernel_api.h) on the host backend's
-// device surface: blocks are memcpy into a peer's mapping, counters are seq_cst atomics followed
-// by the owner's doorbell, waits follow the wait policy and give up when a peer is lost. One
+// device surface: blocks are memcpy into a peer's mapping (a batch spread over the copy
+// workers), counters are seq_cst atomics followed by the owner's doorbell, epochs go to the
+// owner's control block, waits follow the wait policy and give up when a peer is lost. One
 // instance per launched kernel, on the thread that runs it (`kSite`: the caller's default
 // stream, or a stream executor).
 #pragma once
 
+#include <vector>
+
 #include "backends/host/host_device.h"
 #include "data_plane/kernel_api.h"
+#include "data_plane/partition.h"
 
 namespace hyper_parallel::shmem::host {
 
@@ -32,6 +36,30 @@ class HostKernelApi final : public data_plane::KernelApi {
   }
   std::int64_t ReadCounter(std::uint64_t offset) const override {
     return device_.ReadCounter(device_.rank(), offset);
+  }
+  void PutBlocks(std::span<const data_plane::BlockPut> puts) override {
+    const int workers = device_.workers();
+    if (workers <= 1 || puts.size() <= 1) {
+      for (const data_plane::BlockPut& put : puts) PutBlock(put.pe, put.offset, put.source, put.bytes);
+      return;
+    }
+    // Contiguous runs per worker: a caller that orders its batch source-major keeps a source
+    // block in one worker's cache while it goes to every PE.
+    device_.RunParallel([&](int worker) {
+      const data_plane::Range range = data_plane::PartitionRange(puts.size(), workers, worker);
+      for (std::uint64_t i = range.begin; i < range.end; ++i) {
+        const data_plane::BlockPut& put = puts[i];
+        if (put.bytes > 0) device_.Copy<kSite>(device_.heap(put.pe) + put.offset, put.source, put.bytes);
+      }
+    });
+  }
+  void PublishEpoch(int pe, int slot, std::uint64_t epoch) override {
+    device_.Publish<kSite>(pe, slot, epoch);
+  }
+  Status WaitEpochs(int slot, std::uint64_t epoch, std::span<const int> sources,
+                    std::string_view operation, std::string_view waiting_for) override {
+    return device_.WaitAll<kSite>(slot, epoch, std::vector<int>(sources.begin(), sources.end()),
+                                  operation, waiting_for, stream_);
   }
 
  private:

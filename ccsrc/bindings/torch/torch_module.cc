@@ -16,7 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/host/host_stream.h"
+#include "backends/registry.h"
+#include "backends/stream.h"
 #include "ops/mega_moe/kernels.h"
 #include "base/config.h"
 #include "runtime/heap_allocator.h"
@@ -25,11 +26,8 @@
 
 namespace py = pybind11;
 namespace hps = hyper_parallel::shmem;
-namespace host = hyper_parallel::shmem::host;
 
 namespace {
-
-constexpr host::CallSite kHost = host::CallSite::kHostThread;
 
 // ---- errors --------------------------------------------------------------------------------
 
@@ -154,9 +152,36 @@ void* Local(std::string_view operation, std::string_view name, const at::Tensor&
   return tensor.numel() == 0 ? nullptr : tensor.data_ptr();
 }
 
-// The calling thread's current host stream (a thread-local read, no lock: every entry checks
-// the Runtime's state itself).
-hps::StreamRef CurrentStream() { return hps::StreamRef{host::CurrentStream()}; }
+// The user streams of the backend HYPER_PARALLEL_SHMEM_BACKEND selects, looked up once (null:
+// that backend has none, or the setting is invalid, which Init reports).
+hps::StreamProvider* Streams() {
+  static hps::StreamProvider* const provider = []() -> hps::StreamProvider* {
+    hps::Config config;
+    if (!hps::Config::FromEnvironment(hps::ProcessEnvironment(), &config).ok()) return nullptr;
+    const hps::BackendEntry* entry = nullptr;
+    if (!hps::FindBackend(config.backend, &entry).ok()) return nullptr;
+    return entry->streams;
+  }();
+  return provider;
+}
+
+hps::StreamProvider& RequireStreams() {
+  hps::StreamProvider* provider = Streams();
+  if (provider == nullptr) {
+    throw NativeError{hps::Status::Assertion(
+        hps::ErrorCode::kUnsupportedCapability,
+        "the selected backend has no streams of its own: use the framework's streams",
+        {{"backend_setting", std::string(hps::kEnvBackend)}})};
+  }
+  return *provider;
+}
+
+// The calling thread's current stream (a thread-local read, no lock: every entry checks the
+// Runtime's state itself).
+hps::StreamRef CurrentStream() {
+  hps::StreamProvider* provider = Streams();
+  return provider == nullptr ? hps::StreamRef{} : provider->CurrentStream();
+}
 
 // ---- Python arguments -----------------------------------------------------------------------
 
@@ -836,38 +861,37 @@ PYBIND11_MODULE(hyper_parallel_shmem_torch, m) {
   });
   m.def("default_alignment", [] { return hps::HeapAllocator::kGranule; });
 
-  py::class_<host::HostStream, std::shared_ptr<host::HostStream>>(m, "HostStream")
-      .def(py::init([] { return host::HostStream::Create<kHost>(); }))
+  py::class_<hps::Stream, std::shared_ptr<hps::Stream>>(m, "Stream")
+      .def(py::init([] { return RequireStreams().CreateStream(); }))
       .def("synchronize",
-           [](host::HostStream& stream, double timeout_s) {
+           [](hps::Stream& stream, double timeout_s) {
              py::gil_scoped_release no_gil;
-             Check(stream.Synchronize<kHost>(Seconds(timeout_s)).At("stream_synchronize", "execute"));
+             Check(stream.Synchronize(Seconds(timeout_s)).At("stream_synchronize", "execute"));
            },
            py::arg("timeout_s"))
-      .def("query", &host::HostStream::Query, py::call_guard<py::gil_scoped_release>())
-      .def_property_readonly("id", &host::HostStream::id);
+      .def("query", &hps::Stream::Query, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("id", &hps::Stream::id);
 
-  py::class_<host::HostEvent>(m, "HostEvent")
-      .def(py::init<>())
-      .def("record",
-           [](host::HostEvent& event, host::HostStream* stream) { event.Record<kHost>(stream); },
+  py::class_<hps::Event>(m, "Event")
+      .def(py::init([] { return RequireStreams().CreateEvent(); }))
+      .def("record", [](hps::Event& event, hps::Stream* stream) { event.Record(stream); },
            py::arg("stream").none(true))
       .def("wait",
-           [](host::HostEvent& event, host::HostStream* stream, double timeout_s) {
+           [](hps::Event& event, hps::Stream* stream, double timeout_s) {
              py::gil_scoped_release no_gil;
              Check(event.Wait(stream, Seconds(timeout_s)).At("event_wait", "execute"));
            },
            py::arg("stream").none(true), py::arg("timeout_s"))
       .def("synchronize",
-           [](host::HostEvent& event, double timeout_s) {
+           [](hps::Event& event, double timeout_s) {
              py::gil_scoped_release no_gil;
-             Check(event.Synchronize<kHost>(Seconds(timeout_s)).At("event_synchronize", "execute"));
+             Check(event.Synchronize(Seconds(timeout_s)).At("event_synchronize", "execute"));
            },
            py::arg("timeout_s"))
-      .def("query", &host::HostEvent::Query);
+      .def("query", &hps::Event::Query);
 
   m.def("set_current_stream",
-        [](host::HostStream* stream) { host::SetCurrentStream(stream); },
+        [](hps::Stream* stream) { RequireStreams().SetCurrentStream(stream); },
         py::arg("stream").none(true),
-        "Sets the calling thread's current host stream (None: the default stream).");
+        "Sets the calling thread's current stream (None: the default stream).");
 }

@@ -9,7 +9,6 @@
 #include "backends/host/host_backend.h"
 #include "backends/host/host_stream.h"
 #include "ops/all_gather/all_gather.h"
-#include "ops/all_gather/kernel_all_gather.h"
 #include "tests/multiprocess/pe_helpers.h"
 
 namespace hyper_parallel::shmem::testing {
@@ -157,55 +156,6 @@ TEST_P(AllGatherTest, RejectionsChangeNothingAndMixWithRma) {
     CHECK_PE_OK(ctx, Rt().AllGather(View(output), input.data(), 64, {}));
     for (int pe = 0; pe < ctx.size; ++pe) {
       CHECK_PE(ctx, As<std::uint8_t>(output)[pe * 64 + 63] == pe, "slot " + std::to_string(pe));
-    }
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
-    FreeAllAndShutdown(ctx);
-    return 0;
-  }));
-}
-
-// The kernel-side API is enough for all_gather: the kernel version, launched on the default
-// stream and on an asynchronous one, gathers byte for byte what the runtime's all_gather does.
-TEST_P(AllGatherTest, WrittenOnTheKernelApiItMatchesTheRuntimes) {
-  EXPECT_ALL_PES_PASS(RunPes(Launch(GetParam()), [](PeContext& ctx) {
-    CHECK_PE_OK(ctx, ctx.InitRuntime());
-    const std::uint64_t largest = (1 << 20) + 3;
-    Allocation theirs = MustAllocate(ctx, largest * ctx.size);
-    Allocation ours = MustAllocate(ctx, largest * ctx.size);
-    Allocation arrived = MustAllocate(ctx, 64);
-    std::memset(arrived.data, 0, arrived.bytes);
-    CHECK_PE_OK(ctx, Rt().Barrier({}));  // the counter is zero everywhere before any add
-    auto stream = host::HostStream::Create<host::CallSite::kHostThread>();
-    std::vector<std::uint8_t> input(largest);
-    std::int64_t target = 0;
-    int call = 0;
-    for (std::uint64_t bytes : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{4096},
-                                std::uint64_t{100003}, largest}) {
-      ++call;
-      for (std::uint64_t i = 0; i < bytes; ++i) input[i] = Pattern(ctx.rank, call, i);
-      std::memset(ours.data, 0xEE, ours.bytes);
-      CHECK_PE_OK(ctx, Rt().Barrier({}));  // no peer still reads the output
-      CHECK_PE_OK(ctx, Rt().AllGather(Sub(theirs, 0, bytes * ctx.size), input.data(), bytes, {}));
-      target += ctx.size;
-      ops::KernelAllGatherPlan plan{reinterpret_cast<const std::byte*>(input.data()), bytes, 0, 0,
-                                    target};
-      const StreamRef on = call % 2 == 0 ? StreamRef{stream.get()} : StreamRef{};
-      CHECK_PE_OK(ctx, Rt().Launch("kernel_all_gather", {View(ours), View(arrived)}, on,
-                                   [plan](data_plane::KernelApi& api,
-                                          const std::vector<std::uint64_t>& at) {
-                                     ops::KernelAllGatherPlan p = plan;
-                                     p.output_offset = at[0];
-                                     p.arrived_offset = at[1];
-                                     return ops::KernelAllGather(api, p);
-                                   }));
-      CHECK_PE_OK(ctx, stream->Synchronize<host::CallSite::kHostThread>(30s));
-      if (!CheckGathered(ctx, As<std::uint8_t>(ours), bytes, call)) break;
-      CHECK_PE(ctx, std::memcmp(ours.data, theirs.data, bytes * ctx.size) == 0,
-               "the kernel's output differs from the runtime's for " + std::to_string(bytes));
-      if (bytes < largest) {
-        const std::uint8_t* tail = As<std::uint8_t>(ours) + bytes * ctx.size;
-        CHECK_PE(ctx, tail[0] == 0xEE, "wrote past the output for " + std::to_string(bytes));
-      }
     }
     CHECK_PE_OK(ctx, Rt().Barrier({}));
     FreeAllAndShutdown(ctx);

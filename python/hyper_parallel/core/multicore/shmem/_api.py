@@ -149,7 +149,7 @@ class Stream:
     """
 
     def __init__(self, *, default: bool = False) -> None:
-        self._native = None if default else native.HostStream()
+        self._native = None if default else native.Stream()
         if not default:
             _streams.add(self)
 
@@ -204,7 +204,7 @@ class Event:
     """A point in a stream, to order work across streams and with the caller."""
 
     def __init__(self) -> None:
-        self._native = native.HostEvent()
+        self._native = native.Event()
 
     def record(self, stream: Stream | None = None) -> None:
         """Marks the current end of stream (default: the current stream)."""

@@ -1,0 +1,49 @@
+// BackendRegistry: the backends this build provides, by kind, as factories.
+//
+// The Runtime and the torch binding know backends only through backend.h, stream.h and this
+// registry: HYPER_PARALLEL_SHMEM_BACKEND names a kind, the registry makes its backend. The
+// build registers its backends in one place (builtin_backends.cc), so that adding one touches
+// neither the Runtime nor the binding. kAuto takes the available backend of highest priority.
+//
+// Thread-safety: the registry is filled once, on first use, and read-only afterwards; every
+// function may be called from any thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/stream.h"
+#include "base/config.h"
+#include "base/status.h"
+
+namespace hyper_parallel::shmem {
+
+struct BackendEntry {
+  BackendKind kind = BackendKind::kHost;
+  /// Higher is preferred by kAuto.
+  int auto_priority = 0;
+  /// Whether this machine can run it (a device and the vendor library present); kAuto skips
+  /// an unavailable backend, and naming it explicitly fails with the reason.
+  std::function<Status()> available;
+  std::function<std::unique_ptr<Backend>()> create;
+  /// Its user streams (null: the framework's streams are used; see stream.h).
+  StreamProvider* streams = nullptr;
+};
+
+/// Registers the backends of this build into `entries` (builtin_backends.cc).
+void RegisterBuiltinBackends(std::vector<BackendEntry>* entries);
+
+/// The entry for `kind` (kAuto resolved); UNSUPPORTED_CAPABILITY naming the kinds this build
+/// provides, or the reason the machine cannot run it.
+Status FindBackend(BackendKind kind, const BackendEntry** out);
+
+/// Makes the backend for a configured kind (the Runtime's default factory).
+Status CreateBackend(BackendKind kind, std::unique_ptr<Backend>* out);
+
+/// The kinds this build provides, e.g. "auto, host, cann".
+std::string ProvidedBackends();
+
+}  // namespace hyper_parallel::shmem
