@@ -1,4 +1,5 @@
 // The backends this build provides. The only file outside a backend's folder that names one.
+#include "backends/cann/cann_backend.h"
 #include "backends/host/host_backend.h"
 #include "backends/host/host_stream_provider.h"
 #include "backends/registry.h"
@@ -13,6 +14,14 @@ void RegisterBuiltinBackends(std::vector<BackendEntry>* entries) {
   host.create = [] { return std::make_unique<host::HostBackend>(); };
   host.streams = &host::HostStreams();
   entries->push_back(std::move(host));
+
+  BackendEntry cann;
+  cann.kind = BackendKind::kCann;
+  cann.auto_priority = 20;  // preferred wherever the vendor library loads
+  cann.available = [] { return cann::CannBackend::Available(); };
+  cann.create = [] { return std::make_unique<cann::CannBackend>(); };
+  cann.streams = nullptr;  // the framework's NPU streams
+  entries->push_back(std::move(cann));
 }
 
 }  // namespace hyper_parallel::shmem

@@ -228,7 +228,7 @@ Status Runtime::Init(InitOptions options) {
   }
   log::SetLevel(config.log_level);
   log::SetRank(rank);
-  const DeviceId device = backend->CurrentDevice();
+  DeviceId device = backend->CurrentDevice();
   Bootstrap& bootstrap = *options.bootstrap;
   const auto timeout = config.timeout();
 
@@ -281,6 +281,8 @@ Status Runtime::Init(InitOptions options) {
   if (Status step = exchange_outcome(opened, "open_peers", "", &outcomes); !step.ok()) {
     return fail(step, "open_peers", std::move(backend));
   }
+  // Frozen now: a device backend may have selected the device while it made the heap.
+  device = backend->CurrentDevice();
 
   std::lock_guard<std::mutex> lock(mutex_);
   config_ = config;

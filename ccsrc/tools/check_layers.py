@@ -55,6 +55,8 @@ def main() -> int:
             if not match:
                 continue
             target = match.group(1)
+            if not (root / target).is_file():
+                continue  # not ours: a system or vendor header
             target_layer = layer_of(target)
             target_folder = target.rsplit("/", 1)[0]
             if target_folder != source_folder:

@@ -11,6 +11,24 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from pe_pool import PePool  # noqa: E402
 
+# The CANN backend over the fake vendor library (scripts/test.sh runs a part of the suite so).
+ON_CANN = os.environ.get("HYPER_PARALLEL_SHMEM_BACKEND") == "cann"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "host_only(reason): tests the host backend's own behaviour (its streams, "
+        "wait policy or messages); skipped when the suite runs on the CANN backend")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not ON_CANN:
+        return
+    for item in items:
+        marker = item.get_closest_marker("host_only")
+        if marker is not None:
+            item.add_marker(pytest.mark.skip(reason="host backend only: " + marker.args[0]))
+
 
 class PoolCache:
     def __init__(self) -> None:

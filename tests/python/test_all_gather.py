@@ -97,6 +97,7 @@ def _stream_with_rank_skew(rank, size):
     return True
 
 
+@pytest.mark.host_only("host streams")
 @pytest.mark.parametrize("size", [2, 4])
 def test_non_default_stream_with_rank_skew(pes, size):
     assert all(pes(size).run(_stream_with_rank_skew))

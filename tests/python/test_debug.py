@@ -70,6 +70,7 @@ def _fields_and_repr(rank, size):
     return True
 
 
+@pytest.mark.host_only("the host backend's device, wait policy and pinning")
 @pytest.mark.parametrize("size", [1, 2])
 def test_debug_state_fields_and_repr(pes, size):
     assert all(pes(size).run(_fields_and_repr))

@@ -40,6 +40,18 @@ _CONFIG_FIELDS = ("hidden_size", "num_experts", "top_k", "dtype", "chunk_rows",
                   "capacity_permille", "max_tokens", "pes")
 
 
+def _own_stream():
+    """A stream of the backend's for the combine, so results go back while later experts
+    compute; None where the backend has no streams of its own (CANN: the framework's NPU
+    streams), and the combine then runs once every local expert is done."""
+    try:
+        return shmem.Stream()
+    except ShmemError as error:
+        if error.error_code != "UNSUPPORTED_CAPABILITY":
+            raise
+        return None
+
+
 def _dtype_code(dtype: torch.dtype) -> int:
     names = ("float32", "float64", "bfloat16", "float16")
     name = str(dtype).replace("torch.", "")
@@ -157,7 +169,7 @@ class MegaMoEResources:
             self.return_rows = 0   # return rows
             if max_tokens is not None:
                 self._resize(self._capacity_for(max_tokens * top_k), max_tokens * top_k)
-            self.combine_stream = shmem.Stream()
+            self.combine_stream = _own_stream()
             self.stats = PipelineStats()
         except BaseException:
             self._release_after_failure()
@@ -287,10 +299,15 @@ class MegaMoEResources:
         # results back as soon as that expert is done, while later experts compute.
         native.moe_dispatch(rows, flat_counts, d.recv, d.dispatch_counters,
                             self.num_experts, self.chunk_rows)
-        with shmem.stream(self.combine_stream):
+
+        def combine() -> None:
             native.moe_combine(results, flat_counts, d.returned, d.return_counter,
                                d.done_counters, list(d.done_targets), self.num_experts,
                                self.chunk_rows)
+
+        if self.combine_stream is not None:
+            with shmem.stream(self.combine_stream):
+                combine()
         arrived_s = compute_s = 0.0
         targets = d.dispatch_targets
         for local in range(locals_):
@@ -307,9 +324,12 @@ class MegaMoEResources:
             compute_s += time.perf_counter() - tick
             shmem.signal(d.done_words[local], 1, self.rank, operation="add")
         done_at = time.perf_counter()
+        if self.combine_stream is None:
+            combine()  # every expert is done: the combine waits for nothing
         shmem.wait_signal(d.return_word, d.return_target, comparison="ge")
         out = d.returned[:layout["send_rows"]].clone()
-        self.combine_stream.synchronize()
+        if self.combine_stream is not None:
+            self.combine_stream.synchronize()
         self.stats.calls += 1
         self.stats.experts += locals_
         self.stats.dispatch_s += arrived_s
@@ -358,7 +378,8 @@ class MegaMoEResources:
         destroyed."""
         if self._closed:
             return
-        self.combine_stream.synchronize()
+        if self.combine_stream is not None:
+            self.combine_stream.synchronize()
         shmem.barrier()
         self._free_buffers()
         shmem.free(self.counters)
