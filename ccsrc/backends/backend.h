@@ -113,6 +113,10 @@ class Backend {
   /// Address of heap offset 0 of this PE's heap in this process (null before CreateHeap).
   virtual std::byte* LocalHeapBase() const = 0;
 
+  /// True when this process may read and write its heap directly (host memory); false for
+  /// device memory, which only the backend's operations reach.
+  virtual bool HostAddressableHeap() const = 0;
+
   /// Collective, on the calling thread: publishes this PE's descriptor of collective number
   /// mine.sequence and returns every PE's descriptor of that number in rank order (checking
   /// them is the caller's: MatchDescriptors). Bounded by the heap spec's timeout; a timeout

@@ -930,6 +930,18 @@ Status Runtime::CurrentStream(StreamRef* out, std::string_view operation) {
   return Status::Ok();
 }
 
+Status Runtime::RequireHostAddressableHeap(std::string_view operation) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  HPS_RECORD_IF_ERROR(CheckReady(operation), operation, "state");
+  if (backend_->HostAddressableHeap()) return Status::Ok();
+  return RecordFailure(
+      Status::Assertion(ErrorCode::kUnsupportedCapability,
+                        "the heap is device memory this process cannot address, and tensors "
+                        "over device memory are not supported by this binding yet",
+                        {{"backend", backend_name_}, {"device", device_.ToString()}}),
+      operation, "validate");
+}
+
 void Runtime::ReportOrphan(const OrphanReport& report) {
   if (report.lifecycle != heap_lifecycle_.load(std::memory_order_acquire)) {
     HPS_LOG_INFO("a tensor of a lifecycle whose heap is gone was released: id=" +

@@ -193,6 +193,9 @@ class Runtime {
   /// The current stream of the calling thread on the Runtime's device. `operation` names the
   /// call that asks, in the error when the Runtime is not ready.
   Status CurrentStream(StreamRef* out, std::string_view operation = "current_stream");
+  /// UNSUPPORTED_CAPABILITY when the heap is device memory this process cannot address (a
+  /// binding that makes host tensors over the heap asks first).
+  Status RequireHostAddressableHeap(std::string_view operation);
 
   /// Records that a live allocation lost its last reference without free: logs an ERROR at
   /// once and puts it in the leak table. Never collective and never takes the entry mutex, so

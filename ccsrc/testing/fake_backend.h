@@ -100,6 +100,7 @@ class FakeBackend final : public Backend {
   Status OpenPeers(const std::vector<std::string>& handles) override;
   Status DestroyHeap() override;
   std::byte* LocalHeapBase() const override { return heap_; }
+  bool HostAddressableHeap() const override { return true; }
   Status ExchangeDescriptors(const CollectiveDescriptor& mine, std::string_view operation,
                              std::vector<CollectiveDescriptor>* all) override;
   Status Quiesce() override { return panel_->Enter(FakeCall::kQuiesce); }

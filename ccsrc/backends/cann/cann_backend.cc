@@ -7,6 +7,9 @@
 #include <limits>
 #include <span>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "backends/cann/callability.h"
 
 namespace hyper_parallel::shmem::cann {
@@ -35,6 +38,15 @@ Status ThirtyTwoBit(std::string_view what, std::int64_t value) {
   }
   return Status::Contract(ErrorCode::kUnsupportedCapability, what,
                           "a 32-bit value (aclshmem signals are 32-bit)", std::to_string(value));
+}
+
+// Whether the page holding `address` is mapped in this process (mincore fails with ENOMEM for
+// an address that is not): device memory outside the host's address space is not.
+bool MappedHere(const void* address) {
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const auto start = reinterpret_cast<std::uintptr_t>(address) / page * page;
+  unsigned char resident = 0;
+  return ::mincore(reinterpret_cast<void*>(start), static_cast<std::size_t>(page), &resident) == 0;
 }
 
 std::string Hex(const void* pointer) {
@@ -189,6 +201,7 @@ Status CannBackend::OpenPeers(const std::vector<std::string>& handles) {
   heap_ = static_cast<std::byte*>(heap);
   HPS_RETURN_IF_ERROR(vendor_->Align(kLine, layout_.bytes, &control));
   control_ = static_cast<std::byte*>(control);
+  host_addressable_ = MappedHere(heap_);
   HPS_RETURN_IF_ERROR(vendor_->CreateStream(&own_stream_));
   // The control block starts zeroed on every PE before any peer writes to it.
   std::vector<std::byte> zeros(layout_.bytes);
@@ -213,6 +226,7 @@ Status CannBackend::DestroyHeap() {
     if (!first.ok()) Latch(first);
   }
   control_ = heap_ = nullptr;
+  host_addressable_ = false;
   own_stream_ = nullptr;
   {
     std::lock_guard<std::mutex> lock(pending_mutex_);

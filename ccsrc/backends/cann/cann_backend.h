@@ -58,6 +58,9 @@ class CannBackend final : public Backend {
   Status OpenPeers(const std::vector<std::string>& handles) override;
   Status DestroyHeap() override;
   std::byte* LocalHeapBase() const override { return heap_; }
+  /// Whether the vendor's heap is mapped in this process (probed at OpenPeers): true for a
+  /// heap in host memory (the fake vendor library's), false for NPU memory.
+  bool HostAddressableHeap() const override { return host_addressable_; }
 
   Status ExchangeDescriptors(const CollectiveDescriptor& mine, std::string_view operation,
                              std::vector<CollectiveDescriptor>* all) override;
@@ -126,6 +129,7 @@ class CannBackend final : public Backend {
   ControlLayout layout_;
   std::byte* heap_ = nullptr;
   std::byte* control_ = nullptr;
+  bool host_addressable_ = false;
   void* own_stream_ = nullptr;
   std::recursive_mutex own_stream_mutex_;
   std::mutex pending_mutex_;

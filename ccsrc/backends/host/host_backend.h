@@ -56,6 +56,7 @@ class HostBackend final : public Backend {
   Status OpenPeers(const std::vector<std::string>& handles) override;
   Status DestroyHeap() override;
   std::byte* LocalHeapBase() const override;
+  bool HostAddressableHeap() const override { return true; }
 
   Status ExchangeDescriptors(const CollectiveDescriptor& mine, std::string_view operation,
                              std::vector<CollectiveDescriptor>* all) override;

@@ -296,6 +296,8 @@ at::Tensor Empty(const std::vector<int64_t>& sizes, at::ScalarType dtype, std::u
   hps::Allocation allocation;
   {
     py::gil_scoped_release no_gil;
+    // The tensors made here are CPU tensors over the heap.
+    Check(runtime.RequireHostAddressableHeap("empty"));
     Check(runtime.Allocate(bytes, alignment, &allocation, note));
   }
   auto* context = new AllocationContext();

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <dlfcn.h>
 
 #include <cstring>
 #include <string>
@@ -53,6 +54,8 @@ TEST_P(CannRuntime, RmaCollectivesAndKernelsOverTheFakeVendorLibrary) {
     const Diagnostics state = Rt().Snapshot();
     CHECK_PE(ctx, state.backend == "cann", "backend " + state.backend);
     CHECK_PE(ctx, state.device == "npu:" + std::to_string(ctx.rank), "device " + state.device);
+    // The fake's heap is host memory, mapped here: a binding may make host tensors over it.
+    CHECK_PE_OK(ctx, Rt().RequireHostAddressableHeap("empty"));
     const int next = (ctx.rank + 1) % ctx.size, previous = (ctx.rank + ctx.size - 1) % ctx.size;
 
     // Put to the next PE, then a 64-bit signal add there; wait for the previous PE's.
@@ -165,6 +168,53 @@ TEST_P(CannRuntime, RmaCollectivesAndKernelsOverTheFakeVendorLibrary) {
     CHECK_PE(ctx, right, "every row came back through its expert");
     CHECK_PE_OK(ctx, Rt().Barrier({}));
     FreeAllAndShutdown(ctx);
+    return 0;
+  }));
+  EXPECT_EQ(FakeSegments(), residue_before) << "the fake's shared memory was left behind";
+}
+
+// The fake's control functions, from the copy the backend loaded in this process.
+template <class Fn>
+Fn FakeControl(const char* name) {
+  void* library = ::dlopen(HPS_FAKE_CANN_V1_5, RTLD_NOW | RTLD_NOLOAD);
+  Fn fn = library == nullptr ? nullptr : reinterpret_cast<Fn>(::dlsym(library, name));
+  if (library != nullptr) ::dlclose(library);  // the backend's reference keeps it loaded
+  return fn;
+}
+
+TEST(CannRuntimeLifecycle, ReinitCyclesDeviceDriftAndAFinalizeThatFails) {
+  const int residue_before = FakeSegments();
+  EXPECT_ALL_PES_PASS(RunPes(CannPes(2, HPS_FAKE_CANN_V1_5), [](PeContext& ctx) {
+    // Three lifecycles: each initialises the vendor anew and leaves nothing behind.
+    for (int cycle = 0; cycle < 3; ++cycle) {
+      CHECK_PE_OK(ctx, ctx.InitRuntime());
+      Allocation a = MustAllocate(ctx, 1024 * (cycle + 1));
+      CHECK_PE_OK(ctx, Rt().Barrier({}));
+      CHECK_PE_OK(ctx, Rt().Free(View(a)));
+      CHECK_PE_OK(ctx, Rt().Shutdown());
+    }
+    // The device is frozen at init: another current device is DEVICE_MISMATCH, until restored.
+    CHECK_PE_OK(ctx, ctx.InitRuntime());
+    Allocation a = MustAllocate(ctx, 64);
+    auto set_device = FakeControl<void (*)(int)>("hps_fake_set_device");
+    CHECK_PE(ctx, set_device != nullptr, "the fake's control API");
+    set_device(ctx.rank + 4);
+    const Status drifted = Rt().Put(View(a), a.data, ctx.rank, {});
+    CHECK_PE(ctx, drifted.code() == ErrorCode::kDeviceMismatch, drifted.ToString());
+    set_device(ctx.rank);
+    CHECK_PE_OK(ctx, Rt().Put(View(a), a.data, ctx.rank, {}));
+    CHECK_PE_OK(ctx, Rt().Free(View(a)));
+    // A finalize that fails (on every PE) is terminal: the Runtime is failed for good.
+    auto fail_at = FakeControl<void (*)(const char*, int, int)>("hps_fake_fail_at");
+    CHECK_PE(ctx, fail_at != nullptr, "the fake's control API");
+    fail_at("aclshmemx_finalize", 1, -3);
+    const Status closed = Rt().Shutdown();
+    CHECK_PE(ctx, closed.code() == ErrorCode::kBackendError &&
+                      Contains(closed.ToString(), "ACLSHMEM_SMEM_ERROR"),
+             closed.ToString());
+    CHECK_PE(ctx, Rt().state() == RuntimeState::kFailed, "failed after the finalize");
+    const Status again = ctx.InitRuntime();
+    CHECK_PE(ctx, again.code() == ErrorCode::kBackendError, again.ToString());
     return 0;
   }));
   EXPECT_EQ(FakeSegments(), residue_before) << "the fake's shared memory was left behind";
