@@ -121,6 +121,13 @@ Status Config::FromEnvironment(const EnvLookup& env, Config* out) {
       return Invalid(kEnvWait, "one of auto, spin, block", *text);
     }
   }
+  if (auto text = env(kEnvQuarantineBytes)) {
+    std::uint64_t bytes = 0;
+    if (*text != "0") {
+      HPS_RETURN_IF_ERROR(ParsePositiveDecimal(kEnvQuarantineBytes, *text, kMaxHeapBytes, &bytes));
+    }
+    config.quarantine_bytes = bytes;
+  }
   *out = config;
   return Status::Ok();
 }

@@ -23,6 +23,7 @@ inline constexpr std::string_view kEnvLogLevel = "HYPER_PARALLEL_SHMEM_LOG_LEVEL
 inline constexpr std::string_view kEnvBackend = "HYPER_PARALLEL_SHMEM_BACKEND";
 inline constexpr std::string_view kEnvCopyWorkers = "HYPER_PARALLEL_SHMEM_COPY_WORKERS";
 inline constexpr std::string_view kEnvWait = "HYPER_PARALLEL_SHMEM_WAIT";
+inline constexpr std::string_view kEnvQuarantineBytes = "HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES";
 
 /// Log levels of HYPER_PARALLEL_SHMEM_LOG_LEVEL: 0 debug, 1 info, 2 error.
 enum class LogLevel : std::uint8_t { kDebug = 0, kInfo = 1, kError = 2 };
@@ -65,6 +66,12 @@ struct Config {
   /// among the PEs.
   std::uint64_t copy_workers = 0;
   WaitMode wait = WaitMode::kAuto;
+  /// Bytes of freed heap held back from reuse (HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES; 0: off);
+  /// unset means an eighth of the heap.
+  std::optional<std::uint64_t> quarantine_bytes;
+
+  /// The quarantine budget in force.
+  std::uint64_t quarantine() const { return quarantine_bytes.value_or(heap_bytes / 8); }
 
   std::chrono::milliseconds timeout() const {
     return std::chrono::milliseconds(timeout_sec * 1000);

@@ -26,8 +26,9 @@
 namespace hyper_parallel::shmem {
 namespace {
 
-constexpr std::array<std::string_view, 6> kVariables = {
-    kEnvHeapSize, kEnvTimeoutSec, kEnvLogLevel, kEnvBackend, kEnvCopyWorkers, kEnvWait};
+constexpr std::array<std::string_view, 7> kVariables = {
+    kEnvHeapSize, kEnvTimeoutSec, kEnvLogLevel, kEnvBackend, kEnvCopyWorkers, kEnvWait,
+    kEnvQuarantineBytes};
 
 struct FuzzEnvironment {
   std::array<std::optional<std::string>, kVariables.size()> values;
@@ -196,6 +197,15 @@ ReferenceOutcome ReferenceConfig(const FuzzEnvironment& env) {
       outcome.invalid.push_back(5);
     }
   }
+  if (v[6]) {  // 0 (off) or a positive decimal up to the largest heap
+    if (*v[6] == "0") {
+      config.quarantine_bytes = 0;
+    } else if (auto parsed = ReferencePositiveDecimal(*v[6], Config::kMaxHeapBytes)) {
+      config.quarantine_bytes = *parsed;
+    } else {
+      outcome.invalid.push_back(6);
+    }
+  }
   if (outcome.invalid.empty()) outcome.config = config;
   return outcome;
 }
@@ -247,6 +257,7 @@ void CheckFromEnvironment(const FuzzEnvironment& env) {
   sentinel.backend = BackendKind::kCann;
   sentinel.copy_workers = 63;
   sentinel.wait = WaitMode::kBlock;
+  sentinel.quarantine_bytes = 99;
 
   const Parsed first = ParseOnce(env, sentinel);
   const Parsed second = ParseOnce(env, sentinel);
@@ -273,6 +284,9 @@ void CheckFromEnvironment(const FuzzEnvironment& env) {
                    "copy_workers " + std::to_string(got.copy_workers) + ", expected " +
                        std::to_string(want.copy_workers));
     HPS_FUZZ_CHECK(got.wait == want.wait, "wait " + std::string(WaitModeName(got.wait)));
+    HPS_FUZZ_CHECK(got.quarantine_bytes == want.quarantine_bytes,
+                   "quarantine_bytes " + std::to_string(got.quarantine()) + ", expected " +
+                       std::to_string(want.quarantine()));
     HPS_FUZZ_CHECK(got == want, "Config::operator== disagrees with the fields");
     if (env.values[3]) {
       HPS_FUZZ_CHECK(BackendKindName(got.backend) == *env.values[3],

@@ -17,6 +17,8 @@ void HeapAllocator::Reset(std::uint64_t heap_bytes) {
   max_allocated_bytes_ = 0;
   free_.clear();
   used_.clear();
+  quarantine_.clear();
+  quarantined_bytes_ = 0;
   // Only whole granules are handed out; a ragged end stays unused.
   const std::uint64_t usable = heap_bytes - heap_bytes % kGranule;
   if (usable > 0) free_.emplace(0, usable);
@@ -26,6 +28,15 @@ Status HeapAllocator::Allocate(std::uint64_t bytes, std::uint64_t alignment, Hea
   HPS_RETURN_IF_ERROR(Place(bytes, alignment, out));
   Commit(*out);
   return Status::Ok();
+}
+
+void HeapAllocator::DrainQuarantine() {
+  while (!quarantine_.empty()) {
+    const HeapBlock oldest = quarantine_.front();
+    quarantine_.pop_front();
+    quarantined_bytes_ -= oldest.reserved_bytes;
+    ReturnToFree(oldest.offset, oldest.reserved_bytes);
+  }
 }
 
 Status HeapAllocator::Place(std::uint64_t bytes, std::uint64_t alignment, HeapBlock* out) const {
@@ -41,20 +52,26 @@ Status HeapAllocator::Place(std::uint64_t bytes, std::uint64_t alignment, HeapBl
   const bool too_big = wanted > heap_bytes_ - heap_bytes_ % kGranule;
   const std::uint64_t reserve = too_big ? 0 : (wanted + kGranule - 1) / kGranule * kGranule;
 
-  auto best = free_.cend();
-  std::uint64_t best_start = 0;
-  if (!too_big) {
-    for (auto it = free_.cbegin(); it != free_.cend(); ++it) {
+  // Best fit, lowest offset on ties; where nothing fits, the same over the space the
+  // quarantine would free (Commit drains it then).
+  auto best_fit = [&](const std::map<std::uint64_t, std::uint64_t>& space,
+                      std::uint64_t* start_out) {
+    auto best = space.cend();
+    for (auto it = space.cbegin(); it != space.cend(); ++it) {
       const std::uint64_t start = (it->first + align - 1) / align * align;
       const std::uint64_t end = it->first + it->second;
       if (start > end || end - start < reserve) continue;
-      if (best == free_.cend() || it->second < best->second) {  // ties keep the lower offset
+      if (best == space.cend() || it->second < best->second) {
         best = it;
-        best_start = start;
+        *start_out = start;
       }
     }
-  }
-  if (best == free_.cend()) {
+    return best != space.cend();
+  };
+  std::uint64_t best_start = 0;
+  bool found = !too_big && best_fit(free_, &best_start);
+  if (!found && !too_big && !quarantine_.empty()) found = best_fit(DrainedSpace(), &best_start);
+  if (!found) {
     const HeapUsage usage = Usage();
     return Status::Assertion(ErrorCode::kOutOfMemory, "symmetric heap exhausted",
                              {{"requested_bytes", Decimal(bytes)},
@@ -69,7 +86,32 @@ Status HeapAllocator::Place(std::uint64_t bytes, std::uint64_t alignment, HeapBl
   return Status::Ok();
 }
 
+std::map<std::uint64_t, std::uint64_t> HeapAllocator::DrainedSpace() const {
+  std::map<std::uint64_t, std::uint64_t> space;
+  std::map<std::uint64_t, std::uint64_t> all = free_;
+  for (const HeapBlock& block : quarantine_) all.emplace(block.offset, block.reserved_bytes);
+  for (const auto& [offset, bytes] : all) {
+    if (!space.empty()) {
+      auto last = std::prev(space.end());
+      if (last->first + last->second == offset) {
+        last->second += bytes;
+        continue;
+      }
+    }
+    space.emplace(offset, bytes);
+  }
+  return space;
+}
+
+bool HeapAllocator::InFreeBlock(const HeapBlock& block) const {
+  auto after = free_.upper_bound(block.offset);
+  if (after == free_.begin()) return false;
+  const auto containing = std::prev(after);
+  return block.offset + block.reserved_bytes <= containing->first + containing->second;
+}
+
 void HeapAllocator::Commit(const HeapBlock& block) {
+  if (!InFreeBlock(block)) DrainQuarantine();  // Place found room only after draining
   // The free block that contains the placement: the last one starting at or before it.
   auto containing = std::prev(free_.upper_bound(block.offset));
   const std::uint64_t block_offset = containing->first;
@@ -91,11 +133,26 @@ Status HeapAllocator::Release(std::uint64_t offset) {
     return Status::Assertion(ErrorCode::kInvalidArgument, "no heap block starts at this offset",
                              {{"offset", Hex(offset)}});
   }
-  std::uint64_t start = used->first;
-  std::uint64_t bytes = used->second;
-  allocated_bytes_ -= bytes;
+  const HeapBlock released{used->first, used->second};
+  allocated_bytes_ -= released.reserved_bytes;
   used_.erase(used);
+  if (released.reserved_bytes > quarantine_budget_) {  // off, or a block too big to hold back
+    ReturnToFree(released.offset, released.reserved_bytes);
+    return Status::Ok();
+  }
+  quarantine_.push_back(released);
+  quarantined_bytes_ += released.reserved_bytes;
+  // The oldest blocks leave while the quarantine holds more than its budget.
+  while (quarantined_bytes_ > quarantine_budget_) {
+    const HeapBlock oldest = quarantine_.front();
+    quarantine_.pop_front();
+    quarantined_bytes_ -= oldest.reserved_bytes;
+    ReturnToFree(oldest.offset, oldest.reserved_bytes);
+  }
+  return Status::Ok();
+}
 
+void HeapAllocator::ReturnToFree(std::uint64_t start, std::uint64_t bytes) {
   auto next = free_.lower_bound(start);
   if (next != free_.end() && next->first == start + bytes) {
     bytes += next->second;
@@ -110,7 +167,6 @@ Status HeapAllocator::Release(std::uint64_t offset) {
     }
   }
   free_.emplace(start, bytes);
-  return Status::Ok();
 }
 
 HeapUsage HeapAllocator::Usage() const {
@@ -119,7 +175,11 @@ HeapUsage HeapAllocator::Usage() const {
   usage.allocated_bytes = allocated_bytes_;
   usage.max_allocated_bytes = max_allocated_bytes_;
   usage.remaining_bytes = heap_bytes_ - allocated_bytes_;
-  for (const auto& [offset, bytes] : free_) {
+  usage.quarantined_bytes = quarantined_bytes_;
+  usage.quarantined_blocks = quarantine_.size();
+  usage.quarantine_budget = quarantine_budget_;
+  // What a request could get, after draining the quarantine if it must.
+  for (const auto& [offset, bytes] : quarantine_.empty() ? free_ : DrainedSpace()) {
     usage.largest_free_block = std::max(usage.largest_free_block, bytes);
   }
   return usage;

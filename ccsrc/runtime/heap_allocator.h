@@ -6,10 +6,20 @@
 // a heap that is empty again is one free block. Every reservation is a multiple of kGranule
 // and aligned to at least kGranule.
 //
+// Quarantine: with a budget (SetQuarantine), a released block is not free at once. It waits in
+// a FIFO until later releases push more than the budget in behind it, so a stale alias of a
+// freed block (a numpy array, a DLPack capsule) never reads another allocation's data right
+// after the free. The quarantine holds the most recently released blocks up to the budget in
+// bytes; older ones leave (become free) as newer ones arrive, and a block larger than the
+// budget is free at once (it would push out everything else). A request that fits nowhere else is placed as if the quarantine were
+// drained, and Commit drains it (all of it): the quarantine never causes OUT_OF_MEMORY. Like
+// placement, it is a pure function of the calls, so every PE holds the same blocks back.
+//
 // Not thread-safe: the Runtime's mutex serialises every call.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 
 #include "base/status.h"
@@ -30,6 +40,10 @@ struct HeapUsage {
   std::uint64_t max_allocated_bytes = 0;  ///< high-water mark of allocated_bytes
   std::uint64_t remaining_bytes = 0;      ///< heap_bytes - allocated_bytes
   std::uint64_t largest_free_block = 0;   ///< the biggest contiguous request that could fit
+                                          ///< (after draining the quarantine)
+  std::uint64_t quarantined_bytes = 0;    ///< released, held back from reuse (in remaining)
+  std::uint64_t quarantined_blocks = 0;
+  std::uint64_t quarantine_budget = 0;
   bool operator==(const HeapUsage&) const = default;
 };
 
@@ -56,8 +70,14 @@ class HeapAllocator {
   /// Reserves a block Place returned, with no allocation in between.
   void Commit(const HeapBlock& block);
 
-  /// Returns the block that starts at `offset` to the free space.
+  /// Returns the block that starts at `offset` to the free space (through the quarantine).
   Status Release(std::uint64_t offset);
+
+  /// Holds released blocks back until more than `budget` bytes were released after them
+  /// (0: off, the default). Applies to later releases.
+  void SetQuarantine(std::uint64_t budget) { quarantine_budget_ = budget; }
+  /// Frees every quarantined block, oldest first. Allocate does it when nothing else fits.
+  void DrainQuarantine();
 
   HeapUsage Usage() const;
   std::uint64_t heap_bytes() const { return heap_bytes_; }
@@ -69,6 +89,16 @@ class HeapAllocator {
   std::uint64_t max_allocated_bytes_ = 0;
   std::map<std::uint64_t, std::uint64_t> free_;  // offset -> bytes; never adjacent
   std::map<std::uint64_t, std::uint64_t> used_;  // offset -> reserved bytes
+  std::deque<HeapBlock> quarantine_;             // oldest first
+  std::uint64_t quarantined_bytes_ = 0;
+  std::uint64_t quarantine_budget_ = 0;
+
+  // Returns a released block to the free space, merging with its free neighbours.
+  void ReturnToFree(std::uint64_t start, std::uint64_t bytes);
+  // The free space as it would be with the quarantine drained (merged blocks).
+  std::map<std::uint64_t, std::uint64_t> DrainedSpace() const;
+  // Whether `block` lies inside one free block.
+  bool InFreeBlock(const HeapBlock& block) const;
 };
 
 /// True when `value` is a power of two (zero is not).

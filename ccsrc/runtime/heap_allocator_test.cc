@@ -269,5 +269,97 @@ TEST_P(HeapAllocatorProperty, MatchesReferenceModel) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, HeapAllocatorProperty, ::testing::Values(1, 2, 3, 42, 1234));
 
+// ---- quarantine -------------------------------------------------------------------------
+
+TEST(HeapAllocatorQuarantine, AFreedBlockIsNotHandedOutAgainAtOnce) {
+  HeapAllocator heap(1 << 20);
+  heap.SetQuarantine(4 * kG);
+  HeapBlock a, b;
+  ASSERT_TRUE(heap.Allocate(kG, 1, &a).ok());
+  ASSERT_TRUE(heap.Release(a.offset).ok());
+  const HeapUsage usage = heap.Usage();
+  EXPECT_EQ(usage.quarantined_bytes, kG);
+  EXPECT_EQ(usage.quarantined_blocks, 1u);
+  EXPECT_EQ(usage.quarantine_budget, 4 * kG);
+  EXPECT_EQ(usage.allocated_bytes, 0u);  // released, only held back
+  ASSERT_TRUE(heap.Allocate(kG, 1, &b).ok());
+  EXPECT_NE(b.offset, a.offset) << "best fit would have reused the block just freed";
+  // Without a quarantine, best fit takes it back at once.
+  HeapAllocator plain(1 << 20);
+  ASSERT_TRUE(plain.Allocate(kG, 1, &a).ok());
+  ASSERT_TRUE(plain.Release(a.offset).ok());
+  ASSERT_TRUE(plain.Allocate(kG, 1, &b).ok());
+  EXPECT_EQ(b.offset, a.offset);
+}
+
+TEST(HeapAllocatorQuarantine, LaterFreesPushTheOldestOut) {
+  HeapAllocator heap(1 << 20);
+  heap.SetQuarantine(2 * kG);
+  std::vector<HeapBlock> blocks(4);
+  for (HeapBlock& block : blocks) ASSERT_TRUE(heap.Allocate(kG, 1, &block).ok());
+  ASSERT_TRUE(heap.Release(blocks[0].offset).ok());
+  ASSERT_TRUE(heap.Release(blocks[1].offset).ok());
+  EXPECT_EQ(heap.Usage().quarantined_blocks, 2u);
+  ASSERT_TRUE(heap.Release(blocks[2].offset).ok());  // over budget: blocks[0] leaves
+  EXPECT_EQ(heap.Usage().quarantined_bytes, 2 * kG);
+  HeapBlock next;
+  ASSERT_TRUE(heap.Allocate(kG, 1, &next).ok());
+  EXPECT_EQ(next.offset, blocks[0].offset) << "the oldest freed block is free again";
+  // A block larger than the budget does not wait at all.
+  HeapBlock big;
+  ASSERT_TRUE(heap.Allocate(8 * kG, 1, &big).ok());
+  ASSERT_TRUE(heap.Release(big.offset).ok());
+  EXPECT_EQ(heap.Usage().quarantined_bytes, 2 * kG);
+}
+
+TEST(HeapAllocatorQuarantine, NeverCausesOutOfMemoryAndPlaceChangesNothing) {
+  HeapAllocator heap(16 * kG);
+  heap.SetQuarantine(16 * kG);
+  std::vector<HeapBlock> blocks(16);
+  for (HeapBlock& block : blocks) ASSERT_TRUE(heap.Allocate(kG, 1, &block).ok());
+  for (const HeapBlock& block : blocks) ASSERT_TRUE(heap.Release(block.offset).ok());
+  const HeapUsage before = heap.Usage();
+  EXPECT_EQ(before.quarantined_bytes, 16 * kG);
+  EXPECT_EQ(before.largest_free_block, 16 * kG) << "what a request could get after draining";
+  HeapBlock whole;
+  ASSERT_TRUE(heap.Place(16 * kG, 1, &whole).ok());
+  EXPECT_EQ(heap.Usage(), before) << "Place drains nothing";
+  heap.Commit(whole);  // drains, then reserves the whole heap
+  EXPECT_EQ(whole.offset, 0u);
+  EXPECT_EQ(heap.Usage().quarantined_bytes, 0u);
+  EXPECT_EQ(heap.Usage().allocated_bytes, 16 * kG);
+  HeapBlock more;
+  EXPECT_EQ(heap.Allocate(kG, 1, &more).code(), ErrorCode::kOutOfMemory);
+}
+
+TEST(HeapAllocatorQuarantine, PlacementStaysAPureFunctionOfTheCalls) {
+  // Two allocators (two PEs) making the same random calls agree on every offset.
+  HeapAllocator pe0(1 << 16), pe1(1 << 16);
+  pe0.SetQuarantine(1 << 12);
+  pe1.SetQuarantine(1 << 12);
+  std::mt19937 rng(7);
+  std::vector<HeapBlock> live;
+  for (int step = 0; step < 2000; ++step) {
+    if (live.empty() || rng() % 3 != 0) {
+      const std::uint64_t bytes = 1 + rng() % 2000, alignment = 64u << (rng() % 4);
+      HeapBlock a, b;
+      const Status first = pe0.Allocate(bytes, alignment, &a);
+      const Status second = pe1.Allocate(bytes, alignment, &b);
+      ASSERT_EQ(first.code(), second.code());
+      if (first.ok()) {
+        ASSERT_EQ(a, b);
+        live.push_back(a);
+      }
+    } else {
+      const std::size_t victim = rng() % live.size();
+      ASSERT_TRUE(pe0.Release(live[victim].offset).ok());
+      ASSERT_TRUE(pe1.Release(live[victim].offset).ok());
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(victim));
+    }
+    ASSERT_EQ(pe0.Usage(), pe1.Usage());
+    ASSERT_LE(pe0.Usage().quarantined_bytes, 1u << 12);
+  }
+}
+
 }  // namespace
 }  // namespace hyper_parallel::shmem

@@ -1,6 +1,7 @@
 #include "runtime/runtime.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -32,6 +33,7 @@ std::string InitRecord(const Config& config, std::string_view backend, const Dev
   std::ostringstream text;
   text << "heap_bytes=" << config.heap_bytes << ";timeout_sec=" << config.timeout_sec
        << ";backend=" << backend << ";device_type=" << static_cast<int>(device.type)
+       << ";quarantine_bytes=" << config.quarantine()
        << ";size=" << size << ";global_ranks=" << JoinInts(global_ranks);
   return text.str();
 }
@@ -295,6 +297,7 @@ Status Runtime::Init(InitOptions options) {
   backend_name_ = std::string(backend_->name());
   heap_base_ = backend_->LocalHeapBase();
   allocator_.Reset(config.heap_bytes);
+  allocator_.SetQuarantine(config.quarantine());
   registry_.BeginLifecycle();
   heap_lifecycle_.store(registry_.lifecycle(), std::memory_order_release);
   collective_sequence_ = 0;
@@ -672,6 +675,12 @@ Status Runtime::Free(const SymmetricView& whole, std::string_view note) {
   mine.bytes = record.bytes;
   mine.offset = record.offset;
   HPS_RECORD_IF_ERROR(Agree(lock, kOp, mine), kOp, "agree");
+  // Poison: a stale alias (a numpy array, a DLPack capsule) reads NaN in every IEEE float
+  // dtype (all bits set) and -1 in signed integers, not the data it had; no queued work of any
+  // PE touches the allocation any more (each drained before agreeing).
+  if (backend_->HostAddressableHeap() && record.bytes > 0) {
+    std::memset(heap_base_ + record.offset, kPoisonByte, record.bytes);
+  }
   HPS_RECORD_IF_ERROR(allocator_.Release(record.offset), kOp, "release");
   registry_.Release(record.id);
   HPS_LOG_DEBUG("op=Free id=" + std::to_string(record.id) + " base=" + Hex(whole.data) +

@@ -120,6 +120,10 @@ struct Diagnostics {
   std::vector<BlockingOp> blocking;      ///< operations blocked right now, oldest first
 };
 
+/// The byte Free writes over a freed allocation (a host-addressable heap): all bits set is NaN
+/// in every IEEE float dtype and -1 in every signed integer dtype.
+inline constexpr unsigned char kPoisonByte = 0xFF;
+
 class Runtime {
  public:
   /// The process-unique Runtime used by the bindings and the demo.

@@ -29,7 +29,8 @@ def _fields_and_repr(rank, size):
         assert state["root_rank"] == rank and state["root_size"] == size
         assert state["device"] == "cpu:0" and state["backend"] == "host"
         assert state["config"] == {"heap_size": 268435456, "timeout_sec": 30, "log_level": 2,
-                                   "backend": "auto", "wait": "auto"}
+                                   "backend": "auto", "wait": "auto",
+                                   "quarantine_bytes": 268435456 // 8}
         wait = state["wait"]
         assert wait["mode"] == "auto" and wait["sleeps"] is True and wait["yield_us"] == 100.0
         cores = os.cpu_count()

@@ -267,8 +267,26 @@ Status HostBackend::DestroyHeap() {
   device_.reset();
   workers_.reset();  // joins the copy threads
   Status result;
-  for (Mapping& mapping : mappings_) {
-    if (mapping.base != nullptr && ::munmap(mapping.base, mapping.bytes) != 0 && result.ok()) {
+  for (std::size_t pe = 0; pe < mappings_.size(); ++pe) {
+    Mapping& mapping = mappings_[pe];
+    if (mapping.base == nullptr) continue;
+    if (static_cast<int>(pe) == spec_.rank && heap_region_bytes_ > 0 &&
+        heap_region_bytes_ < mapping.bytes) {
+      // The local heap's addresses stay reserved for the rest of the process, as fresh private
+      // zero pages (committed only where touched): a stale alias of a heap tensor (a numpy
+      // array, a DLPack capsule) reads zeros instead of crashing the process, and the address
+      // space is never reused for unrelated memory it could corrupt. The segment itself (and
+      // its control block) is released.
+      void* zeros = ::mmap(mapping.base, heap_region_bytes_, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+      if (zeros == MAP_FAILED && result.ok()) {
+        result = Errno("reserving the closed heap's addresses failed", errno);
+      }
+      if (::munmap(mapping.base + heap_region_bytes_, mapping.bytes - heap_region_bytes_) != 0 &&
+          result.ok()) {
+        result = Errno("unmapping a heap segment failed", errno);
+      }
+    } else if (::munmap(mapping.base, mapping.bytes) != 0 && result.ok()) {
       result = Errno("unmapping a heap segment failed", errno);
     }
     mapping = Mapping{};

@@ -15,6 +15,10 @@
 // Liveness: a PeerMonitor watches every peer's process from OpenPeers to DestroyHeap; a peer
 // that exits latches PEER_LOST and every wait of this backend gives up at once (liveness.h).
 //
+// Closing: DestroyHeap releases every segment, but leaves the local heap's addresses reserved
+// for the rest of the process as private zero pages, so a stale alias of a heap tensor reads
+// zeros rather than crashing, and no later mapping can land there.
+//
 // Thread-safety: as Backend. Work on asynchronous streams only touches mapped memory, which
 // stays mapped until DestroyHeap (called after Quiesce).
 #pragma once

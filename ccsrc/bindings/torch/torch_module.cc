@@ -755,6 +755,7 @@ py::dict Snapshot() {
   config["log_level"] = static_cast<int>(d.config.log_level);
   config["backend"] = std::string(hps::BackendKindName(d.config.backend));
   config["wait"] = std::string(hps::WaitModeName(d.config.wait));
+  config["quarantine_bytes"] = d.config.quarantine();
   state["config"] = config;
   state["heap_base"] = reinterpret_cast<std::uintptr_t>(d.heap_base);
   py::dict heap;
@@ -763,6 +764,8 @@ py::dict Snapshot() {
   heap["max_allocated"] = d.heap.max_allocated_bytes;
   heap["remaining"] = d.heap.remaining_bytes;
   heap["largest_free_block"] = d.heap.largest_free_block;
+  heap["quarantined"] = d.heap.quarantined_bytes;
+  heap["quarantined_blocks"] = d.heap.quarantined_blocks;
   state["heap"] = heap;
   py::list live, leaks;
   Allocations(d.live, d.heap_base, &live);
@@ -841,6 +844,9 @@ PYBIND11_MODULE(hyper_parallel_shmem_torch, m) {
   m.def("empty", &Empty, py::arg("sizes"), py::arg("dtype"), py::arg("alignment"),
         py::arg("note") = "");
   m.def("free", &Free, py::arg("tensor"), py::arg("note") = "");
+  m.def("is_symmetric",
+        [](const at::Tensor& tensor) { return ContextOf(tensor) != nullptr; },
+        py::arg("tensor"), "Whether the tensor's storage is (or was) a symmetric allocation.");
   m.def("put", &Put, py::arg("dst"), py::arg("src"), py::arg("pe"));
   m.def("get", &Get, py::arg("dst"), py::arg("src"), py::arg("pe"));
   m.def("signal", &Signal, py::arg("sig"), py::arg("value"), py::arg("pe"),

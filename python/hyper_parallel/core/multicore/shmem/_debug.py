@@ -50,7 +50,8 @@ def debug_state() -> DebugState:
 
     Fields: state (uninitialized, initializing, ready, closing, failed), reference_count,
     lifecycle, root_rank, root_size, global_ranks, device, backend, config, heap_base, heap
-    (heap_size, allocated, max_allocated, remaining, largest_free_block), live_allocations and
+    (heap_size, allocated, max_allocated, remaining, largest_free_block, quarantined,
+    quarantined_blocks), live_allocations and
     leaks (id, base, bytes, alignment), collectives (sequence: the number of this PE's latest
     collective; in_flight; stream: where they are queued), calls_in_flight (calls executing
     now), wait (the wait policy in force: mode, spin_us, yield_us, sleeps, pinned: the core the
