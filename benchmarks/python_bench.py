@@ -24,7 +24,7 @@ from hyper_parallel.core.multicore import shmem
 from hyper_parallel.core.multicore.shmem.launch import init_process_group_from_environment
 
 TESTS = ("put", "get", "put_overhead", "pingpong", "gloo_sendrecv", "gloo_pingpong", "barrier",
-         "gloo_barrier", "allgather", "gloo_allgather", "overlap")
+         "gloo_barrier", "allgather", "gloo_allgather", "overlap", "empty_free", "fill")
 
 
 def _mean_us(body, iters: int, finish=None) -> float:
@@ -173,6 +173,19 @@ def run(args) -> None:
             shmem.free(output)
     elif test == "overlap":
         _overlap(args, rank, size, peer)
+    elif test == "empty_free":
+        # A collective allocation and its free: the free poisons the block (all bytes 0xFF)
+        # before the quarantine takes it, so its cost grows with the size.
+        for n in args.sizes:
+            iters, samples = _measure(lambda: shmem.free(shmem.empty(n, dtype=torch.uint8)),
+                                      args, collective=True)
+            _emit("hps_python", "empty_free", n, iters, samples)
+    elif test == "fill":
+        # The poison's own work, for comparison: one fill of the same bytes by torch.
+        for n in args.sizes:
+            block = torch.empty(n, dtype=torch.uint8)
+            iters, samples = _measure(lambda: block.fill_(255), args, collective=False)
+            _emit("torch", "fill", n, iters, samples)
 
 
 def _overlap(args, rank, size, peer) -> None:

@@ -47,11 +47,12 @@ KIB, MIB = 1 << 10, 1 << 20
 def plan(quick: bool) -> dict:
     if quick:
         return {"rma": [8, 4 * KIB, MIB, 16 * MIB], "small": [8, 4 * KIB],
-                "gather": [4 * KIB, MIB, 16 * MIB], "reps": 5, "min_us": 4000,
-                "gloo_min_us": 4000}
+                "gather": [4 * KIB, MIB, 16 * MIB], "free": [4 * KIB, MIB, 16 * MIB], "reps": 5,
+                "min_us": 4000, "gloo_min_us": 4000}
     return {"rma": [8, 64, 512, 4 * KIB, 32 * KIB, 256 * KIB, MIB, 4 * MIB, 16 * MIB, 64 * MIB],
             "small": [8, 64, 512, 4 * KIB],
             "gather": [4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB, MIB, 4 * MIB, 16 * MIB, 64 * MIB],
+            "free": [4 * KIB, 256 * KIB, 4 * MIB, 64 * MIB],
             "reps": 7, "min_us": 30000, "gloo_min_us": 30000}
 
 
@@ -108,6 +109,8 @@ def jobs(p: dict, oshmem: str | None, with_python: bool, contended: bool) -> lis
         out += python("allgather", pes, p["gather"])
         out += python("gloo_allgather", pes, p["gather"], p["gloo_min_us"])
     out += python("put_overhead", 2, [8]) + python("overlap", 2, [64 * MIB], 4 * p["min_us"])
+    # What freeing costs now that free poisons the block: empty + free beside a fill.
+    out += python("empty_free", 2, p["free"]) + python("fill", 2, p["free"])
     scenario = [(label, command, "idle") for label, command in out]
     if contended:
         busy = [hps("pingpong", 2, p["small"]), hps("pingpong_fused", 2, p["small"])]

@@ -32,6 +32,9 @@ from ._api import (
 from ._debug import DebugState, debug_state
 from ._lifecycle import Handle, acquire_shmem
 from ._runtime import ShmemError
+from . import _exports
+
+_exports.install()
 
 __all__ = [
     "DebugState",

@@ -1,0 +1,72 @@
+"""Exports that would alias the symmetric heap outside torch are refused.
+
+A tensor that `empty` returned (or any view of it) lives in the symmetric heap. torch views share
+its storage, so `free` invalidates them; an export does not: a numpy array (`.numpy()`,
+`np.asarray`, `__array__`) or a DLPack capsule (`__dlpack__`, `torch.utils.dlpack.to_dlpack`,
+`torch.from_dlpack`) keeps a raw pointer that `free` cannot reach, and would read whatever the
+heap holds next. These entry points are wrapped once, at import, to raise INVALID_ARGUMENT
+naming `.clone()` for a tensor whose storage is on the heap; any other tensor passes through
+unchanged (one native check of its storage's owner). Re-sharing the storage itself
+(`untyped_storage()`, `set_`) stays a torch alias and is invalidated at free like a view. What
+no library can see is a raw `data_ptr()` handed to C code: the quarantine and the poison of
+freed memory, and the zero pages left after shutdown, are the defence there.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.utils.dlpack
+
+from ._runtime import ShmemError, contract, native
+
+_GUARDED = object()  # marks a wrapper, so installing twice changes nothing
+
+
+def _refuse(tensor: torch.Tensor, export: str) -> None:
+    if isinstance(tensor, torch.Tensor) and native.is_symmetric(tensor):
+        raise ShmemError.make(
+            "INVALID_ARGUMENT", export, "validate",
+            contract("tensor", "not in the symmetric heap: call .clone() first (an export "
+                     "would alias memory that shmem.free hands out again)",
+                     "a symmetric tensor"))
+
+
+def _guard_method(name: str, export: str) -> None:
+    original = getattr(torch.Tensor, name)
+    if getattr(original, "_hps_guard", None) is _GUARDED:
+        return
+
+    @functools.wraps(original)
+    def guarded(self, *args, **kwargs):
+        if not kwargs.get("copy"):  # __dlpack__(copy=True) exports a copy: nothing to alias
+            _refuse(self, export)
+        return original(self, *args, **kwargs)
+
+    guarded._hps_guard = _GUARDED
+    setattr(torch.Tensor, name, guarded)
+
+
+def _guard_to_dlpack() -> None:
+    original = torch.utils.dlpack.to_dlpack
+    if getattr(original, "_hps_guard", None) is _GUARDED:
+        return
+
+    @functools.wraps(original)
+    def guarded(tensor, *args, **kwargs):
+        _refuse(tensor, "to_dlpack")
+        return original(tensor, *args, **kwargs)
+
+    guarded._hps_guard = _GUARDED
+    torch.utils.dlpack.to_dlpack = guarded
+    if getattr(torch, "to_dlpack", None) is original:
+        torch.to_dlpack = guarded
+
+
+def install() -> None:
+    """Wraps the export entry points (idempotent)."""
+    _guard_method("numpy", "numpy")
+    _guard_method("__array__", "__array__")
+    _guard_method("__dlpack__", "__dlpack__")
+    _guard_to_dlpack()
