@@ -15,7 +15,7 @@
 namespace hyper_parallel::shmem::cann {
 namespace {
 
-constexpr std::uint64_t kLine = 64;  // flags different PEs write sit a cache line apart
+constexpr std::uint64_t kLine = DeviceControlLayout::kLine;
 
 std::uint64_t RoundUp(std::uint64_t value, std::uint64_t to) { return (value + to - 1) / to * to; }
 
@@ -117,8 +117,7 @@ class CannBackend::KernelApiOnStream final : public data_plane::KernelApi {
  private:
   static std::int32_t* Word(std::byte* address) { return reinterpret_cast<std::int32_t*>(address); }
   std::int32_t* EpochWord(int slot, int source) const {
-    return Word(backend_.Control(backend_.layout_.epochs +
-                                 (static_cast<std::uint64_t>(slot) * size() + source) * kLine));
+    return Word(backend_.Control(backend_.layout_.Epoch(slot, source)));
   }
   void Note(Status status) {
     if (failure_.ok() && !status.ok()) failure_ = std::move(status);
@@ -149,20 +148,10 @@ DeviceId CannBackend::CurrentDevice() const {
   return DeviceId{DeviceType::kNpu, device};
 }
 
-CannBackend::ControlLayout CannBackend::LayoutFor(int size) {
-  ControlLayout layout;
-  const auto pes = static_cast<std::uint64_t>(size);
-  layout.descriptors = 0;
-  layout.flags = RoundUp(2 * pes * CollectiveDescriptor::kWords * sizeof(std::uint64_t), kLine);
-  layout.epochs = layout.flags + 2 * pes * kLine;
-  layout.bytes = layout.epochs + static_cast<std::uint64_t>(data_plane::kEpochSlots) * pes * kLine;
-  return layout;
-}
-
 Status CannBackend::CreateHeap(const HeapSpec& spec, std::string* local_handle) {
   HPS_RETURN_IF_ERROR(load_status_);
   spec_ = spec;
-  layout_ = LayoutFor(spec.size);
+  layout_ = DeviceControlLayout(spec.size);
   vendor_ = std::make_unique<CannVendor>(library_);
   int device = -1;
   if (!vendor_->CurrentDevice(&device).ok()) {
@@ -382,45 +371,28 @@ Status CannBackend::WaitSignal(StreamRef stream, std::uint64_t offset, SignalWid
   return Complete(stream, nullptr);
 }
 
-Status CannBackend::ExchangeDescriptors(const CollectiveDescriptor& mine,
-                                        std::string_view operation,
+Status CannBackend::ExchangeDescriptors(const CollectiveDescriptor& mine, std::string_view,
                                         std::vector<CollectiveDescriptor>* all) {
-  (void)operation;
   std::lock_guard<std::recursive_mutex> lock(own_stream_mutex_);
-  const int size = spec_.size, rank = spec_.rank;
-  const std::uint64_t slot = mine.sequence % 2;
-  const std::uint64_t row_bytes = CollectiveDescriptor::kWords * sizeof(std::uint64_t);
-  const std::array<std::uint64_t, CollectiveDescriptor::kWords> words = mine.Pack();
-  const auto flag = static_cast<std::int32_t>(mine.sequence & 0x7fffffff);
-  auto row = [&](int pe) {
-    return Control(layout_.descriptors + (slot * size + pe) * row_bytes);
+  DeviceControlOps ops;
+  ops.put = [this](int pe, std::uint64_t offset, const void* row, std::uint64_t bytes) {
+    return vendor_->PutOnStream(Control(offset), row, bytes, pe, own_stream_);
   };
-  auto flag_of = [&](int pe) {
-    return reinterpret_cast<std::int32_t*>(Control(layout_.flags + (slot * size + pe) * kLine));
+  ops.set_flag = [this](int pe, std::uint64_t offset, std::int64_t value) {
+    return vendor_->SignalOpOnStream(reinterpret_cast<std::int32_t*>(Control(offset)),
+                                     static_cast<std::int32_t>(value), ACLSHMEM_SIGNAL_SET, pe,
+                                     own_stream_);
   };
-  // Publish: our row at every PE, then our flag there (stream order: row before flag).
-  for (int pe = 0; pe < size; ++pe) {
-    HPS_RETURN_IF_ERROR(vendor_->PutOnStream(row(rank), words.data(), row_bytes, pe, own_stream_));
-    HPS_RETURN_IF_ERROR(vendor_->SignalOpOnStream(flag_of(rank), flag, ACLSHMEM_SIGNAL_SET, pe,
-                                                  own_stream_));
-  }
-  // Every PE's flag for this number here, then read the rows.
-  for (int pe = 0; pe < size; ++pe) {
-    HPS_RETURN_IF_ERROR(
-        vendor_->SignalWaitUntilOnStream(flag_of(pe), ACLSHMEM_CMP_GE, flag, own_stream_));
-  }
-  std::vector<std::uint64_t> table(static_cast<std::size_t>(size) * CollectiveDescriptor::kWords);
-  HPS_RETURN_IF_ERROR(vendor_->GetOnStream(table.data(), row(0), table.size() * sizeof(std::uint64_t),
-                                           rank, own_stream_));
-  HPS_RETURN_IF_ERROR(vendor_->SynchronizeStream(own_stream_));
-  all->clear();
-  for (int pe = 0; pe < size; ++pe) {
-    std::array<std::uint64_t, CollectiveDescriptor::kWords> theirs;
-    std::copy_n(table.begin() + static_cast<std::ptrdiff_t>(pe) * CollectiveDescriptor::kWords,
-                CollectiveDescriptor::kWords, theirs.begin());
-    all->push_back(CollectiveDescriptor::Unpack(theirs));
-  }
-  return Status::Ok();
+  ops.wait_flag = [this](std::uint64_t offset, std::int64_t value, int) {
+    return vendor_->SignalWaitUntilOnStream(reinterpret_cast<std::int32_t*>(Control(offset)),
+                                            ACLSHMEM_CMP_GE, static_cast<std::int32_t>(value),
+                                            own_stream_);
+  };
+  ops.read = [this](std::uint64_t offset, void* out, std::uint64_t bytes) {
+    return vendor_->GetOnStream(out, Control(offset), bytes, spec_.rank, own_stream_);
+  };
+  ops.synchronize = [this] { return vendor_->SynchronizeStream(own_stream_); };
+  return ExchangeThroughDeviceControl(mine, spec_.rank, spec_.size, layout_, ops, all);
 }
 
 Status CannBackend::ExchangeAndMatch(const CollectiveDescriptor& mine,

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/device_control.h"
 #include "backends/cann/vendor_calls.h"
 #include "backends/cann/vendor_library.h"
 
@@ -95,16 +96,6 @@ class CannBackend final : public Backend {
  private:
   class KernelApiOnStream;
 
-  // The symmetric control block: descriptors of collective n in slot n % 2, one row per PE,
-  // each row's arrival flag (the low half of n) and the op epochs, flags 64 bytes apart.
-  struct ControlLayout {
-    std::uint64_t descriptors = 0;  // [2][P][kWords] uint64
-    std::uint64_t flags = 0;        // [2][P] int32, 64-byte stride
-    std::uint64_t epochs = 0;       // [kEpochSlots][P] int32, 64-byte stride
-    std::uint64_t bytes = 0;
-  };
-  static ControlLayout LayoutFor(int size);
-
   // Sets or adds `value` on the signal word at `offset` of PE `pe` (see the header comment).
   Status EnqueueSignal(void* native, std::uint64_t offset, SignalWidth width, SignalOp op,
                        std::int64_t value, int pe);
@@ -126,7 +117,7 @@ class CannBackend final : public Backend {
   std::shared_ptr<const VendorLibrary> library_;
   std::unique_ptr<CannVendor> vendor_;
   HeapSpec spec_;
-  ControlLayout layout_;
+  DeviceControlLayout layout_;
   std::byte* heap_ = nullptr;
   std::byte* control_ = nullptr;
   bool host_addressable_ = false;
