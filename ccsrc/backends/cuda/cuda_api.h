@@ -1,0 +1,99 @@
+// CudaApi: every CUDA call the CUDA backend makes, as one interface.
+//
+// The backend (cuda_backend.h) is written against this interface only. Two implementations:
+//   - the real one (cuda_runtime_api.h; cuda_runtime_api.cc and cuda_kernels.cu), the only code
+//     that includes CUDA headers, built when a CUDA toolkit is found;
+//   - a fake (testing/fake_cuda/) that models device memory as host shared memory, IPC handles
+//     as file descriptors of the owning process, and streams that run each operation when it is
+//     enqueued, so the backend's logic is unit-tested on machines without a GPU.
+//
+// Pointers are device pointers (the fake's are host addresses). Streams are opaque
+// (cudaStream_t). Every method maps a failure to a Status: BACKEND_ERROR naming the CUDA call
+// and its error (TIMEOUT where a wait kernel reported one).
+//
+// Thread-safety: like the CUDA runtime: any thread may call any method; work on one stream runs
+// in the order it was enqueued.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace hyper_parallel::shmem::cuda {
+
+/// Comparisons a stream wait supports (the backend's Comparison, in CUDA's terms).
+enum class WaitComparison : std::uint8_t { kEq, kNe, kGt, kGe, kLt, kLe };
+
+/// Where a stream wait that gave up records what it saw: the backend passes a small host-mapped
+/// (or, in the fake, host) record per wait; the implementation fills it when the wait times out
+/// and the backend reads it after synchronising the stream.
+struct WaitReport {
+  std::uint64_t timed_out = 0;  ///< nonzero: the wait gave up
+  std::int64_t observed = 0;    ///< the word's value when it gave up
+};
+
+class CudaApi {
+ public:
+  virtual ~CudaApi() = default;
+
+  /// "cuda" for the real runtime, "fake" for the test double.
+  virtual std::string_view name() const = 0;
+
+  /// True when memory from Malloc is host memory this process may read and write directly
+  /// (the fake's); device memory is not.
+  virtual bool HostAddressableMemory() const { return false; }
+
+  // ---- device ---------------------------------------------------------------------------
+  /// cudaGetDevice.
+  virtual Status GetDevice(int* device) const = 0;
+  /// cudaSetDevice.
+  virtual Status SetDevice(int device) = 0;
+  /// The device's UUID as 32 hex digits (cudaGetDeviceProperties().uuid).
+  virtual Status DeviceUuid(int device, std::string* uuid) const = 0;
+
+  // ---- memory ---------------------------------------------------------------------------
+  /// cudaMalloc of device memory that can be exported to other processes.
+  virtual Status Malloc(std::size_t bytes, void** ptr) = 0;
+  /// cudaFree.
+  virtual Status Free(void* ptr) = 0;
+  /// cudaMallocHost: pinned host memory the device can write (wait reports).
+  virtual Status MallocHost(std::size_t bytes, void** ptr) = 0;
+  /// cudaFreeHost.
+  virtual Status FreeHost(void* ptr) = 0;
+  /// cudaIpcGetMemHandle: bytes a process of the same node opens with IpcOpen.
+  virtual Status IpcExport(void* ptr, std::string* handle) = 0;
+  /// cudaIpcOpenMemHandle (lazy peer access); several PEs may share one GPU.
+  virtual Status IpcOpen(const std::string& handle, void** ptr) = 0;
+  /// cudaIpcCloseMemHandle.
+  virtual Status IpcClose(void* ptr) = 0;
+
+  // ---- streams --------------------------------------------------------------------------
+  virtual Status StreamCreate(void** stream) = 0;
+  virtual Status StreamDestroy(void* stream) = 0;
+  /// cudaStreamSynchronize: reports failures of work queued on it.
+  virtual Status StreamSynchronize(void* stream) = 0;
+  /// cudaMemcpyAsync with cudaMemcpyDefault (unified addressing tells the direction).
+  virtual Status MemcpyAsync(void* dst, const void* src, std::size_t bytes, void* stream) = 0;
+  /// Writes `value` to the 64-bit word at `address` after the stream's earlier work, visible to
+  /// other processes (cuStreamWriteValue64).
+  virtual Status WriteValue64(void* stream, void* address, std::int64_t value) = 0;
+  /// Atomically adds `value` to the 64-bit word at `address` after the stream's earlier work,
+  /// with system-scope release (a one-thread kernel).
+  virtual Status AddValue64(void* stream, void* address, std::int64_t value) = 0;
+  /// Makes the stream wait until the 64-bit word at `address` satisfies `comparison` against
+  /// `value` (a polling kernel). It gives up after `timeout_ns` and fills `report` (host
+  /// memory from MallocHost) instead of trapping; the stream then runs on.
+  virtual Status WaitValue64(void* stream, const void* address, WaitComparison comparison,
+                             std::int64_t value, std::uint64_t timeout_ns,
+                             WaitReport* report) = 0;
+};
+
+/// The real CUDA runtime (null with UNSUPPORTED_CAPABILITY in a build without CUDA, or when no
+/// device is visible).
+Status MakeCudaRuntimeApi(std::unique_ptr<CudaApi>* out);
+
+}  // namespace hyper_parallel::shmem::cuda

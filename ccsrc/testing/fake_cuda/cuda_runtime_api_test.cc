@@ -1,0 +1,172 @@
+// The real CUDA runtime behind CudaApi. On a machine without a usable GPU (or in a build without
+// CUDA) MakeCudaRuntimeApi must say why; with one, every call is driven on the device.
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "backends/cuda/cuda_api.h"
+
+namespace hyper_parallel::shmem::cuda {
+namespace {
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(MakeCudaRuntimeApi, AnswersTheRuntimeOrSaysWhyNot) {
+  std::unique_ptr<CudaApi> api;
+  const Status status = MakeCudaRuntimeApi(&api);
+  if (status.ok()) {
+    ASSERT_NE(api, nullptr);
+    EXPECT_EQ(api->name(), "cuda");
+    return;
+  }
+  EXPECT_EQ(status.code(), ErrorCode::kUnsupportedCapability) << status.ToString();
+  EXPECT_EQ(api, nullptr);
+#if defined(HPS_HAVE_CUDA)
+  EXPECT_TRUE(Contains(status.message(), "call=cudaGetDeviceCount")) << status.message();
+  // Either the CUDA error the runtime named, or a runtime that counted no device.
+  EXPECT_TRUE(Contains(status.message(), "error=cudaError") ||
+              Contains(status.message(), "devices=0"))
+      << status.message();
+#else
+  EXPECT_TRUE(Contains(status.message(), "this build has no CUDA toolkit")) << status.message();
+#endif
+}
+
+// The tests below need a GPU; they are skipped, saying so, where MakeCudaRuntimeApi says no.
+class CudaRuntimeApiOnDevice : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const Status status = MakeCudaRuntimeApi(&api_);
+    if (!status.ok()) GTEST_SKIP() << "no usable CUDA device: " << status.message();
+    ASSERT_TRUE(api_->SetDevice(0).ok());
+    ASSERT_TRUE(api_->StreamCreate(&stream_).ok());
+  }
+  void TearDown() override {
+    if (stream_ != nullptr) {
+      EXPECT_TRUE(api_->StreamDestroy(stream_).ok());
+    }
+  }
+
+  // A device word set to `value` (freed by the caller).
+  void* DeviceWord(std::int64_t value) {
+    void* word = nullptr;
+    EXPECT_TRUE(api_->Malloc(sizeof value, &word).ok());
+    EXPECT_TRUE(api_->MemcpyAsync(word, &value, sizeof value, stream_).ok());
+    EXPECT_TRUE(api_->StreamSynchronize(stream_).ok());
+    return word;
+  }
+
+  std::int64_t Read(const void* word) {
+    std::int64_t value = 0;
+    EXPECT_TRUE(api_->MemcpyAsync(&value, word, sizeof value, stream_).ok());
+    EXPECT_TRUE(api_->StreamSynchronize(stream_).ok());
+    return value;
+  }
+
+  std::unique_ptr<CudaApi> api_;
+  void* stream_ = nullptr;
+};
+
+TEST_F(CudaRuntimeApiOnDevice, DeviceAndUuid) {
+  int device = -1;
+  ASSERT_TRUE(api_->GetDevice(&device).ok());
+  EXPECT_EQ(device, 0);
+  std::string uuid;
+  ASSERT_TRUE(api_->DeviceUuid(0, &uuid).ok());
+  ASSERT_EQ(uuid.size(), 32u);
+  EXPECT_EQ(uuid.find_first_not_of("0123456789abcdef"), std::string::npos) << uuid;
+
+  const Status bad = api_->SetDevice(1 << 20);
+  EXPECT_EQ(bad.code(), ErrorCode::kBackendError);
+  EXPECT_TRUE(Contains(bad.message(), "call=cudaSetDevice")) << bad.message();
+  EXPECT_TRUE(Contains(bad.message(), "error=cudaErrorInvalidDevice")) << bad.message();
+}
+
+TEST_F(CudaRuntimeApiOnDevice, MemoryRoundTripsThroughTheDevice) {
+  constexpr std::size_t kBytes = 1 << 20;
+  std::vector<unsigned char> in(kBytes), out(kBytes, 0);
+  for (std::size_t i = 0; i < kBytes; ++i) in[i] = static_cast<unsigned char>(i * 7 + 3);
+  void* device = nullptr;
+  void* pinned = nullptr;
+  ASSERT_TRUE(api_->Malloc(kBytes, &device).ok());
+  ASSERT_TRUE(api_->MallocHost(kBytes, &pinned).ok());
+  ASSERT_TRUE(api_->MemcpyAsync(device, in.data(), kBytes, stream_).ok());
+  ASSERT_TRUE(api_->MemcpyAsync(pinned, device, kBytes, stream_).ok());
+  ASSERT_TRUE(api_->MemcpyAsync(out.data(), pinned, kBytes, stream_).ok());
+  ASSERT_TRUE(api_->StreamSynchronize(stream_).ok());
+  EXPECT_EQ(in, out);
+  EXPECT_TRUE(api_->FreeHost(pinned).ok());
+  EXPECT_TRUE(api_->Free(device).ok());
+}
+
+TEST_F(CudaRuntimeApiOnDevice, WriteAddAndSatisfiedWaits) {
+  void* word = DeviceWord(0);
+  void* record = nullptr;
+  ASSERT_TRUE(api_->MallocHost(sizeof(WaitReport), &record).ok());
+  auto* report = new (record) WaitReport{};
+
+  ASSERT_TRUE(api_->WriteValue64(stream_, word, 40).ok());
+  ASSERT_TRUE(api_->AddValue64(stream_, word, 3).ok());
+  ASSERT_TRUE(api_->AddValue64(stream_, word, -1).ok());
+  EXPECT_EQ(Read(word), 42);
+
+  const std::uint64_t kSecond = 1'000'000'000;
+  const struct {
+    WaitComparison comparison;
+    std::int64_t value;
+  } satisfied[] = {{WaitComparison::kEq, 42}, {WaitComparison::kNe, 41},
+                   {WaitComparison::kGt, 41}, {WaitComparison::kGe, 42},
+                   {WaitComparison::kLt, 43}, {WaitComparison::kLe, 42}};
+  for (const auto& wait : satisfied) {
+    ASSERT_TRUE(api_->WaitValue64(stream_, word, wait.comparison, wait.value, kSecond, report)
+                    .ok());
+  }
+  ASSERT_TRUE(api_->StreamSynchronize(stream_).ok());
+  EXPECT_EQ(report->timed_out, 0u);
+
+  EXPECT_TRUE(api_->FreeHost(record).ok());
+  EXPECT_TRUE(api_->Free(word).ok());
+}
+
+TEST_F(CudaRuntimeApiOnDevice, AnUnsatisfiedWaitReportsAndTheStreamRunsOn) {
+  void* word = DeviceWord(7);
+  void* record = nullptr;
+  ASSERT_TRUE(api_->MallocHost(sizeof(WaitReport), &record).ok());
+  auto* report = new (record) WaitReport{};
+
+  ASSERT_TRUE(
+      api_->WaitValue64(stream_, word, WaitComparison::kGe, 8, 1'000'000, report).ok());
+  ASSERT_TRUE(api_->WriteValue64(stream_, word, 9).ok());  // runs after the wait gave up
+  ASSERT_TRUE(api_->StreamSynchronize(stream_).ok());
+  EXPECT_EQ(report->timed_out, 1u);
+  EXPECT_EQ(report->observed, 7);
+  EXPECT_EQ(Read(word), 9);
+
+  EXPECT_TRUE(api_->FreeHost(record).ok());
+  EXPECT_TRUE(api_->Free(word).ok());
+}
+
+TEST_F(CudaRuntimeApiOnDevice, IpcHandleOpensInTheExportingProcess) {
+  void* memory = DeviceWord(5);
+  std::string handle;
+  ASSERT_TRUE(api_->IpcExport(memory, &handle).ok());
+  EXPECT_EQ(handle.size(), 64u);
+  void* opened = nullptr;
+  ASSERT_TRUE(api_->IpcOpen(handle, &opened).ok());
+  EXPECT_EQ(Read(opened), 5);
+  EXPECT_TRUE(api_->IpcClose(opened).ok());
+  EXPECT_TRUE(api_->Free(memory).ok());
+
+  const Status wrong = api_->IpcOpen("short", &opened);
+  EXPECT_EQ(wrong.code(), ErrorCode::kInvalidArgument) << wrong.message();
+}
+
+}  // namespace
+}  // namespace hyper_parallel::shmem::cuda
