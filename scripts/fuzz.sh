@@ -78,7 +78,7 @@ fi
 
 echo "== building the fuzz harnesses in $BUILD (clang, libFuzzer + ASan + UBSan)"
 cmake -S ccsrc -B "$BUILD" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \
-  -DHPS_FUZZ=ON -DHPS_BUILD_TESTS=ON -DHPS_BUILD_DEMO=OFF >/dev/null
+  -DHPS_FUZZ=ON -DHPS_BUILD_TESTS=ON -DHPS_BUILD_DEMO=OFF -DHPS_CUDA=OFF >/dev/null
 targets=()
 for name in "${harnesses[@]}"; do targets+=("${name}_fuzz"); done
 cmake --build "$BUILD" --target "${targets[@]}"

@@ -1,5 +1,6 @@
 // The backends this build provides. The only file outside a backend's folder that names one.
 #include "backends/cann/cann_backend.h"
+#include "backends/cuda/cuda_backend.h"
 #include "backends/host/host_backend.h"
 #include "backends/host/host_stream_provider.h"
 #include "backends/registry.h"
@@ -22,6 +23,18 @@ void RegisterBuiltinBackends(std::vector<BackendEntry>* entries) {
   cann.create = [] { return std::make_unique<cann::CannBackend>(); };
   cann.streams = nullptr;  // the framework's NPU streams
   entries->push_back(std::move(cann));
+
+  BackendEntry cuda;
+  cuda.kind = BackendKind::kCuda;
+  cuda.auto_priority = 10;  // preferred to host wherever a GPU is visible
+  cuda.available = [] { return cuda::CudaBackend::Available(); };
+  cuda.create = [] {
+    std::unique_ptr<cuda::CudaApi> api;
+    (void)cuda::MakeCudaRuntimeApi(&api);  // available() said it works
+    return std::make_unique<cuda::CudaBackend>(std::move(api));
+  };
+  cuda.streams = nullptr;  // torch's CUDA streams
+  entries->push_back(std::move(cuda));
 }
 
 }  // namespace hyper_parallel::shmem

@@ -37,12 +37,14 @@ bool IsNumber(const std::string& text) {
 
 }  // namespace
 
-Status PeContext::InitRuntime(std::chrono::milliseconds bootstrap_timeout) {
+Status PeContext::InitRuntime(std::chrono::milliseconds bootstrap_timeout,
+                              BackendFactory factory) {
   std::unique_ptr<UnixSocketBootstrap> bootstrap;
   HPS_RETURN_IF_ERROR(
       UnixSocketBootstrap::Create(bootstrap_name, rank, size, bootstrap_timeout, &bootstrap));
   InitOptions options;
   options.bootstrap = std::move(bootstrap);
+  options.backend_factory = std::move(factory);
   return Runtime::Process().Init(std::move(options));
 }
 

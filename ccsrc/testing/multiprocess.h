@@ -26,8 +26,10 @@ struct PeContext {
   std::string bootstrap_name;
   int failures = 0;
 
-  /// Forms the bootstrap and initialises the process Runtime on the host backend.
-  Status InitRuntime(std::chrono::milliseconds bootstrap_timeout = std::chrono::seconds(20));
+  /// Forms the bootstrap and initialises the process Runtime (on the configured backend, or on
+  /// what `factory` makes).
+  Status InitRuntime(std::chrono::milliseconds bootstrap_timeout = std::chrono::seconds(20),
+                     BackendFactory factory = {});
   /// Records a failure (printed to this PE's stderr) unless `ok`.
   bool Check(bool ok, const char* file, int line, const std::string& what);
 };

@@ -1,0 +1,134 @@
+// The checks a device backend must pass on a running Runtime, shared by the device backends'
+// multi-process tests (CANN over its fake vendor library, CUDA over its fake CUDA layer): RMA and
+// 64-bit signals, the protection chain, all_gather with several chunks, a collective mismatch on
+// every PE, and one MegaMoE dispatch and combine on the kernel-side API. Run by every PE of a
+// Runtime that is ready; leaves its allocations live (the caller frees and shuts down).
+#pragma once
+
+#include <cstring>
+#include <vector>
+
+#include "ops/mega_moe/kernels.h"
+#include "tests/multiprocess/pe_helpers.h"
+
+namespace hyper_parallel::shmem::testing {
+
+/// `refuses_wide_signals`: whether a signal value beyond 32 bits is UNSUPPORTED_CAPABILITY.
+inline void CheckDeviceBackend(PeContext& ctx, bool refuses_wide_signals) {
+  using ops::kMoeCounterStride;
+  const int next = (ctx.rank + 1) % ctx.size, previous = (ctx.rank + ctx.size - 1) % ctx.size;
+
+  // Put to the next PE, then a 64-bit signal add there; wait for the previous PE's.
+  Allocation data = MustAllocate(ctx, 4096);
+  Allocation flag = MustAllocate(ctx, 8);
+  std::memset(data.data, 0, data.bytes);
+  std::memset(flag.data, 0, flag.bytes);
+  CHECK_PE_OK(ctx, Rt().Barrier({}));
+  std::vector<std::uint32_t> mine(1024);
+  for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = ctx.rank * 100000 + i;
+  CHECK_PE_OK(ctx, Rt().Put(View(data), mine.data(), next, {}));
+  CHECK_PE_OK(ctx, Rt().Signal(View(flag), SignalWidth::k64, 1, next, SignalOp::kAdd, {}));
+  CHECK_PE_OK(ctx, Rt().WaitSignal(View(flag), SignalWidth::k64, 1, Comparison::kGe, {}));
+  bool right = true;
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    right = right && As<std::uint32_t>(data)[i] == previous * 100000 + i;
+  }
+  CHECK_PE(ctx, right, "the previous PE's put arrived");
+  // Get it back from the next PE: our own pattern.
+  std::vector<std::uint32_t> back(1024);
+  CHECK_PE_OK(ctx, Rt().Get(back.data(), View(data), next, {}));
+  CHECK_PE(ctx, back == mine, "get returns what this PE put");
+  if (refuses_wide_signals) {  // 32-bit vendor signals: a value beyond is refused, nothing sent
+    const Status wide =
+        Rt().Signal(View(flag), SignalWidth::k64, 1ll << 40, next, SignalOp::kSet, {});
+    CHECK_PE(ctx, wide.code() == ErrorCode::kUnsupportedCapability, wide.ToString());
+  }
+  // The protection chain is the Runtime's, whatever the backend: beyond the allocation.
+  const Status outside = Rt().Put(Sub(data, 4000, 200), mine.data(), next, {});
+  CHECK_PE(ctx, outside.code() == ErrorCode::kInvalidArgument, outside.ToString());
+
+  // all_gather: several chunks per PE and a tail.
+  const std::uint64_t per_pe = (300 << 10) + 3;
+  Allocation gathered = MustAllocate(ctx, per_pe * ctx.size);
+  std::vector<std::uint8_t> input(per_pe);
+  for (std::uint64_t i = 0; i < per_pe; ++i) input[i] = static_cast<std::uint8_t>(ctx.rank * 31 + i * 7);
+  CHECK_PE_OK(ctx, Rt().AllGather(View(gathered), input.data(), per_pe, {}));
+  right = true;
+  for (int pe = 0; pe < ctx.size; ++pe) {
+    for (std::uint64_t i = 0; i < per_pe; i += 997) {
+      right = right && As<std::uint8_t>(gathered)[pe * per_pe + i] ==
+                           static_cast<std::uint8_t>(pe * 31 + i * 7);
+    }
+  }
+  CHECK_PE(ctx, right, "all_gather put every PE's input in its slot");
+
+  // Different collectives of one number: every PE fails alike, and they stay in step.
+  const Status mismatch = ctx.rank == 0
+                              ? Rt().Barrier({})
+                              : Rt().AllGather(View(gathered), input.data(), per_pe, {});
+  CHECK_PE(ctx, mismatch.code() == ErrorCode::kCollectiveMismatch, mismatch.ToString());
+  CHECK_PE_OK(ctx, Rt().Barrier({}));
+
+  // MegaMoE: one dispatch and combine, two experts per PE, rows off the chunk size.
+  const int experts = 2 * ctx.size, locals = 2;
+  constexpr int kHidden = 4;
+  const std::uint64_t row_bytes = kHidden * sizeof(float);
+  Allocation recv = MustAllocate(ctx, 256 * row_bytes);
+  Allocation ret = MustAllocate(ctx, 256 * row_bytes);
+  Allocation counters = MustAllocate(ctx, (2 * locals + 1) * kMoeCounterStride);
+  std::memset(counters.data, 0, counters.bytes);
+  std::vector<std::int64_t> counts(ctx.size * experts);
+  for (int pe = 0; pe < ctx.size; ++pe) {
+    for (int e = 0; e < experts; ++e) counts[pe * experts + e] = (pe * 3 + e * 5) % 7;
+  }
+  const ops::MoeLayout layout(ops::MoeShape{ctx.size, experts, row_bytes, 3}, counts);
+  CHECK_PE_OK(ctx, layout.Validate());
+  std::vector<float> rows(layout.SendRows(ctx.rank) * kHidden);
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = ctx.rank * 1000.0f + i;
+  CHECK_PE_OK(ctx, Rt().Barrier({}));  // counters zeroed everywhere first
+  ops::DispatchPlan dispatch{reinterpret_cast<const std::byte*>(rows.data()), 0, 0};
+  CHECK_PE_OK(ctx, Rt().Launch("moe_dispatch", {View(recv), View(counters)}, {},
+                               [&](data_plane::KernelApi& api, const std::vector<std::uint64_t>& at) {
+                                 ops::DispatchPlan plan = dispatch;
+                                 plan.recv_offset = at[0];
+                                 plan.counters_offset = at[1];
+                                 return ops::Dispatch(api, layout, plan);
+                               }));
+  std::vector<float> results(std::max<std::int64_t>(1, layout.RecvRows(ctx.rank)) * kHidden);
+  for (int l = 0; l < locals; ++l) {
+    CHECK_PE_OK(ctx, Rt().WaitSignal(Sub(counters, l * kMoeCounterStride, 8), SignalWidth::k64,
+                                     layout.ExpectedChunks(ctx.rank, l), Comparison::kGe, {}));
+    const int expert = ctx.rank * locals + l;
+    for (std::int64_t r = layout.ExpertRow(ctx.rank, l);
+         r < layout.ExpertRow(ctx.rank, l) + layout.ExpertRows(ctx.rank, l); ++r) {
+      for (int col = 0; col < kHidden; ++col) {
+        results[r * kHidden + col] = 2.0f * As<float>(recv)[r * kHidden + col] + expert;
+      }
+    }
+    CHECK_PE_OK(ctx, Rt().Signal(Sub(counters, (locals + l) * kMoeCounterStride, 8),
+                                 SignalWidth::k64, 1, ctx.rank, SignalOp::kAdd, {}));
+  }
+  ops::CombinePlan combine{reinterpret_cast<const std::byte*>(results.data()), 0, 0, 0, {1, 1}};
+  CHECK_PE_OK(ctx, Rt().Launch("moe_combine", {View(ret), View(counters)}, {},
+                               [&](data_plane::KernelApi& api, const std::vector<std::uint64_t>& at) {
+                                 ops::CombinePlan plan = combine;
+                                 plan.return_offset = at[0];
+                                 plan.done_offset = at[1] + locals * kMoeCounterStride;
+                                 plan.return_counter_offset = at[1] + 2 * locals * kMoeCounterStride;
+                                 return ops::Combine(api, layout, plan);
+                               }));
+  CHECK_PE_OK(ctx, Rt().WaitSignal(Sub(counters, 2 * locals * kMoeCounterStride, 8),
+                                   SignalWidth::k64, experts, Comparison::kGe, {}));
+  right = true;
+  for (int e = 0; e < experts; ++e) {
+    for (std::int64_t r = layout.SendRow(ctx.rank, e); r < layout.SendRow(ctx.rank, e + 1); ++r) {
+      for (int col = 0; col < kHidden; ++col) {
+        right = right && As<float>(ret)[r * kHidden + col] == 2.0f * rows[r * kHidden + col] + e;
+      }
+    }
+  }
+  CHECK_PE(ctx, right, "every row came back through its expert");
+  CHECK_PE_OK(ctx, Rt().Barrier({}));
+}
+
+}  // namespace hyper_parallel::shmem::testing
