@@ -1,6 +1,7 @@
 #include "backends/registry.h"
 
 #include <algorithm>
+#include <mutex>
 
 namespace hyper_parallel::shmem {
 namespace {
@@ -17,6 +18,19 @@ const std::vector<BackendEntry>& Entries() {
   return entries;
 }
 
+// Whether `entry` can run here, asked once per process (a probe may load a vendor library or
+// start a device runtime; the answer does not change while the process lives).
+Status AvailableOnce(const BackendEntry& entry) {
+  static std::mutex mutex;
+  static std::vector<std::pair<const BackendEntry*, Status>> answers;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& [known, status] : answers) {
+    if (known == &entry) return status;
+  }
+  answers.emplace_back(&entry, entry.available());
+  return answers.back().second;
+}
+
 }  // namespace
 
 std::string ProvidedBackends() {
@@ -28,14 +42,14 @@ std::string ProvidedBackends() {
 Status FindBackend(BackendKind kind, const BackendEntry** out) {
   for (const BackendEntry& entry : Entries()) {
     if (kind == BackendKind::kAuto) {
-      if (entry.available().ok()) {
+      if (AvailableOnce(entry).ok()) {
         *out = &entry;
         return Status::Ok();
       }
       continue;
     }
     if (entry.kind != kind) continue;
-    if (Status available = entry.available(); !available.ok()) return available;
+    if (Status available = AvailableOnce(entry); !available.ok()) return available;
     *out = &entry;
     return Status::Ok();
   }

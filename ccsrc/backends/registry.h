@@ -26,7 +26,8 @@ struct BackendEntry {
   /// Higher is preferred by kAuto.
   int auto_priority = 0;
   /// Whether this machine can run it (a device and the vendor library present); kAuto skips
-  /// an unavailable backend, and naming it explicitly fails with the reason.
+  /// an unavailable backend, and naming it explicitly fails with the reason. Asked once per
+  /// process.
   std::function<Status()> available;
   std::function<std::unique_ptr<Backend>()> create;
   /// Its user streams (null: the framework's streams are used; see stream.h).

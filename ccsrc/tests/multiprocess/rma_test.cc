@@ -334,6 +334,8 @@ TEST(RmaTimeout, BarrierTimesOutNamingMissingPes) {
       CHECK_PE(ctx, Contains(timed_out.message(), "collective=barrier #1, missing_pes=[2]"),
                timed_out.message());
       ExpectTerminalAfterTimeout(ctx, timed_out);
+      // Outlive the other waiter's timeout: exiting first would make it see a lost peer.
+      std::this_thread::sleep_for(2s);
     } else {
       // Stays alive (a PE that exits is reported as lost, not as late) and out of step.
       std::this_thread::sleep_for(4s);
