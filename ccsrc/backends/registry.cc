@@ -49,7 +49,13 @@ Status FindBackend(BackendKind kind, const BackendEntry** out) {
       continue;
     }
     if (entry.kind != kind) continue;
-    if (Status available = AvailableOnce(entry); !available.ok()) return available;
+    if (Status available = AvailableOnce(entry); !available.ok()) {
+      return Status::Contract(ErrorCode::kUnsupportedCapability, std::string(kEnvBackend),
+                              "a backend this build provides and this machine can run (" +
+                                  ProvidedBackends() + ")",
+                              std::string(BackendKindName(kind)) + ", which cannot run here: " +
+                                  available.message());
+    }
     *out = &entry;
     return Status::Ok();
   }

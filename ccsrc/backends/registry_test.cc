@@ -29,6 +29,11 @@ TEST(BackendRegistry, ABackendThisMachineCannotRunSaysWhy) {
     std::unique_ptr<Backend> made;
     const Status status = CreateBackend(kind, &made);
     EXPECT_EQ(status.code(), ErrorCode::kUnsupportedCapability) << status.ToString();
+    EXPECT_NE(status.ToString().find("HYPER_PARALLEL_SHMEM_BACKEND must be a backend this build "
+                                     "provides and this machine can run (auto, cann, cuda, host)"),
+              std::string::npos)
+        << status.ToString();
+    EXPECT_NE(status.ToString().find("cannot run here: "), std::string::npos) << status.ToString();
     EXPECT_EQ(made, nullptr);
   }
   EXPECT_EQ(ProvidedBackends(), "auto, cann, cuda, host");
