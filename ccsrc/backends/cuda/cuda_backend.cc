@@ -1,5 +1,7 @@
 #include "backends/cuda/cuda_backend.h"
 
+#include "backends/cuda/call_sites.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -57,6 +59,7 @@ class CudaBackend::KernelApiOnStream final : public data_plane::KernelApi {
     return backend_.EnqueueWait(stream_, backend_.heap_[rank()] + offset, Comparison::kGe, target,
                                 std::string(what), offset);
   }
+  // A diagnostic look: -1 inside a kernel, where the table refuses the synchronisation.
   std::int64_t ReadCounter(std::uint64_t offset) const override {
     std::int64_t value = -1;
     if (!backend_.api_->MemcpyAsync(&value, backend_.heap_[rank()] + offset, sizeof(value), stream_)
@@ -95,7 +98,7 @@ class CudaBackend::KernelApiOnStream final : public data_plane::KernelApi {
   Status failure_;
 };
 
-CudaBackend::CudaBackend(std::unique_ptr<CudaApi> api) : api_(std::move(api)) {}
+CudaBackend::CudaBackend(std::unique_ptr<CudaApi> api) : api_(CheckedCudaApi(std::move(api))) {}
 
 CudaBackend::~CudaBackend() { DestroyHeap(); }
 
@@ -123,6 +126,9 @@ Status CudaBackend::CreateHeap(const HeapSpec& spec, std::string* local_handle) 
   HPS_RETURN_IF_ERROR(api_->IpcExport(allocation_, &ipc));
   local_handle->assign(ipc);
   local_handle->append(reinterpret_cast<const char*>(&base_offset_), sizeof(base_offset_));
+  HPS_RETURN_IF_ERROR(api_->MallocHost(kWaitReports * sizeof(WaitReport), &reports_));
+  auto* reports = static_cast<WaitReport*>(reports_);
+  for (int i = 0; i < kWaitReports; ++i) free_reports_.push_back(new (&reports[i]) WaitReport{});
   return api_->StreamCreate(&own_stream_);
 }
 
@@ -156,7 +162,7 @@ Status CudaBackend::OpenPeers(const std::vector<std::string>& handles) {
 }
 
 Status CudaBackend::DestroyHeap() {
-  if (allocation_ == nullptr && own_stream_ == nullptr) return Status::Ok();
+  if (allocation_ == nullptr && own_stream_ == nullptr && reports_ == nullptr) return Status::Ok();
   Status first;
   auto keep = [&first](Status status) {
     if (first.ok() && !status.ok()) first = std::move(status);
@@ -166,7 +172,10 @@ Status CudaBackend::DestroyHeap() {
   opened_.clear();
   if (allocation_ != nullptr) keep(api_->Free(allocation_));
   if (own_stream_ != nullptr) keep(api_->StreamDestroy(own_stream_));
-  allocation_ = own_stream_ = nullptr;
+  if (reports_ != nullptr) keep(api_->FreeHost(reports_));
+  allocation_ = own_stream_ = reports_ = nullptr;
+  free_reports_.clear();
+  waits_.clear();
   heap_.clear();
   control_.clear();
   if (!first.ok()) Latch(first);
@@ -198,16 +207,26 @@ std::string CudaBackend::StreamLabel(StreamRef stream) const {
 
 Status CudaBackend::EnqueueWait(void* stream, const void* address, Comparison comparison,
                                 std::int64_t value, std::string what, std::uint64_t offset) {
-  void* memory = nullptr;
-  HPS_RETURN_IF_ERROR(api_->MallocHost(sizeof(WaitReport), &memory));
-  auto* report = new (memory) WaitReport{};
+  // Reports come from a pool made at CreateHeap: a kernel's body may not allocate.
+  WaitReport* report = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    if (free_reports_.empty()) {
+      return Status::Assertion(ErrorCode::kInvalidState,
+                               "too many stream waits pending: synchronise the streams",
+                               {{"pending_waits", std::to_string(waits_.size())}});
+    }
+    report = free_reports_.back();
+    free_reports_.pop_back();
+  }
+  *report = WaitReport{};
   const auto timeout_ns = static_cast<std::uint64_t>(spec_.timeout.count()) * 1'000'000ull;
   Status enqueued = api_->WaitValue64(stream, address, ToCuda(comparison), value, timeout_ns, report);
+  std::lock_guard<std::mutex> lock(pending_mutex_);
   if (!enqueued.ok()) {
-    api_->FreeHost(memory);
+    free_reports_.push_back(report);
     return enqueued;
   }
-  std::lock_guard<std::mutex> lock(pending_mutex_);
   waits_.push_back(PendingWait{stream, report, std::move(what), offset, value});
   return Status::Ok();
 }
@@ -232,8 +251,9 @@ Status CudaBackend::Synchronize(void* stream) {
                                   {"observed", std::to_string(wait.report->observed)},
                                   {"timeout_ms", std::to_string(spec_.timeout.count())}});
     }
-    api_->FreeHost(wait.report);
   }
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  for (const PendingWait& wait : waits) free_reports_.push_back(wait.report);
   return status;
 }
 
@@ -390,6 +410,8 @@ Status CudaBackend::Barrier(StreamRef stream, const CollectiveDescriptor& descri
 
 Status CudaBackend::RunKernel(void* stream, const Kernel& kernel) {
   KernelApiOnStream api(*this, stream);
+  // A kernel's body may be captured into a CUDA graph: it may enqueue, not synchronise.
+  CudaContextScope context(CudaContext::kCapturedOp);
   Status status = kernel(api);
   return status.ok() ? api.failure() : status;
 }

@@ -125,6 +125,10 @@ class CudaBackend final : public Backend {
   std::vector<void*> caller_streams_;
   std::vector<KeepAlive> keep_alive_;
   std::vector<PendingWait> waits_;   // reports of waits not yet checked
+  // Host-mapped wait reports, made once (a kernel's body may not allocate).
+  static constexpr int kWaitReports = 1024;
+  void* reports_ = nullptr;
+  std::vector<WaitReport*> free_reports_;
   mutable std::mutex failure_mutex_;
   mutable Status terminal_;
 };

@@ -1,0 +1,71 @@
+#include "backends/cuda/call_sites.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "testing/fake_cuda/fake_cuda_api.h"
+
+namespace hyper_parallel::shmem::cuda {
+namespace {
+
+TEST(CudaCallSites, EveryEntryOfTheTableIsEnforced) {
+  for (int i = 0; i < static_cast<int>(CudaCall::kCount); ++i) {
+    const auto call = static_cast<CudaCall>(i);
+    for (CudaContext context : kAllCudaContexts) {
+      const Status checked = CheckCudaCall(call, context);
+      const bool allowed = (kCudaCallRules[i].contexts & static_cast<std::uint8_t>(context)) != 0;
+      EXPECT_EQ(checked.ok(), allowed) << kCudaCallRules[i].name << " in "
+                                       << CudaContextName(context);
+      if (!allowed) {
+        EXPECT_EQ(checked.code(), ErrorCode::kUnsupportedCapability);
+        EXPECT_NE(checked.message().find(std::string(kCudaCallRules[i].name)), std::string::npos);
+        EXPECT_NE(checked.message().find(std::string(CudaContextName(context))), std::string::npos);
+      }
+    }
+  }
+  // The rules that matter most, spelled out: a host thread may do anything, a captured op only
+  // enqueue, a host callback nothing.
+  EXPECT_TRUE(IsCallable(CudaCall::kStreamSynchronize, CudaContext::kHostThread));
+  EXPECT_FALSE(IsCallable(CudaCall::kStreamSynchronize, CudaContext::kCapturedOp));
+  EXPECT_FALSE(IsCallable(CudaCall::kMalloc, CudaContext::kCapturedOp));
+  EXPECT_TRUE(IsCallable(CudaCall::kWaitValue64, CudaContext::kCapturedOp));
+  for (int i = 0; i < static_cast<int>(CudaCall::kCount); ++i) {
+    EXPECT_FALSE(IsCallable(static_cast<CudaCall>(i), CudaContext::kHostCallback));
+  }
+}
+
+TEST(CudaCallSites, TheCheckedApiRefusesBeforeCudaIsCalled) {
+  auto fake = std::make_unique<FakeCudaApi>();
+  FakeCudaApi* inner = fake.get();
+  std::unique_ptr<CudaApi> api = CheckedCudaApi(std::move(fake));
+  EXPECT_TRUE(api->HostAddressableMemory());
+  void* stream = nullptr;
+  void* memory = nullptr;
+  ASSERT_TRUE(api->StreamCreate(&stream).ok());
+  ASSERT_TRUE(api->Malloc(64, &memory).ok());
+  std::int64_t value = 42;
+  {
+    CudaContextScope captured(CudaContext::kCapturedOp);
+    EXPECT_EQ(CurrentCudaContext(), CudaContext::kCapturedOp);
+    ASSERT_TRUE(api->MemcpyAsync(memory, &value, sizeof(value), stream).ok());
+    const Status synced = api->StreamSynchronize(stream);
+    EXPECT_EQ(synced.code(), ErrorCode::kUnsupportedCapability) << synced.ToString();
+    void* more = nullptr;
+    EXPECT_EQ(api->Malloc(64, &more).code(), ErrorCode::kUnsupportedCapability);
+  }
+  EXPECT_EQ(CurrentCudaContext(), CudaContext::kHostThread);
+  const std::vector<std::string> calls = inner->calls();
+  EXPECT_EQ(std::count_if(calls.begin(), calls.end(),
+                          [](const std::string& c) { return c.rfind("StreamSynchronize", 0) == 0; }),
+            0)
+      << "a refused call never reaches CUDA";
+  ASSERT_TRUE(api->StreamSynchronize(stream).ok());
+  EXPECT_EQ(*static_cast<std::int64_t*>(memory), 42);  // the allowed copy ran
+  ASSERT_TRUE(api->Free(memory).ok());
+  ASSERT_TRUE(api->StreamDestroy(stream).ok());
+}
+
+}  // namespace
+}  // namespace hyper_parallel::shmem::cuda
