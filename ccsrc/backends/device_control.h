@@ -11,14 +11,20 @@
 // every PE raised its flag for n + 1, which each does only after it read n: no row is
 // overwritten before it was read. Numbers only grow; the block starts zeroed.
 //
-// Thread-safety: a pure function of its arguments and the operations it is given; the caller
-// serialises exchanges (one collective at a time per PE).
+// CallerStreams is what such a backend remembers of the work it only enqueued on a caller's
+// stream: the streams, to synchronise at Quiesce, and the local operands that work still reads.
+//
+// Thread-safety: ExchangeThroughDeviceControl is a pure function of its arguments and the
+// operations it is given; the caller serialises exchanges (one collective at a time per PE).
+// CallerStreams may be used from any thread.
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "backends/collective.h"
@@ -52,6 +58,38 @@ struct DeviceControlLayout {
   std::uint64_t flags = 0;
   std::uint64_t epochs = 0;
   std::uint64_t bytes = 0;
+};
+
+/// The caller's streams work was enqueued on, and the operands it holds, until the next Quiesce.
+class CallerStreams {
+ public:
+  /// Notes that work holding `keep_alive` (may be null) was enqueued on `stream`.
+  void Note(void* stream, std::shared_ptr<const void> keep_alive) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (std::find(streams_.begin(), streams_.end(), stream) == streams_.end()) {
+      streams_.push_back(stream);
+    }
+    if (keep_alive != nullptr) keep_alive_.push_back(std::move(keep_alive));
+  }
+
+  /// Everything noted so far, forgotten here: the caller synchronises the streams, then drops
+  /// the operands (work noted meanwhile keeps its own).
+  struct Taken {
+    std::vector<void*> streams;
+    std::vector<std::shared_ptr<const void>> keep_alive;
+  };
+  Taken Take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Taken taken{std::move(streams_), std::move(keep_alive_)};
+    streams_.clear();
+    keep_alive_.clear();
+    return taken;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<void*> streams_;
+  std::vector<std::shared_ptr<const void>> keep_alive_;
 };
 
 /// The stream operations an exchange needs, each enqueued on the backend's own stream.

@@ -217,11 +217,7 @@ Status CannBackend::DestroyHeap() {
   control_ = heap_ = nullptr;
   host_addressable_ = false;
   own_stream_ = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(pending_mutex_);
-    caller_streams_.clear();
-    pending_.clear();
-  }
+  caller_streams_.Take();
   // A finalised adapter is unusable; a failed one keeps the vendor's buffers alive on purpose.
   if (vendor_->state() != VendorState::kInitialized) vendor_.reset();
   return first;
@@ -233,12 +229,7 @@ void* CannBackend::Native(StreamRef stream) const {
 
 Status CannBackend::Complete(StreamRef stream, KeepAlive keep_alive) {
   if (stream.native == nullptr) return vendor_->SynchronizeStream(own_stream_);
-  std::lock_guard<std::mutex> lock(pending_mutex_);
-  if (std::find(caller_streams_.begin(), caller_streams_.end(), stream.native) ==
-      caller_streams_.end()) {
-    caller_streams_.push_back(stream.native);
-  }
-  if (keep_alive != nullptr) pending_.push_back(std::move(keep_alive));
+  caller_streams_.Note(stream.native, std::move(keep_alive));
   return Status::Ok();
 }
 
@@ -247,16 +238,12 @@ Status CannBackend::Drain(StreamRef stream) {
   return vendor_->SynchronizeStream(stream.native);
 }
 
-Status CannBackend::Latch(Status failure) const {
-  std::lock_guard<std::mutex> lock(failure_mutex_);
-  if (terminal_.ok()) terminal_ = failure;
+Status CannBackend::Latch(Status failure) {
+  terminal_.Set(failure);
   return failure;
 }
 
-Status CannBackend::Health() const {
-  std::lock_guard<std::mutex> lock(failure_mutex_);
-  return terminal_;
-}
+Status CannBackend::Health() const { return terminal_.Get(); }
 
 WaitInfo CannBackend::Wait() const {
   WaitInfo info;
@@ -272,13 +259,9 @@ std::string CannBackend::StreamLabel(StreamRef stream) const {
 }
 
 Status CannBackend::Quiesce() {
-  std::vector<void*> streams;
-  {
-    std::lock_guard<std::mutex> lock(pending_mutex_);
-    streams = caller_streams_;
-  }
+  const CallerStreams::Taken taken = caller_streams_.Take();
   Status first;
-  for (void* stream : streams) {
+  for (void* stream : taken.streams) {
     Status synced = vendor_->SynchronizeStream(stream);
     if (first.ok() && !synced.ok()) first = std::move(synced);
   }
@@ -287,10 +270,7 @@ Status CannBackend::Quiesce() {
     Status synced = vendor_->SynchronizeStream(own_stream_);
     if (first.ok() && !synced.ok()) first = std::move(synced);
   }
-  std::lock_guard<std::mutex> lock(pending_mutex_);
-  caller_streams_.clear();
-  pending_.clear();
-  return first;
+  return first;  // `taken` releases the operands of the work that ran
 }
 
 Status CannBackend::Put(StreamRef stream, std::uint64_t offset, const void* source,
@@ -314,7 +294,6 @@ Status CannBackend::Get(StreamRef stream, void* destination, std::uint64_t offse
 
 Status CannBackend::EnqueueSignal(void* native, std::uint64_t offset, SignalWidth width,
                                   SignalOp op, std::int64_t value, int pe) {
-  HPS_RETURN_IF_ERROR(ThirtyTwoBit("signal value", value));
   auto* low = reinterpret_cast<std::int32_t*>(heap_ + offset);
   if (width == SignalWidth::k64 && op == SignalOp::kSet) {
     // The upper half first (stream order), so a waiter that sees the low half sees it too.
@@ -329,6 +308,7 @@ Status CannBackend::EnqueueSignal(void* native, std::uint64_t offset, SignalWidt
 
 Status CannBackend::Signal(StreamRef stream, std::uint64_t offset, SignalWidth width,
                            SignalOp op, std::int64_t value, int pe) {
+  HPS_RETURN_IF_ERROR(ThirtyTwoBit("signal value", value));
   std::unique_lock<std::recursive_mutex> lock(own_stream_mutex_, std::defer_lock);
   if (stream.native == nullptr) lock.lock();
   HPS_RETURN_IF_ERROR(EnqueueSignal(Native(stream), offset, width, op, value, pe));

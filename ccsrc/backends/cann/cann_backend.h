@@ -38,6 +38,7 @@
 
 #include "backends/backend.h"
 #include "backends/device_control.h"
+#include "backends/failure_latch.h"
 #include "backends/cann/vendor_calls.h"
 #include "backends/cann/vendor_library.h"
 
@@ -96,7 +97,7 @@ class CannBackend final : public Backend {
  private:
   class KernelApiOnStream;
 
-  // Sets or adds `value` on the signal word at `offset` of PE `pe` (see the header comment).
+  // Sets or adds `value` (checked to fit 32 bits) on the signal word at `offset` of PE `pe`.
   Status EnqueueSignal(void* native, std::uint64_t offset, SignalWidth width, SignalOp op,
                        std::int64_t value, int pe);
   // The aclrtStream an operation on `stream` is enqueued on.
@@ -108,7 +109,7 @@ class CannBackend final : public Backend {
   Status Drain(StreamRef stream);
   // Exchange on the backend's stream, then match; a failure to exchange is terminal.
   Status ExchangeAndMatch(const CollectiveDescriptor& mine, std::string_view operation);
-  Status Latch(Status failure) const;
+  Status Latch(Status failure);
   // Runs a kernel's body in the custom-op call context.
   static Status RunKernel(const Kernel& kernel, KernelApiOnStream& api);
   std::byte* Control(std::uint64_t offset) const { return control_ + offset; }
@@ -123,11 +124,8 @@ class CannBackend final : public Backend {
   bool host_addressable_ = false;
   void* own_stream_ = nullptr;
   std::recursive_mutex own_stream_mutex_;
-  std::mutex pending_mutex_;
-  std::vector<void*> caller_streams_;  // streams queued on since the last Quiesce
-  std::vector<KeepAlive> pending_;     // operands of work queued on them
-  mutable std::mutex failure_mutex_;
-  mutable Status terminal_;
+  CallerStreams caller_streams_;  // queued on since the last Quiesce
+  FailureLatch terminal_;
 };
 
 }  // namespace hyper_parallel::shmem::cann

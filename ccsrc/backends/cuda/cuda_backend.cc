@@ -57,7 +57,7 @@ class CudaBackend::KernelApiOnStream final : public data_plane::KernelApi {
   Status WaitCounter(std::uint64_t offset, std::int64_t target, std::string_view what) override {
     HPS_RETURN_IF_ERROR(failure_);
     return backend_.EnqueueWait(stream_, backend_.heap_[rank()] + offset, Comparison::kGe, target,
-                                std::string(what), offset);
+                                std::string(what));
   }
   // A diagnostic look: -1 inside a kernel, where the table refuses the synchronisation.
   std::int64_t ReadCounter(std::uint64_t offset) const override {
@@ -79,7 +79,7 @@ class CudaBackend::KernelApiOnStream final : public data_plane::KernelApi {
     for (int source : sources) {
       HPS_RETURN_IF_ERROR(backend_.EnqueueWait(stream_, EpochWord(rank(), slot, source),
                                                Comparison::kGe, static_cast<std::int64_t>(epoch),
-                                               std::string(operation), 0));
+                                               std::string(operation)));
     }
     return Status::Ok();
   }
@@ -182,16 +182,12 @@ Status CudaBackend::DestroyHeap() {
   return first;
 }
 
-Status CudaBackend::Latch(Status failure) const {
-  std::lock_guard<std::mutex> lock(failure_mutex_);
-  if (terminal_.ok()) terminal_ = failure;
+Status CudaBackend::Latch(Status failure) {
+  terminal_.Set(failure);
   return failure;
 }
 
-Status CudaBackend::Health() const {
-  std::lock_guard<std::mutex> lock(failure_mutex_);
-  return terminal_;
-}
+Status CudaBackend::Health() const { return terminal_.Get(); }
 
 WaitInfo CudaBackend::Wait() const {
   WaitInfo info;
@@ -206,7 +202,7 @@ std::string CudaBackend::StreamLabel(StreamRef stream) const {
 }
 
 Status CudaBackend::EnqueueWait(void* stream, const void* address, Comparison comparison,
-                                std::int64_t value, std::string what, std::uint64_t offset) {
+                                std::int64_t value, std::string what) {
   // Reports come from a pool made at CreateHeap: a kernel's body may not allocate.
   WaitReport* report = nullptr;
   {
@@ -227,7 +223,7 @@ Status CudaBackend::EnqueueWait(void* stream, const void* address, Comparison co
     free_reports_.push_back(report);
     return enqueued;
   }
-  waits_.push_back(PendingWait{stream, report, std::move(what), offset, value});
+  waits_.push_back(PendingWait{stream, report, std::move(what), address, comparison, value});
   return Status::Ok();
 }
 
@@ -246,7 +242,8 @@ Status CudaBackend::Synchronize(void* stream) {
     if (wait.report->timed_out != 0 && status.ok()) {
       status = Status::Assertion(ErrorCode::kTimeout, wait.what + " timed out",
                                  {{"pe", std::to_string(spec_.rank)},
-                                  {"offset", std::to_string(wait.offset)},
+                                  {"address", Hex(wait.address)},
+                                  {"comparison", std::string(ComparisonName(wait.comparison))},
                                   {"expected", std::to_string(wait.expected)},
                                   {"observed", std::to_string(wait.report->observed)},
                                   {"timeout_ms", std::to_string(spec_.timeout.count())}});
@@ -259,12 +256,7 @@ Status CudaBackend::Synchronize(void* stream) {
 
 Status CudaBackend::Complete(StreamRef stream, KeepAlive keep_alive) {
   if (stream.native == nullptr) return Synchronize(own_stream_);
-  std::lock_guard<std::mutex> lock(pending_mutex_);
-  if (std::find(caller_streams_.begin(), caller_streams_.end(), stream.native) ==
-      caller_streams_.end()) {
-    caller_streams_.push_back(stream.native);
-  }
-  if (keep_alive != nullptr) keep_alive_.push_back(std::move(keep_alive));
+  caller_streams_.Note(stream.native, std::move(keep_alive));
   return Status::Ok();
 }
 
@@ -274,20 +266,11 @@ Status CudaBackend::Drain(StreamRef stream) {
 }
 
 Status CudaBackend::Quiesce() {
-  std::vector<void*> streams;
-  {
-    std::lock_guard<std::mutex> lock(pending_mutex_);
-    streams = caller_streams_;
-  }
+  const CallerStreams::Taken taken = caller_streams_.Take();  // operands dropped on return
   Status first;
-  for (void* stream : streams) {
+  for (void* stream : taken.streams) {
     Status synced = Synchronize(stream);
     if (first.ok() && !synced.ok()) first = std::move(synced);
-  }
-  {
-    std::lock_guard<std::mutex> lock(pending_mutex_);
-    caller_streams_.clear();
-    keep_alive_.clear();
   }
   if (own_stream_ != nullptr) {
     std::lock_guard<std::recursive_mutex> lock(own_stream_mutex_);
@@ -344,30 +327,14 @@ Status CudaBackend::WaitSignal(StreamRef stream, std::uint64_t offset, SignalWid
     // about to send what it waits for), so it gets a stream of its own.
     void* waiting = nullptr;
     HPS_RETURN_IF_ERROR(api_->StreamCreate(&waiting));
-    void* memory = nullptr;
-    Status status = api_->MallocHost(sizeof(WaitReport), &memory);
-    if (status.ok()) {
-      auto* report = new (memory) WaitReport{};
-      const auto timeout_ns = static_cast<std::uint64_t>(spec_.timeout.count()) * 1'000'000ull;
-      status = api_->WaitValue64(waiting, heap_[spec_.rank] + offset, ToCuda(comparison), value,
-                                 timeout_ns, report);
-      if (status.ok()) status = api_->StreamSynchronize(waiting);
-      if (status.ok() && report->timed_out != 0) {
-        status = Status::Assertion(ErrorCode::kTimeout, "wait_signal timed out",
-                                   {{"pe", std::to_string(spec_.rank)},
-                                    {"address", Hex(heap_[spec_.rank] + offset)},
-                                    {"comparison", std::string(ComparisonName(comparison))},
-                                    {"expected", std::to_string(value)},
-                                    {"observed", std::to_string(report->observed)},
-                                    {"timeout_ms", std::to_string(spec_.timeout.count())}});
-      }
-      api_->FreeHost(memory);
-    }
+    Status status =
+        EnqueueWait(waiting, heap_[spec_.rank] + offset, comparison, value, "wait_signal");
+    if (status.ok()) status = Synchronize(waiting);
     Status destroyed = api_->StreamDestroy(waiting);
     return status.ok() ? destroyed : status;
   }
-  HPS_RETURN_IF_ERROR(EnqueueWait(stream.native, heap_[spec_.rank] + offset, comparison, value,
-                                  "wait_signal", offset));
+  HPS_RETURN_IF_ERROR(
+      EnqueueWait(stream.native, heap_[spec_.rank] + offset, comparison, value, "wait_signal"));
   return Complete(stream, nullptr);
 }
 
@@ -385,8 +352,7 @@ Status CudaBackend::ExchangeDescriptors(const CollectiveDescriptor& mine,
   ops.wait_flag = [this, operation](std::uint64_t offset, std::int64_t value, int from_pe) {
     return EnqueueWait(own_stream_, Control(spec_.rank, offset), Comparison::kGe, value,
                        std::string(operation) + " waiting for pe " + std::to_string(from_pe) +
-                           "'s descriptor",
-                       offset);
+                           "'s descriptor");
   };
   ops.read = [this](std::uint64_t offset, void* out, std::uint64_t bytes) {
     return api_->MemcpyAsync(out, Control(spec_.rank, offset), bytes, own_stream_);

@@ -32,6 +32,7 @@
 
 #include "backends/backend.h"
 #include "backends/device_control.h"
+#include "backends/failure_latch.h"
 #include "backends/cuda/cuda_api.h"
 
 namespace hyper_parallel::shmem::cuda {
@@ -89,8 +90,9 @@ class CudaBackend final : public Backend {
   struct PendingWait {
     void* stream = nullptr;
     WaitReport* report = nullptr;
-    std::string what;     // "wait_signal", "moe combine waiting for ..."
-    std::uint64_t offset = 0;
+    std::string what;  // "wait_signal", "moe combine waiting for ..."
+    const void* address = nullptr;
+    Comparison comparison = Comparison::kEq;
     std::int64_t expected = 0;
   };
 
@@ -98,7 +100,7 @@ class CudaBackend final : public Backend {
   std::byte* Control(int pe, std::uint64_t offset) const { return control_[pe] + offset; }
   // A wait on `stream` whose report is checked when the stream is synchronised.
   Status EnqueueWait(void* stream, const void* address, Comparison comparison,
-                     std::int64_t value, std::string what, std::uint64_t offset);
+                     std::int64_t value, std::string what);
   // Synchronises `stream` and turns a wait that gave up on it into TIMEOUT.
   Status Synchronize(void* stream);
   // After enqueuing on `stream`: synchronises the backend's own stream, or keeps `keep_alive`
@@ -107,7 +109,7 @@ class CudaBackend final : public Backend {
   Status Drain(StreamRef stream);
   Status ExchangeAndMatch(const CollectiveDescriptor& mine, std::string_view operation);
   Status RunKernel(void* stream, const Kernel& kernel);
-  Status Latch(Status failure) const;
+  Status Latch(Status failure);
 
   std::unique_ptr<CudaApi> api_;
   HeapSpec spec_;
@@ -121,16 +123,14 @@ class CudaBackend final : public Backend {
   std::vector<void*> opened_;        // peers' allocations opened through IPC
   void* own_stream_ = nullptr;
   std::recursive_mutex own_stream_mutex_;
-  std::mutex pending_mutex_;
-  std::vector<void*> caller_streams_;
-  std::vector<KeepAlive> keep_alive_;
+  CallerStreams caller_streams_;     // queued on since the last Quiesce
+  std::mutex pending_mutex_;         // guards the waits and the free reports
   std::vector<PendingWait> waits_;   // reports of waits not yet checked
   // Host-mapped wait reports, made once (a kernel's body may not allocate).
   static constexpr int kWaitReports = 1024;
   void* reports_ = nullptr;
   std::vector<WaitReport*> free_reports_;
-  mutable std::mutex failure_mutex_;
-  mutable Status terminal_;
+  FailureLatch terminal_;
 };
 
 }  // namespace hyper_parallel::shmem::cuda

@@ -49,26 +49,6 @@ Status PeerLost(int pe, int pid, int after, int after_pid) {
                                                     "), which exited after losing it"}});
 }
 
-bool FailureLatch::Set(Status failure) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (failed_.load(std::memory_order_relaxed)) return false;
-  failure_ = std::move(failure);
-  failed_.store(true, std::memory_order_release);
-  return true;
-}
-
-Status FailureLatch::Get() const {
-  if (!failed()) return Status::Ok();
-  std::lock_guard<std::mutex> lock(mutex_);
-  return failure_;
-}
-
-void FailureLatch::Reset() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  failure_ = Status::Ok();
-  failed_.store(false, std::memory_order_release);
-}
-
 Status PeerMonitor::Start(int rank, const std::vector<int>& pids, FailureLatch* latch,
                           Doorbell* bell, std::vector<std::atomic<std::int32_t>*> lost_words) {
   Stop();

@@ -21,29 +21,13 @@
 #include <thread>
 #include <vector>
 
+#include "backends/failure_latch.h"
 #include "backends/host/doorbell.h"
 #include "base/status.h"
 
 namespace hyper_parallel::shmem::host {
 
-class FailureLatch {
- public:
-  /// True once a failure was latched. One acquire load.
-  bool failed() const { return failed_.load(std::memory_order_acquire); }
-  /// The flag bounded waits poll.
-  const std::atomic<bool>* flag() const { return &failed_; }
-  /// Keeps `failure` unless a failure is already latched; true when this one was kept.
-  bool Set(Status failure);
-  /// The latched failure, or OK.
-  Status Get() const;
-  /// Forgets the failure (a new lifecycle).
-  void Reset();
-
- private:
-  std::atomic<bool> failed_{false};
-  mutable std::mutex mutex_;
-  Status failure_;
-};
+using shmem::FailureLatch;  // backends/failure_latch.h
 
 class PeerMonitor {
  public:

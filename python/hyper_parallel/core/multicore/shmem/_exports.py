@@ -33,40 +33,28 @@ def _refuse(tensor: torch.Tensor, export: str) -> None:
                      "a symmetric tensor"))
 
 
-def _guard_method(name: str, export: str) -> None:
-    original = getattr(torch.Tensor, name)
+def _guarded(original, export: str, copy_passes: bool = False):
+    """`original` (a method or function whose first argument is the tensor) behind the check;
+    with `copy_passes`, a call asking for a copy (`copy=True`) aliases nothing and passes."""
     if getattr(original, "_hps_guard", None) is _GUARDED:
-        return
-
-    @functools.wraps(original)
-    def guarded(self, *args, **kwargs):
-        if not kwargs.get("copy"):  # __dlpack__(copy=True) exports a copy: nothing to alias
-            _refuse(self, export)
-        return original(self, *args, **kwargs)
-
-    guarded._hps_guard = _GUARDED
-    setattr(torch.Tensor, name, guarded)
-
-
-def _guard_to_dlpack() -> None:
-    original = torch.utils.dlpack.to_dlpack
-    if getattr(original, "_hps_guard", None) is _GUARDED:
-        return
+        return original
 
     @functools.wraps(original)
     def guarded(tensor, *args, **kwargs):
-        _refuse(tensor, "to_dlpack")
+        if not (copy_passes and kwargs.get("copy")):
+            _refuse(tensor, export)
         return original(tensor, *args, **kwargs)
 
     guarded._hps_guard = _GUARDED
-    torch.utils.dlpack.to_dlpack = guarded
-    if getattr(torch, "to_dlpack", None) is original:
-        torch.to_dlpack = guarded
+    return guarded
 
 
 def install() -> None:
     """Wraps the export entry points (idempotent)."""
-    _guard_method("numpy", "numpy")
-    _guard_method("__array__", "__array__")
-    _guard_method("__dlpack__", "__dlpack__")
-    _guard_to_dlpack()
+    for name in ("numpy", "__array__", "__dlpack__"):
+        setattr(torch.Tensor, name,
+                _guarded(getattr(torch.Tensor, name), name, copy_passes=name == "__dlpack__"))
+    original = torch.utils.dlpack.to_dlpack
+    torch.utils.dlpack.to_dlpack = _guarded(original, "to_dlpack")
+    if getattr(torch, "to_dlpack", None) is original:
+        torch.to_dlpack = torch.utils.dlpack.to_dlpack
