@@ -91,7 +91,26 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"HYPER_PARALLEL_SHMEM_BACKEND", "gpu"},
                       BadValue{"HYPER_PARALLEL_SHMEM_COPY_WORKERS", "0"},
                       BadValue{"HYPER_PARALLEL_SHMEM_COPY_WORKERS", "65"},
-                      BadValue{"HYPER_PARALLEL_SHMEM_COPY_WORKERS", "two"}));
+                      BadValue{"HYPER_PARALLEL_SHMEM_COPY_WORKERS", "two"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES", "-1"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES", "00"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES", "1MiB"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES", "70368744177665"}));
+
+TEST(Config, TheQuarantineDefaultsToAnEighthOfTheHeapAndZeroTurnsItOff) {
+  Config config;
+  ASSERT_TRUE(Config::FromEnvironment(Env({{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", "8192"}}), &config)
+                  .ok());
+  EXPECT_FALSE(config.quarantine_bytes.has_value());
+  EXPECT_EQ(config.quarantine(), 1024u);
+  ASSERT_TRUE(
+      Config::FromEnvironment(Env({{"HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES", "0"}}), &config).ok());
+  EXPECT_EQ(config.quarantine(), 0u);
+  ASSERT_TRUE(
+      Config::FromEnvironment(Env({{"HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES", "4096"}}), &config)
+          .ok());
+  EXPECT_EQ(config.quarantine(), 4096u);
+}
 
 TEST(ParsePositiveDecimal, Boundaries) {
   std::uint64_t value = 0;

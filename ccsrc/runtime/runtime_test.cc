@@ -624,5 +624,18 @@ TEST_F(RuntimeTest, LeaksAreReclaimedOnlyWhenTheCloseExchangeSucceeded) {
   EXPECT_TRUE(runtime_.Shutdown().ok());
 }
 
+TEST_F(RuntimeTest, HostTensorsOverADeviceHeapAreRefusedNamingTheDevice) {
+  ASSERT_TRUE(Init().ok());
+  ASSERT_TRUE(runtime_.RequireHostAddressableHeap("empty").ok());
+  panel_->host_addressable = false;
+  const Status refused = runtime_.RequireHostAddressableHeap("empty");
+  EXPECT_EQ(refused.code(), ErrorCode::kUnsupportedCapability) << refused.ToString();
+  EXPECT_EQ(refused.operation(), "empty");
+  EXPECT_NE(refused.message().find("device=cpu:0"), std::string::npos) << refused.message();
+  EXPECT_TRUE(runtime_.Snapshot().live.empty()) << "nothing was allocated";
+  panel_->host_addressable = true;
+  EXPECT_TRUE(runtime_.Shutdown().ok());
+}
+
 }  // namespace
 }  // namespace hyper_parallel::shmem

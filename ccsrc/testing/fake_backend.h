@@ -62,6 +62,8 @@ struct FakePanel {
   Status health;
   /// WaitSignal polls the word until the timeout instead of failing at once.
   bool blocking_waits = false;
+  /// What HostAddressableHeap() answers (false: a heap in device memory).
+  bool host_addressable = true;
   /// What collectives on a non-default stream keep alive, held here as if the work were still
   /// queued, until the test clears it (ReleaseQueued).
   std::vector<KeepAlive> queued;
@@ -100,7 +102,7 @@ class FakeBackend final : public Backend {
   Status OpenPeers(const std::vector<std::string>& handles) override;
   Status DestroyHeap() override;
   std::byte* LocalHeapBase() const override { return heap_; }
-  bool HostAddressableHeap() const override { return true; }
+  bool HostAddressableHeap() const override { return panel_->host_addressable; }
   Status ExchangeDescriptors(const CollectiveDescriptor& mine, std::string_view operation,
                              std::vector<CollectiveDescriptor>* all) override;
   Status Quiesce() override { return panel_->Enter(FakeCall::kQuiesce); }
