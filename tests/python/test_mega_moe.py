@@ -160,6 +160,60 @@ def test_two_layers_share_resources_and_close_and_reopen(pes):
     assert all(pes(2).run(_shared_resources_and_reopen, timeout=300))
 
 
+def _overlap_modes_and_in_place_contract(rank, size):
+    torch.manual_seed(3)
+    with shmem.acquire_shmem():
+        try:
+            shmem.Stream()
+            streams = True
+        except shmem.ShmemError as error:  # CANN: the framework's streams only
+            assert error.error_code == "UNSUPPORTED_CAPABILITY", error
+            streams = False
+        if not streams:  # asked for, the overlap is refused before any collective
+            expect_shmem_error("UNSUPPORTED_CAPABILITY", MegaMoEResources, H, 2 * size, 2,
+                               overlap_combine=True)
+    # Rank 0 overlaps the combine on its own stream, the others run it after their experts:
+    # the protocol is the same, so PEs may differ. Two layers back to back: two backward
+    # calls in a row with no count exchange between them (the "free" counters order them).
+    overlap = rank == 0 and streams
+    with MegaMoEResources(H, 2 * size, 2, overlap_combine=overlap) as resources:
+        assert (resources.combine_stream is not None) == overlap
+        first = MegaMoE(H, I, 2 * size, 2, resources=resources)
+        second = MegaMoE(H, I, 2 * size, 2, resources=resources)
+        dense1, dense2 = first.dense_weights(), second.dense_weights()
+        for step in range(3):
+            x = _tokens(rank + 10 * step, 7 + step).requires_grad_(True)
+            second(first(x)).sum().backward()
+            xr = x.detach().clone().requires_grad_(True)
+            _dense(second, dense2, _dense(first, dense1, xr)).sum().backward()
+            assert _close(x.grad, xr.grad), (step, (x.grad - xr.grad).abs().max())
+        calls = resources.stats.calls
+        assert calls == 4 * 3
+        # A collective: every PE's last combine (and its "free" signals) is done before it.
+        counts = resources.exchange_counts(torch.tensor([3] * (2 * size)))
+        for name in ("forward", "backward"):  # every owner freed its receive buffer every call
+            direction = resources._directions[name]
+            assert int(direction.free_word.item()) == direction.free_target == size * calls // 2
+        # run()'s contract: compute writes over the received rows, or returns results that
+        # are copied there.
+        layout = resources.layout(counts)
+        rows = _tokens(rank, 6 * size)
+        doubled = resources.run("forward", rows, counts, layout, lambda local, got: got * 2)
+        assert torch.equal(doubled, rows * 2)
+        tripled = resources.run("forward", rows, counts, layout, lambda local, got: got.mul_(3))
+        assert torch.equal(tripled, rows * 3)
+        same = resources.run("forward", rows, counts, layout, lambda local, got: None)
+        assert torch.equal(same, rows)
+    with pytest.raises(TypeError, match="overlap_combine"):
+        MegaMoEResources(H, 2 * size, 2, overlap_combine="yes")
+    return True
+
+
+def test_the_combine_overlaps_or_follows_the_experts_and_experts_write_in_place(pes):
+    assert all(pes(2).run(_overlap_modes_and_in_place_contract, timeout=300))
+    assert all(pes(3).run(_overlap_modes_and_in_place_contract, timeout=300))
+
+
 def _heap_too_small(rank, size):
     os.environ["HYPER_PARALLEL_SHMEM_HEAP_SIZE"] = str(1 << 20)
     with shmem.acquire_shmem():

@@ -1,13 +1,18 @@
 """The expert-parallel part of MegaMoE as one autograd function.
 
 Forward: this PE's expert-sorted rows go to their experts' owners (one native dispatch); each
-owner runs its local experts' SwiGLU as soon as each expert's rows have landed, and each
-expert's results go back as soon as it is done (one native combine); the rows come back in
-the order they left. Backward runs the same path the other way: the gradients of the results
-go to the owners with the forward's layout, each owner computes the gradients of its local
-experts' weights (which stay at the owner: no all-reduce) and of the rows it received from
-the graph the forward kept per expert (nothing is computed twice), and those go back.
-Everything between the two native calls is torch on the owner.
+owner runs its local experts' SwiGLU as soon as each expert's rows have landed, writing the
+results over those rows in its receive buffer, and each expert's results go back from there as
+soon as it is done (one native combine); the rows come back in the order they left. Backward
+runs the same path the other way: the gradients of the results go to the owners with the
+forward's layout, each owner computes the gradients of its local experts' weights (which stay
+at the owner: no all-reduce) and of the rows it received, from what the forward saved per
+expert (nothing is computed twice), writing the rows' gradients over the incoming ones, and
+those go back. Everything between the two native calls is torch on the owner.
+
+The SwiGLU's backward is written out (the same products autograd would form, in the same
+orientation) instead of running autograd's engine once per expert: an engine call per expert
+costs more than a small expert's arithmetic.
 """
 
 from __future__ import annotations
@@ -22,6 +27,34 @@ def swiglu(x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor,
     return (F.silu(x @ gate.t()) * (x @ up.t())) @ down.t()
 
 
+def _swiglu_into(rows: torch.Tensor, gate: torch.Tensor, up: torch.Tensor,
+                 down: torch.Tensor, keep: bool):
+    """Writes swiglu(rows, ...) over `rows`; with `keep`, returns what the backward needs
+    (a copy of the input and the intermediate products), else None."""
+    x = rows.clone() if keep else rows
+    g = x @ gate.t()
+    u = x @ up.t()
+    a = F.silu(g)
+    h = a * u
+    torch.mm(h, down.t(), out=rows)
+    return (x, g, u, a, h) if keep else None
+
+
+def _swiglu_backward_into(dy: torch.Tensor, saved, gate: torch.Tensor, up: torch.Tensor,
+                          down: torch.Tensor):
+    """The gradients of swiglu's weights (gate, up, down) from the saved products; writes the
+    gradient of its input over `dy`."""
+    x, g, u, a, h = saved
+    dh = dy.mm(down)
+    d_down = h.t().mm(dy).t()
+    dg = torch.ops.aten.silu_backward(dh * u, g)
+    du = dh * a
+    d_gate = x.t().mm(dg).t()
+    d_up = x.t().mm(du).t()
+    torch.add(dg.mm(gate), du.mm(up), out=dy)
+    return d_gate, d_up, d_down
+
+
 class ExpertParallel(torch.autograd.Function):
     """rows [N, H] (this PE's routed rows sorted by expert) -> the experts' outputs [N, H].
 
@@ -30,45 +63,31 @@ class ExpertParallel(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, rows, gate, up, down, resources, counts, layout):
-        # Each local expert's computation keeps its own small autograd graph (on leaves that
-        # share the weights' storage, and a copy of its rows: the receive buffer is reused by
-        # the next call), so the backward differentiates it without computing it again.
-        graphs = [None] * gate.shape[0]
-        if not any(ctx.needs_input_grad[:4]):  # no backward will come (inference, no_grad)
-            return resources.run("forward", rows.contiguous(), counts, layout,
-                                 lambda local, x: swiglu(x, gate[local], up[local], down[local]))
+        keep = any(ctx.needs_input_grad[:4])  # false: no backward will come (no_grad, eval)
+        saved = [None] * gate.shape[0]
+        gate, up, down = gate.detach(), up.detach(), down.detach()
 
-        def compute(local, x):
-            with torch.enable_grad():
-                leaves = (x.detach().clone().requires_grad_(True),
-                          gate[local].detach().requires_grad_(True),
-                          up[local].detach().requires_grad_(True),
-                          down[local].detach().requires_grad_(True))
-                y = swiglu(*leaves)
-            graphs[local] = (y, leaves)
-            return y.detach()
+        def compute(local, received):
+            saved[local] = _swiglu_into(received, gate[local], up[local], down[local], keep)
 
         out = resources.run("forward", rows.contiguous(), counts, layout, compute)
-        ctx.resources, ctx.counts, ctx.layout, ctx.graphs = resources, counts, layout, graphs
-        ctx.shapes = (gate.shape, up.shape, down.shape, gate.dtype)
+        if keep:
+            ctx.resources, ctx.counts, ctx.layout, ctx.saved = resources, counts, layout, saved
+            ctx.weights = (gate, up, down)
         return out
 
     @staticmethod
     def backward(ctx, grad_rows):
-        gate_shape, up_shape, down_shape, dtype = ctx.shapes
-        d_gate = torch.zeros(gate_shape, dtype=dtype)
-        d_up = torch.zeros(up_shape, dtype=dtype)
-        d_down = torch.zeros(down_shape, dtype=dtype)
-        graphs = ctx.graphs
+        gate, up, down = ctx.weights
+        d_gate, d_up, d_down = torch.zeros_like(gate), torch.zeros_like(up), torch.zeros_like(down)
+        saved = ctx.saved
 
-        def compute(local, dy):
-            y, leaves = graphs[local]
-            dx, dg, du, dd = torch.autograd.grad(y, leaves, dy)
-            d_gate[local], d_up[local], d_down[local] = dg, du, dd
-            graphs[local] = None  # free the expert's activations as soon as it is done
-            return dx
+        def compute(local, received):
+            d_gate[local], d_up[local], d_down[local] = _swiglu_backward_into(
+                received, saved[local], gate[local], up[local], down[local])
+            saved[local] = None  # free the expert's activations as soon as it is done
 
-        grad_in = ctx.resources.run("backward", grad_rows.to(dtype).contiguous(), ctx.counts,
-                                    ctx.layout, compute)
-        ctx.graphs = None
+        grad_in = ctx.resources.run("backward", grad_rows.to(gate.dtype).contiguous(),
+                                    ctx.counts, ctx.layout, compute)
+        ctx.saved = ctx.weights = None
         return grad_in, d_gate, d_up, d_down, None, None, None

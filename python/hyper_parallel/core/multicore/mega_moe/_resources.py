@@ -6,8 +6,14 @@ layer of the same shape that is given it):
     return buffer [R, H] (R: the most rows any PE routes in one call);
   - the count matrix [P, E] the per-step count exchange (shmem.all_gather) fills;
   - counters, one 64-byte line each: per direction, a dispatch counter and a "done" counter
-    per local expert and one return counter. They are monotonic (targets grow, nothing is
-    reset), so no step zeroes anything a peer may be writing.
+    per local expert, one return counter and one "free" counter. They are monotonic (targets
+    grow, nothing is reset), so no step zeroes anything a peer may be writing.
+
+The experts write their results over the rows they received, and the combine sends them from
+the receive buffer. So that no PE's next dispatch lands in a receive buffer whose combine is
+still sending, every owner adds 1 to every PE's "free" counter of the direction once its
+combine is done, and a dispatch first waits until every owner's previous combine has (in
+practice already true: the wait costs one read).
 
 Sizing: R = max_tokens * top_k (or the first call's largest), C = P * R when lossless
 (capacity_factor=None: every row of every PE could go to one owner), else ceil(R *
@@ -24,6 +30,7 @@ handle: every PE must create and close its resources in the same order.
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -38,6 +45,15 @@ _GROWTH = 1.25
 _COUNTER_ELEMENTS = 8  # int64 per counter: one 64-byte line
 _CONFIG_FIELDS = ("hidden_size", "num_experts", "top_k", "dtype", "chunk_rows",
                   "capacity_permille", "max_tokens", "pes")
+
+
+def _cpus_for_a_combine_thread(pes: int) -> bool:
+    """Whether this PE has a CPU for a combine stream's executor beside its own thread: its
+    cpus are its own (pinned by the runtime, or bound by a launcher) or the machine's cpus are
+    at least as many as the PEs. Where PEs outnumber cores, a combine thread only adds a
+    hand-off between threads of one core at every expert."""
+    usable = len(os.sched_getaffinity(0))
+    return usable < (os.cpu_count() or usable) or pes <= usable
 
 
 def _own_stream():
@@ -74,11 +90,13 @@ class _Direction:
     dispatch_words: list = field(default_factory=list)
     done_words: list = field(default_factory=list)
     return_word: torch.Tensor | None = None
+    free_word: torch.Tensor | None = None
     arrivals: torch.Tensor | None = None
     returned: torch.Tensor | None = None
     dispatch_targets: list = field(default_factory=list)
     done_targets: list = field(default_factory=list)
     return_target: int = 0
+    free_target: int = 0
 
 
 @dataclass
@@ -106,7 +124,15 @@ class MegaMoEResources:
     """The resident symmetric buffers and the combine stream of MegaMoE layers of one shape.
 
     MegaMoEResources(hidden_size, num_experts, top_k, *, dtype=torch.float32,
-                     capacity_factor=None, max_tokens=None, chunk_rows=128, group=None)
+                     capacity_factor=None, max_tokens=None, chunk_rows=128, group=None,
+                     overlap_combine=None)
+
+    overlap_combine: True runs the combine on a stream of its own, which sends each expert's
+    results back as soon as that expert is done while later experts compute; False runs it on
+    the caller's stream once every local expert is done. None (the default) overlaps where the
+    backend has streams of its own and the PE has a CPU for the stream's executor (not where
+    PEs outnumber cores: there the extra thread costs a context switch per expert and measured
+    slower). True on a backend without streams raises UNSUPPORTED_CAPABILITY.
 
     Collective: every PE constructs it with the same arguments, in the same order as its other
     collective calls; a PE whose arguments differ makes every PE raise COLLECTIVE_MISMATCH
@@ -115,7 +141,8 @@ class MegaMoEResources:
 
     def __init__(self, hidden_size: int, num_experts: int, top_k: int, *,
                  dtype: torch.dtype = torch.float32, capacity_factor: float | None = None,
-                 max_tokens: int | None = None, chunk_rows: int = 128, group=None) -> None:
+                 max_tokens: int | None = None, chunk_rows: int = 128, group=None,
+                 overlap_combine: bool | None = None) -> None:
         for name, value in (("hidden_size", hidden_size), ("num_experts", num_experts),
                             ("top_k", top_k), ("chunk_rows", chunk_rows)):
             if isinstance(value, bool) or not isinstance(value, int):
@@ -129,6 +156,9 @@ class MegaMoEResources:
                                                 and capacity_factor > 0):
             raise ValueError(contract("capacity_factor", "a positive number or None",
                                       repr(capacity_factor)))
+        if overlap_combine not in (None, True, False):
+            raise TypeError(contract("overlap_combine", "True, False or None",
+                                     repr(overlap_combine)))
         if top_k > num_experts:
             raise ValueError(contract("top_k", f"at most num_experts ({num_experts})", top_k))
         self.hidden_size, self.num_experts, self.top_k = hidden_size, num_experts, top_k
@@ -144,11 +174,20 @@ class MegaMoEResources:
                 raise ValueError(contract("num_experts", f"a multiple of the PE count {self.pes}",
                                           num_experts))
             self.local_experts = num_experts // self.pes
+            # Local, before any collective: a refused stream fails here, with no peer left in
+            # a collective this PE will not enter.
+            if overlap_combine is None:
+                overlap_combine = _cpus_for_a_combine_thread(self.pes)
+                self.combine_stream = _own_stream() if overlap_combine else None
+            elif overlap_combine:
+                self.combine_stream = shmem.Stream()  # UNSUPPORTED_CAPABILITY without streams
+            else:
+                self.combine_stream = None
             self._check_agreement([hidden_size, num_experts, top_k, dtype_code, chunk_rows,
                                    -1 if capacity_factor is None else round(capacity_factor * 1000),
                                    -1 if max_tokens is None else max_tokens, self.pes])
             self.counts = shmem.empty(self.pes * num_experts, dtype=torch.int64)
-            per_direction = 2 * self.local_experts + 1
+            per_direction = 2 * self.local_experts + 2
             self.counters = shmem.empty(2 * per_direction, _COUNTER_ELEMENTS, dtype=torch.int64)
             self.counters.zero_()
             shmem.barrier()  # zeroed on every PE before any peer adds to them
@@ -164,12 +203,12 @@ class MegaMoEResources:
                 direction.dispatch_words = [self.counters[first + i, 0:1] for i in range(L)]
                 direction.done_words = [self.counters[first + L + i, 0:1] for i in range(L)]
                 direction.return_word = self.counters[first + 2 * L, 0:1]
+                direction.free_word = self.counters[first + 2 * L + 1, 0:1]
                 direction.arrivals = self.counters[first:first + L, 0]
             self.capacity = 0      # receive rows
             self.return_rows = 0   # return rows
             if max_tokens is not None:
                 self._resize(self._capacity_for(max_tokens * top_k), max_tokens * top_k)
-            self.combine_stream = _own_stream()
             self.stats = PipelineStats()
         except BaseException:
             self._release_after_failure()
@@ -267,9 +306,13 @@ class MegaMoEResources:
     def run(self, direction_name: str, rows: torch.Tensor, counts: torch.Tensor, layout: dict,
             compute) -> torch.Tensor:
         """Sends this PE's expert-sorted `rows` to the experts' owners, runs compute(local,
-        rows_of_that_expert) for each local expert as soon as its rows landed (the results go
-        back while the next expert computes), and returns this PE's results in the order of
-        `rows`. Collective: every PE calls it for the same step."""
+        received) for each local expert as soon as its rows landed (the results go back while
+        the next expert computes), and returns this PE's results in the order of `rows`.
+        Collective: every PE calls it for the same step.
+
+        `received` is the view of the receive buffer that holds the expert's rows; compute
+        writes the expert's results over it (same shape and dtype) and returns None, or
+        returns them and they are copied there. The view is valid during the call only."""
         if not self._lock.acquire(blocking=False):
             raise ShmemError.make("INVALID_STATE", "mega_moe", "validate",
                                   assertion("MegaMoE resources are already in a call on "
@@ -291,8 +334,10 @@ class MegaMoEResources:
             d.done_targets[local] += 1
         d.return_target += self.num_experts
         flat_counts = counts.reshape(-1)
-        results = torch.empty(max(1, layout["recv_rows"]), self.hidden_size, dtype=self.dtype)
         started = time.perf_counter()
+        if d.free_target:  # every owner's previous combine out of its receive buffer is done
+            shmem.wait_signal(d.free_word, d.free_target, comparison="ge")
+        d.free_target += self.pes
         # Dispatch on the caller's current stream (on the host's default stream: this thread,
         # which has nothing else to do until rows land), first, so the rows leave before
         # anything else runs; then the combine on its own stream, which sends each expert's
@@ -301,9 +346,13 @@ class MegaMoEResources:
                             self.num_experts, self.chunk_rows)
 
         def combine() -> None:
-            native.moe_combine(results, flat_counts, d.returned, d.return_counter,
+            # From the receive buffer, where the experts wrote their results; then this
+            # buffer is free for every PE's next dispatch.
+            native.moe_combine(d.recv, flat_counts, d.returned, d.return_counter,
                                d.done_counters, list(d.done_targets), self.num_experts,
                                self.chunk_rows)
+            for pe in range(self.pes):
+                shmem.signal(d.free_word, 1, pe, operation="add")
 
         if self.combine_stream is not None:
             with shmem.stream(self.combine_stream):
@@ -320,7 +369,10 @@ class MegaMoEResources:
             begin, count = layout["expert_row"][local], layout["expert_rows"][local]
             tick = time.perf_counter()
             if count:
-                results[begin:begin + count] = compute(local, d.recv[begin:begin + count])
+                received = d.recv[begin:begin + count]
+                result = compute(local, received)
+                if result is not None and result.data_ptr() != received.data_ptr():
+                    received.copy_(result)
             compute_s += time.perf_counter() - tick
             shmem.signal(d.done_words[local], 1, self.rank, operation="add")
         done_at = time.perf_counter()
