@@ -3,9 +3,9 @@
 //
 // Contexts: a host thread may make every call. A captured op (a torch custom op or a kernel body
 // that may run while a CUDA graph is being captured on its stream) may only enqueue: copies,
-// stream writes, adds and waits; allocating, opening IPC handles, making or destroying streams
-// and synchronising are refused there (they are illegal during capture, and a synchronise would
-// also stall the op's stream). A host callback (cudaLaunchHostFunc) may make no CUDA call at
+// batched copies, stream writes, adds and waits; allocating, opening IPC handles, making or
+// destroying streams and synchronising are refused there (they are illegal during capture, and
+// a synchronise would also stall the op's stream). A host callback (cudaLaunchHostFunc) may make no CUDA call at
 // all. The backend runs kernels' bodies in the captured-op context; CheckedCudaApi refuses a
 // call outside its allowed contexts with UNSUPPORTED_CAPABILITY before it reaches CUDA.
 //
@@ -35,7 +35,7 @@ inline constexpr CudaContext kAllCudaContexts[] = {CudaContext::kHostThread,
 enum class CudaCall : std::uint8_t {
   kGetDevice, kSetDevice, kDeviceUuid, kMalloc, kFree, kMallocHost, kFreeHost, kIpcExport,
   kIpcOpen, kIpcClose, kStreamCreate, kStreamDestroy, kStreamSynchronize, kMemcpyAsync,
-  kWriteValue64, kAddValue64, kWaitValue64, kCount,
+  kCopyBlocksAsync, kWriteValue64, kAddValue64, kWaitValue64, kCount,
 };
 
 struct CudaCallRule {
@@ -64,6 +64,7 @@ inline constexpr CudaCallRule kCudaCallRules[] = {
     {CudaCall::kStreamDestroy, "cudaStreamDestroy", kHostOnly},
     {CudaCall::kStreamSynchronize, "cudaStreamSynchronize", kHostOnly},
     {CudaCall::kMemcpyAsync, "cudaMemcpyAsync", kEnqueue},
+    {CudaCall::kCopyBlocksAsync, "the copy kernel", kEnqueue},
     {CudaCall::kWriteValue64, "cuStreamWriteValue64", kEnqueue},
     {CudaCall::kAddValue64, "the add kernel", kEnqueue},
     {CudaCall::kWaitValue64, "the wait kernel", kEnqueue},

@@ -31,9 +31,57 @@ TEST(CudaCallSites, EveryEntryOfTheTableIsEnforced) {
   EXPECT_FALSE(IsCallable(CudaCall::kStreamSynchronize, CudaContext::kCapturedOp));
   EXPECT_FALSE(IsCallable(CudaCall::kMalloc, CudaContext::kCapturedOp));
   EXPECT_TRUE(IsCallable(CudaCall::kWaitValue64, CudaContext::kCapturedOp));
+  EXPECT_TRUE(IsCallable(CudaCall::kCopyBlocksAsync, CudaContext::kCapturedOp));
   for (int i = 0; i < static_cast<int>(CudaCall::kCount); ++i) {
     EXPECT_FALSE(IsCallable(static_cast<CudaCall>(i), CudaContext::kHostCallback));
   }
+}
+
+// Makes the CudaApi call `call` stands for, with harmless arguments (a switch without a
+// default: a new CudaCall must be added here).
+Status MakeCall(CudaApi& api, CudaCall call) {
+  int device = 0;
+  std::string text;
+  void* ptr = nullptr;
+  alignas(8) std::int64_t word = 0;
+  WaitReport report;
+  const CopyBlock block{&word, &word, sizeof(word)};
+  switch (call) {
+    case CudaCall::kGetDevice: return api.GetDevice(&device);
+    case CudaCall::kSetDevice: return api.SetDevice(0);
+    case CudaCall::kDeviceUuid: return api.DeviceUuid(0, &text);
+    case CudaCall::kMalloc: return api.Malloc(64, &ptr);
+    case CudaCall::kFree: return api.Free(nullptr);
+    case CudaCall::kMallocHost: return api.MallocHost(64, &ptr);
+    case CudaCall::kFreeHost: return api.FreeHost(nullptr);
+    case CudaCall::kIpcExport: return api.IpcExport(&word, &text);
+    case CudaCall::kIpcOpen: return api.IpcOpen(text, &ptr);
+    case CudaCall::kIpcClose: return api.IpcClose(&word);
+    case CudaCall::kStreamCreate: return api.StreamCreate(&ptr);
+    case CudaCall::kStreamDestroy: return api.StreamDestroy(nullptr);
+    case CudaCall::kStreamSynchronize: return api.StreamSynchronize(nullptr);
+    case CudaCall::kMemcpyAsync: return api.MemcpyAsync(&word, &word, sizeof(word), nullptr);
+    case CudaCall::kCopyBlocksAsync: return api.CopyBlocksAsync(nullptr, &block, 1);
+    case CudaCall::kWriteValue64: return api.WriteValue64(nullptr, &word, 1);
+    case CudaCall::kAddValue64: return api.AddValue64(nullptr, &word, 1);
+    case CudaCall::kWaitValue64:
+      return api.WaitValue64(nullptr, &word, WaitComparison::kEq, 0, 0, &report);
+    case CudaCall::kCount: break;
+  }
+  return Status::Assertion(ErrorCode::kInvalidArgument, "no such call");
+}
+
+TEST(CudaCallSites, EveryMethodOfTheCheckedApiChecksItsOwnEntry) {
+  auto fake = std::make_unique<FakeCudaApi>();
+  FakeCudaApi* inner = fake.get();
+  std::unique_ptr<CudaApi> api = CheckedCudaApi(std::move(fake));
+  CudaContextScope callback(CudaContext::kHostCallback);  // where the table refuses every call
+  for (int i = 0; i < static_cast<int>(CudaCall::kCount); ++i) {
+    const Status refused = MakeCall(*api, static_cast<CudaCall>(i));
+    EXPECT_EQ(refused, CheckCudaCall(static_cast<CudaCall>(i), CudaContext::kHostCallback))
+        << kCudaCallRules[i].name << ": " << refused.ToString();
+  }
+  EXPECT_TRUE(inner->calls().empty()) << "a refused call never reaches CUDA";
 }
 
 TEST(CudaCallSites, TheCheckedApiRefusesBeforeCudaIsCalled) {
@@ -50,6 +98,8 @@ TEST(CudaCallSites, TheCheckedApiRefusesBeforeCudaIsCalled) {
     CudaContextScope captured(CudaContext::kCapturedOp);
     EXPECT_EQ(CurrentCudaContext(), CudaContext::kCapturedOp);
     ASSERT_TRUE(api->MemcpyAsync(memory, &value, sizeof(value), stream).ok());
+    const CopyBlock block{static_cast<char*>(memory) + 8, memory, sizeof(value)};
+    ASSERT_TRUE(api->CopyBlocksAsync(stream, &block, 1).ok());
     const Status synced = api->StreamSynchronize(stream);
     EXPECT_EQ(synced.code(), ErrorCode::kUnsupportedCapability) << synced.ToString();
     void* more = nullptr;
@@ -62,7 +112,8 @@ TEST(CudaCallSites, TheCheckedApiRefusesBeforeCudaIsCalled) {
             0)
       << "a refused call never reaches CUDA";
   ASSERT_TRUE(api->StreamSynchronize(stream).ok());
-  EXPECT_EQ(*static_cast<std::int64_t*>(memory), 42);  // the allowed copy ran
+  EXPECT_EQ(*static_cast<std::int64_t*>(memory), 42);  // the allowed copies ran
+  EXPECT_EQ(static_cast<std::int64_t*>(memory)[1], 42);
   ASSERT_TRUE(api->Free(memory).ok());
   ASSERT_TRUE(api->StreamDestroy(stream).ok());
 }

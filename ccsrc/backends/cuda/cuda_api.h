@@ -28,6 +28,17 @@ namespace hyper_parallel::shmem::cuda {
 /// Comparisons a stream wait supports (the backend's Comparison, in CUDA's terms).
 enum class WaitComparison : std::uint8_t { kEq, kNe, kGt, kGe, kLt, kLe };
 
+/// One copy of a CopyBlocksAsync batch.
+struct CopyBlock {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::size_t bytes = 0;
+};
+
+/// The most blocks one launch of the copy kernel carries (its descriptors travel by value in
+/// the kernel's parameters); CopyBlocksAsync splits a larger batch into several launches.
+inline constexpr std::size_t kCopyBlocksPerLaunch = 64;
+
 /// Where a stream wait that gave up records what it saw: the backend passes a small host-mapped
 /// (or, in the fake, host) record per wait; the implementation fills it when the wait times out
 /// and the backend reads it after synchronising the stream.
@@ -78,6 +89,16 @@ class CudaApi {
   virtual Status StreamSynchronize(void* stream) = 0;
   /// cudaMemcpyAsync with cudaMemcpyDefault (unified addressing tells the direction).
   virtual Status MemcpyAsync(void* dst, const void* src, std::size_t bytes, void* stream) = 0;
+  /// Copies every block of `blocks[0, count)` after the stream's earlier work and before its
+  /// later work, in any order and in parallel: one launch of a kernel of several thread blocks
+  /// per kCopyBlocksPerLaunch blocks, instead of one cudaMemcpyAsync per block. Each pointer
+  /// may be device memory, memory opened through IPC or host memory the device can address
+  /// (MallocHost); a block with a pointer the device cannot address (pageable host memory) is
+  /// copied with cudaMemcpyAsync on the same stream instead. Zero-byte blocks do nothing.
+  /// Destinations must be disjoint from one another and from every source, but a block's
+  /// own identical one (the blocks run concurrently). (A pointer and a count, not a span: the
+  /// kernels are compiled as C++17.)
+  virtual Status CopyBlocksAsync(void* stream, const CopyBlock* blocks, std::size_t count) = 0;
   /// Writes `value` to the 64-bit word at `address` after the stream's earlier work, visible to
   /// other processes (cuStreamWriteValue64).
   virtual Status WriteValue64(void* stream, void* address, std::int64_t value) = 0;

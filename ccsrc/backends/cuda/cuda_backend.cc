@@ -39,8 +39,9 @@ std::string Hex(const void* pointer) {
 
 }  // namespace
 
-// The kernel-side API on one stream: copies, stream writes, add kernels and polling waits, all
-// enqueued; the waits' reports are checked when the stream is synchronised.
+// The kernel-side API on one stream: copies (a batch as copy kernels), stream writes, add
+// kernels and polling waits, all enqueued; the waits' reports are checked when the stream is
+// synchronised.
 class CudaBackend::KernelApiOnStream final : public data_plane::KernelApi {
  public:
   KernelApiOnStream(CudaBackend& backend, void* stream) : backend_(backend), stream_(stream) {}
@@ -50,6 +51,18 @@ class CudaBackend::KernelApiOnStream final : public data_plane::KernelApi {
   std::byte* Local(std::uint64_t offset) const override { return backend_.heap_[rank()] + offset; }
   void PutBlock(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes) override {
     if (bytes > 0) Note(backend_.api_->MemcpyAsync(backend_.heap_[pe] + offset, source, bytes, stream_));
+  }
+  // A batch (all_gather's chunks) is one copy kernel per kCopyBlocksPerLaunch blocks, its
+  // thread blocks spread over the SMs, instead of one cudaMemcpyAsync per block.
+  void PutBlocks(std::span<const data_plane::BlockPut> puts) override {
+    std::vector<CopyBlock> blocks;
+    blocks.reserve(puts.size());
+    for (const data_plane::BlockPut& put : puts) {
+      if (put.bytes == 0) continue;
+      blocks.push_back({backend_.heap_[put.pe] + put.offset, put.source, put.bytes});
+    }
+    if (blocks.empty()) return;
+    Note(backend_.api_->CopyBlocksAsync(stream_, blocks.data(), blocks.size()));
   }
   void AddCounter(int pe, std::uint64_t offset, std::int64_t value) override {
     Note(backend_.api_->AddValue64(stream_, backend_.heap_[pe] + offset, value));

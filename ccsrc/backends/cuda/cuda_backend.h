@@ -10,7 +10,8 @@
 // stream. Any other StreamRef is a cudaStream_t of the caller's (torch.cuda.current_stream()):
 // operations are only enqueued, local operands are kept alive until Quiesce, and a wait that
 // gives up on such a stream is reported by the next Quiesce. Puts and gets are asynchronous
-// copies; signals are 64-bit words: set with a stream write, add with a one-thread kernel
+// copies (a kernel's batch of puts, as all_gather makes, is one multi-block copy kernel per 64
+// blocks); signals are 64-bit words: set with a stream write, add with a one-thread kernel
 // (system-scope release); waits are a polling kernel that gives up after the timeout and reports
 // what it saw instead of trapping. Collectives (barrier, the descriptor exchange, all_gather)
 // run on the backend's stream after synchronising the caller's: each PE writes its descriptor

@@ -1,7 +1,9 @@
-// The CUDA backend's one-thread stream kernels, as host launchers (cuda_kernels.cu).
+// The CUDA backend's stream kernels, as host launchers (cuda_kernels.cu): the one-thread
+// signal and wait kernels, and the batched copy kernel.
 //
-// Each launcher enqueues one kernel of one block of one thread on `stream` and returns the
-// launch's cudaError_t (cudaLaunchKernelEx), never a stale error of an earlier call. The kernels
+// Each launcher enqueues one kernel on `stream` (one block of one thread, except the copy
+// kernel) and returns the launch's cudaError_t (cudaLaunchKernelEx), never a stale error of an
+// earlier call. The kernels
 // use every pointer as given: device memory, memory opened through IPC, or host memory from
 // cudaHostAlloc(cudaHostAllocMapped), which unified addressing lets a kernel use at its host
 // address. Words are 64-bit and must be 8-byte aligned.
@@ -16,6 +18,16 @@
 #include "backends/cuda/cuda_api.h"
 
 namespace hyper_parallel::shmem::cuda {
+
+/// Copies `count` (1 .. kCopyBlocksPerLaunch) blocks with one launch. The descriptors travel
+/// by value in the kernel's parameters. Each block is cut into 64 KiB slices; the grid has one
+/// thread block per slice (at most 1024, which then loop over the rest) and each thread block
+/// copies its slice with 16-, 8- or 4-byte loads and stores where the block's destination and
+/// source are equally aligned (byte copies at the edges), and byte by byte where they are not.
+/// Every block has bytes > 0 and pointers the device can address; blocks overlap as
+/// CudaApi::CopyBlocksAsync allows. The writes are complete, for the stream's later work, when
+/// the kernel ends.
+cudaError_t LaunchCopyBlocks(cudaStream_t stream, const CopyBlock* blocks, int count);
 
 /// Stores `value` at `address` with system-scope release, after a __threadfence_system() (the
 /// stand-in for cuStreamWriteValue64 where the driver does not offer it).

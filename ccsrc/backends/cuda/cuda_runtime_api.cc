@@ -4,10 +4,12 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backends/cuda/cuda_kernels.h"
 
@@ -15,6 +17,7 @@ namespace hyper_parallel::shmem::cuda {
 namespace {
 
 using WriteValue64Fn = PFN_cuStreamWriteValue64_v11070;
+using PointerAttributesFn = PFN_cuPointerGetAttributes_v7000;
 
 // The driver ABI asked for at the entry points: CUDA 12.0 (cuStreamWriteValue64 is then the
 // 64-bit-pointer v2 entry of CUDA 11.7+).
@@ -33,18 +36,80 @@ Status Check(cudaError_t error, std::string_view call) {
 
 cudaStream_t AsStream(void* stream) { return static_cast<cudaStream_t>(stream); }
 
-// cuStreamWriteValue64 from the driver the runtime loaded, or null where it has none.
-void* FetchWriteValue64() {
+// The driver's entry point `symbol` (cuStreamWriteValue64, cuPointerGetAttributes), or null
+// where the driver the runtime loaded has none.
+void* FetchDriverEntryPoint(const char* symbol) {
   void* function = nullptr;
   cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-  const cudaError_t error = cudaGetDriverEntryPointByVersion(
-      "cuStreamWriteValue64", &function, kDriverAbiVersion, cudaEnableDefault, &found);
+  const cudaError_t error = cudaGetDriverEntryPointByVersion(symbol, &function, kDriverAbiVersion,
+                                                             cudaEnableDefault, &found);
   if (error != cudaSuccess || found != cudaDriverEntryPointSuccess) {
     cudaGetLastError();  // an absent entry point is not an error of the caller's next call
     return nullptr;
   }
   return function;
 }
+
+// The device addresses of one CopyBlocksAsync call's pointers. cudaPointerGetAttributes costs
+// up to a microsecond, and an all_gather's batch holds hundreds of blocks in a few allocations:
+// once a pointer is known to be device memory, the driver's address range of its allocation
+// (cuPointerGetAttributes: RANGE_START_ADDR, RANGE_SIZE) answers for every later pointer inside
+// it. The ranges are kept for one call only: memory may be freed and its addresses reused.
+class DeviceAddresses {
+ public:
+  /// `pointer_attributes`: the driver's cuPointerGetAttributes, or null (no ranges kept).
+  explicit DeviceAddresses(void* pointer_attributes) : pointer_attributes_(pointer_attributes) {}
+
+  /// The address a kernel uses for `pointer`, or null where the device cannot address it:
+  /// pageable host memory the runtime does not know (cudaMemoryTypeUnregistered), or host
+  /// memory without a device mapping.
+  Status Of(const void* pointer, void** device) {
+    const auto at = reinterpret_cast<std::uintptr_t>(pointer);
+    for (const Range& range : device_ranges_) {
+      if (at - range.begin < range.bytes) {  // unsigned: below begin wraps to a huge value
+        *device = const_cast<void*>(pointer);
+        return Status::Ok();
+      }
+    }
+    cudaPointerAttributes attributes = {};
+    const cudaError_t error = cudaPointerGetAttributes(&attributes, pointer);
+    if (error != cudaSuccess) return Failed("cudaPointerGetAttributes", error);
+    if (attributes.type == cudaMemoryTypeUnregistered) {
+      *device = nullptr;
+      return Status::Ok();
+    }
+    *device = attributes.devicePointer;
+    if (attributes.type == cudaMemoryTypeDevice && attributes.devicePointer == pointer) {
+      Remember(at);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  struct Range {
+    std::uintptr_t begin;
+    std::size_t bytes;
+  };
+
+  // Keeps the address range of the device allocation at `at`, where the driver tells it (where
+  // it does not, later pointers are only asked again).
+  void Remember(std::uintptr_t at) {
+    if (pointer_attributes_ == nullptr) return;
+    CUpointer_attribute asked[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    CUdeviceptr start = 0;
+    std::size_t bytes = 0;
+    void* answers[] = {&start, &bytes};
+    const auto get = reinterpret_cast<PointerAttributesFn>(pointer_attributes_);
+    if (get(2, asked, answers, static_cast<CUdeviceptr>(at)) != CUDA_SUCCESS) return;
+    const auto begin = static_cast<std::uintptr_t>(start);
+    if (bytes == 0 || at - begin >= bytes) return;  // an answer that does not hold `at`
+    device_ranges_.push_back({begin, bytes});
+  }
+
+  void* const pointer_attributes_;
+  std::vector<Range> device_ranges_;
+};
 
 // A failed driver call, named as cuGetErrorName names it (fetched only on this path).
 Status DriverFailed(std::string_view call, CUresult result) {
@@ -83,11 +148,13 @@ Status MakeCudaRuntimeApi(std::unique_ptr<CudaApi>* out) {
     return Status::Assertion(ErrorCode::kUnsupportedCapability, "no CUDA device is usable",
                              {{"call", "cudaGetDeviceCount"}, {"devices", "0"}});
   }
-  *out = std::make_unique<CudaRuntimeApi>(FetchWriteValue64());
+  *out = std::make_unique<CudaRuntimeApi>(FetchDriverEntryPoint("cuStreamWriteValue64"),
+                                          FetchDriverEntryPoint("cuPointerGetAttributes"));
   return Status::Ok();
 }
 
-CudaRuntimeApi::CudaRuntimeApi(void* write_value64) : write_value64_(write_value64) {}
+CudaRuntimeApi::CudaRuntimeApi(void* write_value64, void* pointer_attributes)
+    : write_value64_(write_value64), pointer_attributes_(pointer_attributes) {}
 
 Status CudaRuntimeApi::GetDevice(int* device) const {
   return Check(cudaGetDevice(device), "cudaGetDevice");
@@ -209,6 +276,37 @@ Status CudaRuntimeApi::StreamSynchronize(void* stream) {
 Status CudaRuntimeApi::MemcpyAsync(void* dst, const void* src, std::size_t bytes, void* stream) {
   return Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, AsStream(stream)),
                "cudaMemcpyAsync");
+}
+
+Status CudaRuntimeApi::CopyBlocksAsync(void* stream, const CopyBlock* blocks,
+                                       std::size_t count) {
+  constexpr std::string_view kLaunch = "cudaLaunchKernelEx(CopyBlocks)";
+  if (count > 0 && blocks == nullptr) return Failed(kLaunch, cudaErrorInvalidValue);
+  DeviceAddresses addresses(pointer_attributes_);
+  CopyBlock launch[kCopyBlocksPerLaunch];
+  int batched = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const CopyBlock& block = blocks[i];
+    if (block.bytes == 0) continue;
+    if (block.dst == nullptr || block.src == nullptr) return Failed(kLaunch, cudaErrorInvalidValue);
+    void* dst = nullptr;
+    void* src = nullptr;
+    HPS_RETURN_IF_ERROR(addresses.Of(block.dst, &dst));
+    HPS_RETURN_IF_ERROR(addresses.Of(block.src, &src));
+    if (dst == nullptr || src == nullptr) {
+      // The copy engines stage pageable memory; on the same stream, so this block too lands
+      // before the stream's later work.
+      HPS_RETURN_IF_ERROR(MemcpyAsync(block.dst, block.src, block.bytes, stream));
+      continue;
+    }
+    launch[batched++] = CopyBlock{dst, src, block.bytes};
+    if (batched == static_cast<int>(kCopyBlocksPerLaunch)) {
+      HPS_RETURN_IF_ERROR(Check(LaunchCopyBlocks(AsStream(stream), launch, batched), kLaunch));
+      batched = 0;
+    }
+  }
+  if (batched == 0) return Status::Ok();
+  return Check(LaunchCopyBlocks(AsStream(stream), launch, batched), kLaunch);
 }
 
 Status CudaRuntimeApi::WriteValue64(void* stream, void* address, std::int64_t value) {

@@ -1,9 +1,9 @@
 // CudaRuntimeApi: the CudaApi of the real CUDA runtime (built only when a CUDA toolkit is found).
 //
-// Each method makes one CUDA runtime call, or launches one of the one-thread kernels of
-// cuda_kernels.h, and maps a failure to BACKEND_ERROR "CUDA call failed: call=<call>,
-// error=<cudaErrorName>, message=<cudaGetErrorString>". This header includes no CUDA header;
-// only cuda_runtime_api.cc and cuda_kernels.cu do.
+// Each method makes one CUDA runtime call, or launches one of the kernels of cuda_kernels.h
+// (CopyBlocksAsync: several), and maps a failure to BACKEND_ERROR "CUDA call failed:
+// call=<call>, error=<cudaErrorName>, message=<cudaGetErrorString>". This header includes no
+// CUDA header; only cuda_runtime_api.cc and cuda_kernels.cu do.
 //
 // How the calls map:
 //   Malloc/Free             cudaMalloc/cudaFree
@@ -17,6 +17,11 @@
 //   StreamCreate            cudaStreamCreateWithFlags(cudaStreamNonBlocking): no implicit
 //                           synchronisation with the legacy default stream (a null stream)
 //   MemcpyAsync             cudaMemcpyAsync(cudaMemcpyDefault)
+//   CopyBlocksAsync         the copy kernel, one launch per kCopyBlocksPerLaunch blocks, after
+//                           cudaPointerGetAttributes of each pointer (once per device
+//                           allocation and call: the driver's cuPointerGetAttributes gives its
+//                           address range); a block with a pointer the device cannot address
+//                           (pageable host memory) goes through cudaMemcpyAsync instead
 //   WriteValue64            cuStreamWriteValue64, fetched at construction through
 //                           cudaGetDriverEntryPointByVersion (nothing links libcuda.so); a
 //                           one-thread store kernel where the driver lacks it or refuses it
@@ -42,8 +47,9 @@ namespace hyper_parallel::shmem::cuda {
 class CudaRuntimeApi final : public CudaApi {
  public:
   /// Made by MakeCudaRuntimeApi once a device is known to be visible. `write_value64` is the
-  /// driver's cuStreamWriteValue64 (null: use the store kernel).
-  explicit CudaRuntimeApi(void* write_value64);
+  /// driver's cuStreamWriteValue64 (null: use the store kernel); `pointer_attributes` its
+  /// cuPointerGetAttributes (null: CopyBlocksAsync asks the runtime about every pointer).
+  CudaRuntimeApi(void* write_value64, void* pointer_attributes);
   ~CudaRuntimeApi() override = default;
 
   std::string_view name() const override { return "cuda"; }
@@ -64,13 +70,15 @@ class CudaRuntimeApi final : public CudaApi {
   Status StreamDestroy(void* stream) override;
   Status StreamSynchronize(void* stream) override;
   Status MemcpyAsync(void* dst, const void* src, std::size_t bytes, void* stream) override;
+  Status CopyBlocksAsync(void* stream, const CopyBlock* blocks, std::size_t count) override;
   Status WriteValue64(void* stream, void* address, std::int64_t value) override;
   Status AddValue64(void* stream, void* address, std::int64_t value) override;
   Status WaitValue64(void* stream, const void* address, WaitComparison comparison,
                      std::int64_t value, std::uint64_t timeout_ns, WaitReport* report) override;
 
  private:
-  void* const write_value64_;  // PFN_cuStreamWriteValue64, or null
+  void* const write_value64_;       // PFN_cuStreamWriteValue64, or null
+  void* const pointer_attributes_;  // PFN_cuPointerGetAttributes, or null
 
   std::mutex mutex_;
   std::map<std::string, void*> exported_;  // handle bytes -> the pointer exported

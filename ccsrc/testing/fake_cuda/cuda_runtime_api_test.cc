@@ -1,5 +1,6 @@
 // The real CUDA runtime behind CudaApi. On a machine without a usable GPU (or in a build without
-// CUDA) MakeCudaRuntimeApi must say why; with one, every call is driven on the device.
+// CUDA) MakeCudaRuntimeApi must say why; with one, every call is driven on the device (the copy
+// kernel over device, pinned and pageable memory; IPC-opened peers are the Runtime test's).
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/cuda/cuda_api.h"
+#include "testing/fake_cuda/odd_blocks.h"
 
 namespace hyper_parallel::shmem::cuda {
 namespace {
@@ -104,6 +106,98 @@ TEST_F(CudaRuntimeApiOnDevice, MemoryRoundTripsThroughTheDevice) {
   EXPECT_EQ(in, out);
   EXPECT_TRUE(api_->FreeHost(pinned).ok());
   EXPECT_TRUE(api_->Free(device).ok());
+}
+
+// Every memory a copy kernel's block may touch: device memory, mapped pinned host memory, and
+// pageable host memory (which CopyBlocksAsync hands to cudaMemcpyAsync instead).
+enum class Memory { kDevice, kPinned, kPageable };
+
+TEST_F(CudaRuntimeApiOnDevice, CopyBlocksAsyncCopiesEveryBlockExactly) {
+  const struct {
+    Memory dst, src;
+    const char* name;
+  } kinds[] = {{Memory::kDevice, Memory::kDevice, "device <- device"},
+               {Memory::kDevice, Memory::kPinned, "device <- pinned"},
+               {Memory::kPinned, Memory::kDevice, "pinned <- device"},
+               {Memory::kDevice, Memory::kPageable, "device <- pageable"},
+               {Memory::kPageable, Memory::kDevice, "pageable <- device"}};
+  for (const auto& kind : kinds) {
+    for (const int count : {0, 1, 64, 65, 200}) {
+      SCOPED_TRACE(std::string(kind.name) + ", " + std::to_string(count) + " blocks");
+      std::size_t dst_bytes = 0, src_bytes = 0;
+      const std::vector<BlockAt> layout = OddBlocks(count, &dst_bytes, &src_bytes);
+      std::vector<unsigned char> dst_pageable, src_pageable;
+      const auto allocate = [&](Memory memory, std::size_t bytes,
+                                std::vector<unsigned char>* pageable) -> unsigned char* {
+        void* ptr = nullptr;
+        Status status;
+        switch (memory) {
+          case Memory::kDevice: status = api_->Malloc(bytes, &ptr); break;
+          case Memory::kPinned: status = api_->MallocHost(bytes, &ptr); break;
+          case Memory::kPageable:
+            pageable->resize(bytes);
+            ptr = pageable->data();
+            break;
+        }
+        EXPECT_TRUE(status.ok()) << status.ToString();
+        return static_cast<unsigned char*>(ptr);
+      };
+      const auto release = [&](Memory memory, void* ptr) {
+        Status status;
+        if (memory == Memory::kDevice) status = api_->Free(ptr);
+        if (memory == Memory::kPinned) status = api_->FreeHost(ptr);
+        EXPECT_TRUE(status.ok()) << status.ToString();
+      };
+      unsigned char* dst = allocate(kind.dst, dst_bytes, &dst_pageable);
+      unsigned char* src = allocate(kind.src, src_bytes, &src_pageable);
+      ASSERT_TRUE(dst != nullptr && src != nullptr);
+      std::vector<unsigned char> in(src_bytes), expected(dst_bytes, 0xEE);
+      for (std::size_t i = 0; i < src_bytes; ++i) in[i] = static_cast<unsigned char>(i * 7 + 1);
+      // Host memory is written and read by the host itself, after the stream ran.
+      const auto write = [&](Memory memory, unsigned char* to,
+                             const std::vector<unsigned char>& from) {
+        if (memory != Memory::kDevice) {
+          std::memcpy(to, from.data(), from.size());
+          return true;
+        }
+        return api_->MemcpyAsync(to, from.data(), from.size(), stream_).ok() &&
+               api_->StreamSynchronize(stream_).ok();
+      };
+      ASSERT_TRUE(write(kind.src, src, in));
+      ASSERT_TRUE(write(kind.dst, dst, expected));
+      std::vector<CopyBlock> blocks;
+      for (const BlockAt& at : layout) {
+        blocks.push_back({dst + at.dst, src + at.src, at.bytes});
+        std::memcpy(expected.data() + at.dst, in.data() + at.src, at.bytes);
+      }
+      ASSERT_TRUE(api_->CopyBlocksAsync(stream_, blocks.data(), blocks.size()).ok());
+      ASSERT_TRUE(api_->StreamSynchronize(stream_).ok());
+      std::vector<unsigned char> out(dst_bytes, 0);
+      if (kind.dst == Memory::kDevice) {
+        ASSERT_TRUE(api_->MemcpyAsync(out.data(), dst, dst_bytes, stream_).ok());
+        ASSERT_TRUE(api_->StreamSynchronize(stream_).ok());
+      } else {
+        std::memcpy(out.data(), dst, dst_bytes);
+      }
+      std::size_t first_wrong = 0;
+      while (first_wrong < dst_bytes && out[first_wrong] == expected[first_wrong]) ++first_wrong;
+      EXPECT_EQ(first_wrong, dst_bytes) << "the first byte that differs";
+      release(kind.dst, dst);
+      release(kind.src, src);
+    }
+  }
+}
+
+TEST_F(CudaRuntimeApiOnDevice, CopyBlocksAsyncRefusesNullPointers) {
+  void* memory = DeviceWord(0);
+  const CopyBlock blocks[] = {{memory, nullptr, 8}};
+  const Status refused = api_->CopyBlocksAsync(stream_, blocks, 1);
+  EXPECT_EQ(refused.code(), ErrorCode::kBackendError);
+  EXPECT_TRUE(Contains(refused.message(), "call=cudaLaunchKernelEx(CopyBlocks)"))
+      << refused.message();
+  EXPECT_TRUE(Contains(refused.message(), "error=cudaErrorInvalidValue")) << refused.message();
+  EXPECT_TRUE(api_->StreamSynchronize(stream_).ok());
+  EXPECT_TRUE(api_->Free(memory).ok());
 }
 
 TEST_F(CudaRuntimeApiOnDevice, WriteAddAndSatisfiedWaits) {

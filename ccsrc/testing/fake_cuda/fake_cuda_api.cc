@@ -320,6 +320,49 @@ Status FakeCudaApi::MemcpyAsync(void* dst, const void* src, std::size_t bytes, v
   return Status::Ok();
 }
 
+Status FakeCudaApi::CopyBlocksAsync(void* stream, const CopyBlock* blocks, std::size_t count) {
+  constexpr std::string_view kCall = "cudaLaunchKernelEx(CopyBlocks)";
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; blocks != nullptr && i < count; ++i) total += blocks[i].bytes;
+  HPS_RETURN_IF_ERROR(Enter("CopyBlocksAsync", "CopyBlocksAsync blocks=" + std::to_string(count) +
+                                                   " bytes=" + std::to_string(total)));
+  HPS_RETURN_IF_ERROR(CheckStream(kCall, stream));
+  if (count > 0 && blocks == nullptr) return InvalidValue(kCall);
+  // The real kernel copies the blocks concurrently: a batch whose result would depend on the
+  // order is refused, so that tests over the fake catch it. Half-open byte ranges.
+  struct Range {
+    std::uintptr_t begin, end;
+    std::size_t block;
+    bool destination;
+  };
+  std::vector<Range> ranges;
+  for (std::size_t i = 0; i < count; ++i) {
+    const CopyBlock& block = blocks[i];
+    if (block.bytes == 0) continue;
+    if (block.dst == nullptr || block.src == nullptr) return InvalidValue(kCall);
+    const auto dst = reinterpret_cast<std::uintptr_t>(block.dst);
+    const auto src = reinterpret_cast<std::uintptr_t>(block.src);
+    ranges.push_back({dst, dst + block.bytes, i, true});
+    if (src != dst) ranges.push_back({src, src + block.bytes, i, false});
+  }
+  std::sort(ranges.begin(), ranges.end(),
+            [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  // Sources may overlap sources; a destination may overlap nothing but its own identical source.
+  std::uintptr_t source_end = 0, destination_end = 0;
+  for (const Range& range : ranges) {
+    if (range.begin < destination_end || (range.destination && range.begin < source_end)) {
+      return InvalidValue(kCall);
+    }
+    (range.destination ? destination_end : source_end) =
+        std::max(range.destination ? destination_end : source_end, range.end);
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    if (blocks[i].bytes > 0) std::memmove(blocks[i].dst, blocks[i].src, blocks[i].bytes);
+  }
+  return Status::Ok();
+}
+
 Status FakeCudaApi::WriteValue64(void* stream, void* address, std::int64_t value) {
   std::lock_guard<std::mutex> lock(mutex_);
   HPS_RETURN_IF_ERROR(Enter("WriteValue64", "WriteValue64 value=" + std::to_string(value)));

@@ -12,13 +12,15 @@
 //   - pinned host memory: plain aligned host memory;
 //   - streams: opaque tokens (the null stream is CUDA's default stream and always exists). Each
 //     operation runs to completion when it is enqueued, on the caller's thread, so
-//     StreamSynchronize has nothing left to wait for. WriteValue64 and AddValue64 are seq_cst
+//     StreamSynchronize has nothing left to wait for. CopyBlocksAsync copies its blocks one
+//     after the other with memmove, after refusing a batch whose blocks overlap (the real
+//     kernel copies them concurrently). WriteValue64 and AddValue64 are seq_cst
 //     atomics; WaitValue64 polls the word (a brief spin, then ~50 us sleeps) until the
 //     comparison holds or timeout_ns has passed, then fills the report and returns OK: the
 //     stream "runs on", as the real wait kernel does.
 // Every failure is BACKEND_ERROR "CUDA call failed: call=<cuda call>, error=<cudaError name>",
 // worded as the real runtime's: an unknown pointer or stream, a device out of range, a
-// misaligned word, a malformed handle.
+// misaligned word, a malformed handle, a null pointer or overlapping blocks in a batch.
 //
 // Test hooks: FailNext makes the next call of a method fail with a chosen Status; calls() is a
 // log of every method called ("Malloc bytes=4096"); DriftCurrentDevice changes the calling
@@ -71,6 +73,7 @@ class FakeCudaApi final : public CudaApi {
   Status StreamDestroy(void* stream) override;
   Status StreamSynchronize(void* stream) override;
   Status MemcpyAsync(void* dst, const void* src, std::size_t bytes, void* stream) override;
+  Status CopyBlocksAsync(void* stream, const CopyBlock* blocks, std::size_t count) override;
   Status WriteValue64(void* stream, void* address, std::int64_t value) override;
   Status AddValue64(void* stream, void* address, std::int64_t value) override;
   Status WaitValue64(void* stream, const void* address, WaitComparison comparison,

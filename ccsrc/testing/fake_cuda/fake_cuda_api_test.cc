@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -13,6 +14,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "testing/fake_cuda/odd_blocks.h"
 
 namespace hyper_parallel::shmem::cuda {
 namespace {
@@ -75,6 +78,65 @@ TEST(FakeCudaApi, FreeingWhatWasNotAllocatedFails) {
   void* none = &local;
   ASSERT_TRUE(api.Malloc(0, &none).ok());
   EXPECT_EQ(none, nullptr);
+}
+
+TEST(FakeCudaApi, CopyBlocksAsyncCopiesEveryBlockExactly) {
+  FakeCudaApi api;
+  void* stream = nullptr;
+  ASSERT_TRUE(api.StreamCreate(&stream).ok());
+  for (const int count : {0, 1, 64, 65, 200}) {
+    std::size_t dst_bytes = 0, src_bytes = 0;
+    const std::vector<BlockAt> layout = OddBlocks(count, &dst_bytes, &src_bytes);
+    void* dst = nullptr;
+    void* src = nullptr;
+    ASSERT_TRUE(api.Malloc(dst_bytes, &dst).ok());
+    ASSERT_TRUE(api.Malloc(src_bytes, &src).ok());
+    auto* in = static_cast<unsigned char*>(src);
+    auto* out = static_cast<unsigned char*>(dst);
+    for (std::size_t i = 0; i < src_bytes; ++i) in[i] = static_cast<unsigned char>(i * 7 + 1);
+    std::memset(out, 0xEE, dst_bytes);
+    std::vector<unsigned char> expected(out, out + dst_bytes);
+    std::vector<CopyBlock> blocks;
+    for (const BlockAt& at : layout) {
+      blocks.push_back({out + at.dst, in + at.src, at.bytes});
+      std::memcpy(expected.data() + at.dst, in + at.src, at.bytes);
+    }
+    ASSERT_TRUE(api.CopyBlocksAsync(stream, blocks.data(), blocks.size()).ok()) << count;
+    ASSERT_TRUE(api.StreamSynchronize(stream).ok());
+    EXPECT_TRUE(std::equal(expected.begin(), expected.end(), out)) << count << " blocks";
+    EXPECT_TRUE(api.Free(dst).ok());
+    EXPECT_TRUE(api.Free(src).ok());
+  }
+  ASSERT_TRUE(api.StreamDestroy(stream).ok());
+}
+
+TEST(FakeCudaApi, CopyBlocksAsyncRefusesBatchesTheKernelCouldNotCopy) {
+  FakeCudaApi api;
+  unsigned char buffer[256] = {};
+  for (int i = 0; i < 256; ++i) buffer[i] = static_cast<unsigned char>(i);
+  const auto refused = [&](std::vector<CopyBlock> blocks) {
+    ExpectCudaFailure(api.CopyBlocksAsync(nullptr, blocks.data(), blocks.size()),
+                      "cudaLaunchKernelEx(CopyBlocks)", "cudaErrorInvalidValue");
+  };
+  refused({{buffer, nullptr, 4}});
+  refused({{nullptr, buffer, 4}});
+  refused({{buffer, buffer + 64, 16}, {buffer + 8, buffer + 128, 16}});   // destinations
+  refused({{buffer, buffer + 64, 16}, {buffer + 128, buffer + 15, 16}});  // a source
+  refused({{buffer, buffer + 8, 16}});                                    // its own source
+  ExpectCudaFailure(api.CopyBlocksAsync(nullptr, nullptr, 1), "cudaLaunchKernelEx(CopyBlocks)",
+                    "cudaErrorInvalidValue");
+  for (int i = 0; i < 256; ++i) ASSERT_EQ(buffer[i], i) << "a refused batch copies nothing";
+  // Allowed: sources shared between blocks, a block onto itself, empty blocks anywhere.
+  const std::vector<CopyBlock> allowed = {{buffer, buffer + 64, 16},
+                                          {buffer + 16, buffer + 64, 16},
+                                          {buffer + 200, buffer + 200, 8},
+                                          {nullptr, nullptr, 0},
+                                          {buffer + 1, buffer + 2, 0}};
+  ASSERT_TRUE(api.CopyBlocksAsync(nullptr, allowed.data(), allowed.size()).ok());
+  EXPECT_EQ(buffer[0], 64);
+  EXPECT_EQ(buffer[31], 79);
+  EXPECT_EQ(buffer[32], 32);
+  EXPECT_TRUE(api.CopyBlocksAsync(nullptr, nullptr, 0).ok());
 }
 
 // ---- IPC ----------------------------------------------------------------------------------
@@ -295,6 +357,9 @@ TEST(FakeCudaApi, UnknownStreamsAreRefusedAndRunNothing) {
   const std::int64_t source = 9;
   ExpectCudaFailure(api.MemcpyAsync(&word, &source, sizeof word, first), "cudaMemcpyAsync",
                     "cudaErrorInvalidResourceHandle");
+  const CopyBlock block{&word, &source, sizeof word};
+  ExpectCudaFailure(api.CopyBlocksAsync(first, &block, 1), "cudaLaunchKernelEx(CopyBlocks)",
+                    "cudaErrorInvalidResourceHandle");
   ExpectCudaFailure(api.WriteValue64(first, &word, 9), "cuStreamWriteValue64",
                     "cudaErrorInvalidResourceHandle");
   ExpectCudaFailure(api.AddValue64(first, &word, 9), "cudaLaunchKernelEx(AddValue64)",
@@ -394,6 +459,9 @@ TEST(FakeCudaApi, CallsAreLoggedWithTheirKeyArguments) {
   WaitReport report;
   ASSERT_TRUE(api.WaitValue64(stream, memory, WaitComparison::kGe, 5, 1000, &report).ok());
   ASSERT_TRUE(api.MemcpyAsync(memory, memory, 0, stream).ok());
+  char* bytes = static_cast<char*>(memory);
+  const CopyBlock blocks[] = {{bytes, bytes + 1024, 100}, {bytes + 128, bytes + 2048, 28}};
+  ASSERT_TRUE(api.CopyBlocksAsync(stream, blocks, 2).ok());
   ASSERT_TRUE(api.Free(memory).ok());
   EXPECT_EQ(api.calls(), (std::vector<std::string>{
                              "SetDevice device=1",
@@ -404,6 +472,7 @@ TEST(FakeCudaApi, CallsAreLoggedWithTheirKeyArguments) {
                              "AddValue64 value=-2",
                              "WaitValue64 comparison=ge value=5 timeout_ns=1000",
                              "MemcpyAsync bytes=0",
+                             "CopyBlocksAsync blocks=2 bytes=128",
                              "Free ptr=" + Hex(memory),
                          }));
 }

@@ -1,39 +1,70 @@
-// The whole Runtime on the CUDA backend's logic, over the fake CUDA layer (testing/fake_cuda/):
-// heaps exported and opened as IPC handles, copies and 64-bit signals on streams, polling waits
-// that report a timeout, the descriptor-checked collectives, all_gather and MegaMoE's kernels,
-// device identity and drift, and clean lifecycles. PEs are forked processes; the fake's device
-// memory is host shared memory. (On a GPU, scripts/gpu_check.sh runs the real CUDA layer.)
+// The whole Runtime on the CUDA backend: heaps exported and opened as IPC handles, copies
+// (batches as the multi-block copy kernel) and 64-bit signals on streams, polling waits that
+// report a timeout, the descriptor-checked collectives, all_gather and MegaMoE's kernels, device
+// identity and drift, and clean lifecycles. PEs are forked processes. Each check runs over the
+// fake CUDA layer (testing/fake_cuda/, whose device memory is host shared memory) and, where it
+// can be written the same way, over the real CUDA layer with 2 and 4 PEs sharing GPU 0; the
+// real layer's cases skip, naming the reason, where MakeCudaRuntimeApi answers
+// UNSUPPORTED_CAPABILITY (scripts/gpu_check.sh runs them on a GPU).
 #include <gtest/gtest.h>
 
-#include <memory>
+#include <algorithm>
+#include <cstdint>
+#include <string>
 
-#include "backends/cuda/cuda_backend.h"
-#include "testing/fake_cuda/fake_cuda_api.h"
+#include "tests/multiprocess/cuda_layers.h"
 #include "tests/multiprocess/device_backend_checks.h"
 
 namespace hyper_parallel::shmem::testing {
 namespace {
 
-// Every PE on one fake GPU, as several PEs may share one real GPU.
-BackendFactory FakeCuda(cuda::FakeCudaApi** api = nullptr) {
-  return [api](BackendKind, std::unique_ptr<Backend>* out) {
-    auto fake = std::make_unique<cuda::FakeCudaApi>();
-    if (api != nullptr) *api = fake.get();
-    *out = std::make_unique<cuda::CudaBackend>(std::move(fake));
-    return Status::Ok();
-  };
+// Skips the test, saying why, where the real layer is unusable here; fails it where the probe
+// itself failed. Asked in a child: this process must not initialise CUDA before the PEs fork.
+#define SKIP_UNLESS_USABLE(layer)                                                 \
+  do {                                                                            \
+    if ((layer) == CudaLayer::kReal) {                                            \
+      const RealCudaProbe& probe = ProbeRealCuda();                               \
+      if (probe.unsupported) GTEST_SKIP() << "no usable CUDA device: " << probe.reason; \
+      ASSERT_TRUE(probe.usable) << probe.reason;                                  \
+    }                                                                             \
+  } while (false)
+
+struct Case {
+  CudaLayer layer;
+  int pes;
+};
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& param) {
+  return std::to_string(param.param.pes) + "pes";
 }
 
-class CudaRuntime : public ::testing::TestWithParam<int> {};
+class CudaRuntime : public ::testing::TestWithParam<Case> {};
 
-TEST_P(CudaRuntime, RmaCollectivesAndKernelsOverTheFakeCudaLayer) {
-  EXPECT_ALL_PES_PASS(RunPes(LaunchPes(GetParam(), "20", 8 << 20), [](PeContext& ctx) {
-    CHECK_PE_OK(ctx, ctx.InitRuntime(std::chrono::seconds(20), FakeCuda()));
+TEST_P(CudaRuntime, RmaCollectivesAndKernels) {
+  const Case c = GetParam();
+  SKIP_UNLESS_USABLE(c.layer);
+  EXPECT_ALL_PES_PASS(RunPes(LaunchPes(c.pes, "20", 8 << 20), [c](PeContext& ctx) {
+    cuda::FakeCudaApi* fake = nullptr;
+    CHECK_PE_OK(ctx,
+                ctx.InitRuntime(std::chrono::seconds(20), CudaBackendOn(c.layer, nullptr, &fake)));
     const Diagnostics state = Rt().Snapshot();
     CHECK_PE(ctx, state.backend == "cuda", "backend " + state.backend);
     CHECK_PE(ctx, state.device == "cuda:0", "device " + state.device);
-    CHECK_PE_OK(ctx, Rt().RequireHostAddressableHeap("empty"));  // the fake's memory is host
+    // The fake's memory is host memory; the real heap is device memory.
+    const Status host = Rt().RequireHostAddressableHeap("empty");
+    if (c.layer == CudaLayer::kFake) {
+      CHECK_PE_OK(ctx, host);
+    } else {
+      CHECK_PE(ctx, host.code() == ErrorCode::kUnsupportedCapability, host.ToString());
+    }
     CheckDeviceBackend(ctx, /*refuses_wide_signals=*/false);
+    if (fake != nullptr) {  // each of the two all_gathers' puts went as one batch
+      const std::vector<std::string> calls = fake->calls();
+      const auto batches = std::count_if(calls.begin(), calls.end(), [](const std::string& call) {
+        return call.rfind("CopyBlocksAsync ", 0) == 0;
+      });
+      CHECK_PE(ctx, batches == 2, std::to_string(batches) + " batched copies");
+    }
     // Signal words are 64-bit here.
     Allocation word = MustAllocate(ctx, 8);
     const Status narrow = Rt().Signal(Sub(word, 0, 4), SignalWidth::k32, 1, ctx.rank,
@@ -44,13 +75,24 @@ TEST_P(CudaRuntime, RmaCollectivesAndKernelsOverTheFakeCudaLayer) {
   }));
 }
 
-INSTANTIATE_TEST_SUITE_P(Pes, CudaRuntime, ::testing::Values(2, 3, 4));
+INSTANTIATE_TEST_SUITE_P(FakeLayer, CudaRuntime,
+                         ::testing::Values(Case{CudaLayer::kFake, 2}, Case{CudaLayer::kFake, 3},
+                                           Case{CudaLayer::kFake, 4}),
+                         CaseName);
+INSTANTIATE_TEST_SUITE_P(RealLayer, CudaRuntime,
+                         ::testing::Values(Case{CudaLayer::kReal, 2}, Case{CudaLayer::kReal, 4}),
+                         CaseName);
 
-TEST(CudaRuntimeWaits, AWaitThatGivesUpIsATimeoutNamingWhatItSaw) {
-  EXPECT_ALL_PES_PASS(RunPes(LaunchPes(2, "1", 8 << 20), [](PeContext& ctx) {
-    CHECK_PE_OK(ctx, ctx.InitRuntime(std::chrono::seconds(20), FakeCuda()));
+class CudaRuntimeWaits : public ::testing::TestWithParam<CudaLayer> {};
+
+TEST_P(CudaRuntimeWaits, AWaitThatGivesUpIsATimeoutNamingWhatItSaw) {
+  const CudaLayer layer = GetParam();
+  SKIP_UNLESS_USABLE(layer);
+  EXPECT_ALL_PES_PASS(RunPes(LaunchPes(2, "1", 8 << 20), [layer](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime(std::chrono::seconds(20), CudaBackendOn(layer)));
     Allocation flag = MustAllocate(ctx, 8);
-    *As<std::int64_t>(flag) = 3;
+    const std::int64_t three = 3;
+    CHECK_PE_OK(ctx, Rt().Put(View(flag), &three, ctx.rank, {}));
     const Status waited = Rt().WaitSignal(View(flag), SignalWidth::k64, 7, Comparison::kEq, {});
     CHECK_PE(ctx, waited.code() == ErrorCode::kTimeout, waited.ToString());
     CHECK_PE(ctx, Contains(waited.ToString(), "observed=3") &&
@@ -62,11 +104,19 @@ TEST(CudaRuntimeWaits, AWaitThatGivesUpIsATimeoutNamingWhatItSaw) {
   }));
 }
 
+INSTANTIATE_TEST_SUITE_P(Layers, CudaRuntimeWaits,
+                         ::testing::Values(CudaLayer::kFake, CudaLayer::kReal),
+                         [](const ::testing::TestParamInfo<CudaLayer>& param) {
+                           return std::string(CudaLayerName(param.param));
+                         });
+
+// The fake only: it moves the current device behind the Runtime's back.
 TEST(CudaRuntimeDevice, TheDeviceIsFrozenAtInitAndLifecyclesRepeat) {
   EXPECT_ALL_PES_PASS(RunPes(LaunchPes(2, "20", 8 << 20), [](PeContext& ctx) {
     for (int cycle = 0; cycle < 2; ++cycle) {
       cuda::FakeCudaApi* api = nullptr;
-      CHECK_PE_OK(ctx, ctx.InitRuntime(std::chrono::seconds(20), FakeCuda(&api)));
+      CHECK_PE_OK(ctx, ctx.InitRuntime(std::chrono::seconds(20),
+                                       CudaBackendOn(CudaLayer::kFake, nullptr, &api)));
       Allocation a = MustAllocate(ctx, 64);
       api->DriftCurrentDevice(1);  // another current device behind the Runtime's back
       const Status drifted = Rt().Put(View(a), a.data, ctx.rank, {});

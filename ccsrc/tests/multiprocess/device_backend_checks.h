@@ -1,11 +1,13 @@
 // The checks a device backend must pass on a running Runtime, shared by the device backends'
-// multi-process tests (CANN over its fake vendor library, CUDA over its fake CUDA layer): RMA and
-// 64-bit signals, the protection chain, all_gather with several chunks, a collective mismatch on
-// every PE, and one MegaMoE dispatch and combine on the kernel-side API. Run by every PE of a
-// Runtime that is ready; leaves its allocations live (the caller frees and shuts down).
+// multi-process tests (CANN over its fake vendor library, CUDA over its fake CUDA layer and over
+// the real one): RMA and 64-bit signals, the protection chain, all_gather with several chunks
+// from host memory and from the heap, a collective mismatch on every PE, and one MegaMoE
+// dispatch and combine on the kernel-side API. The heap is written and read only through the
+// Runtime's own put and get to this PE (Fill, ReadBack), never through host pointers, so the
+// checks hold for device memory this process cannot address. Run by every PE of a Runtime that
+// is ready; leaves its allocations live (the caller frees and shuts down).
 #pragma once
 
-#include <cstring>
 #include <vector>
 
 #include "ops/mega_moe/kernels.h"
@@ -21,17 +23,18 @@ inline void CheckDeviceBackend(PeContext& ctx, bool refuses_wide_signals) {
   // Put to the next PE, then a 64-bit signal add there; wait for the previous PE's.
   Allocation data = MustAllocate(ctx, 4096);
   Allocation flag = MustAllocate(ctx, 8);
-  std::memset(data.data, 0, data.bytes);
-  std::memset(flag.data, 0, flag.bytes);
+  Fill(ctx, data, 0);
+  Fill(ctx, flag, 0);
   CHECK_PE_OK(ctx, Rt().Barrier({}));
   std::vector<std::uint32_t> mine(1024);
   for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = ctx.rank * 100000 + i;
   CHECK_PE_OK(ctx, Rt().Put(View(data), mine.data(), next, {}));
   CHECK_PE_OK(ctx, Rt().Signal(View(flag), SignalWidth::k64, 1, next, SignalOp::kAdd, {}));
   CHECK_PE_OK(ctx, Rt().WaitSignal(View(flag), SignalWidth::k64, 1, Comparison::kGe, {}));
-  bool right = true;
-  for (std::size_t i = 0; i < mine.size(); ++i) {
-    right = right && As<std::uint32_t>(data)[i] == previous * 100000 + i;
+  const std::vector<std::uint32_t> arrived = ReadBack<std::uint32_t>(ctx, data);
+  bool right = arrived.size() == mine.size();
+  for (std::size_t i = 0; right && i < mine.size(); ++i) {
+    right = arrived[i] == previous * 100000 + i;
   }
   CHECK_PE(ctx, right, "the previous PE's put arrived");
   // Get it back from the next PE: our own pattern.
@@ -47,20 +50,34 @@ inline void CheckDeviceBackend(PeContext& ctx, bool refuses_wide_signals) {
   const Status outside = Rt().Put(Sub(data, 4000, 200), mine.data(), next, {});
   CHECK_PE(ctx, outside.code() == ErrorCode::kInvalidArgument, outside.ToString());
 
-  // all_gather: several chunks per PE and a tail.
+  // all_gather: several chunks per PE and a tail, from host memory, then from the heap (device
+  // memory on a GPU, where a device backend's batched copy reads it in place). Every byte of
+  // every slot is checked; the second round's pattern differs from the first's.
   const std::uint64_t per_pe = (300 << 10) + 3;
   Allocation gathered = MustAllocate(ctx, per_pe * ctx.size);
+  Allocation heap_input = MustAllocate(ctx, per_pe);
   std::vector<std::uint8_t> input(per_pe);
-  for (std::uint64_t i = 0; i < per_pe; ++i) input[i] = static_cast<std::uint8_t>(ctx.rank * 31 + i * 7);
-  CHECK_PE_OK(ctx, Rt().AllGather(View(gathered), input.data(), per_pe, {}));
-  right = true;
-  for (int pe = 0; pe < ctx.size; ++pe) {
-    for (std::uint64_t i = 0; i < per_pe; i += 997) {
-      right = right && As<std::uint8_t>(gathered)[pe * per_pe + i] ==
-                           static_cast<std::uint8_t>(pe * 31 + i * 7);
+  for (int round = 0; round < 2; ++round) {
+    const auto pattern = [round](int pe, std::uint64_t i) {
+      return static_cast<std::uint8_t>(pe * 31 + i * (7 + 2 * round));
+    };
+    for (std::uint64_t i = 0; i < per_pe; ++i) input[i] = pattern(ctx.rank, i);
+    const void* source = input.data();
+    if (round == 1) {
+      CHECK_PE_OK(ctx, Rt().Put(View(heap_input), input.data(), ctx.rank, {}));
+      source = heap_input.data;
     }
+    CHECK_PE_OK(ctx, Rt().AllGather(View(gathered), source, per_pe, {}));
+    const std::vector<std::uint8_t> output = ReadBack<std::uint8_t>(ctx, gathered);
+    right = output.size() == per_pe * ctx.size;
+    for (int pe = 0; right && pe < ctx.size; ++pe) {
+      for (std::uint64_t i = 0; right && i < per_pe; ++i) {
+        right = output[pe * per_pe + i] == pattern(pe, i);
+      }
+    }
+    CHECK_PE(ctx, right, round == 0 ? "all_gather from host memory put every PE's input in its slot"
+                                    : "all_gather from the heap put every PE's input in its slot");
   }
-  CHECK_PE(ctx, right, "all_gather put every PE's input in its slot");
 
   // Different collectives of one number: every PE fails alike, and they stay in step.
   const Status mismatch = ctx.rank == 0
@@ -76,7 +93,7 @@ inline void CheckDeviceBackend(PeContext& ctx, bool refuses_wide_signals) {
   Allocation recv = MustAllocate(ctx, 256 * row_bytes);
   Allocation ret = MustAllocate(ctx, 256 * row_bytes);
   Allocation counters = MustAllocate(ctx, (2 * locals + 1) * kMoeCounterStride);
-  std::memset(counters.data, 0, counters.bytes);
+  Fill(ctx, counters, 0);
   std::vector<std::int64_t> counts(ctx.size * experts);
   for (int pe = 0; pe < ctx.size; ++pe) {
     for (int e = 0; e < experts; ++e) counts[pe * experts + e] = (pe * 3 + e * 5) % 7;
@@ -99,10 +116,11 @@ inline void CheckDeviceBackend(PeContext& ctx, bool refuses_wide_signals) {
     CHECK_PE_OK(ctx, Rt().WaitSignal(Sub(counters, l * kMoeCounterStride, 8), SignalWidth::k64,
                                      layout.ExpectedChunks(ctx.rank, l), Comparison::kGe, {}));
     const int expert = ctx.rank * locals + l;
+    const std::vector<float> received = ReadBack<float>(ctx, recv);
     for (std::int64_t r = layout.ExpertRow(ctx.rank, l);
          r < layout.ExpertRow(ctx.rank, l) + layout.ExpertRows(ctx.rank, l); ++r) {
       for (int col = 0; col < kHidden; ++col) {
-        results[r * kHidden + col] = 2.0f * As<float>(recv)[r * kHidden + col] + expert;
+        results[r * kHidden + col] = 2.0f * received[r * kHidden + col] + expert;
       }
     }
     CHECK_PE_OK(ctx, Rt().Signal(Sub(counters, (locals + l) * kMoeCounterStride, 8),
@@ -119,11 +137,12 @@ inline void CheckDeviceBackend(PeContext& ctx, bool refuses_wide_signals) {
                                }));
   CHECK_PE_OK(ctx, Rt().WaitSignal(Sub(counters, 2 * locals * kMoeCounterStride, 8),
                                    SignalWidth::k64, experts, Comparison::kGe, {}));
+  const std::vector<float> returned = ReadBack<float>(ctx, ret);
   right = true;
   for (int e = 0; e < experts; ++e) {
     for (std::int64_t r = layout.SendRow(ctx.rank, e); r < layout.SendRow(ctx.rank, e + 1); ++r) {
       for (int col = 0; col < kHidden; ++col) {
-        right = right && As<float>(ret)[r * kHidden + col] == 2.0f * rows[r * kHidden + col] + e;
+        right = right && returned[r * kHidden + col] == 2.0f * rows[r * kHidden + col] + e;
       }
     }
   }

@@ -33,6 +33,22 @@ T* As(const Allocation& a) {
   return static_cast<T*>(a.data);
 }
 
+/// Sets every byte of `a` to `byte` with the Runtime's own put to this PE, so that it works
+/// whether the heap is host memory or device memory this process cannot address.
+inline void Fill(PeContext& ctx, const Allocation& a, unsigned char byte) {
+  const std::vector<unsigned char> bytes(a.bytes, byte);
+  CHECK_PE_OK(ctx, Rt().Put(View(a), bytes.data(), ctx.rank, {}));
+}
+
+/// `a`'s contents as `T`s (as many as fit), read with the Runtime's own get from this PE: on
+/// any heap, device memory included.
+template <class T>
+std::vector<T> ReadBack(PeContext& ctx, const Allocation& a) {
+  std::vector<T> values(a.bytes / sizeof(T));
+  CHECK_PE_OK(ctx, Rt().Get(values.data(), Sub(a, 0, values.size() * sizeof(T)), ctx.rank, {}));
+  return values;
+}
+
 /// Allocates or records a failure; returns an empty Allocation on failure.
 inline Allocation MustAllocate(PeContext& ctx, std::uint64_t bytes,
                                std::uint64_t alignment = 64) {
