@@ -10,13 +10,17 @@
 #   - the native benchmark's checks (over the fake layer, and a tiny run on the device);
 # then the native benchmark (tests/multiprocess/cuda_bench.cc) with 2 and 4 PEs on GPU 0: put
 # against cudaMemcpyAsync device to device on the same stream, put + signal ping-pong, and
-# all_gather. Every step is time-boxed within one deadline. It writes the logs, the benchmark's
-# JSON lines (cuda_bench.jsonl) and a summary to the folder given as its argument.
+# all_gather. Meanwhile (in the background) it builds the Python package with CUDA against the
+# machine's torch into build-gpu/py, then runs tests/python/test_cuda.py with it: CUDA tensors
+# on 2 and 4 PEs sharing GPU 0, operations on torch's current stream, the protection chain on
+# GPU tensors, MegaMoE on CUDA against the dense layer. Every step is time-boxed within one
+# deadline. It writes the logs, the benchmark's JSON lines (cuda_bench.jsonl) and a summary to
+# the folder given as its argument.
 #
 #   bash scripts/gpu_check.sh OUT_DIR
 #
-# Not yet here (see the README's CUDA section): MegaMoE on CUDA from Python, and the comparison
-# against NCCL.
+# Not here: MegaMoE against all_to_all_single over NCCL. NCCL refuses two ranks on one GPU
+# ("Duplicate GPU detected"), so that comparison needs a GPU per PE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR}
@@ -52,12 +56,18 @@ finish() {
       cat "$out/cuda_bench.jsonl"
       grep -E "exit [0-9]+" "$out/cuda_bench.log" || true
     fi
+    if [[ -f "$out/python-tests.log" ]]; then
+      echo "python CUDA tests: $(tail -n 1 "$out/python-tests.log")"
+    elif [[ -f "$out/python-build.status" ]]; then
+      echo "python package build: exit $(cat "$out/python-build.status") (python-build.log)"
+    fi
     echo "exit status: $status"
   } | tee "$out/summary.txt"
   exit "$status"
 }
 
-rm -f "$out/tests.log" "$out/cuda_bench.jsonl" "$out/cuda_bench.log"
+rm -f "$out/tests.log" "$out/cuda_bench.jsonl" "$out/cuda_bench.log" "$out/python-tests.log" \
+  "$out/python-build.status"
 status=0
 command -v nvidia-smi >/dev/null && boxed 20 nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || true
 # The C++ checks need only the compiler, CMake, Ninja and GoogleTest: a setup that fails (no
@@ -66,6 +76,14 @@ boxed 90 bash scripts/setup_deps.sh > "$out/setup.log" 2>&1 \
   || echo "gpu_check: setup_deps.sh failed (see setup.log); going on with what is installed" >&2
 boxed 60 cmake -S ccsrc -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DHPS_CUDA=ON \
   > "$out/configure.log" 2>&1 || { status=$?; finish "configure failed (configure.log)"; }
+# The Python package with CUDA, against the installed torch, beside the C++ build.
+(
+  code=0
+  boxed 300 python3 -m pip install -q --no-build-isolation --no-deps --upgrade \
+    --target build-gpu/py -C cmake.define.HPS_CUDA=ON . > "$out/python-build.log" 2>&1 || code=$?
+  echo "$code" > "$out/python-build.status"
+) &
+python_build=$!
 boxed 200 cmake --build build-gpu --target hps_cuda_api_tests hps_fake_cuda_tests \
   hps_unit_tests hps_multiprocess_tests hps_cuda_bench > "$out/build.log" 2>&1 \
   || { status=$?; finish "build failed (build.log)"; }
@@ -85,4 +103,14 @@ for pes in 2 4; do
     if ((status == 0)); then status=$code; fi
   fi
 done
+
+wait "$python_build" || true
+if [[ $(cat "$out/python-build.status" 2>/dev/null) == 0 ]]; then
+  code=0
+  PYTHONPATH="$PWD/build-gpu/py" boxed 150 python3 -m pytest -q -p no:cacheprovider \
+    tests/python/test_cuda.py > "$out/python-tests.log" 2>&1 || code=$?
+  if ((status == 0)); then status=$code; fi
+elif ((status == 0)); then
+  status=1
+fi
 finish

@@ -34,6 +34,8 @@ void RegisterBuiltinBackends(std::vector<BackendEntry>* entries) {
     return std::make_unique<cuda::CudaBackend>(std::move(api));
   };
   cuda.streams = nullptr;  // torch's CUDA streams
+  cuda.framework_device = DeviceType::kCuda;
+  cuda.framework_stream = [](void* handle) { return cuda::CallerStream(handle); };
   entries->push_back(std::move(cuda));
 }
 

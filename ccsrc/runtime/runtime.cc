@@ -946,9 +946,18 @@ Status Runtime::RequireHostAddressableHeap(std::string_view operation) {
   return RecordFailure(
       Status::Assertion(ErrorCode::kUnsupportedCapability,
                         "the heap is device memory this process cannot address, and tensors "
-                        "over device memory are not supported by this binding yet",
+                        "over this device's memory are not supported by this binding yet",
                         {{"backend", backend_name_}, {"device", device_.ToString()}}),
       operation, "validate");
+}
+
+Status Runtime::HeapPlacement(std::string_view operation, DeviceId* device,
+                              bool* host_addressable) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  HPS_RECORD_IF_ERROR(CheckReady(operation), operation, "state");
+  *device = device_;
+  *host_addressable = backend_->HostAddressableHeap();
+  return Status::Ok();
 }
 
 void Runtime::ReportOrphan(const OrphanReport& report) {

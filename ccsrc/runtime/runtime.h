@@ -200,6 +200,9 @@ class Runtime {
   /// UNSUPPORTED_CAPABILITY when the heap is device memory this process cannot address (a
   /// binding that makes host tensors over the heap asks first).
   Status RequireHostAddressableHeap(std::string_view operation);
+  /// Where the heap's memory is: the Runtime's (frozen) device, and whether this process may
+  /// address it from the host (the host backend, the fakes) or it is device memory (CUDA).
+  Status HeapPlacement(std::string_view operation, DeviceId* device, bool* host_addressable);
 
   /// Records that a live allocation lost its last reference without free: logs an ERROR at
   /// once and puts it in the leak table. Never collective and never takes the entry mutex, so

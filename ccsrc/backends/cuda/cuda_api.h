@@ -41,10 +41,13 @@ inline constexpr std::size_t kCopyBlocksPerLaunch = 64;
 
 /// Where a stream wait that gave up records what it saw: the backend passes a small host-mapped
 /// (or, in the fake, host) record per wait; the implementation fills it when the wait times out
-/// and the backend reads it after synchronising the stream.
+/// and the backend reads it after synchronising the stream. Whatever the outcome, the wait
+/// stores 1 to `finished` last (a release store), so the backend can reuse the record of a
+/// wait that passed without synchronising its stream.
 struct WaitReport {
   std::uint64_t timed_out = 0;  ///< nonzero: the wait gave up
   std::int64_t observed = 0;    ///< the word's value when it gave up
+  std::uint64_t finished = 0;   ///< nonzero: the wait is over (passed or gave up)
 };
 
 class CudaApi {

@@ -3,6 +3,7 @@
 #include "backends/cuda/call_sites.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 
@@ -211,6 +212,7 @@ WaitInfo CudaBackend::Wait() const {
 
 std::string CudaBackend::StreamLabel(StreamRef stream) const {
   if (stream.native == nullptr) return "default (the backend's CUDA stream)";
+  if (stream.native == CallerStream(nullptr).native) return "cuda legacy default stream";
   return "cuda stream " + Hex(stream.native);
 }
 
@@ -220,6 +222,7 @@ Status CudaBackend::EnqueueWait(void* stream, const void* address, Comparison co
   WaitReport* report = nullptr;
   {
     std::lock_guard<std::mutex> lock(pending_mutex_);
+    if (free_reports_.empty()) ReclaimPassedWaitsLocked();
     if (free_reports_.empty()) {
       return Status::Assertion(ErrorCode::kInvalidState,
                                "too many stream waits pending: synchronise the streams",
@@ -238,6 +241,18 @@ Status CudaBackend::EnqueueWait(void* stream, const void* address, Comparison co
   }
   waits_.push_back(PendingWait{stream, report, std::move(what), address, comparison, value});
   return Status::Ok();
+}
+
+void CudaBackend::ReclaimPassedWaitsLocked() {
+  // A wait that passed has nothing to report: its record is free again without a stream sync
+  // (a host-memory read, so allowed wherever a wait may be enqueued). A wait that gave up stays
+  // pending until its stream is synchronised, which reports it.
+  auto passed = std::stable_partition(waits_.begin(), waits_.end(), [](const PendingWait& w) {
+    const std::atomic_ref<std::uint64_t> finished(w.report->finished);
+    return finished.load(std::memory_order_acquire) == 0 || w.report->timed_out != 0;
+  });
+  for (auto it = passed; it != waits_.end(); ++it) free_reports_.push_back(it->report);
+  waits_.erase(passed, waits_.end());
 }
 
 Status CudaBackend::Synchronize(void* stream) {

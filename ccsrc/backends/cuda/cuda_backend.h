@@ -26,6 +26,7 @@
 // Thread-safety: as Backend. Work on the backend's own stream is serialised by a mutex.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,6 +38,14 @@
 #include "backends/cuda/cuda_api.h"
 
 namespace hyper_parallel::shmem::cuda {
+
+/// The StreamRef of a caller's CUDA stream given by its handle. The handle of the legacy default
+/// stream (torch's default stream) is null, which as a StreamRef would mean the backend's own
+/// stream; it becomes cudaStreamLegacy ((cudaStream_t)0x1), so work on it stays in order with
+/// the caller's default-stream work.
+inline StreamRef CallerStream(void* handle) {
+  return StreamRef{handle != nullptr ? handle : reinterpret_cast<void*>(std::uintptr_t{1})};
+}
 
 class CudaBackend final : public Backend {
  public:
@@ -104,6 +113,8 @@ class CudaBackend final : public Backend {
                      std::int64_t value, std::string what);
   // Synchronises `stream` and turns a wait that gave up on it into TIMEOUT.
   Status Synchronize(void* stream);
+  // Frees the records of waits that passed (pending_mutex_ held).
+  void ReclaimPassedWaitsLocked();
   // After enqueuing on `stream`: synchronises the backend's own stream, or keeps `keep_alive`
   // until Quiesce for a caller's stream.
   Status Complete(StreamRef stream, KeepAlive keep_alive);

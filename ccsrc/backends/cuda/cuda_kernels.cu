@@ -143,12 +143,14 @@ __global__ void WaitValue64Kernel(const std::int64_t* address, WaitComparison co
     if (GlobalTimerNs() - start >= timeout_ns) {
       report->observed = observed;
       report->timed_out = 1;
-      __threadfence_system();
-      return;
+      break;
     }
     __nanosleep(kPollSleepNs);
     observed = word.load(::cuda::memory_order_acquire);
   }
+  // Last: the record is the backend's again (it reads timed_out/observed after this).
+  ::cuda::atomic_ref<std::uint64_t, ::cuda::thread_scope_system>(report->finished)
+      .store(1, ::cuda::memory_order_release);
 }
 
 cudaLaunchConfig_t OneThreadOn(cudaStream_t stream) {

@@ -1,12 +1,16 @@
-// The torch binding: tensors over symmetric-heap memory, the protection chain from a tensor to
-// its live allocation, storage invalidation at free, the current host stream, a bootstrap over
-// a Python object (the package passes one over its torch.distributed process group), and the
-// Python module hyper_parallel_shmem_torch. The only translation unit that includes torch.
+// The torch binding: tensors over symmetric-heap memory (CPU tensors over a heap the process
+// addresses, CUDA tensors over a CUDA backend's device heap), the protection chain from a tensor
+// to its live allocation, storage invalidation at free, the current stream (the backend's own
+// host streams, or torch's current CUDA stream), a bootstrap over a Python object (the package
+// passes one over its torch.distributed process group), and the Python module
+// hyper_parallel_shmem_torch. The only translation unit that includes torch; it includes no
+// CUDA header (torch's streams are reached through c10's device-generic interface).
 //
 // Policy stays in the Runtime; this file translates tensors to SymmetricViews and Status to
 // Python exceptions. Every native call that may block releases the GIL.
 #include <torch/extension.h>
 
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <pybind11/stl.h>
 
 #include <atomic>
@@ -101,9 +105,49 @@ std::string Describe(const at::Tensor& tensor) {
   return text + "] on " + tensor.device().str();
 }
 
+// The device of tensors over the heap: the CPU for a heap this process addresses, else the
+// framework device of the backend at the Runtime's device index (cuda:N). CPU when the Runtime
+// is not ready (the call then fails on the Runtime's state).
+c10::Device HeapTensorDevice() {
+  hps::DeviceId device;
+  bool host = true;
+  if (!hps::Runtime::Process().HeapPlacement("device", &device, &host).ok() || host) {
+    return c10::Device(c10::kCPU);
+  }
+  if (device.type == hps::DeviceType::kCuda) {
+    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device.index));
+  }
+  return c10::Device(c10::kCPU);  // no tensors over it: empty() refuses the heap
+}
+
+// A symmetric operand: on the heap's device. A CPU tensor, or one whose storage empty() made
+// (on the heap's device by construction), passes without asking the Runtime; the protection
+// chain then resolves its allocation.
+void CheckOnHeapDevice(std::string_view operation, std::string_view name, const at::Tensor& tensor) {
+  if (tensor.defined() && (tensor.device().is_cpu() || ContextOf(tensor) != nullptr)) return;
+  const c10::Device heap = HeapTensorDevice();
+  if (!tensor.defined() || tensor.device() != heap) {
+    Check(Contract(operation, name, "a tensor on the runtime's device (" + heap.str() + ")",
+                   Describe(tensor)));
+  }
+}
+
+// A local operand: in host memory, or on the heap's device (a copy engine reads either).
+void CheckLocalDevice(std::string_view operation, std::string_view name, const at::Tensor& tensor) {
+  if (tensor.defined() && tensor.device().is_cpu()) return;
+  const c10::Device heap = HeapTensorDevice();
+  if (!tensor.defined() || tensor.device() != heap) {
+    Check(Contract(operation, name,
+                   heap.is_cpu() ? std::string("a tensor on the runtime's device (cpu)")
+                                 : "a tensor on the cpu or the runtime's device (" + heap.str() + ")",
+                   Describe(tensor)));
+  }
+}
+
+// Read by the host (MegaMoE's count matrix): a CPU tensor whatever the heap's device.
 void CheckCpu(std::string_view operation, std::string_view name, const at::Tensor& tensor) {
   if (!tensor.defined() || tensor.device().type() != c10::kCPU) {
-    Check(Contract(operation, name, "a tensor on the runtime's device (cpu)", Describe(tensor)));
+    Check(Contract(operation, name, "a tensor in host memory (cpu)", Describe(tensor)));
   }
 }
 
@@ -125,7 +169,7 @@ std::uint64_t ByteSize(const at::Tensor& tensor) {
 // Runtime then checks the allocation is live in this lifecycle and the byte range inside it.
 hps::SymmetricView Symmetric(std::string_view operation, std::string_view name,
                              const at::Tensor& tensor) {
-  CheckCpu(operation, name, tensor);
+  CheckOnHeapDevice(operation, name, tensor);
   AllocationContext* context = ContextOf(tensor);
   if (context == nullptr) {
     Check(Contract(operation, name, "a symmetric tensor from shmem.empty",
@@ -138,9 +182,10 @@ hps::SymmetricView Symmetric(std::string_view operation, std::string_view name,
                             ByteSize(tensor)};
 }
 
-// A local (non-symmetric side) operand: any contiguous CPU tensor that was not freed.
+// A local (non-symmetric side) operand: any contiguous tensor in host memory or on the heap's
+// device that was not freed.
 void* Local(std::string_view operation, std::string_view name, const at::Tensor& tensor) {
-  CheckCpu(operation, name, tensor);
+  CheckLocalDevice(operation, name, tensor);
   CheckContiguous(operation, name, tensor);
   if (AllocationContext* context = ContextOf(tensor);
       context != nullptr && context->freed.load(std::memory_order_acquire)) {
@@ -152,17 +197,22 @@ void* Local(std::string_view operation, std::string_view name, const at::Tensor&
   return tensor.numel() == 0 ? nullptr : tensor.data_ptr();
 }
 
-// The user streams of the backend HYPER_PARALLEL_SHMEM_BACKEND selects, looked up once (null:
-// that backend has none, or the setting is invalid, which Init reports).
-hps::StreamProvider* Streams() {
-  static hps::StreamProvider* const provider = []() -> hps::StreamProvider* {
+// The backend entry HYPER_PARALLEL_SHMEM_BACKEND selects, looked up once (null: invalid
+// setting, which Init reports).
+const hps::BackendEntry* SelectedBackend() {
+  static const hps::BackendEntry* const entry = []() -> const hps::BackendEntry* {
     hps::Config config;
     if (!hps::Config::FromEnvironment(hps::ProcessEnvironment(), &config).ok()) return nullptr;
-    const hps::BackendEntry* entry = nullptr;
-    if (!hps::FindBackend(config.backend, &entry).ok()) return nullptr;
-    return entry->streams;
+    const hps::BackendEntry* found = nullptr;
+    return hps::FindBackend(config.backend, &found).ok() ? found : nullptr;
   }();
-  return provider;
+  return entry;
+}
+
+// The user streams of the selected backend (null: it has none, or the setting is invalid).
+hps::StreamProvider* Streams() {
+  const hps::BackendEntry* entry = SelectedBackend();
+  return entry == nullptr ? nullptr : entry->streams;
 }
 
 hps::StreamProvider& RequireStreams() {
@@ -177,10 +227,19 @@ hps::StreamProvider& RequireStreams() {
 }
 
 // The calling thread's current stream (a thread-local read, no lock: every entry checks the
-// Runtime's state itself).
+// Runtime's state itself): the backend's own current stream where it has streams; torch's
+// current CUDA stream on the current device where the backend uses CUDA's streams (the Runtime
+// rejects a current device other than its own); else the backend's default stream.
 hps::StreamRef CurrentStream() {
-  hps::StreamProvider* provider = Streams();
-  return provider == nullptr ? hps::StreamRef{} : provider->CurrentStream();
+  if (hps::StreamProvider* provider = Streams()) return provider->CurrentStream();
+  const hps::BackendEntry* entry = SelectedBackend();
+  if (entry == nullptr || !entry->framework_stream ||
+      entry->framework_device != hps::DeviceType::kCuda ||
+      !c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA)) {
+    return hps::StreamRef{};
+  }
+  const c10::impl::VirtualGuardImpl cuda(c10::DeviceType::CUDA);
+  return entry->framework_stream(cuda.getStream(cuda.getDevice()).native_handle());
 }
 
 // ---- Python arguments -----------------------------------------------------------------------
@@ -294,10 +353,29 @@ at::Tensor Empty(const std::vector<int64_t>& sizes, at::ScalarType dtype, std::u
   const std::uint64_t bytes = numel * element;
   hps::Runtime& runtime = hps::Runtime::Process();
   hps::Allocation allocation;
+  c10::Device device(c10::kCPU);
+  c10::DispatchKey key = c10::DispatchKey::CPU;
   {
     py::gil_scoped_release no_gil;
-    // The tensors made here are CPU tensors over the heap.
-    Check(runtime.RequireHostAddressableHeap("empty"));
+    // CPU tensors over a heap this process addresses; CUDA tensors over a CUDA device heap
+    // (which needs a torch built with CUDA); no tensors over any other device's heap yet.
+    hps::DeviceId heap_device;
+    bool host = true;
+    Check(runtime.HeapPlacement("empty", &heap_device, &host));
+    if (!host) {
+      if (heap_device.type != hps::DeviceType::kCuda) {
+        Check(runtime.RequireHostAddressableHeap("empty"));
+      }
+      if (!c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA)) {
+        Check(hps::Status::Assertion(
+                  hps::ErrorCode::kUnsupportedCapability,
+                  "the heap is CUDA device memory and this torch has no CUDA support",
+                  {{"device", heap_device.ToString()}})
+                  .At("empty", "validate"));
+      }
+      device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(heap_device.index));
+      key = c10::DispatchKey::CUDA;
+    }
     Check(runtime.Allocate(bytes, alignment, &allocation, note));
   }
   auto* context = new AllocationContext();
@@ -306,13 +384,11 @@ at::Tensor Empty(const std::vector<int64_t>& sizes, at::ScalarType dtype, std::u
   context->base = allocation.data;
   context->bytes = allocation.bytes;
   context->rank = runtime.rank();
-  c10::DataPtr data_ptr(allocation.data, context, &DeleteAllocationContext,
-                        c10::Device(c10::kCPU));
+  c10::DataPtr data_ptr(allocation.data, context, &DeleteAllocationContext, device);
   c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, std::move(data_ptr),
                        /*allocator=*/nullptr, /*resizable=*/false);
   at::Tensor tensor = at::detail::make_tensor<c10::TensorImpl>(
-      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
-      c10::scalarTypeToTypeMeta(dtype));
+      std::move(storage), c10::DispatchKeySet(key), c10::scalarTypeToTypeMeta(dtype));
   tensor.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
   context->owner = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(
       tensor.getIntrusivePtr());
@@ -326,9 +402,9 @@ void InvalidateStorage(const at::Tensor& tensor, AllocationContext* context) {
   c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
   context->freed.store(true, std::memory_order_release);
   at::DataPtr& current = storage->_mutable_data_ptr_no_checks();
+  const c10::Device device = current.device();
   void* owned = current.release_context();  // the context moves to the new DataPtr
-  storage->set_data_ptr_noswap(
-      c10::DataPtr(nullptr, owned, &DeleteAllocationContext, c10::Device(c10::kCPU)));
+  storage->set_data_ptr_noswap(c10::DataPtr(nullptr, owned, &DeleteAllocationContext, device));
   storage->set_nbytes(0);
   storage->set_throw_on_mutable_data_ptr();
   storage->release_data_and_set_meta_custom_data_ptr_error_msg_(
@@ -338,7 +414,7 @@ void InvalidateStorage(const at::Tensor& tensor, AllocationContext* context) {
 }
 
 void Free(const at::Tensor& tensor, const std::string& note) {
-  CheckCpu("free", "tensor", tensor);
+  CheckOnHeapDevice("free", "tensor", tensor);
   AllocationContext* context = ContextOf(tensor);
   if (context == nullptr) {
     Check(Contract("free", "tensor", "a symmetric tensor from shmem.empty",
@@ -533,7 +609,7 @@ hps::ops::MoeLayout MoeLayoutOf(std::string_view operation, const at::Tensor& co
 // Rows of `rows` x hidden elements: a contiguous 2-D CPU tensor.
 void CheckRows(std::string_view operation, std::string_view name, const at::Tensor& tensor,
                std::int64_t rows_at_least, const at::Tensor& like) {
-  CheckCpu(operation, name, tensor);
+  CheckLocalDevice(operation, name, tensor);
   CheckContiguous(operation, name, tensor);
   if (tensor.dim() != 2 || tensor.size(0) < rows_at_least || tensor.size(1) != like.size(1) ||
       tensor.scalar_type() != like.scalar_type()) {

@@ -404,13 +404,18 @@ Status FakeCudaApi::WaitValue64(void* stream, const void* address, WaitCompariso
   const Clock::time_point deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(budget);
   const std::atomic_ref<std::int64_t> word = Word(address);
+  const std::atomic_ref<std::uint64_t> finished(report->finished);
   for (int polls = 0;; ++polls) {
     const std::int64_t observed = word.load(std::memory_order_seq_cst);
-    if (Satisfied(observed, comparison, value)) return Status::Ok();
+    if (Satisfied(observed, comparison, value)) {
+      finished.store(1, std::memory_order_release);
+      return Status::Ok();
+    }
     const Clock::time_point now = Clock::now();
     if (now >= deadline) {
       report->observed = observed;
       report->timed_out = 1;
+      finished.store(1, std::memory_order_release);
       return Status::Ok();
     }
     if (polls < kSpinsBeforeSleeping) {

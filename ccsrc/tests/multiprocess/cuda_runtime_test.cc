@@ -110,6 +110,30 @@ INSTANTIATE_TEST_SUITE_P(Layers, CudaRuntimeWaits,
                            return std::string(CudaLayerName(param.param));
                          });
 
+// The fake only (its streams run each operation as it is enqueued, so every wait has passed by
+// the time the records run out): waits on a caller's stream beyond the 1024 wait records, with
+// no synchronisation between them, reuse the records of waits that passed.
+TEST(CudaRuntimeWaitRecords, WaitsThatPassedGiveTheirRecordsBackWithoutASync) {
+  EXPECT_ALL_PES_PASS(RunPes(LaunchPes(2, "20", 8 << 20), [](PeContext& ctx) {
+    cuda::CudaApi* api = nullptr;
+    CHECK_PE_OK(ctx, ctx.InitRuntime(std::chrono::seconds(20),
+                                     CudaBackendOn(CudaLayer::kFake, &api)));
+    void* stream = nullptr;
+    CHECK_PE_OK(ctx, api->StreamCreate(&stream));
+    Allocation flag = MustAllocate(ctx, 8);
+    const std::int64_t one = 1;
+    CHECK_PE_OK(ctx, Rt().Put(View(flag), &one, ctx.rank, {}));
+    for (int i = 0; i < 3000; ++i) {
+      const Status waited = Rt().WaitSignal(View(flag), SignalWidth::k64, 1, Comparison::kEq,
+                                            StreamRef{stream});
+      CHECK_PE(ctx, waited.ok(), "wait " + std::to_string(i) + ": " + waited.ToString());
+    }
+    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    FreeAllAndShutdown(ctx);  // synchronises the stream; the fake's streams are handles only
+    return 0;
+  }));
+}
+
 // The fake only: it moves the current device behind the Runtime's back.
 TEST(CudaRuntimeDevice, TheDeviceIsFrozenAtInitAndLifecyclesRepeat) {
   EXPECT_ALL_PES_PASS(RunPes(LaunchPes(2, "20", 8 << 20), [](PeContext& ctx) {

@@ -213,7 +213,7 @@ class MegaMoE(nn.Module):
         results = ExpertParallel.apply(rows, self.gate_proj, self.up_proj, self.down_proj,
                                        resources, counts, layout)
         weights = topk_weights.reshape(-1)[order].float()
-        out = torch.zeros(tokens, self.hidden_size, dtype=torch.float32).index_add(
+        out = torch.zeros(tokens, self.hidden_size, dtype=torch.float32, device=x.device).index_add(
             0, token, results.float() * weights[:, None])
         if self.shared_intermediate_size:
             shared = swiglu(x.to(self.dtype), self.shared_gate_proj, self.shared_up_proj,

@@ -102,7 +102,9 @@ class _Direction:
 @dataclass
 class PipelineStats:
     """How the last calls overlapped: experts that started computing while rows of a later
-    local expert had not all arrived yet (computation overlapping arrival), of all experts."""
+    local expert had not all arrived yet (computation overlapping arrival), of all experts.
+    On a device heap (CUDA) the waits and the experts are queued on the stream: the times
+    are the host's time to queue them, and started_early is not counted."""
 
     calls: int = 0
     experts: int = 0
@@ -293,10 +295,11 @@ class MegaMoEResources:
     # ---- one call: dispatch, compute per local expert as its rows land, combine -------------
 
     def exchange_counts(self, counts_local: torch.Tensor) -> torch.Tensor:
-        """Collective: every PE's counts per expert, as a [P, E] int64 tensor (on SHMEM)."""
+        """Collective: every PE's counts per expert, as a [P, E] int64 CPU tensor (on SHMEM;
+        the layout is computed on the host)."""
         started = time.perf_counter()
         shmem.all_gather(self.counts, counts_local.to(torch.int64).contiguous())
-        out = self.counts.view(self.pes, self.num_experts).clone()
+        out = self.counts.view(self.pes, self.num_experts).to("cpu", copy=True)
         self.stats.exchange_s += time.perf_counter() - started
         return out
 
@@ -362,7 +365,9 @@ class MegaMoEResources:
         for local in range(locals_):
             shmem.wait_signal(d.dispatch_words[local], targets[local], comparison="ge")
             arrived_s = time.perf_counter() - started
-            if local + 1 < locals_:  # a later expert still receiving: computation overlaps
+            # A later expert still receiving: computation overlaps arrival. (Read where the
+            # counters are host memory; on a GPU the waits are queued and reading would stall.)
+            if local + 1 < locals_ and d.arrivals.is_cpu:
                 arrived = d.arrivals.tolist()
                 if any(arrived[j] < targets[j] for j in range(local + 1, locals_)):
                     self.stats.started_early += 1

@@ -27,7 +27,7 @@ def dense_moe(x: torch.Tensor, router: torch.Tensor, gate_proj: torch.Tensor,
     flat = x.reshape(-1, shape[-1])
     if topk_ids is None:
         topk_ids, topk_weights = route(flat.float() @ router.float().t(), top_k, normalize_topk)
-    out = torch.zeros(flat.shape[0], flat.shape[1], dtype=torch.float32)
+    out = torch.zeros(flat.shape[0], flat.shape[1], dtype=torch.float32, device=flat.device)
     for expert in range(router.shape[0]):
         tokens, slot = (topk_ids == expert).nonzero(as_tuple=True)
         if tokens.numel() == 0:
@@ -130,7 +130,7 @@ class AllToAllMoE(MegaMoE):
         back = all_to_all(results, send_splits, recv_splits, self.group, self.clock)
         self.clock.seconds += time.perf_counter() - started
         weights = topk_weights.reshape(-1)[order].float()
-        out = torch.zeros(tokens, self.hidden_size, dtype=torch.float32).index_add(
+        out = torch.zeros(tokens, self.hidden_size, dtype=torch.float32, device=x.device).index_add(
             0, token, back.float() * weights[:, None])
         if self.shared_intermediate_size:
             shared = swiglu(x.to(self.dtype), self.shared_gate_proj, self.shared_up_proj,
