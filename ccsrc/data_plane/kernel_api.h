@@ -44,6 +44,17 @@ struct BlockPut {
   std::uint64_t bytes = 0;
 };
 
+/// One block of a PutBlocksSignalled batch: a block put to `pe`, then `add` added to the
+/// 64-bit counter at heap offset `counter_offset` of the same PE.
+struct SignalledPut {
+  int pe = 0;
+  std::uint64_t offset = 0;      ///< heap offset at `pe`
+  const void* source = nullptr;  ///< local memory
+  std::uint64_t bytes = 0;       ///< 0: the addition alone
+  std::uint64_t counter_offset = 0;
+  std::int64_t add = 0;
+};
+
 /// Epoch slots per PE for the runtime's collectives (ops/all_gather uses slot 0).
 inline constexpr int kEpochSlots = 1;
 
@@ -78,6 +89,18 @@ class KernelApi {
   /// backend, before anything the kernel enqueues later.
   virtual void PutBlocks(std::span<const BlockPut> puts) {
     for (const BlockPut& put : puts) PutBlock(put.pe, put.offset, put.source, put.bytes);
+  }
+
+  /// Puts every block of `puts` and adds each one's `add` to its counter once that block has
+  /// landed (data before signal, block by block: a waiter that counts every block's addition
+  /// sees every block). Blocks, and their additions, may land in any order and in parallel
+  /// (the CUDA backend: one multi-block kernel per 64 blocks); the host backend runs them in
+  /// order, each addition also after every earlier block of the batch.
+  virtual void PutBlocksSignalled(std::span<const SignalledPut> puts) {
+    for (const SignalledPut& put : puts) {
+      if (put.bytes > 0) PutBlock(put.pe, put.offset, put.source, put.bytes);
+      AddCounter(put.pe, put.counter_offset, put.add);
+    }
   }
 
   /// Publishes `epoch` on this PE's epoch slot `slot` (< kEpochSlots) at PE `pe`, after every

@@ -74,6 +74,11 @@ class Checked final : public CudaApi {
     HPS_RETURN_IF_ERROR(Check(CudaCall::kCopyBlocksAsync));
     return inner_->CopyBlocksAsync(stream, blocks, count);
   }
+  Status CopyBlocksAndAddAsync(void* stream, const SignalledCopyBlock* blocks,
+                               std::size_t count) override {
+    HPS_RETURN_IF_ERROR(Check(CudaCall::kCopyBlocksAndAddAsync));
+    return inner_->CopyBlocksAndAddAsync(stream, blocks, count);
+  }
   Status WriteValue64(void* stream, void* address, std::int64_t value) override {
     HPS_RETURN_IF_ERROR(Check(CudaCall::kWriteValue64));
     return inner_->WriteValue64(stream, address, value);

@@ -35,7 +35,7 @@ inline constexpr CudaContext kAllCudaContexts[] = {CudaContext::kHostThread,
 enum class CudaCall : std::uint8_t {
   kGetDevice, kSetDevice, kDeviceUuid, kMalloc, kFree, kMallocHost, kFreeHost, kIpcExport,
   kIpcOpen, kIpcClose, kStreamCreate, kStreamDestroy, kStreamSynchronize, kMemcpyAsync,
-  kCopyBlocksAsync, kWriteValue64, kAddValue64, kWaitValue64, kCount,
+  kCopyBlocksAsync, kCopyBlocksAndAddAsync, kWriteValue64, kAddValue64, kWaitValue64, kCount,
 };
 
 struct CudaCallRule {
@@ -65,6 +65,7 @@ inline constexpr CudaCallRule kCudaCallRules[] = {
     {CudaCall::kStreamSynchronize, "cudaStreamSynchronize", kHostOnly},
     {CudaCall::kMemcpyAsync, "cudaMemcpyAsync", kEnqueue},
     {CudaCall::kCopyBlocksAsync, "the copy kernel", kEnqueue},
+    {CudaCall::kCopyBlocksAndAddAsync, "the copy-and-add kernel", kEnqueue},
     {CudaCall::kWriteValue64, "cuStreamWriteValue64", kEnqueue},
     {CudaCall::kAddValue64, "the add kernel", kEnqueue},
     {CudaCall::kWaitValue64, "the wait kernel", kEnqueue},

@@ -32,6 +32,7 @@ TEST(CudaCallSites, EveryEntryOfTheTableIsEnforced) {
   EXPECT_FALSE(IsCallable(CudaCall::kMalloc, CudaContext::kCapturedOp));
   EXPECT_TRUE(IsCallable(CudaCall::kWaitValue64, CudaContext::kCapturedOp));
   EXPECT_TRUE(IsCallable(CudaCall::kCopyBlocksAsync, CudaContext::kCapturedOp));
+  EXPECT_TRUE(IsCallable(CudaCall::kCopyBlocksAndAddAsync, CudaContext::kCapturedOp));
   for (int i = 0; i < static_cast<int>(CudaCall::kCount); ++i) {
     EXPECT_FALSE(IsCallable(static_cast<CudaCall>(i), CudaContext::kHostCallback));
   }
@@ -46,6 +47,7 @@ Status MakeCall(CudaApi& api, CudaCall call) {
   alignas(8) std::int64_t word = 0;
   WaitReport report;
   const CopyBlock block{&word, &word, sizeof(word)};
+  const SignalledCopyBlock signalled{nullptr, nullptr, 0, &word, 1};
   switch (call) {
     case CudaCall::kGetDevice: return api.GetDevice(&device);
     case CudaCall::kSetDevice: return api.SetDevice(0);
@@ -62,6 +64,7 @@ Status MakeCall(CudaApi& api, CudaCall call) {
     case CudaCall::kStreamSynchronize: return api.StreamSynchronize(nullptr);
     case CudaCall::kMemcpyAsync: return api.MemcpyAsync(&word, &word, sizeof(word), nullptr);
     case CudaCall::kCopyBlocksAsync: return api.CopyBlocksAsync(nullptr, &block, 1);
+    case CudaCall::kCopyBlocksAndAddAsync: return api.CopyBlocksAndAddAsync(nullptr, &signalled, 1);
     case CudaCall::kWriteValue64: return api.WriteValue64(nullptr, &word, 1);
     case CudaCall::kAddValue64: return api.AddValue64(nullptr, &word, 1);
     case CudaCall::kWaitValue64:

@@ -35,6 +35,16 @@ struct CopyBlock {
   std::size_t bytes = 0;
 };
 
+/// One block of a CopyBlocksAndAddAsync batch: a copy, then `add` added to the 64-bit word at
+/// `counter` once this block's bytes have landed.
+struct SignalledCopyBlock {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::size_t bytes = 0;     ///< 0: the addition alone
+  void* counter = nullptr;   ///< 8-byte aligned
+  std::int64_t add = 0;
+};
+
 /// The most blocks one launch of the copy kernel carries (its descriptors travel by value in
 /// the kernel's parameters); CopyBlocksAsync splits a larger batch into several launches.
 inline constexpr std::size_t kCopyBlocksPerLaunch = 64;
@@ -102,6 +112,15 @@ class CudaApi {
   /// own identical one (the blocks run concurrently). (A pointer and a count, not a span: the
   /// kernels are compiled as C++17.)
   virtual Status CopyBlocksAsync(void* stream, const CopyBlock* blocks, std::size_t count) = 0;
+  /// Copies every block of `blocks[0, count)` and, after each block's bytes have landed (and are
+  /// visible system-wide), atomically adds its `add` to its `counter`: one launch of a kernel of
+  /// one thread block per block, per kCopyBlocksPerLaunch blocks (MegaMoE's chunks and their
+  /// signals). Blocks and additions run in any order relative to one another, after the
+  /// stream's earlier work and before its later work. A block with a pointer the device cannot
+  /// address is a cudaMemcpyAsync then an AddValue64 on the same stream instead. Destinations
+  /// must be disjoint from one another and from the sources.
+  virtual Status CopyBlocksAndAddAsync(void* stream, const SignalledCopyBlock* blocks,
+                                       std::size_t count) = 0;
   /// Writes `value` to the 64-bit word at `address` after the stream's earlier work, visible to
   /// other processes (cuStreamWriteValue64).
   virtual Status WriteValue64(void* stream, void* address, std::int64_t value) = 0;

@@ -40,8 +40,8 @@ std::string Hex(const void* pointer) {
 
 }  // namespace
 
-// The kernel-side API on one stream: copies (a batch as copy kernels), stream writes, add
-// kernels and polling waits, all enqueued; the waits' reports are checked when the stream is
+// The kernel-side API on one stream: copies (a batch as copy kernels, a signalled batch as
+// copy-and-add kernels), stream writes, add kernels and polling waits, all enqueued; the waits' reports are checked when the stream is
 // synchronised.
 class CudaBackend::KernelApiOnStream final : public data_plane::KernelApi {
  public:
@@ -64,6 +64,19 @@ class CudaBackend::KernelApiOnStream final : public data_plane::KernelApi {
     }
     if (blocks.empty()) return;
     Note(backend_.api_->CopyBlocksAsync(stream_, blocks.data(), blocks.size()));
+  }
+  // MegaMoE's chunks and their signals: one copy-and-add kernel per kCopyBlocksPerLaunch
+  // blocks (a thread block per chunk, each chunk's signal after its own bytes), instead of a
+  // cudaMemcpyAsync and an add kernel per chunk.
+  void PutBlocksSignalled(std::span<const data_plane::SignalledPut> puts) override {
+    std::vector<SignalledCopyBlock> blocks;
+    blocks.reserve(puts.size());
+    for (const data_plane::SignalledPut& put : puts) {
+      blocks.push_back({backend_.heap_[put.pe] + put.offset, put.source, put.bytes,
+                        backend_.heap_[put.pe] + put.counter_offset, put.add});
+    }
+    if (blocks.empty()) return;
+    Note(backend_.api_->CopyBlocksAndAddAsync(stream_, blocks.data(), blocks.size()));
   }
   void AddCounter(int pe, std::uint64_t offset, std::int64_t value) override {
     Note(backend_.api_->AddValue64(stream_, backend_.heap_[pe] + offset, value));

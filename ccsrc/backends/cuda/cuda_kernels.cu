@@ -119,6 +119,27 @@ __global__ void __launch_bounds__(kCopyThreads)
   }
 }
 
+// One launch's signalled blocks, passed by value in the kernel's parameters.
+struct SignalledLaunch {
+  unsigned char* dst[kCopyBlocksPerLaunch];
+  const unsigned char* src[kCopyBlocksPerLaunch];
+  std::uint64_t bytes[kCopyBlocksPerLaunch];
+  unsigned long long* counter[kCopyBlocksPerLaunch];
+  unsigned long long add[kCopyBlocksPerLaunch];  // two's complement: adds negatives too
+};
+static_assert(sizeof(SignalledLaunch) <= 4000, "a launch's blocks fit in the 4 KiB of parameters");
+
+// Thread block i copies block i whole, then signals it: every thread fences its own writes at
+// system scope, the barrier makes every fence precede thread 0's addition.
+__global__ void __launch_bounds__(kCopyThreads)
+    CopyBlocksAndAddKernel(const __grid_constant__ SignalledLaunch launch) {
+  const unsigned i = blockIdx.x;
+  if (launch.bytes[i] > 0) CopySlice(launch.dst[i], launch.src[i], launch.bytes[i]);
+  __threadfence_system();
+  __syncthreads();
+  if (threadIdx.x == 0) atomicAdd_system(launch.counter[i], launch.add[i]);
+}
+
 __global__ void WriteValue64Kernel(std::int64_t* address, std::int64_t value) {
   __threadfence_system();
   SystemWord(*address).store(value, ::cuda::memory_order_release);
@@ -184,6 +205,25 @@ cudaError_t LaunchCopyBlocks(cudaStream_t stream, const CopyBlock* blocks, int c
   config.dynamicSmemBytes = 0;
   config.stream = stream;
   return cudaLaunchKernelEx(&config, CopyBlocksKernel, launch);
+}
+
+cudaError_t LaunchCopyBlocksAndAdd(cudaStream_t stream, const SignalledCopyBlock* blocks,
+                                   int count) {
+  if (count <= 0 || count > static_cast<int>(kCopyBlocksPerLaunch)) return cudaErrorInvalidValue;
+  SignalledLaunch launch = {};
+  for (int i = 0; i < count; ++i) {
+    launch.dst[i] = static_cast<unsigned char*>(blocks[i].dst);
+    launch.src[i] = static_cast<const unsigned char*>(blocks[i].src);
+    launch.bytes[i] = blocks[i].bytes;
+    launch.counter[i] = static_cast<unsigned long long*>(blocks[i].counter);
+    launch.add[i] = static_cast<unsigned long long>(blocks[i].add);
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(count));
+  config.blockDim = dim3(kCopyThreads);
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  return cudaLaunchKernelEx(&config, CopyBlocksAndAddKernel, launch);
 }
 
 cudaError_t LaunchWriteValue64(cudaStream_t stream, std::int64_t* address, std::int64_t value) {

@@ -309,6 +309,43 @@ Status CudaRuntimeApi::CopyBlocksAsync(void* stream, const CopyBlock* blocks,
   return Check(LaunchCopyBlocks(AsStream(stream), launch, batched), kLaunch);
 }
 
+Status CudaRuntimeApi::CopyBlocksAndAddAsync(void* stream, const SignalledCopyBlock* blocks,
+                                             std::size_t count) {
+  constexpr std::string_view kLaunch = "cudaLaunchKernelEx(CopyBlocksAndAdd)";
+  if (count > 0 && blocks == nullptr) return Failed(kLaunch, cudaErrorInvalidValue);
+  DeviceAddresses addresses(pointer_attributes_);
+  SignalledCopyBlock launch[kCopyBlocksPerLaunch];
+  int batched = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const SignalledCopyBlock& block = blocks[i];
+    if (block.counter == nullptr || (block.bytes > 0 && (block.dst == nullptr || block.src == nullptr))) {
+      return Failed(kLaunch, cudaErrorInvalidValue);
+    }
+    void* dst = nullptr;
+    void* src = nullptr;
+    void* counter = nullptr;
+    HPS_RETURN_IF_ERROR(addresses.Of(block.counter, &counter));
+    if (block.bytes > 0) {
+      HPS_RETURN_IF_ERROR(addresses.Of(block.dst, &dst));
+      HPS_RETURN_IF_ERROR(addresses.Of(block.src, &src));
+    }
+    if (counter == nullptr || (block.bytes > 0 && (dst == nullptr || src == nullptr))) {
+      // Memory the kernel cannot address: the copy engines, then the one-thread add, in stream
+      // order (this block's addition after its bytes).
+      if (block.bytes > 0) HPS_RETURN_IF_ERROR(MemcpyAsync(block.dst, block.src, block.bytes, stream));
+      HPS_RETURN_IF_ERROR(AddValue64(stream, block.counter, block.add));
+      continue;
+    }
+    launch[batched++] = SignalledCopyBlock{dst, src, block.bytes, counter, block.add};
+    if (batched == static_cast<int>(kCopyBlocksPerLaunch)) {
+      HPS_RETURN_IF_ERROR(Check(LaunchCopyBlocksAndAdd(AsStream(stream), launch, batched), kLaunch));
+      batched = 0;
+    }
+  }
+  if (batched == 0) return Status::Ok();
+  return Check(LaunchCopyBlocksAndAdd(AsStream(stream), launch, batched), kLaunch);
+}
+
 Status CudaRuntimeApi::WriteValue64(void* stream, void* address, std::int64_t value) {
   if (write_value64_ != nullptr) {
     const auto write = reinterpret_cast<WriteValue64Fn>(write_value64_);

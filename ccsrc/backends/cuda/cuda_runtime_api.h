@@ -22,6 +22,10 @@
 //                           allocation and call: the driver's cuPointerGetAttributes gives its
 //                           address range); a block with a pointer the device cannot address
 //                           (pageable host memory) goes through cudaMemcpyAsync instead
+//   CopyBlocksAndAddAsync   the copy-and-add kernel, one thread block per block, one launch
+//                           per kCopyBlocksPerLaunch blocks, pointers asked as for
+//                           CopyBlocksAsync; a block the device cannot address is
+//                           cudaMemcpyAsync then AddValue64
 //   WriteValue64            cuStreamWriteValue64, fetched at construction through
 //                           cudaGetDriverEntryPointByVersion (nothing links libcuda.so); a
 //                           one-thread store kernel where the driver lacks it or refuses it
@@ -71,6 +75,8 @@ class CudaRuntimeApi final : public CudaApi {
   Status StreamSynchronize(void* stream) override;
   Status MemcpyAsync(void* dst, const void* src, std::size_t bytes, void* stream) override;
   Status CopyBlocksAsync(void* stream, const CopyBlock* blocks, std::size_t count) override;
+  Status CopyBlocksAndAddAsync(void* stream, const SignalledCopyBlock* blocks,
+                               std::size_t count) override;
   Status WriteValue64(void* stream, void* address, std::int64_t value) override;
   Status AddValue64(void* stream, void* address, std::int64_t value) override;
   Status WaitValue64(void* stream, const void* address, WaitComparison comparison,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "data_plane/pe_address.h"
 
@@ -13,6 +14,7 @@ Status Dispatch(data_plane::KernelApi& api, const MoeLayout& layout, const Dispa
   const int rank = api.rank();
   const int locals = shape.local_experts();
   const auto chunk = static_cast<std::int64_t>(shape.chunk_rows);
+  std::vector<data_plane::SignalledPut> puts;
   for (int distance = 0; distance < shape.pes; ++distance) {
     const int owner = data_plane::RingPeer(rank, distance, shape.pes);
     for (int local = 0; local < locals; ++local) {
@@ -24,15 +26,14 @@ Status Dispatch(data_plane::KernelApi& api, const MoeLayout& layout, const Dispa
       // An expert this PE sends nothing still gets its one signal: the target is fixed.
       for (std::int64_t c = 0; c < layout.Chunks(rows); ++c) {
         const std::int64_t first = c * chunk;
-        const std::int64_t block = std::min(chunk, rows - first);
-        if (block > 0) {
-          api.PutBlock(owner, plan.recv_offset + (to + first) * shape.row_bytes,
-                       plan.rows + (from + first) * shape.row_bytes, block * shape.row_bytes);
-        }
-        api.AddCounter(owner, counter, 1);  // data before signal
+        const std::int64_t block = std::max<std::int64_t>(0, std::min(chunk, rows - first));
+        puts.push_back({owner, plan.recv_offset + (to + first) * shape.row_bytes,
+                        plan.rows + (from + first) * shape.row_bytes,
+                        static_cast<std::uint64_t>(block) * shape.row_bytes, counter, 1});
       }
     }
   }
+  api.PutBlocksSignalled(puts);  // each chunk's signal after its data
   return Status::Ok();
 }
 
@@ -52,16 +53,17 @@ Status Combine(data_plane::KernelApi& api, const MoeLayout& layout, const Combin
                                         "moe combine waiting for the results of local expert " +
                                             std::to_string(local)));
     const int expert = rank * locals + local;
+    std::vector<data_plane::SignalledPut> puts;
+    puts.reserve(shape.pes);
     for (int distance = 0; distance < shape.pes; ++distance) {
       const int source = data_plane::RingPeer(rank, distance, shape.pes);
       const std::int64_t rows = layout.Count(source, expert);
-      if (rows > 0) {
-        api.PutBlock(source, plan.return_offset + layout.SendRow(source, expert) * shape.row_bytes,
-                     plan.results + layout.RecvRow(rank, local, source) * shape.row_bytes,
-                     rows * shape.row_bytes);
-      }
-      api.AddCounter(source, plan.return_counter_offset, 1);
+      puts.push_back({source, plan.return_offset + layout.SendRow(source, expert) * shape.row_bytes,
+                      plan.results + layout.RecvRow(rank, local, source) * shape.row_bytes,
+                      static_cast<std::uint64_t>(std::max<std::int64_t>(rows, 0)) * shape.row_bytes,
+                      plan.return_counter_offset, 1});
     }
+    api.PutBlocksSignalled(puts);  // this expert's results, each source's signal after its rows
   }
   return Status::Ok();
 }

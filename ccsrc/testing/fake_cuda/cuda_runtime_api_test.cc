@@ -188,6 +188,54 @@ TEST_F(CudaRuntimeApiOnDevice, CopyBlocksAsyncCopiesEveryBlockExactly) {
   }
 }
 
+TEST_F(CudaRuntimeApiOnDevice, CopyBlocksAndAddAsyncCopiesEveryBlockThenAddsItsSignal) {
+  for (const bool pageable_source : {false, true}) {  // the kernel, or copy engine and add
+    for (const int count : {0, 1, 64, 65, 200}) {
+      SCOPED_TRACE(std::string(pageable_source ? "pageable" : "device") + " source, " +
+                   std::to_string(count) + " blocks");
+      std::size_t dst_bytes = 0, src_bytes = 0;
+      const std::vector<BlockAt> layout = OddBlocks(count, &dst_bytes, &src_bytes);
+      std::vector<unsigned char> in(src_bytes), expected(dst_bytes, 0xEE);
+      for (std::size_t i = 0; i < src_bytes; ++i) in[i] = static_cast<unsigned char>(i * 7 + 1);
+      void* dst = nullptr;
+      void* device_src = nullptr;
+      ASSERT_TRUE(api_->Malloc(dst_bytes, &dst).ok());
+      ASSERT_TRUE(api_->MemcpyAsync(dst, expected.data(), dst_bytes, stream_).ok());
+      const unsigned char* src = in.data();
+      if (!pageable_source) {
+        ASSERT_TRUE(api_->Malloc(src_bytes, &device_src).ok());
+        ASSERT_TRUE(api_->MemcpyAsync(device_src, in.data(), src_bytes, stream_).ok());
+        src = static_cast<const unsigned char*>(device_src);
+      }
+      ASSERT_TRUE(api_->StreamSynchronize(stream_).ok());
+      void* counters[3] = {DeviceWord(10), DeviceWord(20), DeviceWord(30)};
+      std::int64_t sums[3] = {10, 20, 30};
+      std::vector<SignalledCopyBlock> blocks;
+      for (int i = 0; i < count; ++i) {
+        const BlockAt& at = layout[static_cast<std::size_t>(i)];
+        blocks.push_back({static_cast<unsigned char*>(dst) + at.dst, src + at.src, at.bytes,
+                          counters[CounterOf(i)], AdditionOf(i)});
+        std::memcpy(expected.data() + at.dst, in.data() + at.src, at.bytes);
+        sums[CounterOf(i)] += AdditionOf(i);
+      }
+      ASSERT_TRUE(api_->CopyBlocksAndAddAsync(stream_, blocks.data(), blocks.size()).ok());
+      ASSERT_TRUE(api_->StreamSynchronize(stream_).ok());
+      std::vector<unsigned char> out(dst_bytes, 0);
+      ASSERT_TRUE(api_->MemcpyAsync(out.data(), dst, dst_bytes, stream_).ok());
+      ASSERT_TRUE(api_->StreamSynchronize(stream_).ok());
+      EXPECT_TRUE(out == expected) << "copied bytes";
+      for (int c = 0; c < 3; ++c) {
+        EXPECT_EQ(Read(counters[c]), sums[c]) << "counter " << c;
+        EXPECT_TRUE(api_->Free(counters[c]).ok());
+      }
+      EXPECT_TRUE(api_->Free(dst).ok());
+      if (device_src != nullptr) {
+        EXPECT_TRUE(api_->Free(device_src).ok());
+      }
+    }
+  }
+}
+
 TEST_F(CudaRuntimeApiOnDevice, CopyBlocksAsyncRefusesNullPointers) {
   void* memory = DeviceWord(0);
   const CopyBlock blocks[] = {{memory, nullptr, 8}};

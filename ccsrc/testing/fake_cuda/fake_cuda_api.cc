@@ -320,17 +320,12 @@ Status FakeCudaApi::MemcpyAsync(void* dst, const void* src, std::size_t bytes, v
   return Status::Ok();
 }
 
-Status FakeCudaApi::CopyBlocksAsync(void* stream, const CopyBlock* blocks, std::size_t count) {
-  constexpr std::string_view kCall = "cudaLaunchKernelEx(CopyBlocks)";
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::uint64_t total = 0;
-  for (std::size_t i = 0; blocks != nullptr && i < count; ++i) total += blocks[i].bytes;
-  HPS_RETURN_IF_ERROR(Enter("CopyBlocksAsync", "CopyBlocksAsync blocks=" + std::to_string(count) +
-                                                   " bytes=" + std::to_string(total)));
-  HPS_RETURN_IF_ERROR(CheckStream(kCall, stream));
-  if (count > 0 && blocks == nullptr) return InvalidValue(kCall);
-  // The real kernel copies the blocks concurrently: a batch whose result would depend on the
-  // order is refused, so that tests over the fake catch it. Half-open byte ranges.
+namespace {
+
+// Whether the real kernels could copy `blocks` concurrently with an order-independent result:
+// no null pointer in a non-empty block, and no destination overlapping another block's bytes
+// (a destination may be its own identical source). Half-open byte ranges.
+bool ConcurrentlyCopyable(const CopyBlock* blocks, std::size_t count) {
   struct Range {
     std::uintptr_t begin, end;
     std::size_t block;
@@ -340,7 +335,7 @@ Status FakeCudaApi::CopyBlocksAsync(void* stream, const CopyBlock* blocks, std::
   for (std::size_t i = 0; i < count; ++i) {
     const CopyBlock& block = blocks[i];
     if (block.bytes == 0) continue;
-    if (block.dst == nullptr || block.src == nullptr) return InvalidValue(kCall);
+    if (block.dst == nullptr || block.src == nullptr) return false;
     const auto dst = reinterpret_cast<std::uintptr_t>(block.dst);
     const auto src = reinterpret_cast<std::uintptr_t>(block.src);
     ranges.push_back({dst, dst + block.bytes, i, true});
@@ -352,13 +347,56 @@ Status FakeCudaApi::CopyBlocksAsync(void* stream, const CopyBlock* blocks, std::
   std::uintptr_t source_end = 0, destination_end = 0;
   for (const Range& range : ranges) {
     if (range.begin < destination_end || (range.destination && range.begin < source_end)) {
-      return InvalidValue(kCall);
+      return false;
     }
     (range.destination ? destination_end : source_end) =
         std::max(range.destination ? destination_end : source_end, range.end);
   }
+  return true;
+}
+
+}  // namespace
+
+Status FakeCudaApi::CopyBlocksAsync(void* stream, const CopyBlock* blocks, std::size_t count) {
+  constexpr std::string_view kCall = "cudaLaunchKernelEx(CopyBlocks)";
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; blocks != nullptr && i < count; ++i) total += blocks[i].bytes;
+  HPS_RETURN_IF_ERROR(Enter("CopyBlocksAsync", "CopyBlocksAsync blocks=" + std::to_string(count) +
+                                                   " bytes=" + std::to_string(total)));
+  HPS_RETURN_IF_ERROR(CheckStream(kCall, stream));
+  if (count > 0 && blocks == nullptr) return InvalidValue(kCall);
+  // The real kernel copies the blocks concurrently: a batch whose result would depend on the
+  // order is refused, so that tests over the fake catch it.
+  if (!ConcurrentlyCopyable(blocks, count)) return InvalidValue(kCall);
   for (std::size_t i = 0; i < count; ++i) {
     if (blocks[i].bytes > 0) std::memmove(blocks[i].dst, blocks[i].src, blocks[i].bytes);
+  }
+  return Status::Ok();
+}
+
+Status FakeCudaApi::CopyBlocksAndAddAsync(void* stream, const SignalledCopyBlock* blocks,
+                                          std::size_t count) {
+  constexpr std::string_view kCall = "cudaLaunchKernelEx(CopyBlocksAndAdd)";
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; blocks != nullptr && i < count; ++i) total += blocks[i].bytes;
+  HPS_RETURN_IF_ERROR(Enter("CopyBlocksAndAddAsync", "CopyBlocksAndAddAsync blocks=" +
+                                                         std::to_string(count) +
+                                                         " bytes=" + std::to_string(total)));
+  HPS_RETURN_IF_ERROR(CheckStream(kCall, stream));
+  if (count > 0 && blocks == nullptr) return InvalidValue(kCall);
+  std::vector<CopyBlock> copies;
+  copies.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    HPS_RETURN_IF_ERROR(CheckWord(kCall, blocks[i].counter));
+    copies.push_back({blocks[i].dst, blocks[i].src, blocks[i].bytes});
+  }
+  if (!ConcurrentlyCopyable(copies.data(), copies.size())) return InvalidValue(kCall);
+  // Each block, then its addition (the real kernel: its thread block's bytes, then the add).
+  for (std::size_t i = 0; i < count; ++i) {
+    if (blocks[i].bytes > 0) std::memmove(blocks[i].dst, blocks[i].src, blocks[i].bytes);
+    Word(blocks[i].counter).fetch_add(blocks[i].add, std::memory_order_seq_cst);
   }
   return Status::Ok();
 }

@@ -14,7 +14,8 @@
 //     operation runs to completion when it is enqueued, on the caller's thread, so
 //     StreamSynchronize has nothing left to wait for. CopyBlocksAsync copies its blocks one
 //     after the other with memmove, after refusing a batch whose blocks overlap (the real
-//     kernel copies them concurrently). WriteValue64 and AddValue64 are seq_cst
+//     kernel copies them concurrently); CopyBlocksAndAddAsync likewise, each block followed by
+//     its addition. WriteValue64 and AddValue64 are seq_cst
 //     atomics; WaitValue64 polls the word (a brief spin, then ~50 us sleeps) until the
 //     comparison holds or timeout_ns has passed, then fills the report and returns OK: the
 //     stream "runs on", as the real wait kernel does.
@@ -74,6 +75,8 @@ class FakeCudaApi final : public CudaApi {
   Status StreamSynchronize(void* stream) override;
   Status MemcpyAsync(void* dst, const void* src, std::size_t bytes, void* stream) override;
   Status CopyBlocksAsync(void* stream, const CopyBlock* blocks, std::size_t count) override;
+  Status CopyBlocksAndAddAsync(void* stream, const SignalledCopyBlock* blocks,
+                               std::size_t count) override;
   Status WriteValue64(void* stream, void* address, std::int64_t value) override;
   Status AddValue64(void* stream, void* address, std::int64_t value) override;
   Status WaitValue64(void* stream, const void* address, WaitComparison comparison,

@@ -110,6 +110,44 @@ TEST(FakeCudaApi, CopyBlocksAsyncCopiesEveryBlockExactly) {
   ASSERT_TRUE(api.StreamDestroy(stream).ok());
 }
 
+TEST(FakeCudaApi, CopyBlocksAndAddAsyncCopiesEveryBlockThenAddsItsSignal) {
+  FakeCudaApi api;
+  void* stream = nullptr;
+  ASSERT_TRUE(api.StreamCreate(&stream).ok());
+  for (const int count : {0, 1, 64, 65, 200}) {
+    std::size_t dst_bytes = 0, src_bytes = 0;
+    const std::vector<BlockAt> layout = OddBlocks(count, &dst_bytes, &src_bytes);
+    std::vector<unsigned char> in(src_bytes), out(dst_bytes, 0xEE);
+    for (std::size_t i = 0; i < src_bytes; ++i) in[i] = static_cast<unsigned char>(i * 7 + 1);
+    std::vector<unsigned char> expected = out;
+    alignas(8) std::int64_t counters[3] = {10, 20, 30};
+    std::int64_t sums[3] = {10, 20, 30};
+    std::vector<SignalledCopyBlock> blocks;
+    for (int i = 0; i < count; ++i) {
+      const BlockAt& at = layout[static_cast<std::size_t>(i)];
+      blocks.push_back({out.data() + at.dst, in.data() + at.src, at.bytes,
+                        &counters[CounterOf(i)], AdditionOf(i)});
+      std::memcpy(expected.data() + at.dst, in.data() + at.src, at.bytes);
+      sums[CounterOf(i)] += AdditionOf(i);
+    }
+    ASSERT_TRUE(api.CopyBlocksAndAddAsync(stream, blocks.data(), blocks.size()).ok()) << count;
+    EXPECT_EQ(out, expected) << count << " blocks";
+    for (int c = 0; c < 3; ++c) EXPECT_EQ(counters[c], sums[c]) << count << " blocks, counter " << c;
+  }
+  // Refused before anything moves: a misaligned counter, overlapping destinations.
+  alignas(8) unsigned char buffer[64] = {};
+  const SignalledCopyBlock misaligned[] = {{buffer, buffer + 32, 8, buffer + 4, 1}};
+  ExpectCudaFailure(api.CopyBlocksAndAddAsync(stream, misaligned, 1),
+                    "cudaLaunchKernelEx(CopyBlocksAndAdd)", "cudaErrorInvalidValue");
+  alignas(8) std::int64_t word = 0;
+  const SignalledCopyBlock overlapping[] = {{buffer, buffer + 32, 8, &word, 1},
+                                            {buffer + 4, buffer + 48, 8, &word, 1}};
+  ExpectCudaFailure(api.CopyBlocksAndAddAsync(stream, overlapping, 2),
+                    "cudaLaunchKernelEx(CopyBlocksAndAdd)", "cudaErrorInvalidValue");
+  EXPECT_EQ(word, 0);
+  ASSERT_TRUE(api.StreamDestroy(stream).ok());
+}
+
 TEST(FakeCudaApi, CopyBlocksAsyncRefusesBatchesTheKernelCouldNotCopy) {
   FakeCudaApi api;
   unsigned char buffer[256] = {};

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace hyper_parallel::shmem::cuda {
@@ -33,5 +34,10 @@ inline std::vector<BlockAt> OddBlocks(int count, std::size_t* dst_bytes, std::si
   *src_bytes = src + 8;
   return blocks;
 }
+
+/// The counter block `i` of a signalled test batch adds to (of three), and what it adds: some
+/// additions are negative, and every counter gets several.
+inline int CounterOf(int i) { return i % 3; }
+inline std::int64_t AdditionOf(int i) { return i % 5 - 1; }
 
 }  // namespace hyper_parallel::shmem::cuda
