@@ -8,6 +8,7 @@ Run by benchmarks/run.py (--moe) through the package's launcher, one process per
         --test memory --configs ...
     python -m hyper_parallel.core.multicore.shmem.launch --nproc N benchmarks/moe_bench.py \
         --test comm --configs NAME:H:I:IS:E:K:LAYERS:SEQ:BATCH[,...] [--reps 30]
+    (any of them) [--device cpu|cuda]
 
 step: the full training step of the small decoder (mega_moe.model): zero_grad, forward,
   backward, dense all-reduce, AdamW, on both paths built from the same seed with the routers
@@ -23,10 +24,29 @@ memory: per path, the peak resident memory of a step above the resident set befo
   the symmetric heap bytes held; in a launch of its own, since it changes the allocator.
 comm: dispatch + combine alone for one layer's worth of routed rows (the count exchange,
   the rows to their owners, the rows back; the experts are the identity), SHMEM against
-  all_to_all_single over gloo: ROUNDS blocks of repetitions per path, the paths alternating
-  which goes first, each repetition after a barrier, rank max.
+  all_to_all_single over gloo (NCCL with --device cuda): ROUNDS blocks of repetitions per
+  path, the paths alternating which goes first, each repetition after a barrier, rank max.
 
-PE 0 prints one JSON line per configuration; every PE uses one torch intra-op thread.
+--device cuda (default cpu): each PE on GPU LOCAL_RANK % device count, the SHMEM CUDA backend
+  (HYPER_PARALLEL_SHMEM_BACKEND=cuda unless set; a package built with CUDA), the process group
+  "cpu:gloo,cuda:nccl" (the a2a path's all-to-alls and both paths' dense all-reduce on NCCL),
+  models, optimizers and tokens on the GPU. NCCL refuses two ranks on one GPU, so with fewer
+  GPUs than PEs (or none) every PE exits 77 and PE 0 says why. Every measured region ends
+  with torch.cuda.synchronize(). What differs from cpu:
+  - step: the a2a path's communication time is its layers' clock, whose every reading on a GPU
+    synchronises the device (reference.CommClock.now), as do the arrival marks of its MoE
+    calls; so the a2a step carries those synchronisations (about ten per MoE layer per step). The SHMEM path's
+    communication time is null: its waits and experts are queued on the stream and its
+    PipelineStats times are the host's enqueue times, and no per-step measure of the
+    communication alone exists outside the pipeline; its step time is measured. started_early
+    is null (not counted on a GPU).
+  - memory: torch.cuda.max_memory_allocated over two steps above torch.cuda.memory_allocated
+    before them (torch's allocator only: not the symmetric heap, reported as heap_bytes, nor
+    NCCL's buffers).
+  - comm: both paths on CUDA tensors (counts included), each repetition synchronised.
+
+PE 0 prints one JSON line per configuration (with a "device" field); every PE uses one torch
+intra-op thread.
 """
 
 from __future__ import annotations
@@ -35,6 +55,7 @@ import argparse
 import ctypes
 import gc
 import json
+import os
 import re
 import sys
 import time
@@ -52,6 +73,7 @@ from hyper_parallel.core.multicore.shmem.launch import init_process_group_from_e
 
 PATHS = ("shmem", "a2a")
 ROUNDS = 4  # comm: blocks per path
+SKIP = 77  # exit status: this machine cannot run the measurement (--device cuda)
 
 
 def parse_configs(text: str) -> list:
@@ -76,6 +98,27 @@ def _rank_max(values: list) -> list:
     gathered = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, values)
     return [max(column) for column in zip(*gathered)]
+
+
+def _synchronize(device: str) -> None:
+    """Waits for every queued GPU operation (every stream: NCCL's too) on cuda; nothing on cpu."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _cuda_refusal() -> str | None:
+    """Why --device cuda cannot run here (None: it can): no GPU, or fewer GPUs than PEs on
+    this machine (NCCL refuses two ranks on one GPU: "Duplicate GPU detected"), or no NCCL."""
+    pes = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if gpus == 0:
+        return "no CUDA device visible to torch"
+    if gpus < pes:
+        return (f"{gpus} GPU(s) for {pes} PEs: NCCL needs a GPU per PE "
+                "(it refuses two ranks on one GPU)")
+    if not dist.is_nccl_available():
+        return "this torch has no NCCL"
+    return None
 
 
 def _status_kib(field: str) -> int | None:
@@ -112,10 +155,19 @@ def _exact_allocator() -> bool:
         return False
 
 
-def _peak_step_bytes(model, optimizer, config, rank: int) -> int | None:
+def _peak_step_bytes(model, optimizer, config, rank: int, device: str = "cpu") -> int | None:
     """The peak resident memory of two steps above the resident set before them (None where
-    the allocator or /proc does not allow the measurement)."""
+    the allocator or /proc does not allow the measurement); on cuda, torch's peak allocated
+    GPU memory of two steps above what was allocated before them."""
     gc.collect()
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        for step in range(2):
+            train_step(model, optimizer, synthetic_tokens(config, rank, 10_000 + step).cuda())
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - before
     if not _exact_allocator() or not _reset_peak():
         return None
     before = _status_kib("VmRSS")
@@ -125,16 +177,20 @@ def _peak_step_bytes(model, optimizer, config, rank: int) -> int | None:
     return None if before is None or peak is None else (peak - before) * 1024
 
 
-def _record_arrivals(moe, entries: list) -> None:
+def _record_arrivals(moe, entries: list, device: str = "cpu") -> None:
     """Appends perf_counter() (one clock for every process of the machine) to `entries` when
-    a MoE layer's forward and its backward begin."""
+    a MoE layer's forward and its backward begin (on cuda, once the device has caught up)."""
     inner = moe.forward_routed
 
+    def now() -> float:
+        _synchronize(device)
+        return time.perf_counter()
+
     def forward_routed(x, topk_ids, topk_weights):
-        entries.append(time.perf_counter())
+        entries.append(now())
         out = inner(x, topk_ids, topk_weights)
         if out.requires_grad:
-            out.register_hook(lambda grad: entries.append(time.perf_counter()))
+            out.register_hook(lambda grad: entries.append(now()))
         return out
 
     moe.forward_routed = forward_routed
@@ -157,7 +213,9 @@ def _net_of_arrival(comm_us: list, arrivals: list) -> list:
 
 
 def bench_step(name: str, config: DecoderConfig, args, rank: int, size: int) -> dict:
-    models = {path: MoEDecoder(config, path, seed=1) for path in PATHS}
+    device = args.device
+    cuda = device == "cuda"
+    models = {path: MoEDecoder(config, path, seed=1).to(device) for path in PATHS}
     try:
         for model in models.values():
             model.freeze_routers()
@@ -166,19 +224,23 @@ def bench_step(name: str, config: DecoderConfig, args, rank: int, size: int) -> 
         comm = {path: [] for path in PATHS}
         skew = {path: [] for path in PATHS}
         arrivals = {path: [] for path in PATHS}  # per step: when this PE entered each call
-        for path, model in models.items():
-            for layer in model.layers:
-                _record_arrivals(layer.moe, arrivals[path])
+        # On cuda the SHMEM path has no communication time to net (see the docstring).
+        measured = ("a2a",) if cuda else PATHS
+        for path in measured:
+            for layer in models[path].layers:
+                _record_arrivals(layer.moe, arrivals[path], device)
         total = args.warmup + args.steps
         for step in range(total):
             order = PATHS if step % 2 == 0 else PATHS[::-1]  # alternate who goes first
-            tokens = synthetic_tokens(config, rank, step)
+            tokens = synthetic_tokens(config, rank, step).to(device)
             for path in order:
+                _synchronize(device)
                 shmem.barrier()  # aligns the PEs more tightly than gloo
                 arrivals[path].clear()
                 spent = models[path].communication_s()
                 started = time.perf_counter()
                 train_step(models[path], optimizers[path], tokens)
+                _synchronize(device)
                 elapsed = time.perf_counter() - started
                 if step >= args.warmup:
                     times[path].append(elapsed * 1e6)
@@ -191,12 +253,15 @@ def bench_step(name: str, config: DecoderConfig, args, rank: int, size: int) -> 
         gathered = [None] * size
         dist.all_gather_object(gathered, [stats.started_early, stats.experts])
         record = {
-            "moe": "step", "config": name, "pes": size, "shape": config.__dict__,
+            "moe": "step", "config": name, "pes": size, "device": device,
+            "shape": config.__dict__,
             "parameters": parameter_count(models["a2a"]), "warmup": args.warmup,
             "steps_us": {path: _rank_max(times[path]) for path in PATHS},
-            "comm_us": {path: _rank_max(comm[path]) for path in PATHS},
-            "comm_net_us": {path: _net_of_arrival(comm[path], skew[path]) for path in PATHS},
-            "started_early": sum(row[0] for row in gathered),
+            "comm_us": {path: _rank_max(comm[path]) if path in measured else None
+                        for path in PATHS},
+            "comm_net_us": {path: _net_of_arrival(comm[path], skew[path]) if path in measured
+                            else None for path in PATHS},
+            "started_early": None if cuda else sum(row[0] for row in gathered),
             "experts": sum(row[1] for row in gathered),
         }
         return record
@@ -207,17 +272,19 @@ def bench_step(name: str, config: DecoderConfig, args, rank: int, size: int) -> 
 
 def bench_memory(name: str, config: DecoderConfig, args, rank: int, size: int) -> dict:
     """Peak step memory of both paths (in a process of its own: it changes the allocator)."""
-    models = {path: MoEDecoder(config, path, seed=1) for path in PATHS}
+    device = args.device
+    models = {path: MoEDecoder(config, path, seed=1).to(device) for path in PATHS}
     try:
         for model in models.values():
             model.freeze_routers()
         optimizers = {path: make_optimizer(model) for path, model in models.items()}
         for path in PATHS:  # warm up: optimizer state and resident buffers exist before
-            train_step(models[path], optimizers[path], synthetic_tokens(config, rank, 0))
-        peaks = [_peak_step_bytes(models[path], optimizers[path], config, rank) for path in PATHS]
+            train_step(models[path], optimizers[path], synthetic_tokens(config, rank, 0).to(device))
+        peaks = [_peak_step_bytes(models[path], optimizers[path], config, rank, device)
+                 for path in PATHS]
         gathered = [None] * size
         dist.all_gather_object(gathered, peaks)
-        return {"moe": "memory", "config": name, "pes": size,
+        return {"moe": "memory", "config": name, "pes": size, "device": device,
                 "peak_step_bytes": {path: (None if any(row[i] is None for row in gathered)
                                            else max(row[i] for row in gathered))
                                     for i, path in enumerate(PATHS)},
@@ -229,14 +296,15 @@ def bench_memory(name: str, config: DecoderConfig, args, rank: int, size: int) -
 
 def bench_comm(name: str, config: DecoderConfig, args, rank: int, size: int) -> dict:
     """Dispatch + combine of one layer's routed rows, identity experts, both paths."""
+    device = args.device
     h, e, k = config.hidden_size, config.num_experts, config.top_k
     tokens = config.batch * config.sequence
     generator = torch.Generator().manual_seed(rank)
     x = torch.randn(tokens, h, generator=generator)
     ids = torch.rand(tokens, e, generator=generator).topk(k, dim=-1).indices.reshape(-1)
     order = torch.argsort(ids, stable=True)
-    rows = x[order // k].contiguous()
-    local_counts = torch.bincount(ids, minlength=e)
+    rows = x[order // k].contiguous().to(device)
+    local_counts = torch.bincount(ids, minlength=e).to(device)
     local = e // size
     samples = {path: [] for path in PATHS}
     with MegaMoEResources(h, e, k, max_tokens=tokens) as resources:
@@ -262,12 +330,15 @@ def bench_comm(name: str, config: DecoderConfig, args, rank: int, size: int) -> 
         for round_ in range(ROUNDS):
             for path in (PATHS if round_ % 2 == 0 else PATHS[::-1]):
                 for rep in range(args.warmup + block):
+                    _synchronize(device)
                     shmem.barrier()  # aligns the PEs more tightly than gloo
                     started = time.perf_counter()
                     bodies[path]()
+                    _synchronize(device)
                     if rep >= args.warmup:
                         samples[path].append((time.perf_counter() - started) * 1e6)
-        return {"moe": "comm", "config": name, "pes": size, "shape": config.__dict__,
+        return {"moe": "comm", "config": name, "pes": size, "device": device,
+                "shape": config.__dict__,
                 "rows_per_pe": rows.shape[0], "bytes_per_pe": rows.numel() * rows.element_size(),
                 "samples_us": {path: _rank_max(samples[path]) for path in PATHS}}
 
@@ -279,11 +350,24 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=7)
     parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="cpu (gloo, host backend) or cuda (a GPU per PE, NCCL, the CUDA "
+                             "backend)")
     args = parser.parse_args()
     if args.steps < 5 or args.warmup < 3:
         parser.error("--steps must be at least 5 and --warmup at least 3")
+    backend = "gloo"
+    if args.device == "cuda":
+        why = _cuda_refusal()
+        if why is not None:
+            if int(os.environ.get("RANK", "0")) == 0:
+                print(f"moe_bench: skipped, --device cuda: {why}", file=sys.stderr, flush=True)
+            return SKIP
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+        os.environ.setdefault("HYPER_PARALLEL_SHMEM_BACKEND", "cuda")  # read at the first call
+        backend = "cpu:gloo,cuda:nccl"
     torch.set_num_threads(1)  # one PE per core
-    init_process_group_from_environment()
+    init_process_group_from_environment(backend=backend)
     rank, size = dist.get_rank(), dist.get_world_size()
     try:
         with shmem.acquire_shmem():

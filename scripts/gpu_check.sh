@@ -13,14 +13,15 @@
 # all_gather. Meanwhile (in the background) it builds the Python package with CUDA against the
 # machine's torch into build-gpu/py, then runs tests/python/test_cuda.py with it: CUDA tensors
 # on 2 and 4 PEs sharing GPU 0, operations on torch's current stream, the protection chain on
-# GPU tensors, MegaMoE on CUDA against the dense layer. Every step is time-boxed within one
-# deadline. It writes the logs, the benchmark's JSON lines (cuda_bench.jsonl) and a summary to
-# the folder given as its argument.
+# GPU tensors, MegaMoE on CUDA against the dense layer. Then, when `nvidia-smi -L` lists at
+# least 2 GPUs, MegaMoE against all_to_all_single over NCCL with 2 PEs, one GPU each
+# (benchmarks/moe_bench.py --device cuda: dispatch + combine alone, then the training step of a
+# small decoder); with fewer it says it skipped that, since NCCL refuses two ranks on one GPU
+# ("Duplicate GPU detected"). Every step is time-boxed within one deadline. It writes the
+# logs, the benchmarks' JSON lines (cuda_bench.jsonl, moe_cuda.jsonl) and a summary to the
+# folder given as its argument.
 #
 #   bash scripts/gpu_check.sh OUT_DIR
-#
-# Not here: MegaMoE against all_to_all_single over NCCL. NCCL refuses two ranks on one GPU
-# ("Duplicate GPU detected"), so that comparison needs a GPU per PE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR}
@@ -61,15 +62,45 @@ finish() {
     elif [[ -f "$out/python-build.status" ]]; then
       echo "python package build: exit $(cat "$out/python-build.status") (python-build.log)"
     fi
+    if [[ -n ${moe_note:-} ]]; then echo "$moe_note"; fi
+    if [[ -f "$out/moe_cuda.jsonl" ]]; then
+      echo "MegaMoE vs NCCL all_to_all_single, 2 PEs on 2 GPUs:" \
+        "$(grep -c '"moe"' "$out/moe_cuda.jsonl" || true) records in moe_cuda.jsonl"
+      python3 - "$out/moe_cuda.jsonl" <<'PY' || true
+import json, statistics, sys
+def med(values):
+    return statistics.median(values) if values else float("nan")
+for line in open(sys.argv[1]):
+    if not line.startswith("{"):
+        continue
+    r = json.loads(line)
+    if r.get("moe") == "comm":
+        s, a = (med(r["samples_us"][p]) for p in ("shmem", "a2a"))
+        print(f"  comm {r['config']} x{r['pes']}, {r['bytes_per_pe'] // 1024} KiB/PE: SHMEM "
+              f"{s:.0f} us, NCCL {a:.0f} us (rank-max median of {len(r['samples_us']['shmem'])})")
+    elif r.get("moe") == "step":
+        s, a = (med(r["steps_us"][p]) / 1e3 for p in ("shmem", "a2a"))
+        c = med(r["comm_us"]["a2a"] or []) / 1e3
+        print(f"  step {r['config']} x{r['pes']}: SHMEM {s:.2f} ms, NCCL {a:.2f} ms, of which "
+              f"its dispatch + combine {c:.2f} ms (rank-max median of {len(r['steps_us']['a2a'])})")
+PY
+      cat "$out/moe_cuda.jsonl"
+      grep -E "exit [0-9]+|skipped" "$out/moe_cuda.log" || true
+    fi
     echo "exit status: $status"
   } | tee "$out/summary.txt"
   exit "$status"
 }
 
 rm -f "$out/tests.log" "$out/cuda_bench.jsonl" "$out/cuda_bench.log" "$out/python-tests.log" \
-  "$out/python-build.status"
+  "$out/python-build.status" "$out/moe_cuda.jsonl" "$out/moe_cuda.log"
 status=0
+moe_note=""
 command -v nvidia-smi >/dev/null && boxed 20 nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || true
+gpus=0  # as `nvidia-smi -L` lists them (the MegaMoE vs NCCL benchmark needs 2)
+if command -v nvidia-smi >/dev/null; then
+  gpus=$(boxed 20 nvidia-smi -L 2>/dev/null | grep -c "^GPU [0-9]" || true)
+fi
 # The C++ checks need only the compiler, CMake, Ninja and GoogleTest: a setup that fails (no
 # network for the Python packages) is logged, and the build says what is really missing.
 boxed 90 bash scripts/setup_deps.sh > "$out/setup.log" 2>&1 \
@@ -112,5 +143,33 @@ if [[ $(cat "$out/python-build.status" 2>/dev/null) == 0 ]]; then
   if ((status == 0)); then status=$code; fi
 elif ((status == 0)); then
   status=1
+fi
+
+# MegaMoE against all_to_all_single over NCCL: NCCL needs a GPU per PE, so 2 PEs need 2 GPUs.
+if ((gpus < 2)); then
+  moe_note="MegaMoE vs NCCL: skipped, $gpus GPU(s): NCCL needs a GPU per PE"
+elif [[ $(cat "$out/python-build.status" 2>/dev/null) != 0 ]]; then
+  moe_note="MegaMoE vs NCCL: not run, the Python package with CUDA did not build"
+else
+  : > "$out/moe_cuda.jsonl"
+  : > "$out/moe_cuda.log"
+  # NAME:H:I:IS:E:K:LAYERS:SEQ:BATCH: benchmarks/moe.py's "tiny" and "small".
+  tiny=tiny:64:64:32:8:2:2:32:2
+  small=small:64:128:64:8:2:2:128:4
+  for moe_test in comm step; do
+    if [[ $moe_test == comm ]]; then
+      moe_args=(--test comm --configs "$tiny,$small" --reps 20)
+    else
+      moe_args=(--test step --configs "$small" --warmup 3 --steps 5)
+    fi
+    code=0
+    PYTHONPATH="$PWD/build-gpu/py" boxed 60 python3 -m hyper_parallel.core.multicore.shmem.launch \
+      --nproc 2 --timeout 55 benchmarks/moe_bench.py --device cuda "${moe_args[@]}" \
+      >> "$out/moe_cuda.jsonl" 2>> "$out/moe_cuda.log" || code=$?
+    if ((code != 0)); then
+      echo "moe_bench --device cuda --test $moe_test: exit $code" >> "$out/moe_cuda.log"
+      if ((status == 0)); then status=$code; fi
+    fi
+  done
 fi
 finish

@@ -57,8 +57,8 @@ class RMSNorm(nn.Module):
 def _rotary(x: torch.Tensor) -> torch.Tensor:
     """Rotary position embedding over the last dimension of [B, heads, S, D]."""
     d = x.shape[-1]
-    position = torch.arange(x.shape[-2], dtype=torch.float32)[:, None]
-    frequency = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+    position = torch.arange(x.shape[-2], dtype=torch.float32, device=x.device)[:, None]
+    frequency = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d))
     angle = position * frequency[None, :]
     cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
     x1, x2 = x[..., 0::2], x[..., 1::2]

@@ -43,10 +43,19 @@ def dense_moe(x: torch.Tensor, router: torch.Tensor, gate_proj: torch.Tensor,
 
 
 class CommClock:
-    """Seconds a layer spent in dispatch and combine (forward and backward)."""
+    """Seconds a layer spent in dispatch and combine (forward and backward). On a GPU each
+    reading first waits for the device, so queued work is counted where it runs (the
+    synchronisations cost the all-to-all path some time of their own)."""
 
     def __init__(self) -> None:
         self.seconds = 0.0
+
+    @staticmethod
+    def now(like: torch.Tensor) -> float:
+        """perf_counter() once the work queued on `like`'s device has run."""
+        if like.is_cuda:
+            torch.cuda.synchronize(like.device)
+        return time.perf_counter()
 
 
 class _AllToAll(torch.autograd.Function):
@@ -63,11 +72,11 @@ class _AllToAll(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         recv_splits, send_splits = ctx.splits
-        started = time.perf_counter()
+        started = CommClock.now(grad)
         out = grad.new_empty((sum(send_splits),) + tuple(grad.shape[1:]))
         dist.all_to_all_single(out, grad.contiguous(), send_splits, recv_splits, group=ctx.group)
         if ctx.clock is not None:
-            ctx.clock.seconds += time.perf_counter() - started
+            ctx.clock.seconds += CommClock.now(grad) - started
         return out, None, None, None, None
 
 
@@ -97,7 +106,7 @@ class AllToAllMoE(MegaMoE):
         token = order // k
         rows = x[token].to(self.dtype)
         counts = torch.bincount(flat_ids, minlength=self.num_experts)
-        started = time.perf_counter()
+        started = CommClock.now(x)
         received_counts = torch.empty_like(counts)
         dist.all_to_all_single(received_counts, counts, group=self.group)  # [P * L] by source
         send_splits = counts.view(P, L).sum(1).tolist()
@@ -116,7 +125,7 @@ class AllToAllMoE(MegaMoE):
                   for e in range(L) for s in range(P)]
         perm = torch.cat(pieces) if pieces else torch.zeros(0, dtype=torch.int64)
         grouped = received[perm]
-        self.clock.seconds += time.perf_counter() - started
+        self.clock.seconds += CommClock.now(x) - started
         outputs, begin = [], 0
         for local in range(L):
             n = sum(by_source[s][local] for s in range(P))
@@ -124,11 +133,11 @@ class AllToAllMoE(MegaMoE):
                 outputs.append(swiglu(grouped[begin:begin + n], self.gate_proj[local],
                                       self.up_proj[local], self.down_proj[local]))
             begin += n
-        started = time.perf_counter()
+        started = CommClock.now(x)
         expert_out = torch.cat(outputs) if outputs else grouped.new_zeros(0, self.hidden_size)
         results = expert_out[torch.argsort(perm)]  # back to arrival order
         back = all_to_all(results, send_splits, recv_splits, self.group, self.clock)
-        self.clock.seconds += time.perf_counter() - started
+        self.clock.seconds += CommClock.now(x) - started
         weights = topk_weights.reshape(-1)[order].float()
         out = torch.zeros(tokens, self.hidden_size, dtype=torch.float32, device=x.device).index_add(
             0, token, back.float() * weights[:, None])

@@ -23,9 +23,12 @@ from datetime import timedelta
 ENV_RENDEZVOUS = "HYPER_PARALLEL_SHMEM_RENDEZVOUS_FILE"
 
 
-def init_process_group_from_environment(timeout_s: float = 300.0) -> bool:
-    """Joins the gloo process group this PE was launched into (by this launcher or torchrun).
-    Returns False when the process was started alone (no launcher variables)."""
+def init_process_group_from_environment(timeout_s: float = 300.0, backend: str = "gloo") -> bool:
+    """Joins the process group this PE was launched into (by this launcher or torchrun), with
+    torch.distributed's `backend` string: "gloo" by default; "cpu:gloo,cuda:nccl" keeps gloo
+    for CPU tensors (and the SHMEM bootstrap) and puts CUDA tensors on NCCL, which needs a GPU
+    per PE. Returns False when the process was started alone (no launcher variables); True,
+    doing nothing, when a process group already exists."""
     import torch.distributed as dist
 
     if dist.is_initialized():
@@ -36,7 +39,7 @@ def init_process_group_from_environment(timeout_s: float = 300.0) -> bool:
     rendezvous = os.environ.get(ENV_RENDEZVOUS)
     init_method = f"file://{rendezvous}" if rendezvous else "env://"
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    dist.init_process_group("gloo", init_method=init_method, rank=int(rank),
+    dist.init_process_group(backend, init_method=init_method, rank=int(rank),
                             world_size=int(world), timeout=timedelta(seconds=timeout_s))
     return True
 
