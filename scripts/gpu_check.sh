@@ -43,8 +43,13 @@ boxed() {
   timeout --kill-after=5 "$limit" "$@"
 }
 
-# Writes the summary and ends with `status` (and the reason given, if any).
+# Writes the summary and ends with `status` (and the reason given, if any); stops the Python
+# package's build if it still runs.
 finish() {
+  if [[ -n ${python_build:-} ]]; then
+    pkill -TERM -P "$python_build" 2>/dev/null || true  # its `timeout`, which stops pip
+    kill "$python_build" 2>/dev/null || true
+  fi
   {
     echo "gpu_check: $(date -u +%FT%TZ), $(($(date +%s) - started)) s"
     if [[ -n ${1:-} ]]; then echo "$1"; fi
@@ -111,7 +116,7 @@ boxed 60 cmake -S ccsrc -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DHPS_C
 (
   code=0
   boxed 300 python3 -m pip install -q --no-build-isolation --no-deps --upgrade \
-    --target build-gpu/py -C cmake.define.HPS_CUDA=ON . > "$out/python-build.log" 2>&1 || code=$?
+    --target build-gpu/py --config-settings=cmake.define.HPS_CUDA=ON . > "$out/python-build.log" 2>&1 || code=$?
   echo "$code" > "$out/python-build.status"
 ) &
 python_build=$!

@@ -954,7 +954,7 @@ Status Runtime::RequireHostAddressableHeap(std::string_view operation) {
 Status Runtime::HeapPlacement(std::string_view operation, DeviceId* device,
                               bool* host_addressable) {
   std::lock_guard<std::mutex> lock(mutex_);
-  HPS_RECORD_IF_ERROR(CheckReady(operation), operation, "state");
+  HPS_RETURN_IF_ERROR(CheckReady(operation));  // a question, not a failed call: not recorded
   *device = device_;
   *host_addressable = backend_->HostAddressableHeap();
   return Status::Ok();

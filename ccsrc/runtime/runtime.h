@@ -202,6 +202,7 @@ class Runtime {
   Status RequireHostAddressableHeap(std::string_view operation);
   /// Where the heap's memory is: the Runtime's (frozen) device, and whether this process may
   /// address it from the host (the host backend, the fakes) or it is device memory (CUDA).
+  /// INVALID_STATE when not ready, which is not recorded as the latest failure.
   Status HeapPlacement(std::string_view operation, DeviceId* device, bool* host_addressable);
 
   /// Records that a live allocation lost its last reference without free: logs an ERROR at

@@ -214,6 +214,29 @@ def test_the_combine_overlaps_or_follows_the_experts_and_experts_write_in_place(
     assert all(pes(3).run(_overlap_modes_and_in_place_contract, timeout=300))
 
 
+def _under_autocast(rank, size):
+    torch.manual_seed(9)
+    with MegaMoEResources(H, 2 * size, 2) as resources:
+        layer = MegaMoE(H, I, 2 * size, 2, shared_intermediate_size=IS, resources=resources)
+        x = _tokens(rank, 11).requires_grad_(True)
+        y32 = layer(x)
+        y32.sum().backward()
+        g32 = x.grad.clone()
+        x.grad = None
+        # The experts compute in the layer's dtype with autocast off; the rest follows autocast.
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = layer(x)
+        y.float().sum().backward()
+        assert torch.isfinite(y).all() and torch.isfinite(x.grad).all()
+        assert torch.allclose(y.float(), y32, rtol=5e-2, atol=5e-2), (y.float() - y32).abs().max()
+        assert torch.allclose(x.grad, g32, rtol=5e-2, atol=5e-2), (x.grad - g32).abs().max()
+    return True
+
+
+def test_the_layer_runs_under_autocast(pes):
+    assert all(pes(2).run(_under_autocast, timeout=300))
+
+
 def _heap_too_small(rank, size):
     os.environ["HYPER_PARALLEL_SHMEM_HEAP_SIZE"] = str(1 << 20)
     with shmem.acquire_shmem():

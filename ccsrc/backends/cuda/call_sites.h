@@ -65,7 +65,7 @@ inline constexpr CudaCallRule kCudaCallRules[] = {
     {CudaCall::kStreamSynchronize, "cudaStreamSynchronize", kHostOnly},
     {CudaCall::kMemcpyAsync, "cudaMemcpyAsync", kEnqueue},
     {CudaCall::kCopyBlocksAsync, "the copy kernel", kEnqueue},
-    {CudaCall::kCopyBlocksAndAddAsync, "the copy-and-add kernel", kEnqueue},
+    {CudaCall::kCopyBlocksAndAddAsync, "the copy kernel and the add kernel", kEnqueue},
     {CudaCall::kWriteValue64, "cuStreamWriteValue64", kEnqueue},
     {CudaCall::kAddValue64, "the add kernel", kEnqueue},
     {CudaCall::kWaitValue64, "the wait kernel", kEnqueue},

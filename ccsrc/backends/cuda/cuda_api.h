@@ -113,10 +113,10 @@ class CudaApi {
   /// kernels are compiled as C++17.)
   virtual Status CopyBlocksAsync(void* stream, const CopyBlock* blocks, std::size_t count) = 0;
   /// Copies every block of `blocks[0, count)` and, after each block's bytes have landed (and are
-  /// visible system-wide), atomically adds its `add` to its `counter`: one launch of a kernel of
-  /// one thread block per block, per kCopyBlocksPerLaunch blocks (MegaMoE's chunks and their
-  /// signals). Blocks and additions run in any order relative to one another, after the
-  /// stream's earlier work and before its later work. A block with a pointer the device cannot
+  /// visible system-wide), atomically adds its `add` to its `counter` (MegaMoE's chunks and
+  /// their signals): per kCopyBlocksPerLaunch blocks, the copy kernel of CopyBlocksAsync, then
+  /// one kernel of their additions. Blocks and additions run in any order relative to one
+  /// another, after the stream's earlier work and before its later work. A block with a pointer the device cannot
   /// address is a cudaMemcpyAsync then an AddValue64 on the same stream instead. Destinations
   /// must be disjoint from one another and from the sources.
   virtual Status CopyBlocksAndAddAsync(void* stream, const SignalledCopyBlock* blocks,

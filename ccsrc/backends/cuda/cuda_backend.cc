@@ -41,7 +41,7 @@ std::string Hex(const void* pointer) {
 }  // namespace
 
 // The kernel-side API on one stream: copies (a batch as copy kernels, a signalled batch as
-// copy-and-add kernels), stream writes, add kernels and polling waits, all enqueued; the waits' reports are checked when the stream is
+// copy kernels each followed by an add kernel), stream writes, add kernels and polling waits, all enqueued; the waits' reports are checked when the stream is
 // synchronised.
 class CudaBackend::KernelApiOnStream final : public data_plane::KernelApi {
  public:
@@ -65,9 +65,8 @@ class CudaBackend::KernelApiOnStream final : public data_plane::KernelApi {
     if (blocks.empty()) return;
     Note(backend_.api_->CopyBlocksAsync(stream_, blocks.data(), blocks.size()));
   }
-  // MegaMoE's chunks and their signals: one copy-and-add kernel per kCopyBlocksPerLaunch
-  // blocks (a thread block per chunk, each chunk's signal after its own bytes), instead of a
-  // cudaMemcpyAsync and an add kernel per chunk.
+  // MegaMoE's chunks and their signals: per kCopyBlocksPerLaunch blocks, one copy kernel and
+  // one kernel of their additions, instead of a cudaMemcpyAsync and an add kernel per chunk.
   void PutBlocksSignalled(std::span<const data_plane::SignalledPut> puts) override {
     std::vector<SignalledCopyBlock> blocks;
     blocks.reserve(puts.size());

@@ -119,25 +119,21 @@ __global__ void __launch_bounds__(kCopyThreads)
   }
 }
 
-// One launch's signalled blocks, passed by value in the kernel's parameters.
-struct SignalledLaunch {
-  unsigned char* dst[kCopyBlocksPerLaunch];
-  const unsigned char* src[kCopyBlocksPerLaunch];
-  std::uint64_t bytes[kCopyBlocksPerLaunch];
+// One launch's additions, passed by value in the kernel's parameters.
+struct AddLaunch {
   unsigned long long* counter[kCopyBlocksPerLaunch];
   unsigned long long add[kCopyBlocksPerLaunch];  // two's complement: adds negatives too
+  int count;
 };
-static_assert(sizeof(SignalledLaunch) <= 4000, "a launch's blocks fit in the 4 KiB of parameters");
+static_assert(sizeof(AddLaunch) <= 4000, "a launch's additions fit in the 4 KiB of parameters");
 
-// Thread block i copies block i whole, then signals it: every thread fences its own writes at
-// system scope, the barrier makes every fence precede thread 0's addition.
-__global__ void __launch_bounds__(kCopyThreads)
-    CopyBlocksAndAddKernel(const __grid_constant__ SignalledLaunch launch) {
-  const unsigned i = blockIdx.x;
-  if (launch.bytes[i] > 0) CopySlice(launch.dst[i], launch.src[i], launch.bytes[i]);
+// Thread i adds addition i, after a system-scope fence (the copy kernel before it on the stream
+// has completed; the fence makes its writes visible to other processes first).
+__global__ void AddValuesKernel(const __grid_constant__ AddLaunch launch) {
+  const int i = static_cast<int>(threadIdx.x);
+  if (i >= launch.count) return;
   __threadfence_system();
-  __syncthreads();
-  if (threadIdx.x == 0) atomicAdd_system(launch.counter[i], launch.add[i]);
+  atomicAdd_system(launch.counter[i], launch.add[i]);
 }
 
 __global__ void WriteValue64Kernel(std::int64_t* address, std::int64_t value) {
@@ -207,23 +203,20 @@ cudaError_t LaunchCopyBlocks(cudaStream_t stream, const CopyBlock* blocks, int c
   return cudaLaunchKernelEx(&config, CopyBlocksKernel, launch);
 }
 
-cudaError_t LaunchCopyBlocksAndAdd(cudaStream_t stream, const SignalledCopyBlock* blocks,
-                                   int count) {
+cudaError_t LaunchAddValues64(cudaStream_t stream, const SignalledCopyBlock* blocks, int count) {
   if (count <= 0 || count > static_cast<int>(kCopyBlocksPerLaunch)) return cudaErrorInvalidValue;
-  SignalledLaunch launch = {};
+  AddLaunch launch = {};
+  launch.count = count;
   for (int i = 0; i < count; ++i) {
-    launch.dst[i] = static_cast<unsigned char*>(blocks[i].dst);
-    launch.src[i] = static_cast<const unsigned char*>(blocks[i].src);
-    launch.bytes[i] = blocks[i].bytes;
     launch.counter[i] = static_cast<unsigned long long*>(blocks[i].counter);
     launch.add[i] = static_cast<unsigned long long>(blocks[i].add);
   }
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(count));
-  config.blockDim = dim3(kCopyThreads);
+  config.gridDim = dim3(1);
+  config.blockDim = dim3(static_cast<unsigned>(kCopyBlocksPerLaunch));
   config.dynamicSmemBytes = 0;
   config.stream = stream;
-  return cudaLaunchKernelEx(&config, CopyBlocksAndAddKernel, launch);
+  return cudaLaunchKernelEx(&config, AddValuesKernel, launch);
 }
 
 cudaError_t LaunchWriteValue64(cudaStream_t stream, std::int64_t* address, std::int64_t value) {

@@ -29,13 +29,11 @@ namespace hyper_parallel::shmem::cuda {
 /// the kernel ends.
 cudaError_t LaunchCopyBlocks(cudaStream_t stream, const CopyBlock* blocks, int count);
 
-/// Copies `count` (1 .. kCopyBlocksPerLaunch) blocks with one launch of one thread block per
-/// block (words as LaunchCopyBlocks), and after each block's bytes are written and fenced at
-/// system scope by every thread of its thread block, adds the block's `add` to its `counter`
-/// with atomicAdd_system: a waiter that sees the addition sees the block. Blocks may have zero
-/// bytes (the addition alone); every pointer is one the device can address.
-cudaError_t LaunchCopyBlocksAndAdd(cudaStream_t stream, const SignalledCopyBlock* blocks,
-                                   int count);
+/// Adds each of `count` (1 .. kCopyBlocksPerLaunch) blocks' `add` to its `counter` (the copies
+/// are not touched) with one launch of one thread per addition: __threadfence_system(), then
+/// atomicAdd_system. Enqueued right after the copy kernel of the same blocks, so a waiter that
+/// sees an addition sees every block of the launch before it.
+cudaError_t LaunchAddValues64(cudaStream_t stream, const SignalledCopyBlock* blocks, int count);
 
 /// Stores `value` at `address` with system-scope release, after a __threadfence_system() (the
 /// stand-in for cuStreamWriteValue64 where the driver does not offer it).

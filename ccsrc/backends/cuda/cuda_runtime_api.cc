@@ -78,6 +78,19 @@ class DeviceAddresses {
       *device = nullptr;
       return Status::Ok();
     }
+    if (attributes.type == cudaMemoryTypeDevice) {
+      // Another GPU's memory: a kernel here may touch it only with peer access; the copy
+      // engines can copy it regardless.
+      int current = 0, can_access = 0;
+      const cudaError_t asked = cudaGetDevice(&current);
+      if (asked != cudaSuccess) return Failed("cudaGetDevice", asked);
+      if (attributes.device != current &&
+          (cudaDeviceCanAccessPeer(&can_access, current, attributes.device) != cudaSuccess ||
+           can_access == 0)) {
+        *device = nullptr;
+        return Status::Ok();
+      }
+    }
     *device = attributes.devicePointer;
     if (attributes.type == cudaMemoryTypeDevice && attributes.devicePointer == pointer) {
       Remember(at);
@@ -316,6 +329,21 @@ Status CudaRuntimeApi::CopyBlocksAndAddAsync(void* stream, const SignalledCopyBl
   DeviceAddresses addresses(pointer_attributes_);
   SignalledCopyBlock launch[kCopyBlocksPerLaunch];
   int batched = 0;
+  // Up to kCopyBlocksPerLaunch blocks: their bytes by the copy kernel (all SMs, however large
+  // a block), then their additions by one small kernel after it on the stream.
+  const auto flush = [&]() -> Status {
+    CopyBlock copies[kCopyBlocksPerLaunch];
+    int copied = 0;
+    for (int i = 0; i < batched; ++i) {
+      if (launch[i].bytes > 0) copies[copied++] = CopyBlock{launch[i].dst, launch[i].src, launch[i].bytes};
+    }
+    if (copied > 0) {
+      HPS_RETURN_IF_ERROR(Check(LaunchCopyBlocks(AsStream(stream), copies, copied), kLaunch));
+    }
+    HPS_RETURN_IF_ERROR(Check(LaunchAddValues64(AsStream(stream), launch, batched), kLaunch));
+    batched = 0;
+    return Status::Ok();
+  };
   for (std::size_t i = 0; i < count; ++i) {
     const SignalledCopyBlock& block = blocks[i];
     if (block.counter == nullptr || (block.bytes > 0 && (block.dst == nullptr || block.src == nullptr))) {
@@ -337,13 +365,9 @@ Status CudaRuntimeApi::CopyBlocksAndAddAsync(void* stream, const SignalledCopyBl
       continue;
     }
     launch[batched++] = SignalledCopyBlock{dst, src, block.bytes, counter, block.add};
-    if (batched == static_cast<int>(kCopyBlocksPerLaunch)) {
-      HPS_RETURN_IF_ERROR(Check(LaunchCopyBlocksAndAdd(AsStream(stream), launch, batched), kLaunch));
-      batched = 0;
-    }
+    if (batched == static_cast<int>(kCopyBlocksPerLaunch)) HPS_RETURN_IF_ERROR(flush());
   }
-  if (batched == 0) return Status::Ok();
-  return Check(LaunchCopyBlocksAndAdd(AsStream(stream), launch, batched), kLaunch);
+  return batched == 0 ? Status::Ok() : flush();
 }
 
 Status CudaRuntimeApi::WriteValue64(void* stream, void* address, std::int64_t value) {

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -106,18 +107,16 @@ std::string Describe(const at::Tensor& tensor) {
 }
 
 // The device of tensors over the heap: the CPU for a heap this process addresses, else the
-// framework device of the backend at the Runtime's device index (cuda:N). CPU when the Runtime
-// is not ready (the call then fails on the Runtime's state).
-c10::Device HeapTensorDevice() {
+// framework device of the backend at the Runtime's device index (cuda:N). Empty when the
+// Runtime is not ready: the call itself then reports the Runtime's state.
+std::optional<c10::Device> HeapTensorDevice() {
   hps::DeviceId device;
   bool host = true;
-  if (!hps::Runtime::Process().HeapPlacement("device", &device, &host).ok() || host) {
-    return c10::Device(c10::kCPU);
-  }
-  if (device.type == hps::DeviceType::kCuda) {
+  if (!hps::Runtime::Process().HeapPlacement("device", &device, &host).ok()) return std::nullopt;
+  if (!host && device.type == hps::DeviceType::kCuda) {
     return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device.index));
   }
-  return c10::Device(c10::kCPU);  // no tensors over it: empty() refuses the heap
+  return c10::Device(c10::kCPU);  // a host heap, or one empty() refuses to make tensors over
 }
 
 // A symmetric operand: on the heap's device. A CPU tensor, or one whose storage empty() made
@@ -125,17 +124,20 @@ c10::Device HeapTensorDevice() {
 // chain then resolves its allocation.
 void CheckOnHeapDevice(std::string_view operation, std::string_view name, const at::Tensor& tensor) {
   if (tensor.defined() && (tensor.device().is_cpu() || ContextOf(tensor) != nullptr)) return;
-  const c10::Device heap = HeapTensorDevice();
+  const c10::Device heap = HeapTensorDevice().value_or(c10::Device(c10::kCPU));
   if (!tensor.defined() || tensor.device() != heap) {
     Check(Contract(operation, name, "a tensor on the runtime's device (" + heap.str() + ")",
                    Describe(tensor)));
   }
 }
 
-// A local operand: in host memory, or on the heap's device (a copy engine reads either).
+// A local operand: in host memory, or on the heap's device (a copy engine reads either). A
+// heap tensor passes without asking the Runtime.
 void CheckLocalDevice(std::string_view operation, std::string_view name, const at::Tensor& tensor) {
-  if (tensor.defined() && tensor.device().is_cpu()) return;
-  const c10::Device heap = HeapTensorDevice();
+  if (tensor.defined() && (tensor.device().is_cpu() || ContextOf(tensor) != nullptr)) return;
+  const std::optional<c10::Device> known = HeapTensorDevice();
+  if (tensor.defined() && !known.has_value()) return;  // the Runtime's state fails the call
+  const c10::Device heap = known.value_or(c10::Device(c10::kCPU));
   if (!tensor.defined() || tensor.device() != heap) {
     Check(Contract(operation, name,
                    heap.is_cpu() ? std::string("a tensor on the runtime's device (cpu)")

@@ -107,7 +107,10 @@ Status FakeCudaApi::Enter(std::string_view call, std::string entry) const {
 }
 
 Status FakeCudaApi::CheckStream(std::string_view cuda_call, void* stream) const {
-  if (stream == nullptr || streams_.count(stream) != 0) return Status::Ok();
+  // As in CUDA: the null stream, cudaStreamLegacy (0x1) and cudaStreamPerThread (0x2) always
+  // exist.
+  const auto handle = reinterpret_cast<std::uintptr_t>(stream);
+  if (handle <= 2 || streams_.count(stream) != 0) return Status::Ok();
   return InvalidHandle(cuda_call);
 }
 

@@ -134,6 +134,32 @@ TEST(CudaRuntimeWaitRecords, WaitsThatPassedGiveTheirRecordsBackWithoutASync) {
   }));
 }
 
+// The fake only: torch's default CUDA stream reaches the backend as cudaStreamLegacy (the
+// binding's CallerStream(null)); work on it is the caller's, kept and synchronised at Quiesce.
+TEST(CudaRuntimeCallerStreams, TheLegacyDefaultStreamIsACallerStream) {
+  EXPECT_ALL_PES_PASS(RunPes(LaunchPes(2, "20", 8 << 20), [](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime(std::chrono::seconds(20), CudaBackendOn(CudaLayer::kFake)));
+    const StreamRef legacy = cuda::CallerStream(nullptr);
+    CHECK_PE(ctx, legacy.native != nullptr, "the legacy stream is not the backend's own");
+    Allocation data = MustAllocate(ctx, 64);
+    Allocation flag = MustAllocate(ctx, 8);
+    const std::int64_t zero = 0;
+    CHECK_PE_OK(ctx, Rt().Put(View(flag), &zero, ctx.rank, {}));
+    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    const std::int64_t mine = 1000 + ctx.rank;
+    const int next = (ctx.rank + 1) % ctx.size, previous = (ctx.rank + ctx.size - 1) % ctx.size;
+    CHECK_PE_OK(ctx, Rt().Put(Sub(data, 0, 8), &mine, next, legacy));
+    CHECK_PE_OK(ctx, Rt().Signal(View(flag), SignalWidth::k64, 1, next, SignalOp::kAdd, legacy));
+    CHECK_PE_OK(ctx, Rt().WaitSignal(View(flag), SignalWidth::k64, 1, Comparison::kGe, legacy));
+    std::int64_t got = 0;
+    CHECK_PE_OK(ctx, Rt().Get(&got, Sub(data, 0, 8), ctx.rank, legacy));
+    CHECK_PE_OK(ctx, Rt().Barrier({}));  // synchronises the caller's streams first
+    CHECK_PE(ctx, got == 1000 + previous, "got " + std::to_string(got));
+    FreeAllAndShutdown(ctx);
+    return 0;
+  }));
+}
+
 // The fake only: it moves the current device behind the Runtime's back.
 TEST(CudaRuntimeDevice, TheDeviceIsFrozenAtInitAndLifecyclesRepeat) {
   EXPECT_ALL_PES_PASS(RunPes(LaunchPes(2, "20", 8 << 20), [](PeContext& ctx) {

@@ -12,10 +12,13 @@ those go back. Everything between the two native calls is torch on the owner.
 
 The SwiGLU's backward is written out (the same products autograd would form, in the same
 orientation) instead of running autograd's engine once per expert: an engine call per expert
-costs more than a small expert's arithmetic.
+costs more than a small expert's arithmetic. The experts compute in the layer's dtype, with
+autocast off (their results are written into the layer's buffers with out=).
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 import torch.nn.functional as F
@@ -55,6 +58,13 @@ def _swiglu_backward_into(dy: torch.Tensor, saved, gate: torch.Tensor, up: torch
     return d_gate, d_up, d_down
 
 
+def _no_autocast(device_type: str):
+    """Autocast off for the experts (a no-op context where it is off already)."""
+    if torch.is_autocast_enabled(device_type):
+        return torch.autocast(device_type=device_type, enabled=False)
+    return contextlib.nullcontext()
+
+
 class ExpertParallel(torch.autograd.Function):
     """rows [N, H] (this PE's routed rows sorted by expert) -> the experts' outputs [N, H].
 
@@ -68,7 +78,8 @@ class ExpertParallel(torch.autograd.Function):
         gate, up, down = gate.detach(), up.detach(), down.detach()
 
         def compute(local, received):
-            saved[local] = _swiglu_into(received, gate[local], up[local], down[local], keep)
+            with _no_autocast(received.device.type):
+                saved[local] = _swiglu_into(received, gate[local], up[local], down[local], keep)
 
         out = resources.run("forward", rows.contiguous(), counts, layout, compute)
         if keep:
@@ -83,8 +94,9 @@ class ExpertParallel(torch.autograd.Function):
         saved = ctx.saved
 
         def compute(local, received):
-            d_gate[local], d_up[local], d_down[local] = _swiglu_backward_into(
-                received, saved[local], gate[local], up[local], down[local])
+            with _no_autocast(received.device.type):
+                d_gate[local], d_up[local], d_down[local] = _swiglu_backward_into(
+                    received, saved[local], gate[local], up[local], down[local])
             saved[local] = None  # free the expert's activations as soon as it is done
 
         grad_in = ctx.resources.run("backward", grad_rows.to(gate.dtype).contiguous(),
