@@ -44,8 +44,12 @@ def init_process_group_from_environment(timeout_s: float = 300.0, backend: str =
     return True
 
 
+SKIPPED = 77  # a PE's exit status for "this machine cannot run it" (as automake and ctest use)
+
+
 def run_pes(nproc: int, command: list, timeout_s: float = 600.0, env: dict | None = None) -> int:
-    """Runs `command` as nproc PEs; returns 0 when every PE exited with 0."""
+    """Runs `command` as nproc PEs; returns 0 when every PE exited with 0, SKIPPED (77) when the
+    first PE to fail exited with 77, else 1."""
     if nproc < 1:
         raise ValueError(f"nproc must be at least 1, but got {nproc}")
     workdir = tempfile.mkdtemp(prefix="hps-launch-")
@@ -76,7 +80,7 @@ def run_pes(nproc: int, command: list, timeout_s: float = 600.0, env: dict | Non
                         process.kill()
                 for process in processes:
                     process.wait()
-                return 1
+                return SKIPPED if failed and codes[failed[0]] == SKIPPED else 1
             time.sleep(0.02)
         return 0
     finally:
@@ -90,7 +94,9 @@ def run_pes(nproc: int, command: list, timeout_s: float = 600.0, env: dict | Non
 def main(argv: list | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m hyper_parallel.core.multicore.shmem.launch",
-        description="Run N PE processes of a program on this machine (gloo on loopback).")
+        description="Run N PE processes of a program on this machine (gloo on loopback).",
+        epilog="Exit status: 0 when every PE exits 0; 77 when the first PE to fail exits 77 "
+               "(this machine cannot run the program); 1 otherwise.")
     parser.add_argument("--nproc", type=int, default=2, help="number of PEs (default 2)")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds before every PE is killed (default 600)")
