@@ -35,7 +35,7 @@ void RegisterBuiltinBackends(std::vector<BackendEntry>* entries) {
   };
   cuda.streams = nullptr;  // torch's CUDA streams
   cuda.framework_device = DeviceType::kCuda;
-  cuda.framework_stream = [](void* handle) { return cuda::CallerStream(handle); };
+  cuda.framework_stream = cuda::CallerStream;
   entries->push_back(std::move(cuda));
 }
 

@@ -4,6 +4,7 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -326,48 +327,22 @@ Status CudaRuntimeApi::CopyBlocksAndAddAsync(void* stream, const SignalledCopyBl
                                              std::size_t count) {
   constexpr std::string_view kLaunch = "cudaLaunchKernelEx(CopyBlocksAndAdd)";
   if (count > 0 && blocks == nullptr) return Failed(kLaunch, cudaErrorInvalidValue);
-  DeviceAddresses addresses(pointer_attributes_);
-  SignalledCopyBlock launch[kCopyBlocksPerLaunch];
-  int batched = 0;
-  // Up to kCopyBlocksPerLaunch blocks: their bytes by the copy kernel (all SMs, however large
-  // a block), then their additions by one small kernel after it on the stream.
-  const auto flush = [&]() -> Status {
+  // Per kCopyBlocksPerLaunch blocks: their bytes through CopyBlocksAsync (the copy kernel, or
+  // the copy engines for memory it cannot address, on this stream), then one kernel of their
+  // additions after it. The counters are heap words, used as given (as AddValue64 does).
+  for (std::size_t first = 0; first < count; first += kCopyBlocksPerLaunch) {
+    const std::size_t n = std::min(count - first, kCopyBlocksPerLaunch);
     CopyBlock copies[kCopyBlocksPerLaunch];
-    int copied = 0;
-    for (int i = 0; i < batched; ++i) {
-      if (launch[i].bytes > 0) copies[copied++] = CopyBlock{launch[i].dst, launch[i].src, launch[i].bytes};
+    for (std::size_t i = 0; i < n; ++i) {
+      const SignalledCopyBlock& block = blocks[first + i];
+      if (block.counter == nullptr) return Failed(kLaunch, cudaErrorInvalidValue);
+      copies[i] = CopyBlock{block.dst, block.src, block.bytes};
     }
-    if (copied > 0) {
-      HPS_RETURN_IF_ERROR(Check(LaunchCopyBlocks(AsStream(stream), copies, copied), kLaunch));
-    }
-    HPS_RETURN_IF_ERROR(Check(LaunchAddValues64(AsStream(stream), launch, batched), kLaunch));
-    batched = 0;
-    return Status::Ok();
-  };
-  for (std::size_t i = 0; i < count; ++i) {
-    const SignalledCopyBlock& block = blocks[i];
-    if (block.counter == nullptr || (block.bytes > 0 && (block.dst == nullptr || block.src == nullptr))) {
-      return Failed(kLaunch, cudaErrorInvalidValue);
-    }
-    void* dst = nullptr;
-    void* src = nullptr;
-    void* counter = nullptr;
-    HPS_RETURN_IF_ERROR(addresses.Of(block.counter, &counter));
-    if (block.bytes > 0) {
-      HPS_RETURN_IF_ERROR(addresses.Of(block.dst, &dst));
-      HPS_RETURN_IF_ERROR(addresses.Of(block.src, &src));
-    }
-    if (counter == nullptr || (block.bytes > 0 && (dst == nullptr || src == nullptr))) {
-      // Memory the kernel cannot address: the copy engines, then the one-thread add, in stream
-      // order (this block's addition after its bytes).
-      if (block.bytes > 0) HPS_RETURN_IF_ERROR(MemcpyAsync(block.dst, block.src, block.bytes, stream));
-      HPS_RETURN_IF_ERROR(AddValue64(stream, block.counter, block.add));
-      continue;
-    }
-    launch[batched++] = SignalledCopyBlock{dst, src, block.bytes, counter, block.add};
-    if (batched == static_cast<int>(kCopyBlocksPerLaunch)) HPS_RETURN_IF_ERROR(flush());
+    HPS_RETURN_IF_ERROR(CopyBlocksAsync(stream, copies, n));
+    HPS_RETURN_IF_ERROR(Check(
+        LaunchAddValues64(AsStream(stream), blocks + first, static_cast<int>(n)), kLaunch));
   }
-  return batched == 0 ? Status::Ok() : flush();
+  return Status::Ok();
 }
 
 Status CudaRuntimeApi::WriteValue64(void* stream, void* address, std::int64_t value) {

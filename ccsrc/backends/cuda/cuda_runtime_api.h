@@ -22,11 +22,9 @@
 //                           allocation and call: the driver's cuPointerGetAttributes gives its
 //                           address range); a block with a pointer the device cannot address
 //                           (pageable host memory) goes through cudaMemcpyAsync instead
-//   CopyBlocksAndAddAsync   per kCopyBlocksPerLaunch blocks: the copy kernel of
-//                           CopyBlocksAsync for their bytes, then one add kernel (a thread per
-//                           addition: __threadfence_system, atomicAdd_system); pointers asked
-//                           as for CopyBlocksAsync; a block the device cannot address is
-//                           cudaMemcpyAsync then AddValue64
+//   CopyBlocksAndAddAsync   per kCopyBlocksPerLaunch blocks: CopyBlocksAsync for their bytes,
+//                           then one add kernel (a thread per addition: __threadfence_system,
+//                           atomicAdd_system) on the counters as given
 //   WriteValue64            cuStreamWriteValue64, fetched at construction through
 //                           cudaGetDriverEntryPointByVersion (nothing links libcuda.so); a
 //                           one-thread store kernel where the driver lacks it or refuses it

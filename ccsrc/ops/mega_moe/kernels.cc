@@ -26,7 +26,7 @@ Status Dispatch(data_plane::KernelApi& api, const MoeLayout& layout, const Dispa
       // An expert this PE sends nothing still gets its one signal: the target is fixed.
       for (std::int64_t c = 0; c < layout.Chunks(rows); ++c) {
         const std::int64_t first = c * chunk;
-        const std::int64_t block = std::max<std::int64_t>(0, std::min(chunk, rows - first));
+        const std::int64_t block = std::min(chunk, rows - first);  // 0 for an expert sent nothing
         puts.push_back({owner, plan.recv_offset + (to + first) * shape.row_bytes,
                         plan.rows + (from + first) * shape.row_bytes,
                         static_cast<std::uint64_t>(block) * shape.row_bytes, counter, 1});
@@ -60,7 +60,7 @@ Status Combine(data_plane::KernelApi& api, const MoeLayout& layout, const Combin
       const std::int64_t rows = layout.Count(source, expert);
       puts.push_back({source, plan.return_offset + layout.SendRow(source, expert) * shape.row_bytes,
                       plan.results + layout.RecvRow(rank, local, source) * shape.row_bytes,
-                      static_cast<std::uint64_t>(std::max<std::int64_t>(rows, 0)) * shape.row_bytes,
+                      static_cast<std::uint64_t>(rows) * shape.row_bytes,
                       plan.return_counter_offset, 1});
     }
     api.PutBlocksSignalled(puts);  // this expert's results, each source's signal after its rows

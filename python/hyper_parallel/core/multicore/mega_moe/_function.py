@@ -78,10 +78,10 @@ class ExpertParallel(torch.autograd.Function):
         gate, up, down = gate.detach(), up.detach(), down.detach()
 
         def compute(local, received):
-            with _no_autocast(received.device.type):
-                saved[local] = _swiglu_into(received, gate[local], up[local], down[local], keep)
+            saved[local] = _swiglu_into(received, gate[local], up[local], down[local], keep)
 
-        out = resources.run("forward", rows.contiguous(), counts, layout, compute)
+        with _no_autocast(rows.device.type):
+            out = resources.run("forward", rows.contiguous(), counts, layout, compute)
         if keep:
             ctx.resources, ctx.counts, ctx.layout, ctx.saved = resources, counts, layout, saved
             ctx.weights = (gate, up, down)
@@ -94,12 +94,12 @@ class ExpertParallel(torch.autograd.Function):
         saved = ctx.saved
 
         def compute(local, received):
-            with _no_autocast(received.device.type):
-                d_gate[local], d_up[local], d_down[local] = _swiglu_backward_into(
-                    received, saved[local], gate[local], up[local], down[local])
+            d_gate[local], d_up[local], d_down[local] = _swiglu_backward_into(
+                received, saved[local], gate[local], up[local], down[local])
             saved[local] = None  # free the expert's activations as soon as it is done
 
-        grad_in = ctx.resources.run("backward", grad_rows.to(gate.dtype).contiguous(),
-                                    ctx.counts, ctx.layout, compute)
+        with _no_autocast(grad_rows.device.type):
+            grad_in = ctx.resources.run("backward", grad_rows.to(gate.dtype).contiguous(),
+                                        ctx.counts, ctx.layout, compute)
         ctx.saved = ctx.weights = None
         return grad_in, d_gate, d_up, d_down, None, None, None
