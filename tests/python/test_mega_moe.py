@@ -214,6 +214,75 @@ def test_the_combine_overlaps_or_follows_the_experts_and_experts_write_in_place(
     assert all(pes(3).run(_overlap_modes_and_in_place_contract, timeout=300))
 
 
+class _Mark(torch.autograd.Function):
+    """Identity that appends (name, "forward"/"backward") to a log when it runs."""
+
+    @staticmethod
+    def forward(ctx, x, log, name):
+        ctx.log, ctx.name = log, name
+        log.append((name, "forward"))
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        ctx.log.append((ctx.name, "backward"))
+        return grad, None, None
+
+
+def _work_between_the_halves(rank, size):
+    torch.manual_seed(5)
+    experts = 2 * size
+    with MegaMoEResources(H, experts, 2) as resources:
+        log = []
+        start, finish = resources.start, resources.finish
+
+        def logged_start(direction, *args):
+            log.append(("start", direction))
+            return start(direction, *args)
+
+        def logged_finish(pending):
+            log.append(("finish", pending.direction is resources._directions["forward"]
+                        and "forward" or "backward"))
+            return finish(pending)
+
+        resources.start, resources.finish = logged_start, logged_finish
+        layer = MegaMoE(H, I, experts, 2, shared_intermediate_size=IS, resources=resources)
+        dense = layer.dense_weights()
+        shared_expert = layer._shared_expert
+        layer._shared_expert = lambda x: _Mark.apply(shared_expert(x), log, "shared")
+        x = _tokens(rank, 9).requires_grad_(True)
+        layer(x).sum().backward()
+        # The shared expert runs between the halves of the call, forward and backward (its
+        # backward nodes come between theirs in autograd's order), and the numbers still
+        # match the dense layer.
+        assert log == [("start", "forward"), ("shared", "forward"), ("finish", "forward"),
+                       ("start", "backward"), ("shared", "backward"),
+                       ("finish", "backward")], log
+        xr = x.detach().clone().requires_grad_(True)
+        _dense(layer, dense, xr).sum().backward()
+        assert _close(x.grad, xr.grad)
+        resources.start, resources.finish = start, finish
+        # start() and finish() by hand: a start() while a call is pending finishes that one
+        # first (its results dropped); finishing a call twice is refused; close() finishes a
+        # call nothing finished.
+        counts = resources.exchange_counts(torch.tensor([2] * experts))
+        layout = resources.layout(counts)
+        rows = _tokens(rank, 2 * experts)
+        first = resources.start("forward", rows, counts, layout, lambda local, got: got * 2)
+        second = resources.start("forward", rows, counts, layout, lambda local, got: got * 3)
+        expect_shmem_error("INVALID_STATE", resources.finish, first)
+        assert torch.equal(resources.finish(second), rows * 3)
+        expect_shmem_error("INVALID_STATE", resources.finish, second)
+        resources.start("forward", rows, counts, layout, lambda local, got: None)
+        calls = resources.stats.calls
+    assert resources.closed and resources.stats.calls == calls + 1
+    return True
+
+
+def test_work_between_start_and_finish_fills_the_wait_forward_and_backward(pes):
+    assert all(pes(2).run(_work_between_the_halves, timeout=300))
+
+
 def _under_autocast(rank, size):
     torch.manual_seed(9)
     with MegaMoEResources(H, 2 * size, 2) as resources:

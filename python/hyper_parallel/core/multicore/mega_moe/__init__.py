@@ -2,8 +2,9 @@
 
 Dispatch and combine are puts and signals into resident symmetric buffers, run by two native
 kernels per call (ops/mega_moe): each expert starts computing the moment its own rows have
-landed, and its results go back while the next expert computes. The per-step count exchange
-runs on SHMEM too; nothing on the layer's path goes through gloo.
+landed, and its results go back while the next expert computes. The shared expert computes
+while this PE waits for the other PEs' experts. The per-step count exchange runs on SHMEM
+too; nothing on the layer's path goes through gloo.
 
     resources = MegaMoEResources(hidden, experts, top_k)          # collective; or let a layer
     layer = MegaMoE(hidden, inter, experts, top_k, resources=resources)  # make its own
@@ -16,7 +17,7 @@ References: dense_moe (one process, every expert) and AllToAllMoE (the same laye
 torch.distributed.all_to_all_single), built from the same weights.
 """
 
-from ._function import ExpertParallel, swiglu
+from ._function import expert_parallel, swiglu
 from ._layer import MegaMoE, route
 from ._resources import MegaMoEResources, PipelineStats
 from .convert import from_mixtral, from_qwen2_moe, to_mixtral, to_qwen2_moe
@@ -24,11 +25,11 @@ from .reference import AllToAllMoE, dense_moe
 
 __all__ = [
     "AllToAllMoE",
-    "ExpertParallel",
     "MegaMoE",
     "MegaMoEResources",
     "PipelineStats",
     "dense_moe",
+    "expert_parallel",
     "from_mixtral",
     "from_qwen2_moe",
     "route",

@@ -1,4 +1,4 @@
-"""The expert-parallel part of MegaMoE as one autograd function.
+"""The expert-parallel part of MegaMoE: two autograd functions, the halves of one call.
 
 Forward: this PE's expert-sorted rows go to their experts' owners (one native dispatch); each
 owner runs its local experts' SwiGLU as soon as each expert's rows have landed, writing the
@@ -9,6 +9,10 @@ forward's layout, each owner computes the gradients of its local experts' weight
 at the owner: no all-reduce) and of the rows it received, from what the forward saved per
 expert (nothing is computed twice), writing the rows' gradients over the incoming ones, and
 those go back. Everything between the two native calls is torch on the owner.
+
+The halves are MegaMoEResources.start() (dispatch, the local experts, the combine started)
+and finish() (every result back), so that work of the caller's (MegaMoE's shared expert)
+runs between them, forward and backward, while this PE waits for the other PEs' experts.
 
 The SwiGLU's backward is written out (the same products autograd would form, in the same
 orientation) instead of running autograd's engine once per expert: an engine call per expert
@@ -65,14 +69,25 @@ def _no_autocast(device_type: str):
     return contextlib.nullcontext()
 
 
-class ExpertParallel(torch.autograd.Function):
-    """rows [N, H] (this PE's routed rows sorted by expert) -> the experts' outputs [N, H].
+class _Handoff:
+    """What the two halves of one expert-parallel call pass each other: the pending SHMEM
+    call, and what the backward needs."""
 
-    apply(rows, gate [L, I, H], up [L, I, H], down [L, H, I], resources, counts [P, E],
-    layout): gate/up/down are this PE's local experts' weights."""
+    __slots__ = ("resources", "counts", "layout", "pending", "saved", "weights", "grads")
+
+    def __init__(self, resources, counts, layout) -> None:
+        self.resources, self.counts, self.layout = resources, counts, layout
+        self.pending = self.saved = self.weights = self.grads = None
+
+
+class _DispatchAndCompute(torch.autograd.Function):
+    """First half. Forward: the dispatch, this PE's experts as their rows land, the combine
+    started (MegaMoEResources.start); returns a 0-dim token that links the halves. Backward
+    (the second half of the backward call): waits for the rows' gradients to come back and
+    returns them with the local experts' weight gradients."""
 
     @staticmethod
-    def forward(ctx, rows, gate, up, down, resources, counts, layout):
+    def forward(ctx, rows, gate, up, down, handoff):
         keep = any(ctx.needs_input_grad[:4])  # false: no backward will come (no_grad, eval)
         saved = [None] * gate.shape[0]
         gate, up, down = gate.detach(), up.detach(), down.detach()
@@ -81,17 +96,38 @@ class ExpertParallel(torch.autograd.Function):
             saved[local] = _swiglu_into(received, gate[local], up[local], down[local], keep)
 
         with _no_autocast(rows.device.type):
-            out = resources.run("forward", rows.contiguous(), counts, layout, compute)
+            handoff.pending = handoff.resources.start("forward", rows.contiguous(), handoff.counts,
+                                                      handoff.layout, compute)
         if keep:
-            ctx.resources, ctx.counts, ctx.layout, ctx.saved = resources, counts, layout, saved
-            ctx.weights = (gate, up, down)
-        return out
+            handoff.saved, handoff.weights = saved, (gate, up, down)
+            ctx.handoff = handoff
+        return rows.new_zeros(())
+
+    @staticmethod
+    def backward(ctx, _token_grad):
+        handoff = ctx.handoff
+        grad_in = handoff.resources.finish(handoff.pending)
+        d_gate, d_up, d_down = handoff.grads
+        handoff.pending = handoff.grads = handoff.weights = None
+        return grad_in, d_gate, d_up, d_down, None
+
+
+class _Combine(torch.autograd.Function):
+    """Second half. Forward: waits for every result to come back (MegaMoEResources.finish).
+    Backward (the first half of the backward call): the results' gradients to their experts'
+    owners, each local expert's backward as its rows land, the combine started."""
+
+    @staticmethod
+    def forward(ctx, token, handoff):
+        ctx.handoff = handoff
+        return handoff.resources.finish(handoff.pending)
 
     @staticmethod
     def backward(ctx, grad_rows):
-        gate, up, down = ctx.weights
+        handoff = ctx.handoff
+        gate, up, down = handoff.weights
         d_gate, d_up, d_down = torch.zeros_like(gate), torch.zeros_like(up), torch.zeros_like(down)
-        saved = ctx.saved
+        saved = handoff.saved
 
         def compute(local, received):
             d_gate[local], d_up[local], d_down[local] = _swiglu_backward_into(
@@ -99,7 +135,25 @@ class ExpertParallel(torch.autograd.Function):
             saved[local] = None  # free the expert's activations as soon as it is done
 
         with _no_autocast(grad_rows.device.type):
-            grad_in = ctx.resources.run("backward", grad_rows.to(gate.dtype).contiguous(),
-                                        ctx.counts, ctx.layout, compute)
-        ctx.saved = ctx.weights = None
-        return grad_in, d_gate, d_up, d_down, None, None, None
+            handoff.pending = handoff.resources.start(
+                "backward", grad_rows.to(gate.dtype).contiguous(), handoff.counts,
+                handoff.layout, compute)
+        handoff.saved, handoff.grads = None, (d_gate, d_up, d_down)
+        return torch.zeros((), dtype=grad_rows.dtype, device=grad_rows.device), None
+
+
+def expert_parallel(rows, gate, up, down, resources, counts, layout, between=None):
+    """rows [N, H] (this PE's routed rows sorted by expert) -> (the experts' outputs [N, H],
+    between()'s result or None); gate/up/down [L, I, H] / [L, I, H] / [L, H, I]: this PE's
+    local experts' weights.
+
+    `between` is called once this PE's experts are done and their results are on their way
+    back, before waiting for the other PEs' results: what it computes (with autograd, like
+    any code of the caller's) fills the time this PE would otherwise wait. The backward keeps
+    that order: the results' gradients go out and the local experts' backward runs, then
+    autograd runs between()'s backward (its nodes come after the first half's and before the
+    second half's), then the rows' gradients are collected."""
+    handoff = _Handoff(resources, counts, layout)
+    token = _DispatchAndCompute.apply(rows, gate, up, down, handoff)
+    extra = between() if between is not None else None
+    return _Combine.apply(token, handoff), extra

@@ -10,7 +10,7 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from ..shmem._runtime import contract
-from ._function import ExpertParallel, swiglu
+from ._function import expert_parallel, swiglu
 from ._resources import MegaMoEResources
 
 _EXPERT_KEYS = ("gate_proj", "up_proj", "down_proj")
@@ -210,18 +210,27 @@ class MegaMoE(nn.Module):
         rows = x[token].to(self.dtype)
         counts = resources.exchange_counts(torch.bincount(flat_ids, minlength=self.num_experts))
         layout = resources.layout(counts)
-        results = ExpertParallel.apply(rows, self.gate_proj, self.up_proj, self.down_proj,
-                                       resources, counts, layout)
+        # The shared expert runs between the two halves of the call: while this PE waits
+        # for the other PEs' experts (forward and backward).
+        results, shared = expert_parallel(rows, self.gate_proj, self.up_proj, self.down_proj,
+                                          resources, counts, layout,
+                                          between=lambda: self._shared_expert(x))
         weights = topk_weights.reshape(-1)[order].float()
         out = torch.zeros(tokens, self.hidden_size, dtype=torch.float32, device=x.device).index_add(
             0, token, results.float() * weights[:, None])
-        if self.shared_intermediate_size:
-            shared = swiglu(x.to(self.dtype), self.shared_gate_proj, self.shared_up_proj,
-                            self.shared_down_proj).float()
-            if self.gated_shared_expert:
-                shared = shared * torch.sigmoid(x.to(self.dtype) @ self.shared_expert_gate.t()).float()
+        if shared is not None:
             out = out + shared
         return out.to(x.dtype)
+
+    def _shared_expert(self, x: torch.Tensor):
+        """The shared expert's output [T, H] in fp32 (None without one)."""
+        if not self.shared_intermediate_size:
+            return None
+        shared = swiglu(x.to(self.dtype), self.shared_gate_proj, self.shared_up_proj,
+                        self.shared_down_proj).float()
+        if self.gated_shared_expert:
+            shared = shared * torch.sigmoid(x.to(self.dtype) @ self.shared_expert_gate.t()).float()
+        return shared
 
     def close(self) -> None:
         """Frees the layer's own resources (collective); shared resources are their owner's to

@@ -22,9 +22,10 @@ C), every PE sees the same counts, so every PE grows alike (at least 1.25x, neve
 before any row moves: nothing is dropped. A heap too small fails on every PE with the number of
 bytes needed.
 
-close() (explicit, or the context manager; never from garbage collection) synchronizes the
-combine stream, passes a barrier, frees the buffers in a fixed order, passes a barrier and closes the
-handle: every PE must create and close its resources in the same order.
+close() (explicit, or the context manager; never from garbage collection) finishes a call
+that start() began and nothing finished, synchronizes the combine stream, passes a barrier,
+frees the buffers in a fixed order, passes a barrier and closes the handle: every PE must
+create and close its resources in the same order.
 """
 
 from __future__ import annotations
@@ -114,12 +115,25 @@ class PipelineStats:
     wait_return_s: float = 0.0  # from the last expert done to every result back
     run_s: float = 0.0        # the whole calls (dispatch to every result back)
     exchange_s: float = 0.0   # the per-step count exchanges
+    overlapped_s: float = 0.0  # the caller's own work between start() and finish()
 
     @property
     def communication_s(self) -> float:
         """Time the calls spent outside the experts' computations: what communication and
-        synchronisation left in the step (count exchanges included)."""
+        synchronisation left in the step (count exchanges included; the caller's own work
+        between start() and finish() is not the calls')."""
         return self.run_s - self.compute_s + self.exchange_s
+
+
+@dataclass
+class PendingCall:
+    """A call start() began and finish() ends (perf_counter() times)."""
+
+    direction: _Direction
+    send_rows: int
+    started_at: float
+    done_at: float   # the last local expert done
+    ended_at: float  # start() returned
 
 
 class MegaMoEResources:
@@ -212,6 +226,7 @@ class MegaMoEResources:
             if max_tokens is not None:
                 self._resize(self._capacity_for(max_tokens * top_k), max_tokens * top_k)
             self.stats = PipelineStats()
+            self._pending = None  # the call start() began and finish() has not ended
         except BaseException:
             self._release_after_failure()
             raise
@@ -311,21 +326,50 @@ class MegaMoEResources:
         """Sends this PE's expert-sorted `rows` to the experts' owners, runs compute(local,
         received) for each local expert as soon as its rows landed (the results go back while
         the next expert computes), and returns this PE's results in the order of `rows`.
-        Collective: every PE calls it for the same step.
+        Collective: every PE calls it for the same step. run() is finish(start(...)).
 
         `received` is the view of the receive buffer that holds the expert's rows; compute
         writes the expert's results over it (same shape and dtype) and returns None, or
         returns them and they are copied there. The view is valid during the call only."""
+        return self.finish(self.start(direction_name, rows, counts, layout, compute))
+
+    def start(self, direction_name: str, rows: torch.Tensor, counts: torch.Tensor, layout: dict,
+              compute) -> "PendingCall":
+        """The first half of run(): the dispatch, every local expert's computation as its rows
+        land, and the combine (started on its own stream, or done). What the caller computes
+        before finish() fills the time this PE would otherwise spend waiting for the other
+        PEs' experts (MegaMoE computes its shared expert there). One call at a time per
+        resources: a start() while an earlier call was not finished finishes it first (its
+        results are dropped)."""
         if not self._lock.acquire(blocking=False):
             raise ShmemError.make("INVALID_STATE", "mega_moe", "validate",
                                   assertion("MegaMoE resources are already in a call on "
                                             "another thread: one call at a time per resources"))
         try:
-            return self._run(direction_name, rows, counts, layout, compute)
+            if self._pending is not None:
+                self._finish(self._pending)
+            self._pending = self._start(direction_name, rows, counts, layout, compute)
+            return self._pending
         finally:
             self._lock.release()
 
-    def _run(self, direction_name, rows, counts, layout, compute):
+    def finish(self, pending: "PendingCall") -> torch.Tensor:
+        """The second half of run(): waits for every result to come back and returns this
+        PE's results in the order of the rows start() sent."""
+        if not self._lock.acquire(blocking=False):
+            raise ShmemError.make("INVALID_STATE", "mega_moe", "validate",
+                                  assertion("MegaMoE resources are already in a call on "
+                                            "another thread: one call at a time per resources"))
+        try:
+            if pending is not self._pending:
+                raise ShmemError.make("INVALID_STATE", "mega_moe", "validate",
+                                      assertion("this MegaMoE call was already finished (or a "
+                                                "later start() finished it)"))
+            return self._finish(pending)
+        finally:
+            self._lock.release()
+
+    def _start(self, direction_name, rows, counts, layout, compute):
         if self._closed:
             raise ShmemError.make("INVALID_STATE", "mega_moe", "validate",
                                   assertion("MegaMoE resources are closed"))
@@ -383,17 +427,26 @@ class MegaMoEResources:
         done_at = time.perf_counter()
         if self.combine_stream is None:
             combine()  # every expert is done: the combine waits for nothing
-        shmem.wait_signal(d.return_word, d.return_target, comparison="ge")
-        out = d.returned[:layout["send_rows"]].clone()
-        if self.combine_stream is not None:
-            self.combine_stream.synchronize()
-        self.stats.calls += 1
-        self.stats.experts += locals_
         self.stats.dispatch_s += arrived_s
         self.stats.compute_s += compute_s
+        ended = time.perf_counter()
+        return PendingCall(d, layout["send_rows"], started, done_at, ended)
+
+    def _finish(self, pending: "PendingCall") -> torch.Tensor:
+        self._pending = None
+        d = pending.direction
+        resumed = time.perf_counter()
+        shmem.wait_signal(d.return_word, d.return_target, comparison="ge")
+        out = d.returned[:pending.send_rows].clone()
+        if self.combine_stream is not None:
+            self.combine_stream.synchronize()
         finished = time.perf_counter()
-        self.stats.wait_return_s += finished - done_at
-        self.stats.run_s += finished - started
+        self.stats.calls += 1
+        self.stats.experts += self.local_experts
+        # The time between start() and finish() was the caller's: not the call's.
+        self.stats.overlapped_s += resumed - pending.ended_at
+        self.stats.wait_return_s += (pending.ended_at - pending.done_at) + (finished - resumed)
+        self.stats.run_s += (pending.ended_at - pending.started_at) + (finished - resumed)
         return out
 
     # ---- close ------------------------------------------------------------------------------
@@ -435,6 +488,8 @@ class MegaMoEResources:
         destroyed."""
         if self._closed:
             return
+        if self._pending is not None:  # a call start() began and nothing finished
+            self._finish(self._pending)
         if self.combine_stream is not None:
             self.combine_stream.synchronize()
         shmem.barrier()
