@@ -87,7 +87,7 @@ def merge(records: list) -> list:
             merged[key] = json.loads(json.dumps(r))  # a deep copy
             continue
         m = merged[key]
-        for field in ("samples_us", "steps_us", "comm_us", "comm_net_us"):
+        for field in ("samples_us", "steps_us", "comm_us", "comm_net_us", "cpu_floor_us"):
             for path, values in r.get(field, {}).items():
                 m[field][path] += values
         for field in ("started_early", "experts"):
@@ -119,6 +119,7 @@ def summarise(records: list) -> list:
             step = {p: _median(r["steps_us"][p]) for p in ("shmem", "a2a")}
             comm = {p: _median(r["comm_us"][p]) for p in ("shmem", "a2a")}
             net = {p: _median(r["comm_net_us"][p]) for p in ("shmem", "a2a")}
+            floor = {p: _median(r.get("cpu_floor_us", {}).get(p, [])) for p in ("shmem", "a2a")}
             mem = memory.get((r["config"], r["pes"]), {})
             row.update(
                 parameters=r["parameters"], steps=len(r["steps_us"]["shmem"]),
@@ -129,6 +130,11 @@ def summarise(records: list) -> list:
                 step_saving_of_comm=(step["a2a"] - step["shmem"]) / comm["a2a"],
                 comm_left=comm["shmem"] / comm["a2a"],
                 shmem_comm_net_us=net["shmem"], a2a_comm_net_us=net["a2a"],
+                shmem_cpu_floor_us=floor["shmem"], a2a_cpu_floor_us=floor["a2a"],
+                shmem_step_over_floor=step["shmem"] / floor["shmem"],
+                # The most the SHMEM path could remove with its own CPU work as it is: the
+                # a2a step less the SHMEM step's floor, as a share of the a2a communication.
+                removable_at_floor=(step["a2a"] - floor["shmem"]) / comm["a2a"],
                 peak_step_bytes=mem.get("peak_step_bytes", {"shmem": None, "a2a": None}),
                 heap_bytes=mem.get("heap_bytes", {"shmem": None, "a2a": 0}),
                 started_early=r["started_early"], experts=r["experts"],
@@ -167,11 +173,13 @@ def _mib(value) -> str:
 def table(rows: list) -> str:
     lines = ["MegaMoE training step, rank-max median. comm: the a2a step's dispatch + combine "
              "time and its share of the step; removed: (a2a step - shmem step) / a2a comm; "
-             "left: shmem's own dispatch + combine time / a2a's; overlap: experts that started "
-             "while a later expert's rows were still arriving",
+             "left: shmem's own dispatch + combine time / a2a's; floor: the shmem step over its "
+             "CPU floor (the least wall time the cores could run its PEs' CPU time in); at "
+             "floor: what removed would be with the shmem step at its floor; overlap: experts "
+             "that started while a later expert's rows were still arriving",
              f"{'config':<14}{'PEs':>4}{'params':>9}{'a2a ms':>9}{'shmem ms':>10}{'ratio':>7}"
-             f"{'comm ms':>9}{'share':>7}{'removed':>9}{'left':>6}{'peak MiB a2a/shmem':>20}"
-             f"{'heap MiB':>10}{'overlap':>10}"]
+             f"{'comm ms':>9}{'share':>7}{'removed':>9}{'left':>6}{'floor':>7}{'at floor':>9}"
+             f"{'peak MiB a2a/shmem':>20}{'heap MiB':>10}{'overlap':>10}"]
     for r in rows:
         if r["test"] != "step":
             continue
@@ -181,6 +189,7 @@ def table(rows: list) -> str:
             f"{r['a2a_step_us'] / 1e3:>9.1f}{r['shmem_step_us'] / 1e3:>10.1f}{r['step_ratio']:>7.2f}"
             f"{r['a2a_comm_us'] / 1e3:>9.1f}{100 * r['comm_share']:>6.0f}%"
             f"{100 * r['step_saving_of_comm']:>8.0f}%{100 * r['comm_left']:>5.0f}%"
+            f"{r['shmem_step_over_floor']:>7.2f}{100 * r['removable_at_floor']:>8.0f}%"
             f"{_mib(peak['a2a']) + ' / ' + _mib(peak['shmem']):>20}"
             f"{_mib(r['heap_bytes']['shmem']):>10}"
             f"{r['started_early']:>5}/{r['experts']:<4}")

@@ -17,7 +17,9 @@ step: the full training step of the small decoder (mega_moe.model): zero_grad, f
   per path: the time spent in the MoE layers' dispatch and combine (the all-to-all path's
   count exchanges, all-to-alls and regrouping by expert; what the SHMEM calls spent outside
   the experts' computations), the same less the time spent waiting for the last PE to reach
-  each MoE call, and the SHMEM pipeline's overlap counter (experts that started while a later
+  each MoE call, the step's CPU floor (the least wall time the cores could run the PEs' CPU
+  time of the step in: the slowest PE's, or the PEs' total over the cores where PEs outnumber
+  them), and the SHMEM pipeline's overlap counter (experts that started while a later
   expert's rows were still arriving).
 memory: per path, the peak resident memory of a step above the resident set before it
   (VmHWM after a reset, with malloc returning every block of 64 KiB or more when freed) and
@@ -212,6 +214,17 @@ def _net_of_arrival(comm_us: list, arrivals: list) -> list:
     return out
 
 
+def _cpu_floor(cpu_us: list) -> list:
+    """Per step, the least wall time the machine's cores could run the PEs' CPU time in (every
+    thread of every PE, from process_time): the slowest PE's CPU time, or the PEs' total over
+    the cores where PEs outnumber them. A step at its floor is bound by computation (its own
+    and its PEs' core-mates'), not by waiting."""
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, cpu_us)
+    cores = len(os.sched_getaffinity(0))
+    return [max(max(step), sum(step) / cores) for step in zip(*gathered)]
+
+
 def bench_step(name: str, config: DecoderConfig, args, rank: int, size: int) -> dict:
     device = args.device
     cuda = device == "cuda"
@@ -222,6 +235,7 @@ def bench_step(name: str, config: DecoderConfig, args, rank: int, size: int) -> 
         optimizers = {path: make_optimizer(model) for path, model in models.items()}
         times = {path: [] for path in PATHS}
         comm = {path: [] for path in PATHS}
+        cpu = {path: [] for path in PATHS}
         skew = {path: [] for path in PATHS}
         arrivals = {path: [] for path in PATHS}  # per step: when this PE entered each call
         # On cuda the SHMEM path has no communication time to net (see the docstring).
@@ -238,12 +252,15 @@ def bench_step(name: str, config: DecoderConfig, args, rank: int, size: int) -> 
                 shmem.barrier()  # aligns the PEs more tightly than gloo
                 arrivals[path].clear()
                 spent = models[path].communication_s()
+                cpu_started = time.process_time()
                 started = time.perf_counter()
                 train_step(models[path], optimizers[path], tokens)
                 _synchronize(device)
                 elapsed = time.perf_counter() - started
+                cpu_spent = time.process_time() - cpu_started
                 if step >= args.warmup:
                     times[path].append(elapsed * 1e6)
+                    cpu[path].append(cpu_spent * 1e6)
                     comm[path].append((models[path].communication_s() - spent) * 1e6)
                     skew[path].append(list(arrivals[path]))
             if rank == 0:
@@ -261,6 +278,7 @@ def bench_step(name: str, config: DecoderConfig, args, rank: int, size: int) -> 
                         for path in PATHS},
             "comm_net_us": {path: _net_of_arrival(comm[path], skew[path]) if path in measured
                             else None for path in PATHS},
+            "cpu_floor_us": {path: _cpu_floor(cpu[path]) for path in PATHS},
             "started_early": None if cuda else sum(row[0] for row in gathered),
             "experts": sum(row[1] for row in gathered),
         }
