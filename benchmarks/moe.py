@@ -224,6 +224,11 @@ def plot(rows: list, out_dir: str) -> str | None:
         ax.bar([x + offset for x in xs], total, 0.4, color=color, alpha=0.45,
                label=f"{path} step")
         ax.bar([x + offset for x in xs], part, 0.4, color=color, label=f"{path} communication")
+    floors = [(x + 0.2, r["shmem_cpu_floor_us"] / 1e3) for x, r in zip(xs, steps)
+              if r.get("shmem_cpu_floor_us") == r.get("shmem_cpu_floor_us")]  # not NaN
+    if floors:
+        ax.scatter([f[0] for f in floors], [f[1] for f in floors], marker="_", s=300,
+                   color="black", label="shmem CPU floor", zorder=3)
     for x, r in zip(xs, steps):
         ax.annotate(f"{r['step_ratio']:.2f}x", (x, max(r["a2a_step_us"], r["shmem_step_us"]) / 1e3),
                     ha="center", va="bottom", fontsize=8)

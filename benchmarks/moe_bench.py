@@ -220,9 +220,9 @@ def _cpu_floor(cpu_us: list) -> list:
     the cores where PEs outnumber them. A step at its floor is bound by computation (its own
     and its PEs' core-mates'), not by waiting."""
     gathered = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, cpu_us)
-    cores = len(os.sched_getaffinity(0))
-    return [max(max(step), sum(step) / cores) for step in zip(*gathered)]
+    dist.all_gather_object(gathered, (cpu_us, sorted(os.sched_getaffinity(0))))
+    cores = len(set().union(*(cpus for _, cpus in gathered)))  # every PE's cpus (pinned or not)
+    return [max(max(step), sum(step) / cores) for step in zip(*(pe for pe, _ in gathered))]
 
 
 def bench_step(name: str, config: DecoderConfig, args, rank: int, size: int) -> dict:
