@@ -283,6 +283,22 @@ def test_work_between_start_and_finish_fills_the_wait_forward_and_backward(pes):
     assert all(pes(2).run(_work_between_the_halves, timeout=300))
 
 
+@pytest.mark.parametrize("affinity, cpus, pes, expected", [
+    ({0}, 2, 2, False),           # pinned to one core (the runtime's auto): shares it
+    ({0, 1}, 2, 2, False),        # unpinned, one core per PE
+    ({0, 1}, 2, 4, False),        # PEs outnumber cores
+    ({0, 1, 2, 3}, 8, 2, True),   # a launcher gave the PE two or more cpus of its own
+    (set(range(8)), 8, 2, True),  # unpinned, four cores per PE
+    (set(range(8)), 8, 8, False),
+])
+def test_a_host_combine_stream_only_where_the_pe_has_a_second_cpu(monkeypatch, affinity, cpus,
+                                                                  pes, expected):
+    from hyper_parallel.core.multicore.mega_moe import _resources
+    monkeypatch.setattr(_resources.os, "sched_getaffinity", lambda pid: set(affinity))
+    monkeypatch.setattr(_resources.os, "cpu_count", lambda: cpus)
+    assert _resources._cpus_for_a_combine_thread(pes) is expected
+
+
 def _under_autocast(rank, size):
     torch.manual_seed(9)
     with MegaMoEResources(H, 2 * size, 2) as resources:
