@@ -89,7 +89,7 @@ def merge(records: list) -> list:
         m = merged[key]
         for field in ("samples_us", "steps_us", "comm_us", "comm_net_us", "cpu_floor_us"):
             for path, values in r.get(field, {}).items():
-                m[field][path] += values
+                m.setdefault(field, {}).setdefault(path, []).extend(values)
         for field in ("started_early", "experts"):
             if field in r:
                 m[field] += r[field]
@@ -174,7 +174,7 @@ def table(rows: list) -> str:
     lines = ["MegaMoE training step, rank-max median. comm: the a2a step's dispatch + combine "
              "time and its share of the step; removed: (a2a step - shmem step) / a2a comm; "
              "left: shmem's own dispatch + combine time / a2a's; floor: the shmem step over its "
-             "CPU floor (the least wall time the cores could run its PEs' CPU time in); at "
+             "CPU floor (its PEs' CPU time over the cores: the least wall time it could take); at "
              "floor: what removed would be with the shmem step at its floor; overlap: experts "
              "that started while a later expert's rows were still arriving",
              f"{'config':<14}{'PEs':>4}{'params':>9}{'a2a ms':>9}{'shmem ms':>10}{'ratio':>7}"

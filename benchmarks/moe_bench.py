@@ -18,8 +18,7 @@ step: the full training step of the small decoder (mega_moe.model): zero_grad, f
   count exchanges, all-to-alls and regrouping by expert; what the SHMEM calls spent outside
   the experts' computations), the same less the time spent waiting for the last PE to reach
   each MoE call, the step's CPU floor (the least wall time the cores could run the PEs' CPU
-  time of the step in: the slowest PE's, or the PEs' total over the cores where PEs outnumber
-  them), and the SHMEM pipeline's overlap counter (experts that started while a later
+  time of the step in: their total over the cores), and the SHMEM pipeline's overlap counter (experts that started while a later
   expert's rows were still arriving).
 memory: per path, the peak resident memory of a step above the resident set before it
   (VmHWM after a reset, with malloc returning every block of 64 KiB or more when freed) and
@@ -215,14 +214,16 @@ def _net_of_arrival(comm_us: list, arrivals: list) -> list:
 
 
 def _cpu_floor(cpu_us: list) -> list:
-    """Per step, the least wall time the machine's cores could run the PEs' CPU time in (every
-    thread of every PE, from process_time): the slowest PE's CPU time, or the PEs' total over
-    the cores where PEs outnumber them. A step at its floor is bound by computation (its own
-    and its PEs' core-mates'), not by waiting."""
+    """Per step, the least wall time the machine's cores could run the PEs' CPU time in: the
+    CPU time of every thread of every PE (process_time), summed over the PEs, over the cores
+    they may use. A step at its floor kept every core busy throughout: with computation, or
+    with a wait that spun (with a core per PE the host backend spins up to 200 us, then
+    yields up to 100 us, before it sleeps; with more PEs than cores it sleeps at once; on a
+    GPU, torch's synchronisations spin)."""
     gathered = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, (cpu_us, sorted(os.sched_getaffinity(0))))
     cores = len(set().union(*(cpus for _, cpus in gathered)))  # every PE's cpus (pinned or not)
-    return [max(max(step), sum(step) / cores) for step in zip(*(pe for pe, _ in gathered))]
+    return [sum(step) / cores for step in zip(*(pe for pe, _ in gathered))]
 
 
 def bench_step(name: str, config: DecoderConfig, args, rank: int, size: int) -> dict:

@@ -273,6 +273,31 @@ def _work_between_the_halves(rank, size):
         expect_shmem_error("INVALID_STATE", resources.finish, first)
         assert torch.equal(resources.finish(second), rows * 3)
         expect_shmem_error("INVALID_STATE", resources.finish, second)
+        # One pending call per direction: a forward call while a backward one is pending (a
+        # checkpointed layer recomputed during the backward) leaves the backward one alone.
+        backward = resources.start("backward", rows, counts, layout, lambda local, got: got * 5)
+        forward = resources.start("forward", rows, counts, layout, lambda local, got: got * 7)
+        assert torch.equal(resources.finish(backward), rows * 5)
+        assert torch.equal(resources.finish(forward), rows * 7)
+        with pytest.raises(ValueError, match="direction_name"):
+            resources.start("sideways", rows, counts, layout, lambda local, got: None)
+        # Without a backward to come (no_grad), the experts keep no activations; a second
+        # backward through the same forward is refused with the reason.
+        from hyper_parallel.core.multicore.mega_moe import _function
+        keeps, swiglu_into = [], _function._swiglu_into
+        _function._swiglu_into = lambda *args: (keeps.append(args[-1]), swiglu_into(*args))[1]
+        try:
+            with torch.no_grad():
+                layer(x)
+            assert keeps and not any(keeps), keeps
+            keeps.clear()
+            loss = layer(x).sum()
+            assert keeps and all(keeps), keeps
+        finally:
+            _function._swiglu_into = swiglu_into
+        loss.backward(retain_graph=True)
+        with pytest.raises(RuntimeError, match="second backward"):
+            loss.backward()
         resources.start("forward", rows, counts, layout, lambda local, got: None)
         calls = resources.stats.calls
     assert resources.closed and resources.stats.calls == calls + 1
@@ -283,20 +308,19 @@ def test_work_between_start_and_finish_fills_the_wait_forward_and_backward(pes):
     assert all(pes(2).run(_work_between_the_halves, timeout=300))
 
 
-@pytest.mark.parametrize("affinity, cpus, pes, expected", [
-    ({0}, 2, 2, False),           # pinned to one core (the runtime's auto): shares it
-    ({0, 1}, 2, 2, False),        # unpinned, one core per PE
-    ({0, 1}, 2, 4, False),        # PEs outnumber cores
-    ({0, 1, 2, 3}, 8, 2, True),   # a launcher gave the PE two or more cpus of its own
-    (set(range(8)), 8, 2, True),  # unpinned, four cores per PE
-    (set(range(8)), 8, 8, False),
+@pytest.mark.parametrize("affinity, pinned, pes, expected", [
+    ({0}, True, 2, False),              # the runtime pinned the PE to one core: shares it
+    ({0, 1}, True, 2, True),            # ... to two cores of its own
+    ({0, 1}, False, 2, False),          # PEs share two cores: one each
+    ({0, 1}, False, 4, False),          # PEs outnumber cores (a cpuset of 2 on a big machine)
+    (set(range(8)), False, 2, True),    # four cores per PE
+    (set(range(8)), False, 8, False),
 ])
-def test_a_host_combine_stream_only_where_the_pe_has_a_second_cpu(monkeypatch, affinity, cpus,
+def test_a_host_combine_stream_only_where_the_pe_has_a_second_cpu(monkeypatch, affinity, pinned,
                                                                   pes, expected):
     from hyper_parallel.core.multicore.mega_moe import _resources
     monkeypatch.setattr(_resources.os, "sched_getaffinity", lambda pid: set(affinity))
-    monkeypatch.setattr(_resources.os, "cpu_count", lambda: cpus)
-    assert _resources._cpus_for_a_combine_thread(pes) is expected
+    assert _resources._cpus_for_a_combine_thread(pes, pinned) is expected
 
 
 def _under_autocast(rank, size):

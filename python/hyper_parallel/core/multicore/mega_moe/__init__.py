@@ -19,7 +19,7 @@ torch.distributed.all_to_all_single), built from the same weights.
 
 from ._function import expert_parallel, swiglu
 from ._layer import MegaMoE, route
-from ._resources import MegaMoEResources, PipelineStats
+from ._resources import MegaMoEResources, PendingCall, PipelineStats
 from .convert import from_mixtral, from_qwen2_moe, to_mixtral, to_qwen2_moe
 from .reference import AllToAllMoE, dense_moe
 
@@ -27,6 +27,7 @@ __all__ = [
     "AllToAllMoE",
     "MegaMoE",
     "MegaMoEResources",
+    "PendingCall",
     "PipelineStats",
     "dense_moe",
     "expert_parallel",

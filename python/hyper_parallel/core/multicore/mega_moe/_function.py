@@ -26,6 +26,7 @@ import contextlib
 
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 
 
 def swiglu(x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor,
@@ -62,6 +63,10 @@ def _swiglu_backward_into(dy: torch.Tensor, saved, gate: torch.Tensor, up: torch
     return d_gate, d_up, d_down
 
 
+_TWICE = ("MegaMoE's backward ran already for this forward: it frees the experts' activations "
+          "as it goes, so a second backward (retain_graph=True) is not supported")
+
+
 def _no_autocast(device_type: str):
     """Autocast off for the experts (a no-op context where it is off already)."""
     if torch.is_autocast_enabled(device_type):
@@ -73,10 +78,11 @@ class _Handoff:
     """What the two halves of one expert-parallel call pass each other: the pending SHMEM
     call, and what the backward needs."""
 
-    __slots__ = ("resources", "counts", "layout", "pending", "saved", "weights", "grads")
+    __slots__ = ("resources", "counts", "layout", "keep", "pending", "saved", "weights", "grads")
 
-    def __init__(self, resources, counts, layout) -> None:
+    def __init__(self, resources, counts, layout, keep: bool) -> None:
         self.resources, self.counts, self.layout = resources, counts, layout
+        self.keep = keep  # a backward may come: the forward keeps what it needs
         self.pending = self.saved = self.weights = self.grads = None
 
 
@@ -88,7 +94,7 @@ class _DispatchAndCompute(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, rows, gate, up, down, handoff):
-        keep = any(ctx.needs_input_grad[:4])  # false: no backward will come (no_grad, eval)
+        keep = handoff.keep
         saved = [None] * gate.shape[0]
         gate, up, down = gate.detach(), up.detach(), down.detach()
 
@@ -104,8 +110,11 @@ class _DispatchAndCompute(torch.autograd.Function):
         return rows.new_zeros(())
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, _token_grad):
         handoff = ctx.handoff
+        if handoff.grads is None:
+            raise RuntimeError(_TWICE)
         grad_in = handoff.resources.finish(handoff.pending)
         d_gate, d_up, d_down = handoff.grads
         handoff.pending = handoff.grads = handoff.weights = None
@@ -123,8 +132,11 @@ class _Combine(torch.autograd.Function):
         return handoff.resources.finish(handoff.pending)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad_rows):
         handoff = ctx.handoff
+        if handoff.weights is None:
+            raise RuntimeError(_TWICE)
         gate, up, down = handoff.weights
         d_gate, d_up, d_down = torch.zeros_like(gate), torch.zeros_like(up), torch.zeros_like(down)
         saved = handoff.saved
@@ -152,8 +164,12 @@ def expert_parallel(rows, gate, up, down, resources, counts, layout, between=Non
     any code of the caller's) fills the time this PE would otherwise wait. The backward keeps
     that order: the results' gradients go out and the local experts' backward runs, then
     autograd runs between()'s backward (its nodes come after the first half's and before the
-    second half's), then the rows' gradients are collected."""
-    handoff = _Handoff(resources, counts, layout)
+    second half's), then the rows' gradients are collected. between() must not make calls on
+    `resources` itself. One backward per forward: the activations are freed as the backward
+    uses them (retain_graph=True and a second backward raise RuntimeError), and the experts
+    are not twice differentiable."""
+    keep = torch.is_grad_enabled() and any(t.requires_grad for t in (rows, gate, up, down))
+    handoff = _Handoff(resources, counts, layout, keep)
     token = _DispatchAndCompute.apply(rows, gate, up, down, handoff)
     extra = between() if between is not None else None
     return _Combine.apply(token, handoff), extra

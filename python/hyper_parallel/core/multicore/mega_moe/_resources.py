@@ -30,6 +30,7 @@ create and close its resources in the same order.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -48,17 +49,17 @@ _CONFIG_FIELDS = ("hidden_size", "num_experts", "top_k", "dtype", "chunk_rows",
                   "capacity_permille", "max_tokens", "pes")
 
 
-def _cpus_for_a_combine_thread(pes: int) -> bool:
-    """Whether a host-backend PE has a second CPU of its own for a combine stream's executor:
-    its cpus (pinned by a launcher to several) or its share of the machine's are at least
-    two. Where each PE has one core (the runtime pins it so), the executor shares that core
-    with the PE's own thread: the combine then costs a hand-off between threads of one core
-    at every expert and overlaps nothing (measured: dispatch + combine alone of 1 MiB per PE
-    on 2 PEs, 326 us with the thread against 283 us without; the small model's step 22.5 ms
-    against 21 ms)."""
+def _cpus_for_a_combine_thread(pes: int, pinned: bool) -> bool:
+    """Whether a host-backend PE has a second CPU of its own for a combine stream's executor.
+    `pinned`: the runtime pinned this PE to its share of the cpus (its affinity is then its
+    own); else the PEs share the affinity they were started with (a launcher, taskset or a
+    container's cpuset), so a PE's own is its part of it. Where a PE has one core, the
+    executor shares it with the PE's own thread: the combine then costs a hand-off between
+    threads of one core at every expert and overlaps nothing (measured: dispatch + combine
+    alone of 1 MiB per PE on 2 PEs, 326 us with the thread against 283 us without; the small
+    model's step 22.5 ms against 21 ms)."""
     usable = len(os.sched_getaffinity(0))
-    total = os.cpu_count() or usable
-    own = usable if usable < total else total // max(1, pes)
+    own = usable if pinned else usable // max(1, pes)
     return own >= 2
 
 
@@ -134,6 +135,7 @@ class PipelineStats:
 class PendingCall:
     """A call start() began and finish() ends (perf_counter() times)."""
 
+    direction_name: str
     direction: _Direction
     send_rows: int
     started_at: float
@@ -152,9 +154,9 @@ class MegaMoEResources:
     results back as soon as that expert is done while later experts compute; False runs it on
     the caller's stream once every local expert is done. None (the default) overlaps where the
     backend's streams are a device's (CUDA), and on the host backend only where the PE has a
-    second CPU of its own for the stream's executor (not where each PE has one core, as the
-    runtime pins PEs: there the executor shares the PE's core and measured slower). True on a
-    backend without streams raises UNSUPPORTED_CAPABILITY.
+    second CPU of its own for the stream's executor (not where a PE has one core of its own,
+    its share of the machine: there the executor shares that core and measured slower). True
+    on a backend without streams raises UNSUPPORTED_CAPABILITY.
 
     Collective: every PE constructs it with the same arguments, in the same order as its other
     collective calls; a PE whose arguments differ makes every PE raise COLLECTIVE_MISMATCH
@@ -200,8 +202,9 @@ class MegaMoEResources:
             # a collective this PE will not enter.
             if overlap_combine is None:
                 # A device backend's streams run beside the caller; the host's need a CPU.
+                pinned = not str(state["wait"]["pinned"]).startswith("none")
                 overlap_combine = (state["backend"] != "host"
-                                   or _cpus_for_a_combine_thread(self.pes))
+                                   or _cpus_for_a_combine_thread(self.pes, pinned))
                 self.combine_stream = _own_stream() if overlap_combine else None
             elif overlap_combine:
                 self.combine_stream = shmem.Stream()  # UNSUPPORTED_CAPABILITY without streams
@@ -234,7 +237,7 @@ class MegaMoEResources:
             if max_tokens is not None:
                 self._resize(self._capacity_for(max_tokens * top_k), max_tokens * top_k)
             self.stats = PipelineStats()
-            self._pending = None  # the call start() began and finish() has not ended
+            self._pending = {}  # direction name -> the call start() began, not finished
         except BaseException:
             self._release_after_failure()
             raise
@@ -302,11 +305,14 @@ class MegaMoEResources:
             direction.returned = shmem.empty(return_rows, self.hidden_size, dtype=self.dtype)
         self.capacity, self.return_rows = capacity, return_rows
 
-    def _ensure(self, layout: dict) -> None:
-        """Grows the buffers when this call needs more (the same decision on every PE)."""
+    def _needs_growth(self, layout: dict) -> bool:
+        """Whether this call needs bigger buffers (the same answer on every PE)."""
         send, recv = max(1, layout["max_send_rows"]), max(1, layout["max_recv_rows"])
-        if send <= self.return_rows and recv <= self.capacity:
-            return
+        return send > self.return_rows or recv > self.capacity
+
+    def _grow(self, layout: dict) -> None:
+        """Collective: grows the buffers to fit this call (at least 1.25x, never shrinking)."""
+        send, recv = max(1, layout["max_send_rows"]), max(1, layout["max_recv_rows"])
         return_rows = self.return_rows
         if send > return_rows:
             return_rows = max(send, math.ceil(return_rows * _GROWTH))
@@ -334,12 +340,14 @@ class MegaMoEResources:
         """Sends this PE's expert-sorted `rows` to the experts' owners, runs compute(local,
         received) for each local expert as soon as its rows landed (the results go back while
         the next expert computes), and returns this PE's results in the order of `rows`.
-        Collective: every PE calls it for the same step. run() is finish(start(...)).
+        Collective: every PE calls it for the same step. run() is finish(start(...)), in one
+        hold of the resources.
 
         `received` is the view of the receive buffer that holds the expert's rows; compute
         writes the expert's results over it (same shape and dtype) and returns None, or
         returns them and they are copied there. The view is valid during the call only."""
-        return self.finish(self.start(direction_name, rows, counts, layout, compute))
+        with self._holding():
+            return self._finish(self._begin(direction_name, rows, counts, layout, compute))
 
     def start(self, direction_name: str, rows: torch.Tensor, counts: torch.Tensor, layout: dict,
               compute) -> "PendingCall":
@@ -347,41 +355,54 @@ class MegaMoEResources:
         land, and the combine (started on its own stream, or done). What the caller computes
         before finish() fills the time this PE would otherwise spend waiting for the other
         PEs' experts (MegaMoE computes its shared expert there). One call at a time per
-        resources: a start() while an earlier call was not finished finishes it first (its
-        results are dropped)."""
-        if not self._lock.acquire(blocking=False):
-            raise ShmemError.make("INVALID_STATE", "mega_moe", "validate",
-                                  assertion("MegaMoE resources are already in a call on "
-                                            "another thread: one call at a time per resources"))
-        try:
-            if self._pending is not None:
-                self._finish(self._pending)
-            self._pending = self._start(direction_name, rows, counts, layout, compute)
-            return self._pending
-        finally:
-            self._lock.release()
+        direction (a forward and a backward call may both be pending: they have buffers and
+        counters of their own): a start() while an earlier call of its direction was not
+        finished finishes that one first (its results are dropped)."""
+        with self._holding():
+            return self._begin(direction_name, rows, counts, layout, compute)
 
     def finish(self, pending: "PendingCall") -> torch.Tensor:
         """The second half of run(): waits for every result to come back and returns this
         PE's results in the order of the rows start() sent."""
+        with self._holding():
+            if self._pending.get(pending.direction_name) is not pending:
+                raise ShmemError.make("INVALID_STATE", "mega_moe", "validate",
+                                      assertion("this MegaMoE call was already finished (or a "
+                                                "later start() of its direction finished it)"))
+            return self._finish(pending)
+
+    @contextlib.contextmanager
+    def _holding(self):
+        """Holds the resources for one step of a call; another thread in one at the same time
+        gets INVALID_STATE."""
         if not self._lock.acquire(blocking=False):
             raise ShmemError.make("INVALID_STATE", "mega_moe", "validate",
                                   assertion("MegaMoE resources are already in a call on "
                                             "another thread: one call at a time per resources"))
         try:
-            if pending is not self._pending:
-                raise ShmemError.make("INVALID_STATE", "mega_moe", "validate",
-                                      assertion("this MegaMoE call was already finished (or a "
-                                                "later start() finished it)"))
-            return self._finish(pending)
+            yield
         finally:
             self._lock.release()
 
-    def _start(self, direction_name, rows, counts, layout, compute):
+    def _begin(self, direction_name, rows, counts, layout, compute):
         if self._closed:
             raise ShmemError.make("INVALID_STATE", "mega_moe", "validate",
                                   assertion("MegaMoE resources are closed"))
-        self._ensure(layout)
+        if direction_name not in self._directions:
+            raise ValueError(contract("direction_name", "'forward' or 'backward'",
+                                      repr(direction_name)))
+        earlier = self._pending.get(direction_name)
+        if earlier is not None:
+            self._finish(earlier)
+        if self._needs_growth(layout):
+            for pending in list(self._pending.values()):  # nothing may land in freed buffers
+                self._finish(pending)
+            self._grow(layout)
+        pending = self._start(direction_name, rows, counts, layout, compute)
+        self._pending[direction_name] = pending
+        return pending
+
+    def _start(self, direction_name, rows, counts, layout, compute):
         d = self._directions[direction_name]
         locals_ = self.local_experts
         for local in range(locals_):
@@ -438,10 +459,10 @@ class MegaMoEResources:
         self.stats.dispatch_s += arrived_s
         self.stats.compute_s += compute_s
         ended = time.perf_counter()
-        return PendingCall(d, layout["send_rows"], started, done_at, ended)
+        return PendingCall(direction_name, d, layout["send_rows"], started, done_at, ended)
 
     def _finish(self, pending: "PendingCall") -> torch.Tensor:
-        self._pending = None
+        del self._pending[pending.direction_name]
         d = pending.direction
         resumed = time.perf_counter()
         shmem.wait_signal(d.return_word, d.return_target, comparison="ge")
@@ -494,20 +515,21 @@ class MegaMoEResources:
         """Collective: quiesce, barrier, free in a fixed order, barrier, close the handle.
         Idempotent. Call it after every backward finished, before the process group is
         destroyed."""
-        if self._closed:
-            return
-        if self._pending is not None:  # a call start() began and nothing finished
-            self._finish(self._pending)
-        if self.combine_stream is not None:
-            self.combine_stream.synchronize()
-        shmem.barrier()
-        self._free_buffers()
-        shmem.free(self.counters)
-        shmem.free(self.counts)
-        self.counters = self.counts = None
-        shmem.barrier()
-        self._closed = True
-        self._handle.close()
+        with self._holding():
+            if self._closed:
+                return
+            for pending in list(self._pending.values()):  # begun by start(), not finished
+                self._finish(pending)
+            if self.combine_stream is not None:
+                self.combine_stream.synchronize()
+            shmem.barrier()
+            self._free_buffers()
+            shmem.free(self.counters)
+            shmem.free(self.counts)
+            self.counters = self.counts = None
+            shmem.barrier()
+            self._closed = True
+            self._handle.close()
 
     def __enter__(self) -> "MegaMoEResources":
         return self
