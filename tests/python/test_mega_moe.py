@@ -346,6 +346,33 @@ def test_the_layer_runs_under_autocast(pes):
     assert all(pes(2).run(_under_autocast, timeout=300))
 
 
+def _checkpointed(rank, size):
+    """Activation checkpointing: the layers' forward runs again during the backward (a forward
+    call while the next layer's backward call may be pending), on every PE alike."""
+    from torch.utils.checkpoint import checkpoint
+    torch.manual_seed(9)
+    experts = 2 * size
+    with MegaMoEResources(H, experts, 2) as resources:
+        first = MegaMoE(H, I, experts, 2, shared_intermediate_size=IS, gated_shared_expert=True,
+                        resources=resources)
+        second = MegaMoE(H, I, experts, 2, shared_intermediate_size=IS, resources=resources)
+        dense1, dense2 = first.dense_weights(), second.dense_weights()
+        x = _tokens(rank, 11).requires_grad_(True)
+        y = checkpoint(second, checkpoint(first, x, use_reentrant=False), use_reentrant=False)
+        (y * y).sum().backward()
+        xr = x.detach().clone().requires_grad_(True)
+        yr = _dense(second, dense2, _dense(first, dense1, xr))
+        (yr * yr).sum().backward()
+        assert _close(y, yr) and _close(x.grad, xr.grad), (x.grad - xr.grad).abs().max()
+        # Both layers' forward ran twice (the recomputation), their backward once.
+        assert resources.stats.calls == 6, resources.stats
+    return True
+
+
+def test_activation_checkpointing_recomputes_the_layer_during_the_backward(pes):
+    assert all(pes(2).run(_checkpointed, timeout=300))
+
+
 def _heap_too_small(rank, size):
     os.environ["HYPER_PARALLEL_SHMEM_HEAP_SIZE"] = str(1 << 20)
     with shmem.acquire_shmem():
