@@ -112,8 +112,10 @@ def summarise(records: list) -> list:
         row["shape"] = r["shape"]
         if r["moe"] == "comm":
             shmem_us, a2a_us = (_median(r["samples_us"][p]) for p in ("shmem", "a2a"))
+            copy_us = _median(r["samples_us"].get("shmem_copy", []))
             row.update(bytes_per_pe=r["bytes_per_pe"], rows_per_pe=r["rows_per_pe"],
                        shmem_us=shmem_us, a2a_us=a2a_us, speedup=a2a_us / shmem_us,
+                       shmem_copy_us=copy_us, speedup_copy=a2a_us / copy_us,
                        samples=len(r["samples_us"]["shmem"]))
         else:
             step = {p: _median(r["steps_us"][p]) for p in ("shmem", "a2a")}
@@ -148,9 +150,10 @@ def targets(rows: list) -> list:
     for row in rows:
         where = f"{row['config']} x{row['pes']}"
         if row["test"] == "comm":
-            out.append({"target": f"MoE dispatch+combine alone, {where}: gloo all-to-all / SHMEM",
-                        "measured": f"{row['speedup']:.1f}x", "goal": ">= 10x",
-                        "met": row["speedup"] >= 10})
+            out.append({"target": f"MoE dispatch+combine alone, {where}: gloo all-to-all / SHMEM "
+                                  "(rows back in its return buffer)",
+                        "measured": f"{row['speedup']:.1f}x ({row['speedup_copy']:.1f}x copied out)",
+                        "goal": ">= 10x", "met": row["speedup"] >= 10})
             continue
         # Removed from the step: how much shorter the SHMEM step is, as a share of the time
         # the all-to-all step spends in dispatch and combine.
@@ -194,12 +197,15 @@ def table(rows: list) -> str:
             f"{_mib(r['heap_bytes']['shmem']):>10}"
             f"{r['started_early']:>5}/{r['experts']:<4}")
     lines.append("")
-    lines.append("MegaMoE dispatch + combine alone (identity experts; rank-max median)")
-    lines.append(f"{'config':<14}{'PEs':>4}{'KiB/PE':>9}{'gloo us':>10}{'shmem us':>10}{'speed-up':>10}")
+    lines.append("MegaMoE dispatch + combine alone (identity experts; rank-max median); shmem: the "
+                 "rows back in the return buffer; +copy: then copied into a tensor of their own")
+    lines.append(f"{'config':<14}{'PEs':>4}{'KiB/PE':>9}{'gloo us':>10}{'shmem us':>10}"
+                 f"{'speed-up':>10}{'+copy us':>10}{'speed-up':>10}")
     for r in rows:
         if r["test"] == "comm":
             lines.append(f"{r['config']:<14}{r['pes']:>4}{r['bytes_per_pe'] / 1024:>9.0f}"
-                         f"{r['a2a_us']:>10.0f}{r['shmem_us']:>10.0f}{r['speedup']:>9.1f}x")
+                         f"{r['a2a_us']:>10.0f}{r['shmem_us']:>10.0f}{r['speedup']:>9.1f}x"
+                         f"{r['shmem_copy_us']:>10.0f}{r['speedup_copy']:>9.1f}x")
     return "\n".join(lines)
 
 
@@ -258,10 +264,12 @@ def plot(rows: list, out_dir: str) -> str | None:
     ax = axes[2]
     labels = [f"{r['config']}\nx{r['pes']}\n{r['bytes_per_pe'] // 1024} KiB" for r in comm]
     xs = range(len(comm))
-    ax.bar([x - 0.2 for x in xs], [r["a2a_us"] for r in comm], 0.4, color="tab:green",
+    ax.bar([x - 0.27 for x in xs], [r["a2a_us"] for r in comm], 0.27, color="tab:green",
            label="gloo all_to_all_single")
-    ax.bar([x + 0.2 for x in xs], [r["shmem_us"] for r in comm], 0.4, color="tab:blue",
-           label="SHMEM dispatch + combine")
+    ax.bar(list(xs), [r["shmem_us"] for r in comm], 0.27, color="tab:blue",
+           label="SHMEM, rows back in its return buffer")
+    ax.bar([x + 0.27 for x in xs], [r["shmem_copy_us"] for r in comm], 0.27, color="tab:blue",
+           alpha=0.45, label="SHMEM, then copied out")
     for x, r in zip(xs, comm):
         ax.annotate(f"{r['speedup']:.1f}x", (x, r["a2a_us"]), ha="center", va="bottom", fontsize=8)
     ax.set_xticks(list(xs), labels, fontsize=8)

@@ -27,6 +27,9 @@ comm: dispatch + combine alone for one layer's worth of routed rows (the count e
   the rows to their owners, the rows back; the experts are the identity), SHMEM against
   all_to_all_single over gloo (NCCL with --device cuda): ROUNDS blocks of repetitions per
   path, the paths alternating which goes first, each repetition after a barrier, rank max.
+  SHMEM twice: "shmem", the rows back in this PE's return buffer (finish(copy=False): a view
+  valid until the next call, as the layer's backward reads them), and "shmem_copy", then
+  copied out into a tensor of the caller's own (run()'s default: one more pass over them).
 
 --device cuda (default cpu): each PE on GPU LOCAL_RANK % device count, the SHMEM CUDA backend
   (HYPER_PARALLEL_SHMEM_BACKEND=cuda unless set; a package built with CUDA), the process group
@@ -325,13 +328,15 @@ def bench_comm(name: str, config: DecoderConfig, args, rank: int, size: int) -> 
     rows = x[order // k].contiguous().to(device)
     local_counts = torch.bincount(ids, minlength=e).to(device)
     local = e // size
-    samples = {path: [] for path in PATHS}
+    paths = ("shmem", "shmem_copy", "a2a")
+    samples = {path: [] for path in paths}
     with MegaMoEResources(h, e, k, max_tokens=tokens) as resources:
 
-        def shmem_once():
+        def shmem_once(copy: bool = False):
             counts = resources.exchange_counts(local_counts)
             layout = resources.layout(counts)
-            return resources.run("forward", rows, counts, layout, lambda _local, got: got)
+            return resources.run("forward", rows, counts, layout, lambda _local, got: got,
+                                 copy=copy)
 
         def a2a_once():
             received = torch.empty_like(local_counts)
@@ -342,12 +347,14 @@ def bench_comm(name: str, config: DecoderConfig, args, rank: int, size: int) -> 
             return all_to_all(there, send, recv)
 
         assert torch.equal(shmem_once(), rows) and torch.equal(a2a_once(), rows)
-        bodies = {"shmem": shmem_once, "a2a": a2a_once}
+        assert torch.equal(shmem_once(copy=True), rows)
+        bodies = {"shmem": shmem_once, "shmem_copy": lambda: shmem_once(copy=True),
+                  "a2a": a2a_once}
         # Blocks of repetitions, alternating which path goes first: each path is timed in the
         # steady state a training loop on it would see, both under the same machine noise.
         block = max(1, args.reps // ROUNDS)
         for round_ in range(ROUNDS):
-            for path in (PATHS if round_ % 2 == 0 else PATHS[::-1]):
+            for path in (paths if round_ % 2 == 0 else paths[::-1]):
                 for rep in range(args.warmup + block):
                     _synchronize(device)
                     shmem.barrier()  # aligns the PEs more tightly than gloo
@@ -359,7 +366,7 @@ def bench_comm(name: str, config: DecoderConfig, args, rank: int, size: int) -> 
         return {"moe": "comm", "config": name, "pes": size, "device": device,
                 "shape": config.__dict__,
                 "rows_per_pe": rows.shape[0], "bytes_per_pe": rows.numel() * rows.element_size(),
-                "samples_us": {path: _rank_max(samples[path]) for path in PATHS}}
+                "samples_us": {path: _rank_max(samples[path]) for path in paths}}
 
 
 def main() -> int:

@@ -81,8 +81,10 @@ for line in open(sys.argv[1]):
     r = json.loads(line)
     if r.get("moe") == "comm":
         s, a = (med(r["samples_us"][p]) for p in ("shmem", "a2a"))
+        c = med(r["samples_us"].get("shmem_copy", []))
         print(f"  comm {r['config']} x{r['pes']}, {r['bytes_per_pe'] // 1024} KiB/PE: SHMEM "
-              f"{s:.0f} us, NCCL {a:.0f} us (rank-max median of {len(r['samples_us']['shmem'])})")
+              f"{s:.0f} us ({c:.0f} us copied out), NCCL {a:.0f} us (rank-max median of "
+              f"{len(r['samples_us']['shmem'])})")
     elif r.get("moe") == "step":
         s, a = (med(r["steps_us"][p]) / 1e3 for p in ("shmem", "a2a"))
         c = med(r["comm_us"]["a2a"] or []) / 1e3

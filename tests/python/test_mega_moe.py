@@ -240,10 +240,9 @@ def _work_between_the_halves(rank, size):
             log.append(("start", direction))
             return start(direction, *args)
 
-        def logged_finish(pending):
-            log.append(("finish", pending.direction is resources._directions["forward"]
-                        and "forward" or "backward"))
-            return finish(pending)
+        def logged_finish(pending, **kwargs):
+            log.append(("finish", pending.direction_name))
+            return finish(pending, **kwargs)
 
         resources.start, resources.finish = logged_start, logged_finish
         layer = MegaMoE(H, I, experts, 2, shared_intermediate_size=IS, resources=resources)
@@ -278,7 +277,13 @@ def _work_between_the_halves(rank, size):
         backward = resources.start("backward", rows, counts, layout, lambda local, got: got * 5)
         forward = resources.start("forward", rows, counts, layout, lambda local, got: got * 7)
         assert torch.equal(resources.finish(backward), rows * 5)
-        assert torch.equal(resources.finish(forward), rows * 7)
+        # copy=False: the results in place, in the return buffer, until the next call of the
+        # direction (here: overwritten by it).
+        view = resources.finish(forward, copy=False)
+        assert torch.equal(view, rows * 7)
+        assert view.data_ptr() == resources._directions["forward"].returned.data_ptr()
+        resources.run("forward", rows, counts, layout, lambda local, got: got * 11)
+        assert torch.equal(view, rows * 11)
         with pytest.raises(ValueError, match="direction_name"):
             resources.start("sideways", rows, counts, layout, lambda local, got: None)
         # Without a backward to come (no_grad), the experts keep no activations; a second

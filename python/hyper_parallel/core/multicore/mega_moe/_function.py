@@ -87,14 +87,16 @@ class _Handoff:
 
 
 class _DispatchAndCompute(torch.autograd.Function):
-    """First half. Forward: the dispatch, this PE's experts as their rows land, the combine
-    started (MegaMoEResources.start); returns a 0-dim token that links the halves. Backward
-    (the second half of the backward call): waits for the rows' gradients to come back and
-    returns them with the local experts' weight gradients."""
+    """First half. Forward: gathers the routed rows x[token], then the dispatch, this PE's
+    experts as their rows land, the combine started (MegaMoEResources.start); returns a 0-dim
+    token that links the halves. Backward (the second half of the backward call): waits for
+    the rows' gradients to come back and adds them into x's gradient straight from the
+    return buffer (no copy of them first), with the local experts' weight gradients."""
 
     @staticmethod
-    def forward(ctx, rows, gate, up, down, handoff):
+    def forward(ctx, x, token, gate, up, down, handoff):
         keep = handoff.keep
+        rows = x[token].to(gate.dtype)
         saved = [None] * gate.shape[0]
         gate, up, down = gate.detach(), up.detach(), down.detach()
 
@@ -107,6 +109,8 @@ class _DispatchAndCompute(torch.autograd.Function):
         if keep:
             handoff.saved, handoff.weights = saved, (gate, up, down)
             ctx.handoff = handoff
+            ctx.save_for_backward(token)
+            ctx.x_like = (x.shape, x.dtype, x.device)
         return rows.new_zeros(())
 
     @staticmethod
@@ -115,10 +119,17 @@ class _DispatchAndCompute(torch.autograd.Function):
         handoff = ctx.handoff
         if handoff.grads is None:
             raise RuntimeError(_TWICE)
-        grad_in = handoff.resources.finish(handoff.pending)
+        # A view of the return buffer, read before this PE's next backward call can start.
+        grad_rows = handoff.resources.finish(handoff.pending, copy=False)
+        grad_x = None
+        if ctx.needs_input_grad[0]:
+            (token,) = ctx.saved_tensors
+            shape, dtype, device = ctx.x_like
+            grad_x = torch.zeros(shape, dtype=dtype, device=device).index_add_(
+                0, token, grad_rows.to(dtype))
         d_gate, d_up, d_down = handoff.grads
         handoff.pending = handoff.grads = handoff.weights = None
-        return grad_in, d_gate, d_up, d_down, None
+        return grad_x, None, d_gate, d_up, d_down, None
 
 
 class _Combine(torch.autograd.Function):
@@ -154,10 +165,11 @@ class _Combine(torch.autograd.Function):
         return torch.zeros((), dtype=grad_rows.dtype, device=grad_rows.device), None
 
 
-def expert_parallel(rows, gate, up, down, resources, counts, layout, between=None):
-    """rows [N, H] (this PE's routed rows sorted by expert) -> (the experts' outputs [N, H],
-    between()'s result or None); gate/up/down [L, I, H] / [L, I, H] / [L, H, I]: this PE's
-    local experts' weights.
+def expert_parallel(x, token, gate, up, down, resources, counts, layout, between=None):
+    """x [T, H] and token [N] (int64: the token of each of this PE's routed rows, the rows
+    sorted by expert) -> (the experts' outputs for the rows x[token], [N, H] in the experts'
+    dtype; between()'s result or None); gate/up/down [L, I, H] / [L, I, H] / [L, H, I]: this
+    PE's local experts' weights.
 
     `between` is called once this PE's experts are done and their results are on their way
     back, before waiting for the other PEs' results: what it computes (with autograd, like
@@ -168,8 +180,8 @@ def expert_parallel(rows, gate, up, down, resources, counts, layout, between=Non
     `resources` itself. One backward per forward: the activations are freed as the backward
     uses them (retain_graph=True and a second backward raise RuntimeError), and the experts
     are not twice differentiable."""
-    keep = torch.is_grad_enabled() and any(t.requires_grad for t in (rows, gate, up, down))
+    keep = torch.is_grad_enabled() and any(t.requires_grad for t in (x, gate, up, down))
     handoff = _Handoff(resources, counts, layout, keep)
-    token = _DispatchAndCompute.apply(rows, gate, up, down, handoff)
+    link = _DispatchAndCompute.apply(x, token, gate, up, down, handoff)
     extra = between() if between is not None else None
-    return _Combine.apply(token, handoff), extra
+    return _Combine.apply(link, handoff), extra

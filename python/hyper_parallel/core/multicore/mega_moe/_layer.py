@@ -207,13 +207,12 @@ class MegaMoE(nn.Module):
         resources = self._ensure_resources()
         order = torch.argsort(flat_ids, stable=True)
         token = order // k
-        rows = x[token].to(self.dtype)
         counts = resources.exchange_counts(torch.bincount(flat_ids, minlength=self.num_experts))
         layout = resources.layout(counts)
-        # The shared expert runs between the two halves of the call: while this PE waits
-        # for the other PEs' experts (forward and backward).
-        results, shared = expert_parallel(rows, self.gate_proj, self.up_proj, self.down_proj,
-                                          resources, counts, layout,
+        # The rows x[token] go out; the shared expert runs between the two halves of the
+        # call: while this PE waits for the other PEs' experts (forward and backward).
+        results, shared = expert_parallel(x, token, self.gate_proj, self.up_proj,
+                                          self.down_proj, resources, counts, layout,
                                           between=lambda: self._shared_expert(x))
         weights = topk_weights.reshape(-1)[order].float()
         out = torch.zeros(tokens, self.hidden_size, dtype=torch.float32, device=x.device).index_add(

@@ -336,18 +336,18 @@ class MegaMoEResources:
         return native.moe_layout(counts.reshape(-1), self.num_experts, self.chunk_rows)
 
     def run(self, direction_name: str, rows: torch.Tensor, counts: torch.Tensor, layout: dict,
-            compute) -> torch.Tensor:
+            compute, *, copy: bool = True) -> torch.Tensor:
         """Sends this PE's expert-sorted `rows` to the experts' owners, runs compute(local,
         received) for each local expert as soon as its rows landed (the results go back while
         the next expert computes), and returns this PE's results in the order of `rows`.
         Collective: every PE calls it for the same step. run() is finish(start(...)), in one
-        hold of the resources.
+        hold of the resources; `copy` as finish() takes it.
 
         `received` is the view of the receive buffer that holds the expert's rows; compute
         writes the expert's results over it (same shape and dtype) and returns None, or
         returns them and they are copied there. The view is valid during the call only."""
         with self._holding():
-            return self._finish(self._begin(direction_name, rows, counts, layout, compute))
+            return self._finish(self._begin(direction_name, rows, counts, layout, compute), copy)
 
     def start(self, direction_name: str, rows: torch.Tensor, counts: torch.Tensor, layout: dict,
               compute) -> "PendingCall":
@@ -361,15 +361,19 @@ class MegaMoEResources:
         with self._holding():
             return self._begin(direction_name, rows, counts, layout, compute)
 
-    def finish(self, pending: "PendingCall") -> torch.Tensor:
+    def finish(self, pending: "PendingCall", *, copy: bool = True) -> torch.Tensor:
         """The second half of run(): waits for every result to come back and returns this
-        PE's results in the order of the rows start() sent."""
+        PE's results in the order of the rows start() sent: a tensor of its own (copy=True),
+        or (copy=False) the view of the return buffer that holds them, without another pass
+        over the rows. The view is valid until this PE's next start() of the same direction
+        (no owner can send that call's results before this PE's rows of it left); read it
+        before then, or copy it."""
         with self._holding():
             if self._pending.get(pending.direction_name) is not pending:
                 raise ShmemError.make("INVALID_STATE", "mega_moe", "validate",
                                       assertion("this MegaMoE call was already finished (or a "
                                                 "later start() of its direction finished it)"))
-            return self._finish(pending)
+            return self._finish(pending, copy)
 
     @contextlib.contextmanager
     def _holding(self):
@@ -461,12 +465,14 @@ class MegaMoEResources:
         ended = time.perf_counter()
         return PendingCall(direction_name, d, layout["send_rows"], started, done_at, ended)
 
-    def _finish(self, pending: "PendingCall") -> torch.Tensor:
+    def _finish(self, pending: "PendingCall", copy: bool = True) -> torch.Tensor:
         del self._pending[pending.direction_name]
         d = pending.direction
         resumed = time.perf_counter()
         shmem.wait_signal(d.return_word, d.return_target, comparison="ge")
-        out = d.returned[:pending.send_rows].clone()
+        out = d.returned[:pending.send_rows]
+        if copy:
+            out = out.clone()
         if self.combine_stream is not None:
             self.combine_stream.synchronize()
         finished = time.perf_counter()
