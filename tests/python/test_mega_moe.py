@@ -292,9 +292,12 @@ def _work_between_the_halves(rank, size):
         keeps, swiglu_into = [], _function._swiglu_into
         _function._swiglu_into = lambda *args: (keeps.append(args[-1]), swiglu_into(*args))[1]
         try:
-            with torch.no_grad():
-                layer(x)
+            with torch.no_grad():  # the results are read in place: the same numbers
+                inferred = layer(x)
+                again = layer(x * 2)
             assert keeps and not any(keeps), keeps
+            assert _close(inferred, _dense(layer, dense, x.detach()))
+            assert _close(again, _dense(layer, dense, x.detach() * 2))
             keeps.clear()
             loss = layer(x).sum()
             assert keeps and all(keeps), keeps

@@ -78,11 +78,13 @@ class _Handoff:
     """What the two halves of one expert-parallel call pass each other: the pending SHMEM
     call, and what the backward needs."""
 
-    __slots__ = ("resources", "counts", "layout", "keep", "pending", "saved", "weights", "grads")
+    __slots__ = ("resources", "counts", "layout", "keep", "copy_out", "pending", "saved",
+                 "weights", "grads")
 
-    def __init__(self, resources, counts, layout, keep: bool) -> None:
+    def __init__(self, resources, counts, layout, keep: bool, copy_out: bool) -> None:
         self.resources, self.counts, self.layout = resources, counts, layout
         self.keep = keep  # a backward may come: the forward keeps what it needs
+        self.copy_out = copy_out  # the results outlive the call (autograd may keep them)
         self.pending = self.saved = self.weights = self.grads = None
 
 
@@ -140,7 +142,7 @@ class _Combine(torch.autograd.Function):
     @staticmethod
     def forward(ctx, token, handoff):
         ctx.handoff = handoff
-        return handoff.resources.finish(handoff.pending)
+        return handoff.resources.finish(handoff.pending, copy=handoff.copy_out)
 
     @staticmethod
     @once_differentiable
@@ -177,11 +179,15 @@ def expert_parallel(x, token, gate, up, down, resources, counts, layout, between
     that order: the results' gradients go out and the local experts' backward runs, then
     autograd runs between()'s backward (its nodes come after the first half's and before the
     second half's), then the rows' gradients are collected. between() must not make calls on
-    `resources` itself. One backward per forward: the activations are freed as the backward
+    `resources` itself. Under torch.no_grad() the outputs are the view of the return buffer
+    that holds them (MegaMoEResources.finish(copy=False)): read them before the next call on
+    `resources`, as MegaMoE does. One backward per forward: the activations are freed as the backward
     uses them (retain_graph=True and a second backward raise RuntimeError), and the experts
     are not twice differentiable."""
-    keep = torch.is_grad_enabled() and any(t.requires_grad for t in (x, gate, up, down))
-    handoff = _Handoff(resources, counts, layout, keep)
+    grad = torch.is_grad_enabled()
+    keep = grad and any(t.requires_grad for t in (x, gate, up, down))
+    # Without grad mode nothing keeps the results: they are the view of the return buffer.
+    handoff = _Handoff(resources, counts, layout, keep, copy_out=grad)
     link = _DispatchAndCompute.apply(x, token, gate, up, down, handoff)
     extra = between() if between is not None else None
     return _Combine.apply(link, handoff), extra
