@@ -136,7 +136,6 @@ class PendingCall:
     """A call start() began and finish() ends (perf_counter() times)."""
 
     direction_name: str
-    direction: _Direction
     send_rows: int
     started_at: float
     done_at: float   # the last local expert done
@@ -305,21 +304,19 @@ class MegaMoEResources:
             direction.returned = shmem.empty(return_rows, self.hidden_size, dtype=self.dtype)
         self.capacity, self.return_rows = capacity, return_rows
 
-    def _needs_growth(self, layout: dict) -> bool:
-        """Whether this call needs bigger buffers (the same answer on every PE)."""
+    def _grown_sizes(self, layout: dict) -> tuple | None:
+        """(capacity, return_rows) this call needs the buffers grown to (at least 1.25x, never
+        shrinking), or None when they fit: the same answer on every PE."""
         send, recv = max(1, layout["max_send_rows"]), max(1, layout["max_recv_rows"])
-        return send > self.return_rows or recv > self.capacity
-
-    def _grow(self, layout: dict) -> None:
-        """Collective: grows the buffers to fit this call (at least 1.25x, never shrinking)."""
-        send, recv = max(1, layout["max_send_rows"]), max(1, layout["max_recv_rows"])
+        if send <= self.return_rows and recv <= self.capacity:
+            return None
         return_rows = self.return_rows
         if send > return_rows:
             return_rows = max(send, math.ceil(return_rows * _GROWTH))
         capacity = max(self.capacity, self._capacity_for(return_rows))
         if recv > capacity:
             capacity = max(recv, math.ceil(capacity * _GROWTH))
-        self._resize(capacity, return_rows)
+        return capacity, return_rows
 
     # ---- one call: dispatch, compute per local expert as its rows land, combine -------------
 
@@ -398,10 +395,11 @@ class MegaMoEResources:
         earlier = self._pending.get(direction_name)
         if earlier is not None:
             self._finish(earlier)
-        if self._needs_growth(layout):
+        grown = self._grown_sizes(layout)
+        if grown is not None:
             for pending in list(self._pending.values()):  # nothing may land in freed buffers
                 self._finish(pending)
-            self._grow(layout)
+            self._resize(*grown)
         pending = self._start(direction_name, rows, counts, layout, compute)
         self._pending[direction_name] = pending
         return pending
@@ -463,11 +461,11 @@ class MegaMoEResources:
         self.stats.dispatch_s += arrived_s
         self.stats.compute_s += compute_s
         ended = time.perf_counter()
-        return PendingCall(direction_name, d, layout["send_rows"], started, done_at, ended)
+        return PendingCall(direction_name, layout["send_rows"], started, done_at, ended)
 
     def _finish(self, pending: "PendingCall", copy: bool = True) -> torch.Tensor:
         del self._pending[pending.direction_name]
-        d = pending.direction
+        d = self._directions[pending.direction_name]
         resumed = time.perf_counter()
         shmem.wait_signal(d.return_word, d.return_target, comparison="ge")
         out = d.returned[:pending.send_rows]
