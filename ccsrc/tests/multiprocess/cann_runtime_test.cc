@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "tests/multiprocess/device_backend_checks.h"
 
@@ -25,11 +26,16 @@ PeLaunch CannPes(int size, const char* library) {
   return launch;
 }
 
-int FakeSegments() {
+// The fake's segments left in /dev/shm by these PEs. A segment is named after the PE that made
+// its unique id, so segments of jobs that other tests run at the same time are not counted.
+int FakeSegmentsOf(const std::vector<PeOutcome>& pes) {
   int count = 0;
   if (DIR* dir = ::opendir("/dev/shm")) {
     while (dirent* entry = ::readdir(dir)) {
-      if (std::strncmp(entry->d_name, "hps_fake_cann_", 14) == 0) ++count;
+      for (const PeOutcome& pe : pes) {
+        const std::string prefix = "hps_fake_cann_" + std::to_string(pe.pid) + "_";
+        if (std::strncmp(entry->d_name, prefix.c_str(), prefix.size()) == 0) ++count;
+      }
     }
     ::closedir(dir);
   }
@@ -45,8 +51,7 @@ class CannRuntime : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CannRuntime, RmaCollectivesAndKernelsOverTheFakeVendorLibrary) {
   const Case c = GetParam();
-  const int residue_before = FakeSegments();
-  EXPECT_ALL_PES_PASS(RunPes(CannPes(c.pes, c.library), [c](PeContext& ctx) {
+  const std::vector<PeOutcome> pes = RunPes(CannPes(c.pes, c.library), [c](PeContext& ctx) {
     CHECK_PE_OK(ctx, ctx.InitRuntime());
     const Diagnostics state = Rt().Snapshot();
     CHECK_PE(ctx, state.backend == "cann", "backend " + state.backend);
@@ -56,8 +61,9 @@ TEST_P(CannRuntime, RmaCollectivesAndKernelsOverTheFakeVendorLibrary) {
     CheckDeviceBackend(ctx, /*refuses_wide_signals=*/true);
     FreeAllAndShutdown(ctx);
     return 0;
-  }));
-  EXPECT_EQ(FakeSegments(), residue_before) << "the fake's shared memory was left behind";
+  });
+  EXPECT_TRUE(AllPesPassed(pes));
+  EXPECT_EQ(FakeSegmentsOf(pes), 0) << "the fake's shared memory was left behind";
 }
 
 // The fake's control functions, from the copy the backend loaded in this process.
@@ -70,8 +76,7 @@ Fn FakeControl(const char* name) {
 }
 
 TEST(CannRuntimeLifecycle, ReinitCyclesDeviceDriftAndAFinalizeThatFails) {
-  const int residue_before = FakeSegments();
-  EXPECT_ALL_PES_PASS(RunPes(CannPes(2, HPS_FAKE_CANN_V1_5), [](PeContext& ctx) {
+  const std::vector<PeOutcome> pes = RunPes(CannPes(2, HPS_FAKE_CANN_V1_5), [](PeContext& ctx) {
     // Three lifecycles: each initialises the vendor anew and leaves nothing behind.
     for (int cycle = 0; cycle < 3; ++cycle) {
       CHECK_PE_OK(ctx, ctx.InitRuntime());
@@ -103,8 +108,9 @@ TEST(CannRuntimeLifecycle, ReinitCyclesDeviceDriftAndAFinalizeThatFails) {
     const Status again = ctx.InitRuntime();
     CHECK_PE(ctx, again.code() == ErrorCode::kBackendError, again.ToString());
     return 0;
-  }));
-  EXPECT_EQ(FakeSegments(), residue_before) << "the fake's shared memory was left behind";
+  });
+  EXPECT_TRUE(AllPesPassed(pes));
+  EXPECT_EQ(FakeSegmentsOf(pes), 0) << "the fake's shared memory was left behind";
 }
 
 INSTANTIATE_TEST_SUITE_P(Generations, CannRuntime,
