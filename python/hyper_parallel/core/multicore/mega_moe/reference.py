@@ -141,11 +141,8 @@ class AllToAllMoE(MegaMoE):
         weights = topk_weights.reshape(-1)[order].float()
         out = torch.zeros(tokens, self.hidden_size, dtype=torch.float32, device=x.device).index_add(
             0, token, back.float() * weights[:, None])
-        if self.shared_intermediate_size:
-            shared = swiglu(x.to(self.dtype), self.shared_gate_proj, self.shared_up_proj,
-                            self.shared_down_proj).float()
-            if self.gated_shared_expert:
-                shared = shared * torch.sigmoid(x.to(self.dtype) @ self.shared_expert_gate.t()).float()
+        shared = self._shared_expert(x)
+        if shared is not None:
             out = out + shared
         return out.to(x.dtype)
 
