@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "ops/collectives.h"
 #include "runtime/runtime.h"
 #include "runtime/unix_socket_bootstrap.h"
 
@@ -36,6 +37,11 @@ namespace shmem = hyper_parallel::shmem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// The build's barrier (ops/collectives.h) on the calling thread's default stream.
+shmem::Status Barrier(shmem::Runtime& runtime) {
+  return runtime.RunCollective(*shmem::ops::FindCollective("barrier"), {}, {});
+}
 
 struct Options {
   std::string test;
@@ -184,12 +190,12 @@ void RunMemcpy(const Options& options) {
 std::uint64_t ShareIterations(shmem::Runtime& runtime, const shmem::Allocation& word, int rank,
                               std::uint64_t mine) {
   const shmem::SymmetricView view{word.id, word.data, 8};
-  Ok(runtime.Barrier({}));
+  Ok(Barrier(runtime));
   if (rank == 0) *static_cast<std::uint64_t*>(word.data) = mine;
-  Ok(runtime.Barrier({}));
+  Ok(Barrier(runtime));
   std::uint64_t shared = 0;
   Ok(runtime.Get(&shared, view, 0, {}));
-  Ok(runtime.Barrier({}));
+  Ok(Barrier(runtime));
   return shared;
 }
 
@@ -211,7 +217,7 @@ int RunRuntimePe(const Options& options, const std::string& name, int rank) {
   std::memset(buffer.data, 0, buffer.bytes);
   *static_cast<std::int64_t*>(flag.data) = 0;
   // No peer may signal the flag before every PE zeroed its own copy (DESIGN §4.8).
-  Ok(runtime.Barrier({}));
+  Ok(Barrier(runtime));
   std::vector<unsigned char> local(largest + 64, static_cast<unsigned char>(rank + 1));
   const shmem::SymmetricView flag_view{flag.id, flag.data, 8};
   std::int64_t round = 0;  // ping-pong epochs only grow
@@ -257,9 +263,12 @@ int RunRuntimePe(const Options& options, const std::string& name, int rank) {
         }
       };
     } else if (options.test == "barrier") {
-      body = [&] { Ok(runtime.Barrier({})); };
+      body = [&] { Ok(Barrier(runtime)); };
     } else {
-      body = [&] { Ok(runtime.AllGather(view, local.data(), bytes, {})); };
+      const shmem::data_plane::Collective* all_gather = shmem::ops::FindCollective("all_gather");
+      body = [&, all_gather] {
+        Ok(runtime.RunCollective(*all_gather, {view, local.data(), bytes}, {}));
+      };
     }
     // Warm-up on every PE (the collective patterns need all of them).
     for (int i = 0; i < 3; ++i) body();
@@ -281,12 +290,12 @@ int RunRuntimePe(const Options& options, const std::string& name, int rank) {
       asm volatile("" ::: "memory");
     };
     for (int rep = 0; rep < options.reps; ++rep) {
-      Ok(runtime.Barrier({}));
+      Ok(Barrier(runtime));
       const double micros = MicrosPerIteration(body, iters);
       samples.push_back(options.test.rfind("pingpong", 0) == 0 ? micros / 2 : micros);
       if (one_sided && rank == 0) baseline.push_back(MicrosPerIteration(local_copy, iters));
     }
-    Ok(runtime.Barrier({}));
+    Ok(Barrier(runtime));
     if (timed_here) Report(options, bytes, iters, samples, baseline);
   }
   for (const shmem::Allocation* a : {&word, &flag, &buffer}) {

@@ -9,8 +9,9 @@
 // Thread-safety: CreateHeap, OpenPeers and DestroyHeap are made by one thread while no other
 // call is in flight. Every other call may come from several threads at once: the Runtime
 // serialises validation, not execution, so that no thread waits while holding its mutex. The
-// Runtime never has two collectives (ExchangeDescriptors, Barrier, LaunchCollective) of one PE in
-// flight on different streams. Work the backend queues on an asynchronous stream runs later on
+// Runtime never has two collectives (ExchangeDescriptors, LaunchCollective) of one PE in flight
+// on different streams. No backend holds a lock of its own across a wait or a stream
+// synchronisation either: a second thread's call must always get through. Work the backend queues on an asynchronous stream runs later on
 // that stream's executor; its failures are reported by the stream, not by the call that queued
 // it.
 #pragma once
@@ -136,6 +137,15 @@ class Backend {
   /// host backend's default stream is the calling thread).
   virtual bool RunsInline(StreamRef stream) const = 0;
 
+  /// True when work that runs inline is enqueued on a device and synchronised before the call
+  /// returns, so it may wait for the device however small it is; false when it runs on the
+  /// calling thread (the host). The Runtime never holds its mutex across such work.
+  virtual bool SynchronizesInline() const { return false; }
+
+  /// True when a collective on `stream` has run, peers' arrival included, by the time
+  /// LaunchCollective returns; false when it is only enqueued.
+  virtual bool CollectiveRunsInline(StreamRef stream) const { return RunsInline(stream); }
+
   /// The wait policy in force (for diagnostics).
   virtual WaitInfo Wait() const = 0;
 
@@ -170,12 +180,6 @@ class Backend {
   virtual Status WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
                             Comparison comparison, std::int64_t value) = 0;
 
-  /// Collective barrier (descriptor kind barrier): exchanges descriptors, then every PE's
-  /// earlier writes on this stream are visible everywhere. COLLECTIVE_MISMATCH when the PEs'
-  /// calls of this number differ. `keep_alive` is held until it ran.
-  virtual Status Barrier(StreamRef stream, const CollectiveDescriptor& descriptor,
-                         KeepAlive keep_alive) = 0;
-
   /// Runs `kernel` in order on `stream` (inline on a stream that runs inline), its failures
   /// tagged with `name`. `keep_alive` is held until it ran.
   virtual Status Launch(StreamRef stream, std::string_view name, Kernel kernel,
@@ -183,8 +187,10 @@ class Backend {
 
   /// Collective: in order on `stream`, exchanges `descriptor` with every PE and matches them
   /// (COLLECTIVE_MISMATCH on every PE, and `kernel` does not run, when the PEs' calls of this
-  /// number differ), then runs `kernel` like Launch. The runtime's all_gather is such a kernel
-  /// (ops/all_gather). `keep_alive` is held until it ran.
+  /// number differ), then runs `kernel` like Launch. An empty `kernel` makes the agreement
+  /// alone the collective: the exchange publishes after every earlier write of this PE and
+  /// reads every peer's, so it is a barrier. Every collective unit runs this way
+  /// (data_plane/collective.h). `keep_alive` is held until it ran.
   virtual Status LaunchCollective(StreamRef stream, const CollectiveDescriptor& descriptor,
                                   std::string_view name, Kernel kernel, KeepAlive keep_alive) = 0;
 };

@@ -25,7 +25,7 @@ void BlockingOpTable::Scope::Reset() {
 BlockingOpTable::Scope BlockingOpTable::Enter(std::string_view operation, std::string stream,
                                               Describe describe) {
   Scope scope;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   Entry entry;
   entry.op.id = next_id_++;
   entry.op.operation = std::string(operation);
@@ -39,12 +39,12 @@ BlockingOpTable::Scope BlockingOpTable::Enter(std::string_view operation, std::s
 }
 
 void BlockingOpTable::Remove(std::uint64_t id) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   entries_.remove_if([id](const Entry& entry) { return entry.op.id == id; });
 }
 
 std::vector<BlockingOp> BlockingOpTable::Snapshot() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   std::vector<BlockingOp> ops;
   ops.reserve(entries_.size());
   for (const Entry& entry : entries_) {

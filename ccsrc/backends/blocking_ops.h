@@ -15,10 +15,11 @@
 #include <cstdint>
 #include <functional>
 #include <list>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "base/mutex.h"
 
 namespace hyper_parallel::shmem {
 
@@ -57,21 +58,22 @@ class BlockingOpTable {
   BlockingOpTable& operator=(const BlockingOpTable&) = delete;
 
   /// Registers a blocked operation until the returned scope is destroyed.
-  [[nodiscard]] Scope Enter(std::string_view operation, std::string stream, Describe describe);
+  [[nodiscard]] Scope Enter(std::string_view operation, std::string stream, Describe describe)
+      EXCLUDES(mutex_);
 
   /// Every registered operation, oldest first, with `waiting_for` evaluated now.
-  std::vector<BlockingOp> Snapshot() const;
+  std::vector<BlockingOp> Snapshot() const EXCLUDES(mutex_);
 
  private:
   struct Entry {
     BlockingOp op;
     Describe describe;
   };
-  void Remove(std::uint64_t id);
+  void Remove(std::uint64_t id) EXCLUDES(mutex_);
 
-  mutable std::mutex mutex_;
-  std::uint64_t next_id_ = 1;
-  std::list<Entry> entries_;
+  mutable Mutex mutex_;
+  std::uint64_t next_id_ GUARDED_BY(mutex_) = 1;
+  std::list<Entry> entries_ GUARDED_BY(mutex_);
 };
 
 /// The kernel's id of the calling thread (cached per thread).

@@ -6,98 +6,92 @@
 namespace hyper_parallel::shmem {
 namespace {
 
-// The fields a kind compares, in the order a mismatch is reported.
-enum Field : unsigned {
-  kBytes = 1u << 0,
-  kAlignment = 1u << 1,
-  kOffset = 1u << 2,
-  kDtype = 1u << 3,
-  kLocal = 1u << 4,
-};
+using data_plane::kAgreeAlignment;
+using data_plane::kAgreeBytes;
+using data_plane::kAgreeDtype;
+using data_plane::kAgreeLocal;
+using data_plane::kAgreeOffset;
 
-unsigned ComparedFields(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::kEmpty: return kBytes | kAlignment | kOffset | kLocal;
-    case CollectiveKind::kFree: return kBytes | kOffset;
-    case CollectiveKind::kAllGather: return kBytes | kDtype | kOffset;
-    case CollectiveKind::kBarrier:
-    case CollectiveKind::kClose:
-    case CollectiveKind::kNone: return 0;
-  }
-  return 0;
+void StoreName(std::array<char, 16>* field, std::string_view name) {
+  field->fill('\0');
+  if (name.empty()) return;  // a default string_view's data() may be null
+  std::memcpy(field->data(), name.data(), std::min(name.size(), field->size() - 1));
 }
 
-// The first compared field in which `a` and `b` differ, or null.
+std::string_view NameOf(const std::array<char, 16>& field) {
+  return std::string_view(field.data(), ::strnlen(field.data(), field.size()));
+}
+
+// The first compared field in which `a` and `b` differ, or null. The fields compared are the
+// ones `a` (PE 0's call) declares.
 const char* FirstDifference(const CollectiveDescriptor& a, const CollectiveDescriptor& b) {
   if (a.kind != b.kind) return "kind";
   if (a.sequence != b.sequence) return "sequence";
-  const unsigned fields = ComparedFields(a.kind);
-  if ((fields & kBytes) && a.bytes != b.bytes) return "bytes";
-  if ((fields & kAlignment) && a.alignment != b.alignment) return "alignment";
-  if ((fields & kDtype) && a.dtype != b.dtype) return "dtype";
-  if ((fields & kOffset) && a.offset != b.offset) return "offset";
-  if ((fields & kLocal) && a.local != b.local) return "local_outcome";
+  if (a.fields != b.fields) return "fields";
+  if ((a.fields & kAgreeBytes) && a.bytes != b.bytes) return "bytes";
+  if ((a.fields & kAgreeAlignment) && a.alignment != b.alignment) return "alignment";
+  if ((a.fields & kAgreeDtype) && a.dtype != b.dtype) return "dtype";
+  if ((a.fields & kAgreeOffset) && a.offset != b.offset) return "offset";
+  if ((a.fields & kAgreeLocal) && a.local != b.local) return "local_outcome";
   return nullptr;
 }
 
 }  // namespace
 
-std::string_view CollectiveKindName(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::kNone: return "none";
-    case CollectiveKind::kEmpty: return "empty";
-    case CollectiveKind::kFree: return "free";
-    case CollectiveKind::kBarrier: return "barrier";
-    case CollectiveKind::kAllGather: return "all_gather";
-    case CollectiveKind::kClose: return "close";
-  }
-  return "unknown";
+CollectiveDescriptor CollectiveDescriptor::Of(std::string_view kind, unsigned fields) {
+  CollectiveDescriptor d;
+  StoreName(&d.kind, kind);
+  d.fields = fields;
+  return d;
 }
 
-void CollectiveDescriptor::SetDtype(std::string_view name) {
-  dtype.fill('\0');
-  if (name.empty()) return;  // a default string_view's data() may be null
-  std::memcpy(dtype.data(), name.data(), std::min(name.size(), dtype.size() - 1));
-}
+std::string_view CollectiveDescriptor::kind_name() const { return NameOf(kind); }
 
-std::string_view CollectiveDescriptor::dtype_name() const {
-  return std::string_view(dtype.data(), ::strnlen(dtype.data(), dtype.size()));
-}
+void CollectiveDescriptor::SetDtype(std::string_view name) { StoreName(&dtype, name); }
+
+std::string_view CollectiveDescriptor::dtype_name() const { return NameOf(dtype); }
+
+bool CollectiveDescriptor::DecidedByCoreWords() const { return (fields & kAgreeAlignment) == 0; }
 
 std::array<std::uint64_t, CollectiveDescriptor::kWords> CollectiveDescriptor::Pack() const {
   std::array<std::uint64_t, kWords> words{};
   words[0] = sequence;
-  words[1] = static_cast<std::uint64_t>(kind) | (static_cast<std::uint64_t>(local) << 8);
-  words[2] = bytes;
-  words[3] = alignment;
-  words[4] = offset;
-  std::memcpy(&words[5], dtype.data(), dtype.size());
-  for (std::size_t i = 0; i < extra.size(); ++i) words[7 + i] = extra[i];
+  words[1] = static_cast<std::uint64_t>(fields & 0xff) | (static_cast<std::uint64_t>(local) << 8);
+  std::memcpy(&words[2], kind.data(), kind.size());
+  words[4] = bytes;
+  words[5] = offset;
+  std::memcpy(&words[6], dtype.data(), dtype.size());
+  words[8] = alignment;
+  for (std::size_t i = 0; i < extra.size(); ++i) words[9 + i] = extra[i];
   return words;
 }
 
 CollectiveDescriptor CollectiveDescriptor::Unpack(const std::array<std::uint64_t, kWords>& words) {
   CollectiveDescriptor d;
   d.sequence = words[0];
-  d.kind = static_cast<CollectiveKind>(words[1] & 0xff);
+  d.fields = static_cast<unsigned>(words[1] & 0xff);
   d.local = static_cast<ErrorCode>((words[1] >> 8) & 0xff);
-  d.bytes = words[2];
-  d.alignment = words[3];
-  d.offset = words[4];
-  std::memcpy(d.dtype.data(), &words[5], d.dtype.size());
-  for (std::size_t i = 0; i < d.extra.size(); ++i) d.extra[i] = words[7 + i];
+  std::memcpy(d.kind.data(), &words[2], d.kind.size());
+  d.kind.back() = '\0';
+  d.bytes = words[4];
+  d.offset = words[5];
+  std::memcpy(d.dtype.data(), &words[6], d.dtype.size());
+  d.dtype.back() = '\0';
+  d.alignment = words[8];
+  for (std::size_t i = 0; i < d.extra.size(); ++i) d.extra[i] = words[9 + i];
   return d;
 }
 
 std::string CollectiveDescriptor::Describe() const {
-  std::string text(CollectiveKindName(kind));
+  std::string text(kind[0] == '\0' ? std::string_view("none") : kind_name());
   text += " #" + std::to_string(sequence);
-  const unsigned fields = ComparedFields(kind);
-  if (fields & kBytes) text += " bytes=" + std::to_string(bytes);
-  if (fields & kAlignment) text += " alignment=" + std::to_string(alignment);
-  if ((fields & kDtype) && dtype[0] != '\0') text += " dtype=" + std::string(dtype_name());
-  if (fields & kOffset) text += " offset=" + (offset == kNoOffset ? std::string("-") : Hex(offset));
-  if ((fields & kLocal) && local != ErrorCode::kOk) {
+  if (fields & kAgreeBytes) text += " bytes=" + std::to_string(bytes);
+  if (fields & kAgreeAlignment) text += " alignment=" + std::to_string(alignment);
+  if ((fields & kAgreeDtype) && dtype[0] != '\0') text += " dtype=" + std::string(dtype_name());
+  if (fields & kAgreeOffset) {
+    text += " offset=" + (offset == kNoOffset ? std::string("-") : Hex(offset));
+  }
+  if ((fields & kAgreeLocal) && local != ErrorCode::kOk) {
     text += " local=" + std::string(ErrorCodeName(local));
   }
   return text;

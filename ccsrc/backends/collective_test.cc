@@ -7,8 +7,8 @@ namespace {
 
 CollectiveDescriptor AllGatherCall(std::uint64_t sequence, std::uint64_t bytes,
                                    std::uint64_t offset, std::string_view dtype = "float32") {
-  CollectiveDescriptor d;
-  d.kind = CollectiveKind::kAllGather;
+  CollectiveDescriptor d = CollectiveDescriptor::Of(
+      "all_gather", data_plane::kAgreeBytes | data_plane::kAgreeDtype | data_plane::kAgreeOffset);
   d.sequence = sequence;
   d.bytes = bytes;
   d.offset = offset;
@@ -16,9 +16,14 @@ CollectiveDescriptor AllGatherCall(std::uint64_t sequence, std::uint64_t bytes,
   return d;
 }
 
+// The Runtime's empty: bytes, alignment, offset and each PE's local outcome are compared.
+CollectiveDescriptor EmptyCall() {
+  return CollectiveDescriptor::Of("empty", data_plane::kAgreeBytes | data_plane::kAgreeAlignment |
+                                               data_plane::kAgreeOffset | data_plane::kAgreeLocal);
+}
+
 CollectiveDescriptor Barrier(std::uint64_t sequence) {
-  CollectiveDescriptor d;
-  d.kind = CollectiveKind::kBarrier;
+  CollectiveDescriptor d = CollectiveDescriptor::Of("barrier", 0);
   d.sequence = sequence;
   return d;
 }
@@ -47,15 +52,13 @@ TEST(CollectiveDescriptor, DtypeKeepsFifteenCharacters) {
 TEST(CollectiveDescriptor, DescribeShowsWhatItsKindCompares) {
   EXPECT_EQ(Barrier(3).Describe(), "barrier #3");
   EXPECT_EQ(AllGatherCall(3, 64, 0x40).Describe(), "all_gather #3 bytes=64 dtype=float32 offset=0x40");
-  CollectiveDescriptor empty;
-  empty.kind = CollectiveKind::kEmpty;
+  CollectiveDescriptor empty = EmptyCall();
   empty.sequence = 1;
   empty.bytes = 100;
   empty.alignment = 64;
   empty.offset = 0;
   EXPECT_EQ(empty.Describe(), "empty #1 bytes=100 alignment=64 offset=0x0");
-  CollectiveDescriptor close;
-  close.kind = CollectiveKind::kClose;
+  CollectiveDescriptor close = CollectiveDescriptor::Of("close", 0);
   close.sequence = 9;
   close.extra = {5, 5, 77};
   EXPECT_EQ(close.Describe(), "close #9") << "the shutdown facts are the Runtime's to compare";
@@ -64,8 +67,7 @@ TEST(CollectiveDescriptor, DescribeShowsWhatItsKindCompares) {
 TEST(MatchDescriptors, AllAlikeMatch) {
   const CollectiveDescriptor mine = AllGatherCall(4, 128, 0x80);
   EXPECT_TRUE(MatchDescriptors(mine, {mine, mine, mine}).ok());
-  CollectiveDescriptor close;
-  close.kind = CollectiveKind::kClose;
+  CollectiveDescriptor close = CollectiveDescriptor::Of("close", 0);
   close.sequence = 2;
   CollectiveDescriptor other_close = close;
   other_close.extra = {3, 3, 4};
@@ -104,8 +106,7 @@ TEST(MatchDescriptors, EachComparedFieldIsNamed) {
         << status.message();
     EXPECT_NE(status.message().find("pe 2: "), std::string::npos) << status.message();
   }
-  CollectiveDescriptor empty;
-  empty.kind = CollectiveKind::kEmpty;
+  CollectiveDescriptor empty = EmptyCall();
   empty.sequence = 1;
   empty.bytes = 64;
   empty.alignment = 64;
@@ -118,8 +119,8 @@ TEST(MatchDescriptors, EachComparedFieldIsNamed) {
   failed.local = ErrorCode::kOutOfMemory;
   EXPECT_NE(MatchDescriptors(empty, {empty, failed}).message().find("field=local_outcome"),
             std::string::npos);
-  CollectiveDescriptor free_call;
-  free_call.kind = CollectiveKind::kFree;
+  CollectiveDescriptor free_call =
+      CollectiveDescriptor::Of("free", data_plane::kAgreeBytes | data_plane::kAgreeOffset);
   free_call.sequence = 1;
   free_call.bytes = 64;
   free_call.offset = 0;

@@ -6,8 +6,8 @@
 #pragma once
 
 #include <atomic>
-#include <mutex>
 
+#include "base/mutex.h"
 #include "base/status.h"
 
 namespace hyper_parallel::shmem {
@@ -19,20 +19,20 @@ class FailureLatch {
   /// The flag bounded waits poll.
   const std::atomic<bool>* flag() const { return &failed_; }
   /// Keeps `failure` unless a failure is already latched; true when this one was kept.
-  bool Set(Status failure);
+  bool Set(Status failure) EXCLUDES(mutex_);
   /// The latched failure, or OK.
-  Status Get() const;
+  Status Get() const EXCLUDES(mutex_);
   /// Forgets the failure (a new lifecycle).
-  void Reset();
+  void Reset() EXCLUDES(mutex_);
 
  private:
   std::atomic<bool> failed_{false};
-  mutable std::mutex mutex_;
-  Status failure_;
+  mutable Mutex mutex_;
+  Status failure_ GUARDED_BY(mutex_);
 };
 
 inline bool FailureLatch::Set(Status failure) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (failed_.load(std::memory_order_relaxed)) return false;
   failure_ = std::move(failure);
   failed_.store(true, std::memory_order_release);
@@ -41,12 +41,12 @@ inline bool FailureLatch::Set(Status failure) {
 
 inline Status FailureLatch::Get() const {
   if (!failed()) return Status::Ok();
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return failure_;
 }
 
 inline void FailureLatch::Reset() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   failure_ = Status::Ok();
   failed_.store(false, std::memory_order_release);
 }

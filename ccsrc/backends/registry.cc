@@ -1,7 +1,8 @@
 #include "backends/registry.h"
 
 #include <algorithm>
-#include <mutex>
+
+#include "base/mutex.h"
 
 namespace hyper_parallel::shmem {
 namespace {
@@ -21,14 +22,18 @@ const std::vector<BackendEntry>& Entries() {
 // Whether `entry` can run here, asked once per process (a probe may load a vendor library or
 // start a device runtime; the answer does not change while the process lives).
 Status AvailableOnce(const BackendEntry& entry) {
-  static std::mutex mutex;
-  static std::vector<std::pair<const BackendEntry*, Status>> answers;
-  std::lock_guard<std::mutex> lock(mutex);
-  for (const auto& [known, status] : answers) {
+  // Held across the probe, so a probe runs once; it waits for no peer.
+  struct Answers {
+    Mutex mutex;
+    std::vector<std::pair<const BackendEntry*, Status>> known GUARDED_BY(mutex);
+  };
+  static Answers* answers = new Answers();  // outlives static destructors
+  MutexLock lock(&answers->mutex);
+  for (const auto& [known, status] : answers->known) {
     if (known == &entry) return status;
   }
-  answers.emplace_back(&entry, entry.available());
-  return answers.back().second;
+  answers->known.emplace_back(&entry, entry.available());
+  return answers->known.back().second;
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <mutex>
+
+#include "base/mutex.h"
 
 namespace hyper_parallel::shmem::log {
 namespace {
@@ -14,14 +15,15 @@ namespace {
 std::atomic<LogLevel> g_level{LogLevel::kError};
 std::atomic<int> g_rank{-1};
 
-std::mutex& SinkMutex() {
-  static std::mutex mutex;
-  return mutex;
-}
+// The sink log lines go to (empty: stderr), and the mutex that orders them.
+struct SinkState {
+  Mutex mutex;
+  Sink sink GUARDED_BY(mutex);
+};
 
-Sink& CurrentSink() {
-  static Sink sink;
-  return sink;
+SinkState& Sinks() {
+  static SinkState* state = new SinkState();  // outlives static destructors
+  return *state;
 }
 
 std::string_view BaseName(const char* file) {
@@ -37,8 +39,8 @@ LogLevel Level() { return g_level.load(std::memory_order_relaxed); }
 void SetRank(int rank) { g_rank.store(rank, std::memory_order_relaxed); }
 
 void SetSink(Sink sink) {
-  std::lock_guard<std::mutex> lock(SinkMutex());
-  CurrentSink() = std::move(sink);
+  MutexLock lock(&Sinks().mutex);
+  Sinks().sink = std::move(sink);
 }
 
 std::string FormatLine(LogLevel level, const char* file, int line, std::string_view text) {
@@ -72,9 +74,9 @@ std::string FormatLine(LogLevel level, const char* file, int line, std::string_v
 void Write(LogLevel level, const char* file, int line, std::string_view text) {
   std::string formatted = FormatLine(level, file, line, text);
   {
-    std::lock_guard<std::mutex> lock(SinkMutex());
-    if (CurrentSink()) {
-      CurrentSink()(formatted);
+    MutexLock lock(&Sinks().mutex);
+    if (Sinks().sink) {
+      Sinks().sink(formatted);
       return;
     }
   }

@@ -10,7 +10,7 @@
 //   - wait until a 64-bit counter in its own heap reaches a target (bounded: TIMEOUT naming what
 //     it waited for, or PEER_LOST when a peer exits meanwhile);
 //   - read and write its own heap directly.
-// For the runtime's own collectives (ops/all_gather) it also offers a batch of puts the
+// For the runtime's collectives (data_plane/collective.h) it also offers a batch of puts the
 // backend may spread over its copy engines, and per-op epoch slots outside the heap: a PE
 // publishes a monotonic epoch (the collective's number) on a slot at a peer, and waits until
 // given peers published at least an epoch on a slot of its own. Consumers keep to counters in
@@ -20,8 +20,8 @@
 // concurrently should sit 64 bytes apart.
 //
 // Each backend implements it (the host backend with memcpy, atomics and futex waits; a device
-// backend with on-stream puts and signals); consumers (ops/all_gather, the runtime's
-// all_gather; ops/mega_moe; any fused kernel) include only this header.
+// backend with on-stream puts and signals); consumers (the collectives under ops/; ops/mega_moe;
+// any fused kernel) include only this header.
 //
 // Thread-safety: a kernel runs on one thread (its stream's); an instance is used by one kernel
 // at a time.
@@ -55,7 +55,9 @@ struct SignalledPut {
   std::int64_t add = 0;
 };
 
-/// Epoch slots per PE for the runtime's collectives (ops/all_gather uses slot 0).
+/// Epoch slots per PE for the runtime's collectives: each group of PEs publishes its
+/// collectives' arrivals on a slot of its own (data_plane/collective.h); the Root WORLD's is
+/// slot 0.
 inline constexpr int kEpochSlots = 1;
 
 class KernelApi {
@@ -80,9 +82,6 @@ class KernelApi {
   /// Waits until this PE's 64-bit counter at heap offset `offset` is at least `target`.
   /// `what` names the wait in TIMEOUT messages and in debug_state()'s blocked operations.
   virtual Status WaitCounter(std::uint64_t offset, std::int64_t target, std::string_view what) = 0;
-
-  /// The counter's current value (a relaxed look, for diagnostics and tests).
-  virtual std::int64_t ReadCounter(std::uint64_t offset) const = 0;
 
   /// Puts every block of `puts`, in any order and possibly in parallel (the host backend
   /// spreads them over its copy workers); all have landed when it returns or, on a stream

@@ -9,7 +9,6 @@
 
 #include "backends/registry.h"
 #include "data_plane/pe_address.h"
-#include "ops/all_gather/all_gather.h"
 #include "base/log.h"
 
 namespace hyper_parallel::shmem {
@@ -85,12 +84,12 @@ Runtime& Runtime::Process() {
 Runtime::Runtime() = default;
 
 Runtime::~Runtime() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (backend_) backend_->DestroyHeap();
 }
 
 RuntimeState Runtime::state() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (state_ == RuntimeState::kReady && backend_) {
     if (Status health = backend_->Health(); !health.ok()) EnterTerminal(health);
   }
@@ -98,17 +97,17 @@ RuntimeState Runtime::state() {
 }
 
 int Runtime::rank() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return rank_;
 }
 
 int Runtime::size() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return size_;
 }
 
 std::chrono::milliseconds Runtime::timeout() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return config_.timeout();
 }
 
@@ -127,25 +126,14 @@ class Runtime::CallScope {
   Runtime* runtime_;
 };
 
-Status Runtime::RecordFailure(Status status, std::string_view operation,
-                              std::string_view phase) {
+Status Runtime::KeepFailureLocked(Status status, std::string_view operation,
+                                  std::string_view phase, bool backend_work) {
+  if (backend_work && backend_) {
+    if (Status health = backend_->Health(); !health.ok()) EnterTerminal(health);
+  }
   status.At(operation, phase);
   latest_failure_ = status;
   return status;
-}
-
-Status Runtime::FinishFailure(Status status, std::string_view operation,
-                              std::string_view phase) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return FinishLockedFailure(std::move(status), operation, phase);
-}
-
-Status Runtime::FinishLockedFailure(Status status, std::string_view operation,
-                                    std::string_view phase) {
-  if (backend_) {
-    if (Status health = backend_->Health(); !health.ok()) EnterTerminal(health);
-  }
-  return RecordFailure(std::move(status), operation, phase);
 }
 
 void Runtime::EnterTerminal(const Status& failure) {
@@ -164,6 +152,7 @@ void Runtime::RollBackInit() {
   rank_ = -1;
   size_ = 0;
   global_ranks_.clear();
+  world_ = data_plane::CollectiveGroup{};
   collective_sequence_ = 0;
   collectives_in_flight_.store(0);
   collective_owner_ = CollectiveOwner{};
@@ -174,10 +163,10 @@ void Runtime::RollBackInit() {
 Status Runtime::Init(InitOptions options) {
   constexpr std::string_view kOp = "init";
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (state_ == RuntimeState::kFailed) return Record(terminal_.Retagged(kOp, "state"), kOp, "state");
+    MutexLock lock(&mutex_);
+    if (state_ == RuntimeState::kFailed) return RejectLocked(terminal_.Retagged(kOp, "state"), kOp, "state");
     if (state_ != RuntimeState::kUninitialized) {
-      return Record(Status::Assertion(ErrorCode::kInvalidState,
+      return RejectLocked(Status::Assertion(ErrorCode::kInvalidState,
                                       state_ == RuntimeState::kReady
                                           ? "runtime is already initialised"
                                           : "runtime is initialising or closing on another thread",
@@ -187,7 +176,7 @@ Status Runtime::Init(InitOptions options) {
                     kOp, "state");
     }
     if (!options.bootstrap) {
-      return Record(Status::Contract(ErrorCode::kInvalidArgument, "bootstrap", "non-null", "null"),
+      return RejectLocked(Status::Contract(ErrorCode::kInvalidArgument, "bootstrap", "non-null", "null"),
                     kOp, "validate");
     }
     state_ = RuntimeState::kInitializing;  // other entries are refused until it is done
@@ -196,9 +185,9 @@ Status Runtime::Init(InitOptions options) {
   // committed (or the state rolled back) under the mutex at the end.
   auto fail = [&](Status status, std::string_view phase, std::unique_ptr<Backend> backend) {
     if (backend) backend->DestroyHeap();
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     state_ = RuntimeState::kUninitialized;
-    return Record(std::move(status), kOp, phase);
+    return RejectLocked(std::move(status), kOp, phase);
   };
   Config config;
   if (Status parsed = Config::FromEnvironment(options.env ? options.env : ProcessEnvironment(),
@@ -286,12 +275,17 @@ Status Runtime::Init(InitOptions options) {
   // Frozen now: a device backend may have selected the device while it made the heap.
   device = backend->CurrentDevice();
 
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   config_ = config;
   device_ = device;
   rank_ = rank;
   size_ = size;
   global_ranks_ = global_ranks;
+  {
+    auto members = std::make_shared<std::vector<int>>(size);
+    for (int pe = 0; pe < size; ++pe) (*members)[pe] = pe;
+    world_ = data_plane::CollectiveGroup{std::move(members), rank, /*sync_slot=*/0};
+  }
   bootstrap_ = std::move(options.bootstrap);
   backend_ = std::move(backend);
   backend_name_ = std::string(backend_->name());
@@ -312,29 +306,29 @@ Status Runtime::Init(InitOptions options) {
   return Status::Ok();
 }
 
-bool Runtime::WaitForCallsToEnd(std::unique_lock<std::mutex>& lock) {
+bool Runtime::WaitForCallsToEnd() {
   const auto deadline = std::chrono::steady_clock::now() + config_.timeout();
   // Inline collectives are counted as collectives in flight, not as calls.
   while (calls_in_flight_.load(std::memory_order_acquire) > 0 ||
          collectives_in_flight_.load() > 0) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
-    lock.unlock();
+    mutex_.Unlock();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    lock.lock();
+    mutex_.Lock();
   }
   return true;
 }
 
-Status Runtime::TerminalShutdown(std::unique_lock<std::mutex>& lock) {
+Status Runtime::TerminalShutdown() {
   constexpr std::string_view kOp = "shutdown";
   if (backend_) {
     // Calls in flight give up at once (the backend's failure latch aborts every wait); queued
     // work fails without running. Only then may the heap go.
-    const bool ended = WaitForCallsToEnd(lock);
+    const bool ended = WaitForCallsToEnd();
     Backend* backend = backend_.get();
-    lock.unlock();
+    mutex_.Unlock();
     const Status drained = backend->Quiesce();
-    lock.lock();
+    mutex_.Lock();
     if (ended && drained.ok() && backend_) {
       backend_->DestroyHeap();
       backend_.reset();
@@ -346,19 +340,19 @@ Status Runtime::TerminalShutdown(std::unique_lock<std::mutex>& lock) {
       HPS_LOG_INFO("terminal runtime released this process's resources");
     }
   }
-  return Record(terminal_.Retagged(kOp, "state"), kOp, "state");
+  return RejectLocked(terminal_.Retagged(kOp, "state"), kOp, "state");
 }
 
 Status Runtime::Shutdown() {
   constexpr std::string_view kOp = "shutdown";
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (Status ready = CheckReady(kOp); !ready.ok()) {
-    if (state_ == RuntimeState::kFailed) return TerminalShutdown(lock);
-    return RecordFailure(std::move(ready), kOp, "state");
+    if (state_ == RuntimeState::kFailed) return TerminalShutdown();
+    return RejectLocked(std::move(ready), kOp, "state");
   }
   std::uint64_t sequence = 0;
-  HPS_RECORD_IF_ERROR(WaitForOtherCollectives(lock, kOp), kOp, "state");
-  HPS_RECORD_IF_ERROR(ClaimCollective(OwnerOf({}, true), kOp, &sequence), kOp, "state");
+  HPS_REJECT_IF_ERROR(WaitForOtherCollectives(kOp), kOp, "state");
+  HPS_REJECT_IF_ERROR(ClaimCollective(OwnerOf({}, true), kOp, &sequence), kOp, "state");
   // Close the gate: from here on every other entry is refused, so nothing new is queued while
   // the streams drain. Calls still executing on other threads make this PE refuse.
   state_ = RuntimeState::kClosing;
@@ -366,39 +360,40 @@ Status Runtime::Shutdown() {
   Backend* backend = backend_.get();
   std::optional<CallScope> call;
   call.emplace(this);  // a terminal shutdown on another thread waits for this one
-  lock.unlock();
+  lock.Unlock();
   const Status drained = backend->Quiesce();
-  lock.lock();
+  lock.Lock();
 
   AdoptOrphans();  // work that just drained may have dropped the last reference to a leak
   const std::vector<AllocationRecord> leaks = registry_.Leaked();
-  CollectiveDescriptor mine;
-  mine.kind = CollectiveKind::kClose;
+  // Close compares kind and number only: its facts are what every PE reads below.
+  CollectiveDescriptor mine = CollectiveDescriptor::Of("close", 0);
   mine.sequence = sequence;
   mine.local = other_calls > 0 ? ErrorCode::kInvalidState
                                : drained.ok() ? ErrorCode::kOk : drained.code();
   mine.extra[kLiveCount] = registry_.live_count();
   mine.extra[kLeakedCount] = leaks.size();
   mine.extra[kLeakDigest] = LeakDigest(leaks);
-  lock.unlock();
+  lock.Unlock();
   std::vector<CollectiveDescriptor> all;
   Status agreed = backend->ExchangeDescriptors(mine, kOp, &all);
   if (agreed.ok()) agreed = MatchDescriptors(mine, all);
-  lock.lock();
-  ReleaseCollective(/*holding_mutex=*/true);
+  lock.Lock();
+  ReleaseCollectiveLocked();
   call.reset();
 
   auto refuse = [&](Status reason, std::string_view phase) {
+    mutex_.AssertHeld();  // called below, where `lock` holds it
     // Every PE refuses alike: nothing changed anywhere.
     if (state_ == RuntimeState::kClosing) state_ = RuntimeState::kReady;
-    return RecordFailure(std::move(reason), kOp, phase);
+    return RejectLocked(std::move(reason), kOp, phase);
   };
   if (!agreed.ok()) {
     if (Status health = backend_->Health(); !health.ok()) EnterTerminal(health);
   }
   if (state_ == RuntimeState::kFailed) {
-    if (!agreed.ok()) RecordFailure(agreed, kOp, "agree");
-    return TerminalShutdown(lock);
+    if (!agreed.ok()) RejectLocked(agreed, kOp, "agree");
+    return TerminalShutdown();
   }
   if (!agreed.ok()) return refuse(std::move(agreed), "agree");
   std::vector<int> busy, holders;
@@ -450,7 +445,7 @@ Status Runtime::Shutdown() {
     backend_.reset();
     EnterTerminal(destroyed);
     HPS_LOG_ERROR("native shutdown failed; the runtime is terminal: " + destroyed.message());
-    return RecordFailure(destroyed, kOp, "native_shutdown");
+    return RejectLocked(destroyed, kOp, "native_shutdown");
   }
   heap_lifecycle_.store(0, std::memory_order_release);
   registry_.EndLifecycle();
@@ -542,8 +537,7 @@ Status Runtime::ClaimCollective(const CollectiveOwner& owner, std::string_view o
   return Status::Ok();
 }
 
-Status Runtime::WaitForOtherCollectives(std::unique_lock<std::mutex>& lock,
-                                        std::string_view operation) {
+Status Runtime::WaitForOtherCollectives(std::string_view operation) {
   const CollectiveOwner mine{nullptr, CurrentThreadId()};
   // Collectives queued on asynchronous streams finish by themselves: wait for them. One
   // running on another thread's default stream is a race between threads: refuse at once.
@@ -555,9 +549,15 @@ Status Runtime::WaitForOtherCollectives(std::unique_lock<std::mutex>& lock,
           return "collectives queued on " + label + " to finish";
         });
     collective_waiters_.fetch_add(1);
-    const bool done = collectives_done_.wait_for(lock, config_.timeout(), [&] {
-      return collectives_in_flight_.load() == 0 || state_ != RuntimeState::kReady;
-    });
+    const auto deadline = std::chrono::steady_clock::now() + config_.timeout();
+    bool done = true;
+    while (collectives_in_flight_.load() != 0 && state_ == RuntimeState::kReady) {
+      if (!collectives_done_.WaitUntil(&mutex_, deadline) &&
+          collectives_in_flight_.load() != 0 && state_ == RuntimeState::kReady) {
+        done = false;
+        break;
+      }
+    }
     collective_waiters_.fetch_sub(1);
     HPS_RETURN_IF_ERROR(CheckReady(operation));
     if (!done) {
@@ -571,16 +571,17 @@ Status Runtime::WaitForOtherCollectives(std::unique_lock<std::mutex>& lock,
   return Status::Ok();
 }
 
-void Runtime::ReleaseCollective(bool holding_mutex) {
+void Runtime::ReleaseCollective() {
   if (collectives_in_flight_.fetch_sub(1) != 1 || collective_waiters_.load() == 0) return;
-  if (holding_mutex) {
-    collectives_done_.notify_all();
-    return;
-  }
   // Taking the mutex orders this wake after the waiter's predicate check (it holds the mutex
   // from the check until it sleeps), so the wake is never lost.
-  std::lock_guard<std::mutex> lock(mutex_);
-  collectives_done_.notify_all();
+  MutexLock lock(&mutex_);
+  collectives_done_.SignalAll();
+}
+
+void Runtime::ReleaseCollectiveLocked() {
+  if (collectives_in_flight_.fetch_sub(1) != 1 || collective_waiters_.load() == 0) return;
+  collectives_done_.SignalAll();
 }
 
 KeepAlive Runtime::CollectiveTicket(KeepAlive inner) {
@@ -596,25 +597,26 @@ KeepAlive Runtime::CollectiveTicket(KeepAlive inner) {
 Status Runtime::Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocation* out,
                          std::string_view note) {
   constexpr std::string_view kOp = "empty";
-  std::unique_lock<std::mutex> lock(mutex_);
-  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+  MutexLock lock(&mutex_);
+  HPS_REJECT_IF_ERROR(CheckReady(kOp), kOp, "state");
   AdoptOrphans();
-  HPS_RECORD_IF_ERROR(WaitForOtherCollectives(lock, kOp), kOp, "state");
+  HPS_REJECT_IF_ERROR(WaitForOtherCollectives(kOp), kOp, "state");
   // Every PE's heap has seen the same agreed allocations and frees, so a request one PE cannot
   // place (bad alignment, no room) fails alike on every PE: rejected here, before anything
   // collective, and without taking a collective number.
   HeapBlock block;
   const Status placed = allocator_.Place(bytes, alignment, &block);
-  HPS_RECORD_IF_ERROR(placed, kOp, "allocate");
-  CollectiveDescriptor mine;
-  mine.kind = CollectiveKind::kEmpty;
-  HPS_RECORD_IF_ERROR(ClaimCollective(OwnerOf({}, true), kOp, &mine.sequence), kOp, "state");
+  HPS_REJECT_IF_ERROR(placed, kOp, "allocate");
+  CollectiveDescriptor mine = CollectiveDescriptor::Of(
+      "empty", data_plane::kAgreeBytes | data_plane::kAgreeAlignment | data_plane::kAgreeOffset |
+                   data_plane::kAgreeLocal);
+  HPS_REJECT_IF_ERROR(ClaimCollective(OwnerOf({}, true), kOp, &mine.sequence), kOp, "state");
   // Only collectives change the allocator, and this PE has one in flight: the block is still
   // free when it is committed below.
   mine.bytes = bytes;
   mine.alignment = alignment;
   mine.offset = block.offset;
-  HPS_RECORD_IF_ERROR(Agree(lock, kOp, mine), kOp, "agree");
+  HPS_REJECT_IF_ERROR(Agree(kOp, mine), kOp, "agree");
   allocator_.Commit(block);
 
   const AllocationId id =
@@ -626,19 +628,18 @@ Status Runtime::Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocatio
   return Status::Ok();
 }
 
-Status Runtime::Agree(std::unique_lock<std::mutex>& lock, std::string_view operation,
-                      const CollectiveDescriptor& mine) {
+Status Runtime::Agree(std::string_view operation, const CollectiveDescriptor& mine) {
   Backend& backend = *backend_;
   std::vector<CollectiveDescriptor> all;
   Status agreed;
   {
     CallScope call(this);
-    lock.unlock();
+    mutex_.Unlock();
     agreed = backend.ExchangeDescriptors(mine, operation, &all);
     if (agreed.ok()) agreed = MatchDescriptors(mine, all);
-    lock.lock();
+    mutex_.Lock();
   }
-  ReleaseCollective(/*holding_mutex=*/true);
+  ReleaseCollectiveLocked();
   if (!agreed.ok()) {
     if (Status health = backend_->Health(); !health.ok()) EnterTerminal(health);
   }
@@ -647,41 +648,41 @@ Status Runtime::Agree(std::unique_lock<std::mutex>& lock, std::string_view opera
 
 Status Runtime::Free(const SymmetricView& whole, std::string_view note) {
   constexpr std::string_view kOp = "free";
-  std::unique_lock<std::mutex> lock(mutex_);
-  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+  MutexLock lock(&mutex_);
+  HPS_REJECT_IF_ERROR(CheckReady(kOp), kOp, "state");
   AdoptOrphans();
   AllocationRecord record;
   std::uint64_t offset = 0;
-  HPS_RECORD_IF_ERROR(ResolveOperand(whole, &offset, &record, ErrorCode::kDoubleFree), kOp,
+  HPS_REJECT_IF_ERROR(ResolveOperand(whole, &offset, &record, ErrorCode::kDoubleFree), kOp,
                       "validate");
   Backend* backend = backend_.get();
   Status drained;
   {
     // Queued work may still touch the allocation: drain before any PE can reuse it.
     CallScope call(this);
-    lock.unlock();
+    lock.Unlock();
     drained = backend->Quiesce();
-    lock.lock();
+    lock.Lock();
   }
-  HPS_RECORD_IF_ERROR(drained, kOp, "quiesce");
-  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
-  HPS_RECORD_IF_ERROR(WaitForOtherCollectives(lock, kOp), kOp, "state");
+  HPS_REJECT_IF_ERROR(drained, kOp, "quiesce");
+  HPS_REJECT_IF_ERROR(CheckReady(kOp), kOp, "state");
+  HPS_REJECT_IF_ERROR(WaitForOtherCollectives(kOp), kOp, "state");
   // Another thread may have freed it meanwhile.
-  HPS_RECORD_IF_ERROR(ResolveOperand(whole, &offset, &record, ErrorCode::kDoubleFree), kOp,
+  HPS_REJECT_IF_ERROR(ResolveOperand(whole, &offset, &record, ErrorCode::kDoubleFree), kOp,
                       "validate");
-  CollectiveDescriptor mine;
-  mine.kind = CollectiveKind::kFree;
-  HPS_RECORD_IF_ERROR(ClaimCollective(OwnerOf({}, true), kOp, &mine.sequence), kOp, "state");
+  CollectiveDescriptor mine =
+      CollectiveDescriptor::Of("free", data_plane::kAgreeBytes | data_plane::kAgreeOffset);
+  HPS_REJECT_IF_ERROR(ClaimCollective(OwnerOf({}, true), kOp, &mine.sequence), kOp, "state");
   mine.bytes = record.bytes;
   mine.offset = record.offset;
-  HPS_RECORD_IF_ERROR(Agree(lock, kOp, mine), kOp, "agree");
+  HPS_REJECT_IF_ERROR(Agree(kOp, mine), kOp, "agree");
   // Poison: a stale alias (a numpy array, a DLPack capsule) reads NaN in every IEEE float
   // dtype (all bits set) and -1 in signed integers, not the data it had; no queued work of any
   // PE touches the allocation any more (each drained before agreeing).
   if (backend_->HostAddressableHeap() && record.bytes > 0) {
     std::memset(heap_base_ + record.offset, kPoisonByte, record.bytes);
   }
-  HPS_RECORD_IF_ERROR(allocator_.Release(record.offset), kOp, "release");
+  HPS_REJECT_IF_ERROR(allocator_.Release(record.offset), kOp, "release");
   registry_.Release(record.id);
   HPS_LOG_DEBUG("op=Free id=" + std::to_string(record.id) + " base=" + Hex(whole.data) +
                 " bytes=" + std::to_string(record.bytes) + (note.empty() ? "" : " ") +
@@ -701,32 +702,33 @@ Status Runtime::CheckTransfer(const SymmetricView& symmetric, int pe,
   return Status::Ok();
 }
 
-template <class Execute>
-Status Runtime::ExecuteTransfer(std::unique_lock<std::mutex>& lock, std::string_view operation,
-                                std::uint64_t bytes, StreamRef stream, Execute execute) {
-  if (bytes <= kUnderMutexBytes || !backend_->RunsInline(stream)) {
-    return FinishLocked(execute(*backend_), operation, "execute");
-  }
+template <class Work>
+Status Runtime::Execute(std::string_view operation, bool small, StreamRef stream, Work work) {
   Backend& backend = *backend_;
+  // Only enqueued, or a little work on this thread's CPU: it cannot wait.
+  if (!backend.RunsInline(stream) || (small && !backend.SynchronizesInline())) {
+    return ConcludeLocked(work(backend), operation, "execute");
+  }
   Status done;
   {
     CallScope call(this);
-    lock.unlock();
-    done = execute(backend);
+    mutex_.Unlock();
+    done = work(backend);
+    mutex_.Lock();
   }
-  return Finish(std::move(done), operation, "execute");
+  return ConcludeLocked(std::move(done), operation, "execute");
 }
 
 Status Runtime::Put(const SymmetricView& destination, const void* source, int pe,
                     StreamRef stream, KeepAlive keep_alive) {
   constexpr std::string_view kOp = "put";
-  std::unique_lock<std::mutex> lock(mutex_);
-  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+  MutexLock lock(&mutex_);
+  HPS_REJECT_IF_ERROR(CheckReady(kOp), kOp, "state");
   std::uint64_t offset = 0;
-  HPS_RECORD_IF_ERROR(CheckTransfer(destination, pe, source, "put source", &offset), kOp,
+  HPS_REJECT_IF_ERROR(CheckTransfer(destination, pe, source, "put source", &offset), kOp,
                       "validate");
   if (destination.bytes == 0) return Status::Ok();
-  return ExecuteTransfer(lock, kOp, destination.bytes, stream, [&](Backend& backend) {
+  return Execute(kOp, destination.bytes <= kUnderMutexBytes, stream, [&](Backend& backend) {
     return backend.Put(stream, offset, source, destination.bytes, pe, std::move(keep_alive));
   });
 }
@@ -734,13 +736,13 @@ Status Runtime::Put(const SymmetricView& destination, const void* source, int pe
 Status Runtime::Get(void* destination, const SymmetricView& source, int pe, StreamRef stream,
                     KeepAlive keep_alive) {
   constexpr std::string_view kOp = "get";
-  std::unique_lock<std::mutex> lock(mutex_);
-  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+  MutexLock lock(&mutex_);
+  HPS_REJECT_IF_ERROR(CheckReady(kOp), kOp, "state");
   std::uint64_t offset = 0;
-  HPS_RECORD_IF_ERROR(CheckTransfer(source, pe, destination, "get destination", &offset), kOp,
+  HPS_REJECT_IF_ERROR(CheckTransfer(source, pe, destination, "get destination", &offset), kOp,
                       "validate");
   if (source.bytes == 0) return Status::Ok();
-  return ExecuteTransfer(lock, kOp, source.bytes, stream, [&](Backend& backend) {
+  return Execute(kOp, source.bytes <= kUnderMutexBytes, stream, [&](Backend& backend) {
     return backend.Get(stream, destination, offset, source.bytes, pe, std::move(keep_alive));
   });
 }
@@ -772,30 +774,33 @@ Status CheckSignalOperand(const SymmetricView& view, std::uint64_t offset, Signa
 Status Runtime::Signal(const SymmetricView& signal, SignalWidth width, std::int64_t value, int pe,
                        SignalOp op, StreamRef stream) {
   constexpr std::string_view kOp = "signal";
-  std::lock_guard<std::mutex> lock(mutex_);
-  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
-  HPS_RECORD_IF_ERROR(CheckPe(pe), kOp, "validate");
+  MutexLock lock(&mutex_);
+  HPS_REJECT_IF_ERROR(CheckReady(kOp), kOp, "state");
+  HPS_REJECT_IF_ERROR(CheckPe(pe), kOp, "validate");
   std::uint64_t offset = 0;
   AllocationRecord record;
-  HPS_RECORD_IF_ERROR(ResolveOperand(signal, &offset, &record), kOp, "validate");
-  HPS_RECORD_IF_ERROR(CheckSignalOperand(signal, offset, width, value), kOp, "validate");
-  // One atomic and a wake, or an enqueue: it never waits.
-  return FinishLocked(backend_->Signal(stream, offset, width, op, value, pe), kOp, "execute");
+  HPS_REJECT_IF_ERROR(ResolveOperand(signal, &offset, &record), kOp, "validate");
+  HPS_REJECT_IF_ERROR(CheckSignalOperand(signal, offset, width, value), kOp, "validate");
+  // One atomic and a wake, or an enqueue (a device backend's inline signal synchronises its
+  // stream: outside the mutex).
+  return Execute(kOp, /*small=*/true, stream, [&](Backend& backend) {
+    return backend.Signal(stream, offset, width, op, value, pe);
+  });
 }
 
 Status Runtime::PutSignal(const SymmetricView& destination, const void* source,
                           const SymmetricView& signal, SignalWidth width, std::int64_t value,
                           int pe, SignalOp op, StreamRef stream, KeepAlive keep_alive) {
   constexpr std::string_view kOp = "put_signal";
-  std::unique_lock<std::mutex> lock(mutex_);
-  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+  MutexLock lock(&mutex_);
+  HPS_REJECT_IF_ERROR(CheckReady(kOp), kOp, "state");
   std::uint64_t offset = 0, signal_offset = 0;
-  HPS_RECORD_IF_ERROR(CheckTransfer(destination, pe, source, "put source", &offset), kOp,
+  HPS_REJECT_IF_ERROR(CheckTransfer(destination, pe, source, "put source", &offset), kOp,
                       "validate");
   AllocationRecord record;
-  HPS_RECORD_IF_ERROR(ResolveOperand(signal, &signal_offset, &record), kOp, "validate");
-  HPS_RECORD_IF_ERROR(CheckSignalOperand(signal, signal_offset, width, value), kOp, "validate");
-  return ExecuteTransfer(lock, kOp, destination.bytes, stream, [&](Backend& backend) {
+  HPS_REJECT_IF_ERROR(ResolveOperand(signal, &signal_offset, &record), kOp, "validate");
+  HPS_REJECT_IF_ERROR(CheckSignalOperand(signal, signal_offset, width, value), kOp, "validate");
+  return Execute(kOp, destination.bytes <= kUnderMutexBytes, stream, [&](Backend& backend) {
     return backend.PutSignal(stream, offset, source, destination.bytes, signal_offset, width, op,
                              value, pe, std::move(keep_alive));
   });
@@ -804,146 +809,103 @@ Status Runtime::PutSignal(const SymmetricView& destination, const void* source,
 Status Runtime::WaitSignal(const SymmetricView& signal, SignalWidth width, std::int64_t value,
                            Comparison comparison, StreamRef stream) {
   constexpr std::string_view kOp = "wait_signal";
+  MutexLock lock(&mutex_);
+  HPS_REJECT_IF_ERROR(CheckReady(kOp), kOp, "state");
   std::uint64_t offset = 0;
-  Backend* backend;
+  AllocationRecord record;
+  HPS_REJECT_IF_ERROR(ResolveOperand(signal, &offset, &record), kOp, "validate");
+  HPS_REJECT_IF_ERROR(CheckSignalOperand(signal, offset, width, value), kOp, "validate");
+  Backend* backend = backend_.get();
+  Status done;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+    CallScope call(this);  // it waits: outside the mutex
+    lock.Unlock();
+    done = backend->WaitSignal(stream, offset, width, comparison, value);
+  }
+  return ConcludeOutside(std::move(done), kOp, "execute");
+}
+
+Status Runtime::RunCollective(const data_plane::Collective& collective,
+                              const CollectiveOperands& operands, StreamRef stream,
+                              KeepAlive keep_alive) {
+  const std::string_view op = collective.name();
+  MutexLock lock(&mutex_);
+  HPS_REJECT_IF_ERROR(CheckReady(op), op, "state");
+  data_plane::CollectivePlan plan;
+  plan.group = world_;
+  CollectiveDescriptor mine = CollectiveDescriptor::Of(op, collective.AgreedFields());
+  if (collective.TakesOperands()) {
     AllocationRecord record;
-    HPS_RECORD_IF_ERROR(ResolveOperand(signal, &offset, &record), kOp, "validate");
-    HPS_RECORD_IF_ERROR(CheckSignalOperand(signal, offset, width, value), kOp, "validate");
-    backend = backend_.get();
-    calls_in_flight_.fetch_add(1, std::memory_order_relaxed);
+    HPS_REJECT_IF_ERROR(ResolveOperand(operands.output, &plan.output_offset, &record), op,
+                        "validate");
+    data_plane::CollectiveCall call;
+    call.group = world_;
+    call.output = operands.output.data;
+    call.output_bytes = operands.output.bytes;
+    call.input = operands.input;
+    call.input_bytes = operands.input_bytes;
+    call.element_bytes = operands.element_bytes;
+    call.dtype = operands.dtype;
+    HPS_REJECT_IF_ERROR(collective.Check(call), op, "validate");
+    if (collective.MovesNothing(call)) return Status::Ok();
+    plan.input = operands.input;
+    plan.input_bytes = operands.input_bytes;
+    mine.bytes = operands.input_bytes;
+    mine.offset = plan.output_offset;
+    mine.SetDtype(operands.dtype);
   }
-  Status done = backend->WaitSignal(stream, offset, width, comparison, value);
-  calls_in_flight_.fetch_sub(1, std::memory_order_release);
-  return Finish(std::move(done), kOp, "execute");
-}
-
-Status Runtime::Barrier(StreamRef stream) {
-  constexpr std::string_view kOp = "barrier";
-  CollectiveDescriptor mine;
-  mine.kind = CollectiveKind::kBarrier;
-  Backend* backend;
-  bool runs_inline;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
-    runs_inline = backend_->RunsInline(stream);
-    HPS_RECORD_IF_ERROR(ClaimCollective(OwnerOf(stream, runs_inline), kOp, &mine.sequence), kOp,
-                        "state");
-    if (!runs_inline) {  // only enqueued: cannot wait
-      return FinishLocked(backend_->Barrier(stream, mine, CollectiveTicket(nullptr)), kOp,
-                          "execute");
-    }
-    backend = backend_.get();
-  }
-  // The claim keeps the heap mapped meanwhile (a shutdown waits for collectives in flight).
-  Status done = backend->Barrier(stream, mine, nullptr);
-  ReleaseCollective();
-  return Finish(std::move(done), kOp, "execute");
-}
-
-Status Runtime::AllGather(const SymmetricView& output, const void* input,
-                          std::uint64_t input_bytes, StreamRef stream, KeepAlive keep_alive,
-                          std::string_view dtype) {
-  constexpr std::string_view kOp = "all_gather";
-  CollectiveDescriptor mine;
-  mine.kind = CollectiveKind::kAllGather;
-  Backend* backend;
-  bool runs_inline;
+  const bool runs_inline = backend_->CollectiveRunsInline(stream);
+  HPS_REJECT_IF_ERROR(ClaimCollective(OwnerOf(stream, runs_inline), op, &mine.sequence), op,
+                      "state");
+  plan.sequence = mine.sequence;
   Kernel kernel;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
-    std::uint64_t offset = 0;
-    AllocationRecord record;
-    HPS_RECORD_IF_ERROR(ResolveOperand(output, &offset, &record), kOp, "validate");
-    const std::uint64_t size = static_cast<std::uint64_t>(size_);
-    if (input_bytes > output.bytes / size || output.bytes != input_bytes * size) {
-      return RecordFailure(Status::Contract(ErrorCode::kInvalidArgument, "output byte size",
-                                            "input byte size * root size (" +
-                                                std::to_string(input_bytes) + " * " +
-                                                std::to_string(size) + ")",
-                                            std::to_string(output.bytes)),
-                           kOp, "validate");
-    }
-    if (input == nullptr && input_bytes > 0) {
-      return RecordFailure(
-          Status::Contract(ErrorCode::kInvalidArgument, "all_gather input", "non-null", "null"),
-          kOp, "validate");
-    }
-    const auto in = reinterpret_cast<std::uintptr_t>(input);
-    const auto out = reinterpret_cast<std::uintptr_t>(output.data);
-    if (input_bytes > 0 && in < out + output.bytes && out < in + input_bytes) {
-      return RecordFailure(
-          Status::Contract(ErrorCode::kInvalidArgument, "all_gather input",
-                           "disjoint from the output [" + Hex(output.data) + ", +" +
-                               std::to_string(output.bytes) + ")",
-                           "[" + Hex(input) + ", +" + std::to_string(input_bytes) + ")"),
-          kOp, "validate");
-    }
-    if (input_bytes == 0) return Status::Ok();
-    runs_inline = backend_->RunsInline(stream);
-    HPS_RECORD_IF_ERROR(ClaimCollective(OwnerOf(stream, runs_inline), kOp, &mine.sequence), kOp,
-                        "state");
-    mine.bytes = input_bytes;
-    mine.offset = offset;
-    mine.SetDtype(dtype);
-    const ops::AllGatherPlan plan{input, input_bytes, offset, mine.sequence};
-    kernel = [plan](data_plane::KernelApi& api) { return ops::AllGather(api, plan); };
-    if (!runs_inline) {  // only enqueued: cannot wait
-      return FinishLocked(backend_->LaunchCollective(stream, mine, kOp, std::move(kernel),
+  if (collective.HasKernel()) {
+    kernel = [&collective, plan](data_plane::KernelApi& api) { return collective.Run(api, plan); };
+  }
+  if (!runs_inline) {  // only enqueued: cannot wait
+    return ConcludeLocked(backend_->LaunchCollective(stream, mine, op, std::move(kernel),
                                                      CollectiveTicket(std::move(keep_alive))),
-                          kOp, "execute");
-    }
-    backend = backend_.get();
+                          op, "execute");
   }
   // The claim keeps the heap mapped meanwhile (a shutdown waits for collectives in flight).
-  Status done = backend->LaunchCollective(stream, mine, kOp, std::move(kernel),
-                                          std::move(keep_alive));
+  Backend* backend = backend_.get();
+  lock.Unlock();
+  Status done =
+      backend->LaunchCollective(stream, mine, op, std::move(kernel), std::move(keep_alive));
   ReleaseCollective();
-  return Finish(std::move(done), kOp, "execute");
+  return ConcludeOutside(std::move(done), op, "execute");
 }
 
 Status Runtime::Launch(std::string_view name, const std::vector<SymmetricView>& operands,
                        StreamRef stream, LaunchKernel kernel, KeepAlive keep_alive) {
   constexpr std::string_view kOp = "launch";
-  std::unique_lock<std::mutex> lock(mutex_);
-  HPS_RECORD_IF_ERROR(CheckReady(kOp), kOp, "state");
+  MutexLock lock(&mutex_);
+  HPS_REJECT_IF_ERROR(CheckReady(kOp), kOp, "state");
   std::vector<std::uint64_t> offsets(operands.size());
   for (std::size_t i = 0; i < operands.size(); ++i) {
     AllocationRecord record;
-    HPS_RECORD_IF_ERROR(ResolveOperand(operands[i], &offsets[i], &record), kOp, "validate");
+    HPS_REJECT_IF_ERROR(ResolveOperand(operands[i], &offsets[i], &record), kOp, "validate");
   }
   Kernel run = [kernel = std::move(kernel), offsets = std::move(offsets)](
                    data_plane::KernelApi& api) { return kernel(api, offsets); };
-  if (!backend_->RunsInline(stream)) {  // only enqueued: cannot wait
-    return FinishLocked(backend_->Launch(stream, name, std::move(run), std::move(keep_alive)),
-                        kOp, "execute");
-  }
-  Backend& backend = *backend_;
-  Status done;
-  {
-    CallScope call(this);  // it may wait: outside the mutex
-    lock.unlock();
-    done = backend.Launch(stream, name, std::move(run), std::move(keep_alive));
-  }
-  return Finish(std::move(done), kOp, "execute");
+  // A kernel may wait: outside the mutex unless it is only enqueued.
+  return Execute(kOp, /*small=*/false, stream, [&](Backend& backend) {
+    return backend.Launch(stream, name, std::move(run), std::move(keep_alive));
+  });
 }
 
 Status Runtime::CurrentStream(StreamRef* out, std::string_view operation) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  HPS_RECORD_IF_ERROR(CheckReady(operation), operation, "state");
+  MutexLock lock(&mutex_);
+  HPS_REJECT_IF_ERROR(CheckReady(operation), operation, "state");
   *out = backend_->CurrentStream();
   return Status::Ok();
 }
 
 Status Runtime::RequireHostAddressableHeap(std::string_view operation) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  HPS_RECORD_IF_ERROR(CheckReady(operation), operation, "state");
+  MutexLock lock(&mutex_);
+  HPS_REJECT_IF_ERROR(CheckReady(operation), operation, "state");
   if (backend_->HostAddressableHeap()) return Status::Ok();
-  return RecordFailure(
+  return RejectLocked(
       Status::Assertion(ErrorCode::kUnsupportedCapability,
                         "the heap is device memory this process cannot address, and tensors "
                         "over this device's memory are not supported by this binding yet",
@@ -953,7 +915,7 @@ Status Runtime::RequireHostAddressableHeap(std::string_view operation) {
 
 Status Runtime::HeapPlacement(std::string_view operation, DeviceId* device,
                               bool* host_addressable) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   HPS_RETURN_IF_ERROR(CheckReady(operation));  // a question, not a failed call: not recorded
   *device = device_;
   *host_addressable = backend_->HostAddressableHeap();
@@ -970,14 +932,14 @@ void Runtime::ReportOrphan(const OrphanReport& report) {
                 std::to_string(report.id) + ", base=" + Hex(report.base) +
                 ", bytes=" + std::to_string(report.bytes) + ", rank=" +
                 std::to_string(report.rank) + ", lifecycle=" + std::to_string(report.lifecycle));
-  std::lock_guard<std::mutex> lock(orphan_mutex_);
+  MutexLock lock(&orphan_mutex_);
   pending_orphans_.push_back(report);
 }
 
 void Runtime::AdoptOrphans() {
   std::vector<OrphanReport> pending;
   {
-    std::lock_guard<std::mutex> lock(orphan_mutex_);
+    MutexLock lock(&orphan_mutex_);
     pending.swap(pending_orphans_);
   }
   for (const OrphanReport& report : pending) {
@@ -987,14 +949,14 @@ void Runtime::AdoptOrphans() {
 
 void Runtime::NoteFailure(const Status& status) {
   if (status.ok()) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   latest_failure_ = status;
 }
 
 Diagnostics Runtime::Snapshot() {
   Diagnostics d;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     AdoptOrphans();
     if (state_ == RuntimeState::kReady && backend_) {
       if (Status health = backend_->Health(); !health.ok()) EnterTerminal(health);

@@ -11,29 +11,30 @@
 //
 // Every entry validates its operands through the protection chain (live allocation of this
 // lifecycle, byte range inside it, PE in range, device unchanged) before it touches a backend,
-// and records its failure for Diagnostics(). Every collective (Allocate, Free, Barrier,
-// AllGather, Shutdown) that passes its local checks takes the next number of this PE's
-// collective sequence, and the backend exchanges its descriptor with every PE before any data
-// moves, so PEs whose calls disagree all fail with COLLECTIVE_MISMATCH at once instead of using
-// different memory or waiting for the timeout (backends/collective.h). A call rejected by its
-// local checks takes no number, so the PEs stay in step.
+// and records its failure for Diagnostics(). Every collective (Allocate, Free, Shutdown, and
+// every collective unit RunCollective runs: barrier, all_gather, all_to_all, ...) that passes
+// its local checks takes the next number of this PE's collective sequence, and the backend
+// exchanges its descriptor with every PE before any data moves, so PEs whose calls disagree all
+// fail with COLLECTIVE_MISMATCH at once instead of using different memory or waiting for the
+// timeout (backends/collective.h). A call rejected by its local checks takes no number, so the
+// PEs stay in step. The Runtime names no collective unit: it runs whichever one it is given
+// (data_plane/collective.h; the build's list is ops/collectives.h).
 //
 // Thread-safety: any thread may call any member. One mutex serialises validation and state
-// changes; no entry waits while holding it: waits, the exchange of a collective, draining
-// streams and copies above 64 KiB run outside it (only signals, small copies and enqueues,
-// which cannot wait, run under it), so a second thread can release a first thread's wait and
-// Snapshot() always answers. Collectives of one PE may be in flight
+// changes (the members it guards are annotated, and a clang build checks every access); no
+// entry waits while holding it: waits, the exchange of a collective, draining streams, copies
+// above 64 KiB and whatever a device backend synchronises run outside it (only signals, small
+// host copies and enqueues, which cannot wait, run under it), so a second thread can release a
+// first thread's wait and Snapshot() always answers. Collectives of one PE may be in flight
 // on one stream at a time: a collective enqueued on a second stream (or from a second thread's
 // default stream) while another is in flight is rejected with INVALID_STATE; Allocate, Free and
 // Shutdown first wait (bounded) for collectives queued on asynchronous streams to finish.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,10 @@
 #include "runtime/allocation_registry.h"
 #include "runtime/bootstrap.h"
 #include "base/config.h"
-#include "runtime/heap_allocator.h"
+#include "base/mutex.h"
 #include "base/status.h"
+#include "data_plane/collective.h"
+#include "runtime/heap_allocator.h"
 
 namespace hyper_parallel::shmem {
 
@@ -69,6 +72,18 @@ struct SymmetricView {
   AllocationId id = 0;
   const void* data = nullptr;
   std::uint64_t bytes = 0;
+};
+
+/// The operands of one collective call: a symmetric output and a local input (all_gather,
+/// all_to_all), or none (barrier).
+struct CollectiveOperands {
+  SymmetricView output;
+  const void* input = nullptr;
+  std::uint64_t input_bytes = 0;
+  /// The caller's element size: its size rules are then phrased in elements (0: in bytes).
+  std::uint64_t element_bytes = 0;
+  /// The element type's name (up to 15 characters), compared across PEs where declared.
+  std::string_view dtype;
 };
 
 /// A consumer's fused kernel as Launch runs it: the kernel-side API and the heap offsets of
@@ -136,7 +151,7 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
   /// Collective. Reads the config, creates the backend, maps every PE's heap.
-  Status Init(InitOptions options);
+  Status Init(InitOptions options) EXCLUDES(mutex_);
   /// Collective. Closes the gate to new calls, drains the streams, then exchanges a close
   /// descriptor with every PE (which is the barrier). All-or-nothing: every PE refuses alike
   /// (and stays Ready, nothing changed) when any PE still had calls in flight on other threads
@@ -145,45 +160,48 @@ class Runtime {
   /// reclaimed, and the native teardown follows. A timeout or a lost peer makes every
   /// surviving PE terminal. When Failed: releases this process's resources (after in-flight
   /// calls ended, bounded) and returns the terminal failure.
-  Status Shutdown();
+  Status Shutdown() EXCLUDES(mutex_);
 
   /// The state now; a Ready Runtime whose backend latched a terminal failure becomes Failed.
-  RuntimeState state();
+  RuntimeState state() EXCLUDES(mutex_);
 
   /// Collective. `bytes` may be 0 (a real allocation with its own id and base). `note` is
   /// appended to the debug log line (for example shape, dtype and the caller's location).
   Status Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocation* out,
-                  std::string_view note = {});
+                  std::string_view note = {}) EXCLUDES(mutex_);
   /// Collective. `whole` must be the complete allocation.
-  Status Free(const SymmetricView& whole, std::string_view note = {});
+  Status Free(const SymmetricView& whole, std::string_view note = {}) EXCLUDES(mutex_);
 
   /// Enqueues a copy of destination.bytes bytes from local `source` into `destination` on PE
   /// `pe`. `keep_alive` owns `source` until the copy ran.
   Status Put(const SymmetricView& destination, const void* source, int pe, StreamRef stream,
-             KeepAlive keep_alive = nullptr);
+             KeepAlive keep_alive = nullptr) EXCLUDES(mutex_);
   /// Enqueues a copy of source.bytes bytes from `source` on PE `pe` into local `destination`.
   Status Get(void* destination, const SymmetricView& source, int pe, StreamRef stream,
-             KeepAlive keep_alive = nullptr);
+             KeepAlive keep_alive = nullptr) EXCLUDES(mutex_);
   /// Enqueues a set or add of `value` on the signal word `signal` of PE `pe`.
   Status Signal(const SymmetricView& signal, SignalWidth width, std::int64_t value, int pe,
-                SignalOp op, StreamRef stream);
+                SignalOp op, StreamRef stream) EXCLUDES(mutex_);
   /// Put followed by Signal on the same PE, as one entry (one validation, one enqueue): the
   /// data is visible on PE `pe` before the signal is.
   Status PutSignal(const SymmetricView& destination, const void* source,
                    const SymmetricView& signal, SignalWidth width, std::int64_t value, int pe,
-                   SignalOp op, StreamRef stream, KeepAlive keep_alive = nullptr);
+                   SignalOp op, StreamRef stream, KeepAlive keep_alive = nullptr)
+      EXCLUDES(mutex_);
   /// Enqueues a wait until the local signal word satisfies `comparison` against `value`.
   Status WaitSignal(const SymmetricView& signal, SignalWidth width, std::int64_t value,
-                    Comparison comparison, StreamRef stream);
-  /// Enqueues a barrier over the Root WORLD.
-  Status Barrier(StreamRef stream);
-
-  /// Collective, enqueued: `input_bytes` of local `input` land in slot `rank` of `output` on
-  /// every PE. `output` must be exactly input_bytes * size bytes and must not overlap `input`.
-  /// Zero bytes: validated, then nothing (no collective number is taken). `keep_alive` owns
-  /// both operands until it ran. `dtype` (up to 15 characters) is compared across PEs.
-  Status AllGather(const SymmetricView& output, const void* input, std::uint64_t input_bytes,
-                   StreamRef stream, KeepAlive keep_alive = nullptr, std::string_view dtype = {});
+                    Comparison comparison, StreamRef stream) EXCLUDES(mutex_);
+  /// Collective, enqueued on `stream`: runs the collective unit `collective` over the Root
+  /// WORLD (data_plane/collective.h). Its symmetric output goes through the protection chain,
+  /// then the collective's own checks; a call that moves nothing (zero bytes) returns there and
+  /// takes no collective number. Otherwise it takes the next one, and in stream order every
+  /// PE's descriptor is exchanged and matched (COLLECTIVE_MISMATCH on every PE when the calls
+  /// differ in a field the collective declared) before its kernel runs. `keep_alive` owns the
+  /// local operands until it ran; `collective` must outlive the work (the build's collectives,
+  /// ops/collectives.h, live for the process).
+  Status RunCollective(const data_plane::Collective& collective,
+                       const CollectiveOperands& operands, StreamRef stream,
+                       KeepAlive keep_alive = nullptr) EXCLUDES(mutex_);
 
   /// Enqueues a consumer's fused kernel (data_plane/kernel_api.h) on `stream`. Every symmetric
   /// operand it declares in `operands` goes through the protection chain first; the kernel
@@ -192,36 +210,39 @@ class Runtime {
   /// need agreement exchange it themselves. `name` tags its failures. `keep_alive` owns local
   /// memory the kernel reads or writes, until it ran.
   Status Launch(std::string_view name, const std::vector<SymmetricView>& operands,
-                StreamRef stream, LaunchKernel kernel, KeepAlive keep_alive = nullptr);
+                StreamRef stream, LaunchKernel kernel, KeepAlive keep_alive = nullptr)
+      EXCLUDES(mutex_);
 
   /// The current stream of the calling thread on the Runtime's device. `operation` names the
   /// call that asks, in the error when the Runtime is not ready.
-  Status CurrentStream(StreamRef* out, std::string_view operation = "current_stream");
+  Status CurrentStream(StreamRef* out, std::string_view operation = "current_stream")
+      EXCLUDES(mutex_);
   /// UNSUPPORTED_CAPABILITY when the heap is device memory this process cannot address (a
   /// binding that makes host tensors over the heap asks first).
-  Status RequireHostAddressableHeap(std::string_view operation);
+  Status RequireHostAddressableHeap(std::string_view operation) EXCLUDES(mutex_);
   /// Where the heap's memory is: the Runtime's (frozen) device, and whether this process may
   /// address it from the host (the host backend, the fakes) or it is device memory (CUDA).
   /// INVALID_STATE when not ready, which is not recorded as the latest failure.
-  Status HeapPlacement(std::string_view operation, DeviceId* device, bool* host_addressable);
+  Status HeapPlacement(std::string_view operation, DeviceId* device, bool* host_addressable)
+      EXCLUDES(mutex_);
 
   /// Records that a live allocation lost its last reference without free: logs an ERROR at
   /// once and puts it in the leak table. Never collective and never takes the entry mutex, so
   /// it is safe from a storage deleter on any thread, also while an entry is in progress. A
   /// tensor of a lifecycle whose heap is already gone (a terminal close released it) is no
   /// leak: it is logged at INFO and forgotten.
-  void ReportOrphan(const OrphanReport& report);
+  void ReportOrphan(const OrphanReport& report) EXCLUDES(orphan_mutex_);
 
   /// Never waits for another entry: answers while other threads are blocked in calls.
-  Diagnostics Snapshot();
+  Diagnostics Snapshot() EXCLUDES(mutex_);
 
   /// Records a failure found outside the Runtime (a binding's own argument check) as the
   /// latest failure, so Diagnostics reports every rejected call alike.
-  void NoteFailure(const Status& status);
+  void NoteFailure(const Status& status) EXCLUDES(mutex_);
 
-  int rank() const;
-  int size() const;
-  std::chrono::milliseconds timeout() const;
+  int rank() const EXCLUDES(mutex_);
+  int size() const EXCLUDES(mutex_);
+  std::chrono::milliseconds timeout() const EXCLUDES(mutex_);
 
  private:
   // Who enqueued a collective: an asynchronous stream, or a thread's default stream.
@@ -233,116 +254,132 @@ class Runtime {
   // Counts an entry executing outside the mutex until it returns.
   class CallScope;
 
-  // Entry check: Ready, healthy and on the frozen device. Must hold mutex_.
-  Status CheckReady(std::string_view operation);
+  // Entry check: Ready, healthy and on the frozen device.
+  Status CheckReady(std::string_view operation) REQUIRES(mutex_);
   // Validates a symmetric operand (id, then heap bounds, then the range inside the allocation)
   // and returns its heap offset. `freed_code` is DOUBLE_FREE for free, which also requires the
-  // whole allocation, and USE_AFTER_FREE for RMA. Must hold mutex_.
+  // whole allocation, and USE_AFTER_FREE for RMA.
   Status ResolveOperand(const SymmetricView& view, std::uint64_t* offset,
                         AllocationRecord* record,
-                        ErrorCode freed_code = ErrorCode::kUseAfterFree) const;
-  Status CheckPe(int pe) const;
+                        ErrorCode freed_code = ErrorCode::kUseAfterFree) const REQUIRES(mutex_);
+  Status CheckPe(int pe) const REQUIRES(mutex_);
   // The operand checks of put, get and put_signal: PE in range, a live symmetric operand (its
   // heap offset goes to `offset`) and a non-null local side unless zero bytes move.
   Status CheckTransfer(const SymmetricView& symmetric, int pe, const void* local,
-                       std::string_view local_name, std::uint64_t* offset) const;
+                       std::string_view local_name, std::uint64_t* offset) const
+      REQUIRES(mutex_);
 
   CollectiveOwner OwnerOf(StreamRef stream, bool runs_inline) const;
-  std::string OwnerLabel(const CollectiveOwner& owner) const;
-  // Takes the next collective number for `owner`, or INVALID_STATE when a collective of
-  // another owner is in flight. Must hold mutex_.
+  std::string OwnerLabel(const CollectiveOwner& owner) const REQUIRES(mutex_);
+  // Takes the next collective number of the Root WORLD for `owner`, or INVALID_STATE when a
+  // collective of another owner is in flight.
   Status ClaimCollective(const CollectiveOwner& owner, std::string_view operation,
-                         std::uint64_t* sequence);
+                         std::uint64_t* sequence) REQUIRES(mutex_);
   // Before a blocking host collective claims: waits (bounded, releasing the mutex) for
   // collectives queued on asynchronous streams to finish; refuses at once when one runs on
-  // another thread's default stream. `lock` holds mutex_; it holds it again on return.
-  Status WaitForOtherCollectives(std::unique_lock<std::mutex>& lock, std::string_view operation);
-  // Ends one claimed collective: one atomic decrement; the mutex is taken (unless
-  // `holding_mutex`) only to wake a host collective waiting for the last one to end.
-  void ReleaseCollective(bool holding_mutex = false);
+  // another thread's default stream. Holds the mutex again on return.
+  Status WaitForOtherCollectives(std::string_view operation) REQUIRES(mutex_);
+  // Ends one claimed collective: one atomic decrement; the mutex is taken only to wake a host
+  // collective waiting for the last one to end (the Locked form: the caller holds it).
+  void ReleaseCollective() EXCLUDES(mutex_);
+  void ReleaseCollectiveLocked() REQUIRES(mutex_);
   // Holds `inner` and releases the collective claim when the queued work that owns it is done.
   KeepAlive CollectiveTicket(KeepAlive inner);
 
-  // Tags a failure with where it happened and keeps it as the latest failure. Inline so the
-  // success path of every entry is a null check. Must hold mutex_.
-  Status Record(Status status, std::string_view operation, std::string_view phase) {
+  // The failure helpers, by what they conclude and where they run. Each returns `status`; on
+  // failure it is tagged with where it happened and kept as the latest failure. Inline so the
+  // success path of every entry is a null check.
+  //   RejectLocked      a call the Runtime's own checks refused (mutex held);
+  //   ConcludeLocked    the outcome of backend work run under the mutex: a terminal failure of
+  //                     the backend also makes the Runtime Failed;
+  //   ConcludeOutside   the same for backend work run outside the mutex, which it takes only
+  //                     on failure.
+  Status RejectLocked(Status status, std::string_view operation, std::string_view phase)
+      REQUIRES(mutex_) {
     if (status.ok()) [[likely]] return status;
-    return RecordFailure(std::move(status), operation, phase);
+    return KeepFailureLocked(std::move(status), operation, phase, /*backend_work=*/false);
   }
-  Status RecordFailure(Status status, std::string_view operation, std::string_view phase);
-  // Record() for the outcome of work executed outside the mutex: takes the mutex only on
-  // failure, and turns a terminal failure of the backend into the Failed state.
-  Status Finish(Status status, std::string_view operation, std::string_view phase) {
+  Status ConcludeLocked(Status status, std::string_view operation, std::string_view phase)
+      REQUIRES(mutex_) {
     if (status.ok()) [[likely]] return status;
-    return FinishFailure(std::move(status), operation, phase);
+    return KeepFailureLocked(std::move(status), operation, phase, /*backend_work=*/true);
   }
-  Status FinishFailure(Status status, std::string_view operation, std::string_view phase);
-  // The exchange of an empty/free descriptor claimed under the mutex: outside it, counted as
-  // a call in flight; then releases the claim and turns a terminal failure into Failed.
-  // `lock` holds mutex_ on entry and on return.
-  Status Agree(std::unique_lock<std::mutex>& lock, std::string_view operation,
-               const CollectiveDescriptor& mine);
-  // Runs a put/get/put_signal that `execute(backend)` performs: under the mutex when it cannot
-  // wait (small, or only enqueued), else outside it, counted as a call in flight. `lock` holds
-  // mutex_ on entry.
-  template <class Execute>
-  Status ExecuteTransfer(std::unique_lock<std::mutex>& lock, std::string_view operation,
-                         std::uint64_t bytes, StreamRef stream, Execute execute);
-  // Finish() for work executed under the mutex (which the caller holds).
-  Status FinishLocked(Status status, std::string_view operation, std::string_view phase) {
+  Status ConcludeOutside(Status status, std::string_view operation, std::string_view phase)
+      EXCLUDES(mutex_) {
     if (status.ok()) [[likely]] return status;
-    return FinishLockedFailure(std::move(status), operation, phase);
+    MutexLock lock(&mutex_);
+    return KeepFailureLocked(std::move(status), operation, phase, /*backend_work=*/true);
   }
-  Status FinishLockedFailure(Status status, std::string_view operation, std::string_view phase);
+  // Tags and keeps a failure; after backend work, a latched terminal failure of the backend
+  // makes the Runtime Failed first.
+  Status KeepFailureLocked(Status status, std::string_view operation, std::string_view phase,
+                           bool backend_work) REQUIRES(mutex_);
 
-// Inside a Runtime member holding mutex_: returns the recorded failure of `expression`, if any.
-#define HPS_RECORD_IF_ERROR(expression, operation, phase)                         \
-  do {                                                                            \
-    ::hyper_parallel::shmem::Status hps_checked_ = (expression);                  \
-    if (!hps_checked_.ok()) [[unlikely]] {                                        \
-      return RecordFailure(std::move(hps_checked_), (operation), (phase));        \
-    }                                                                             \
+// Inside a Runtime member holding mutex_: returns the failure of `expression`, if any, after
+// RejectLocked kept it.
+#define HPS_REJECT_IF_ERROR(expression, operation, phase)                                 \
+  do {                                                                                    \
+    ::hyper_parallel::shmem::Status hps_checked_ = (expression);                          \
+    if (!hps_checked_.ok()) [[unlikely]] {                                                \
+      return KeepFailureLocked(std::move(hps_checked_), (operation), (phase), false);     \
+    }                                                                                     \
   } while (false)
-  // Makes the Runtime Failed with `failure` (the first one wins). Must hold mutex_.
-  void EnterTerminal(const Status& failure);
+
+  // The exchange of an empty/free descriptor claimed under the mutex: outside it, counted as
+  // a call in flight; then releases the claim and turns a terminal failure into Failed. Holds
+  // the mutex on entry and on return.
+  Status Agree(std::string_view operation, const CollectiveDescriptor& mine) REQUIRES(mutex_);
+  // Runs work that `execute(backend)` performs: under the mutex when it cannot wait (`small`
+  // host work, or only enqueued), else outside it, counted as a call in flight. Holds the
+  // mutex on entry and on return; the outcome is concluded either way.
+  template <class Execute>
+  Status Execute(std::string_view operation, bool small, StreamRef stream, Execute execute)
+      REQUIRES(mutex_);
+  // Makes the Runtime Failed with `failure` (the first one wins).
+  void EnterTerminal(const Status& failure) REQUIRES(mutex_);
   // Shutdown of a Failed Runtime: waits (bounded) for calls in flight to end, drains the
-  // streams, releases the heap; returns the terminal failure. `lock` holds mutex_.
-  Status TerminalShutdown(std::unique_lock<std::mutex>& lock);
-  // Waits (bounded, without the mutex) until no entry executes outside it.
-  bool WaitForCallsToEnd(std::unique_lock<std::mutex>& lock);
-  void RollBackInit();
-  // Moves orphans reported since the last entry into the leak table. Must hold mutex_.
-  void AdoptOrphans();
+  // streams, releases the heap; returns the terminal failure.
+  Status TerminalShutdown() REQUIRES(mutex_);
+  // Waits (bounded, releasing the mutex meanwhile) until no entry executes outside it.
+  bool WaitForCallsToEnd() REQUIRES(mutex_);
+  void RollBackInit() REQUIRES(mutex_);
+  // Moves orphans reported since the last entry into the leak table.
+  void AdoptOrphans() REQUIRES(mutex_) EXCLUDES(orphan_mutex_);
 
-  mutable std::mutex mutex_;
-  std::condition_variable collectives_done_;  // signalled when collectives_in_flight_ drops to 0
-  RuntimeState state_ = RuntimeState::kUninitialized;
-  Config config_;
-  DeviceId device_;
-  int rank_ = -1;
-  int size_ = 0;
-  std::vector<int> global_ranks_;
-  std::shared_ptr<Bootstrap> bootstrap_;
-  std::unique_ptr<Backend> backend_;
-  std::string backend_name_;  // kept after a terminal teardown released the backend
-  std::byte* heap_base_ = nullptr;
-  HeapAllocator allocator_;
-  AllocationRegistry registry_;
-  Status latest_failure_;
-  Status terminal_;  // set with state_ = kFailed
+  mutable Mutex mutex_;
+  CondVar collectives_done_;  // signalled when collectives_in_flight_ drops to 0
+  RuntimeState state_ GUARDED_BY(mutex_) = RuntimeState::kUninitialized;
+  Config config_ GUARDED_BY(mutex_);
+  DeviceId device_ GUARDED_BY(mutex_);
+  int rank_ GUARDED_BY(mutex_) = -1;
+  int size_ GUARDED_BY(mutex_) = 0;
+  std::vector<int> global_ranks_ GUARDED_BY(mutex_);
+  std::shared_ptr<Bootstrap> bootstrap_ GUARDED_BY(mutex_);
+  std::unique_ptr<Backend> backend_ GUARDED_BY(mutex_);
+  std::string backend_name_ GUARDED_BY(mutex_);  // kept after a terminal teardown released it
+  std::byte* heap_base_ GUARDED_BY(mutex_) = nullptr;
+  HeapAllocator allocator_ GUARDED_BY(mutex_);
+  AllocationRegistry registry_ GUARDED_BY(mutex_);
+  Status latest_failure_ GUARDED_BY(mutex_);
+  Status terminal_ GUARDED_BY(mutex_);  // set with state_ = kFailed
 
-  std::uint64_t collective_sequence_ = 0;
+  // The Root WORLD as a group of PEs (data_plane/collective.h): every PE, in rank order, its
+  // collectives' sync slot, and below the sequence of numbers its collectives take and who
+  // has them in flight. A team will be a group with a sequence of its own.
+  data_plane::CollectiveGroup world_ GUARDED_BY(mutex_);
+  std::uint64_t collective_sequence_ GUARDED_BY(mutex_) = 0;
   // Claimed (incremented) under mutex_, released anywhere; seq_cst with collective_waiters_,
   // so a release either sees a waiter or the waiter sees the release.
   std::atomic<int> collectives_in_flight_{0};
   std::atomic<int> collective_waiters_{0};
-  CollectiveOwner collective_owner_;
+  CollectiveOwner collective_owner_ GUARDED_BY(mutex_);
   std::atomic<int> calls_in_flight_{0};
   std::atomic<std::uint64_t> heap_lifecycle_{0};  // lifecycle whose heap is mapped; 0: none
   BlockingOpTable blocking_ops_;
 
-  std::mutex orphan_mutex_;  // guards pending_orphans_ only; never held with mutex_ waiting
-  std::vector<OrphanReport> pending_orphans_;
+  // Guards pending_orphans_ only; taken after mutex_ (AdoptOrphans) or alone (a deleter).
+  Mutex orphan_mutex_ ACQUIRED_AFTER(mutex_);
+  std::vector<OrphanReport> pending_orphans_ GUARDED_BY(orphan_mutex_);
 };
 
 }  // namespace hyper_parallel::shmem

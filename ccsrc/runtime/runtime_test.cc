@@ -9,12 +9,15 @@
 #include <vector>
 
 #include "base/log.h"
+#include "testing/collectives.h"
 #include "testing/fake_backend.h"
 #include "testing/eventually.h"
 
 namespace hyper_parallel::shmem {
 namespace {
 
+using testing::AllGather;
+using testing::Barrier;
 using testing::Eventually;
 
 using testing::FakeCall;
@@ -79,7 +82,7 @@ TEST_F(RuntimeTest, InitThenShutdownReturnsToUninitialized) {
   // The close descriptor's exchange is the barrier: the bootstrap is not used after init.
   EXPECT_EQ(panel_->count(FakeCall::kBootstrapBarrier), 0);
   ASSERT_EQ(panel_->descriptors.size(), 1u);
-  EXPECT_EQ(panel_->descriptors[0].kind, CollectiveKind::kClose);
+  EXPECT_EQ(panel_->descriptors[0].kind_name(), "close");
   EXPECT_EQ(panel_->descriptors[0].sequence, 1u);
 }
 
@@ -216,7 +219,7 @@ TEST_F(RuntimeTest, DeviceDriftIsRejectedAtEveryEntry) {
   std::vector<std::byte> local(64);
   EXPECT_EQ(runtime_.Put(View(a), local.data(), 0, {}).code(), ErrorCode::kDeviceMismatch);
   EXPECT_EQ(runtime_.Get(local.data(), View(a), 0, {}).code(), ErrorCode::kDeviceMismatch);
-  EXPECT_EQ(runtime_.Barrier({}).code(), ErrorCode::kDeviceMismatch);
+  EXPECT_EQ(Barrier(runtime_, {}).code(), ErrorCode::kDeviceMismatch);
   EXPECT_EQ(runtime_.Free(View(a)).code(), ErrorCode::kDeviceMismatch);
   EXPECT_EQ(runtime_.Shutdown().code(), ErrorCode::kDeviceMismatch);
   EXPECT_EQ(runtime_.Snapshot().live.size(), 1u);  // nothing changed
@@ -300,22 +303,22 @@ TEST_F(RuntimeTest, AllGatherValidation) {
   ASSERT_TRUE(Init().ok());
   Allocation out = MustAllocate(64);
   std::vector<std::uint8_t> in(64, 9);
-  ASSERT_TRUE(runtime_.AllGather(View(out), in.data(), 64, {}).ok());
+  ASSERT_TRUE(AllGather(runtime_, View(out), in.data(), 64, {}).ok());
   EXPECT_EQ(static_cast<std::uint8_t*>(out.data)[63], 9);
-  Status size = runtime_.AllGather(View(out), in.data(), 32, {});
+  Status size = AllGather(runtime_, View(out), in.data(), 32, {});
   EXPECT_EQ(size.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(size.message().find("output byte size must be input byte size * root size (32 * 1)"),
             std::string::npos)
       << size.message();
-  Status overlap = runtime_.AllGather(SymmetricView{out.id, out.data, 32},
+  Status overlap = AllGather(runtime_, SymmetricView{out.id, out.data, 32},
                                       static_cast<std::byte*>(out.data) + 16, 32, {});
   EXPECT_EQ(overlap.code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(runtime_.AllGather(View(out), nullptr, 64, {}).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(AllGather(runtime_, View(out), nullptr, 64, {}).code(), ErrorCode::kInvalidArgument);
   const int calls = panel_->count(FakeCall::kLaunchCollective);
-  EXPECT_TRUE(runtime_.AllGather(SymmetricView{out.id, out.data, 0}, nullptr, 0, {}).ok());
+  EXPECT_TRUE(AllGather(runtime_, SymmetricView{out.id, out.data, 0}, nullptr, 0, {}).ok());
   EXPECT_EQ(panel_->count(FakeCall::kLaunchCollective), calls);  // zero bytes: nothing ran
   ASSERT_TRUE(runtime_.Free(View(out)).ok());
-  EXPECT_EQ(runtime_.AllGather(View(out), in.data(), 64, {}).code(), ErrorCode::kUseAfterFree);
+  EXPECT_EQ(AllGather(runtime_, View(out), in.data(), 64, {}).code(), ErrorCode::kUseAfterFree);
 }
 
 TEST_F(RuntimeTest, PutSignalCopiesThenSignals) {
@@ -434,7 +437,7 @@ TEST_F(RuntimeTest, EntriesBeforeInitAreInvalidState) {
   Status status = runtime_.Allocate(8, 64, &a);
   EXPECT_EQ(status.code(), ErrorCode::kInvalidState);
   EXPECT_NE(status.message().find("runtime is not initialised"), std::string::npos);
-  EXPECT_EQ(runtime_.Barrier({}).code(), ErrorCode::kInvalidState);
+  EXPECT_EQ(Barrier(runtime_, {}).code(), ErrorCode::kInvalidState);
   EXPECT_EQ(runtime_.Shutdown().code(), ErrorCode::kInvalidState);
 }
 
@@ -476,14 +479,14 @@ TEST_F(RuntimeTest, AnotherThreadReleasesABlockedWaitAndSnapshotAnswersMeanwhile
 TEST_F(RuntimeTest, EveryCollectiveTakesTheNextNumberAndRejectionsTakeNone) {
   ASSERT_TRUE(Init().ok());
   Allocation a = MustAllocate(64);                                     // #1
-  ASSERT_TRUE(runtime_.Barrier({}).ok());                              // #2
+  ASSERT_TRUE(Barrier(runtime_, {}).ok());                              // #2
   std::vector<std::byte> in(64);
-  ASSERT_TRUE(runtime_.AllGather(View(a), in.data(), 64, {}, nullptr, "uint8").ok());  // #3
+  ASSERT_TRUE(AllGather(runtime_, View(a), in.data(), 64, {}, nullptr, "uint8").ok());  // #3
   Allocation rejected;
   EXPECT_EQ(runtime_.Allocate(64, 3, &rejected).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(runtime_.Allocate(1ull << 30, 64, &rejected).code(), ErrorCode::kOutOfMemory);
-  EXPECT_EQ(runtime_.AllGather(View(a), in.data(), 32, {}).code(), ErrorCode::kInvalidArgument);
-  EXPECT_TRUE(runtime_.AllGather(SymmetricView{a.id, a.data, 0}, nullptr, 0, {}).ok());
+  EXPECT_EQ(AllGather(runtime_, View(a), in.data(), 32, {}).code(), ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(AllGather(runtime_, SymmetricView{a.id, a.data, 0}, nullptr, 0, {}).ok());
   ASSERT_TRUE(runtime_.Free(View(a)).ok());                            // #4
   EXPECT_EQ(runtime_.Free(View(a)).code(), ErrorCode::kDoubleFree);
   const std::vector<CollectiveDescriptor> d = panel_->descriptors;
@@ -498,7 +501,7 @@ TEST_F(RuntimeTest, EveryCollectiveTakesTheNextNumberAndRejectionsTakeNone) {
 TEST_F(RuntimeTest, AMismatchChangesNothingAndKeepsTheSequenceInStep) {
   panel_->exchange_size = 2;
   panel_->tamper_peers = [](std::vector<CollectiveDescriptor>* all) {
-    if ((*all)[0].kind == CollectiveKind::kEmpty && (*all)[0].sequence == 1) {
+    if ((*all)[0].kind_name() == "empty" && (*all)[0].sequence == 1) {
       (*all)[1].bytes = 128;  // the peer asked for another size
     }
   };
@@ -521,10 +524,10 @@ TEST_F(RuntimeTest, CollectivesOnTwoStreamsAtOnceAreRejected) {
   ASSERT_TRUE(Init().ok());
   int stream_a = 0, stream_b = 0;
   const StreamRef a{&stream_a}, b{&stream_b};
-  ASSERT_TRUE(runtime_.Barrier(a).ok());  // queued on a: in flight until released
-  ASSERT_TRUE(runtime_.Barrier(a).ok());  // the same stream may queue more
+  ASSERT_TRUE(Barrier(runtime_, a).ok());  // queued on a: in flight until released
+  ASSERT_TRUE(Barrier(runtime_, a).ok());  // the same stream may queue more
   EXPECT_EQ(runtime_.Snapshot().collectives_in_flight, 2);
-  const Status other = runtime_.Barrier(b);
+  const Status other = Barrier(runtime_, b);
   EXPECT_EQ(other.code(), ErrorCode::kInvalidState);
   EXPECT_NE(other.message().find("a collective of this PE is already in flight on another "
                                  "stream"),
@@ -532,20 +535,20 @@ TEST_F(RuntimeTest, CollectivesOnTwoStreamsAtOnceAreRejected) {
       << other.message();
   EXPECT_NE(other.message().find("in_flight=2, latest_sequence=2"), std::string::npos)
       << other.message();
-  EXPECT_EQ(runtime_.Barrier({}).code(), ErrorCode::kInvalidState) << "the caller's stream too";
+  EXPECT_EQ(Barrier(runtime_, {}).code(), ErrorCode::kInvalidState) << "the caller's stream too";
   EXPECT_EQ(runtime_.Snapshot().collective_sequence, 2u) << "rejections take no number";
   panel_->ReleaseQueued();  // a's work ran
   EXPECT_EQ(runtime_.Snapshot().collectives_in_flight, 0);
-  EXPECT_TRUE(runtime_.Barrier(b).ok());
+  EXPECT_TRUE(Barrier(runtime_, b).ok());
   panel_->ReleaseQueued();
-  EXPECT_TRUE(runtime_.Barrier({}).ok());
+  EXPECT_TRUE(Barrier(runtime_, {}).ok());
   EXPECT_EQ(panel_->descriptors.back().sequence, 4u);
 }
 
 TEST_F(RuntimeTest, EmptyWaitsForCollectivesQueuedOnAStream) {
   ASSERT_TRUE(Init({{"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC", "30"}}).ok());
   int stream = 0;
-  ASSERT_TRUE(runtime_.Barrier(StreamRef{&stream}).ok());
+  ASSERT_TRUE(Barrier(runtime_, StreamRef{&stream}).ok());
   std::thread releaser([&] {
     // Released only once the allocation is seen waiting for it.
     Eventually([&] { return !runtime_.Snapshot().blocking.empty(); });
@@ -579,7 +582,7 @@ TEST_F(RuntimeTest, ATerminalFailureRepeatsAtEveryCallAndShutdownReleasesLocally
   const Diagnostics d = runtime_.Snapshot();
   EXPECT_EQ(d.terminal_failure.code(), ErrorCode::kPeerLost);
   EXPECT_EQ(d.live.size(), 1u) << "nothing is released before close";
-  EXPECT_EQ(runtime_.Barrier({}).code(), ErrorCode::kPeerLost);
+  EXPECT_EQ(Barrier(runtime_, {}).code(), ErrorCode::kPeerLost);
   const Status closed = runtime_.Shutdown();
   EXPECT_EQ(closed.code(), ErrorCode::kPeerLost);
   EXPECT_EQ(closed.operation(), "shutdown");

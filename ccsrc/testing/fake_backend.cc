@@ -22,7 +22,6 @@ std::string_view FakeCallName(FakeCall call) {
     case FakeCall::kGet: return "get";
     case FakeCall::kSignal: return "signal";
     case FakeCall::kWaitSignal: return "wait_signal";
-    case FakeCall::kBarrier: return "barrier";
     case FakeCall::kLaunchCollective: return "launch_collective";
     case FakeCall::kLaunch: return "launch";
     case FakeCall::kAllGather: return "all_gather";
@@ -93,18 +92,6 @@ Status FakeBackend::ExchangeDescriptors(const CollectiveDescriptor& mine, std::s
   all->assign(std::max(1, panel_->exchange_size), mine);
   if (panel_->tamper_peers) panel_->tamper_peers(all);
   return Status::Ok();
-}
-
-Status FakeBackend::Barrier(StreamRef stream, const CollectiveDescriptor& descriptor,
-                            KeepAlive keep_alive) {
-  HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kBarrier));
-  if (stream.native != nullptr) {
-    std::lock_guard<std::mutex> lock(panel_->mutex);
-    panel_->queued.push_back(std::move(keep_alive));
-  }
-  std::vector<CollectiveDescriptor> all;
-  HPS_RETURN_IF_ERROR(ExchangeDescriptors(descriptor, "barrier", &all));
-  return MatchDescriptors(descriptor, all);
 }
 
 Status FakeBackend::Put(StreamRef, std::uint64_t offset, const void* source, std::uint64_t bytes,
@@ -202,7 +189,7 @@ class FakeKernelApi final : public data_plane::KernelApi {
                              {{"expected", std::to_string(target)},
                               {"observed", std::to_string(observed)}});
   }
-  std::int64_t ReadCounter(std::uint64_t offset) const override {
+  std::int64_t ReadCounter(std::uint64_t offset) const {
     return std::atomic_ref<std::int64_t>(*reinterpret_cast<std::int64_t*>(heap_ + offset)).load();
   }
   void PublishEpoch(int, int, std::uint64_t) override {}  // no peer to publish to
@@ -229,7 +216,7 @@ Status FakeBackend::LaunchCollective(StreamRef stream, const CollectiveDescripto
   std::vector<CollectiveDescriptor> all;
   Status status = ExchangeDescriptors(descriptor, name, &all);
   if (status.ok()) status = MatchDescriptors(descriptor, all);
-  if (status.ok()) {
+  if (status.ok() && kernel) {  // no kernel: the agreement is the collective (a barrier)
     FakeKernelApi api(heap_);
     status = kernel(api);
   }

@@ -32,7 +32,6 @@ enum class FakeCall : int {
   kGet,
   kSignal,
   kWaitSignal,
-  kBarrier,
   kLaunchCollective,
   kLaunch,
   kAllGather,  // FakeBootstrap
@@ -122,8 +121,6 @@ class FakeBackend final : public Backend {
                    SignalOp op, std::int64_t value, int pe, KeepAlive keep_alive) override;
   Status WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
                     Comparison comparison, std::int64_t value) override;
-  Status Barrier(StreamRef stream, const CollectiveDescriptor& descriptor,
-                 KeepAlive keep_alive) override;
   Status LaunchCollective(StreamRef stream, const CollectiveDescriptor& descriptor,
                           std::string_view name, Kernel kernel, KeepAlive keep_alive) override;
   Status Launch(StreamRef stream, std::string_view name, Kernel kernel,

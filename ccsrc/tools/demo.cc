@@ -17,12 +17,18 @@
 #include <thread>
 #include <vector>
 
+#include "ops/collectives.h"
 #include "runtime/runtime.h"
 #include "runtime/unix_socket_bootstrap.h"
 
 namespace shmem = hyper_parallel::shmem;
 
 namespace {
+
+// The build's barrier (ops/collectives.h) on the calling thread's default stream.
+shmem::Status Barrier(shmem::Runtime& runtime) {
+  return runtime.RunCollective(*shmem::ops::FindCollective("barrier"), {}, {});
+}
 
 int Fail(int rank, const shmem::Status& status) {
   std::fprintf(stderr, "[pe %d] %s\n", rank, status.ToString().c_str());
@@ -46,7 +52,7 @@ int RunPe(const std::string& name, int rank, int size) {
   if (auto s = runtime.Allocate(8, 8, &flag); !s.ok()) return Fail(rank, s);
   std::memset(inbox.data, 0, kMessage);
   *static_cast<std::int64_t*>(flag.data) = 0;
-  if (auto s = runtime.Barrier({}); !s.ok()) return Fail(rank, s);
+  if (auto s = Barrier(runtime); !s.ok()) return Fail(rank, s);
 
   const int next = (rank + 1) % size;
   const int previous = (rank + size - 1) % size;
@@ -67,10 +73,10 @@ int RunPe(const std::string& name, int rank, int size) {
   }
   // One-sided read: the signal value the previous PE holds (set by its own predecessor), once
   // every PE has received its signal.
-  if (auto s = runtime.Barrier({}); !s.ok()) return Fail(rank, s);
+  if (auto s = Barrier(runtime); !s.ok()) return Fail(rank, s);
   std::int64_t remote_flag = -1;
   if (auto s = runtime.Get(&remote_flag, flag_view, previous, {}); !s.ok()) return Fail(rank, s);
-  if (auto s = runtime.Barrier({}); !s.ok()) return Fail(rank, s);
+  if (auto s = Barrier(runtime); !s.ok()) return Fail(rank, s);
 
   // Print in rank order, one PE at a time.
   for (int turn = 0; turn < size; ++turn) {
@@ -96,7 +102,7 @@ int RunPe(const std::string& name, int rank, int size) {
       }
       std::fflush(stdout);
     }
-    if (auto s = runtime.Barrier({}); !s.ok()) return Fail(rank, s);
+    if (auto s = Barrier(runtime); !s.ok()) return Fail(rank, s);
   }
 
   if (auto s = runtime.Free(flag_view); !s.ok()) return Fail(rank, s);

@@ -10,13 +10,11 @@
 // (collective descriptors, their arrival flags and the op epochs). Heap offsets are offsets in
 // that block; the vendor translates symmetric addresses to a peer's itself.
 //
-// Streams: StreamRef{null} is the backend's own stream, made at OpenPeers; an operation on it
-// is enqueued and then synchronised before the call returns, so it behaves like the host
-// backend's default stream (RunsInline). Any other StreamRef is an aclrtStream of the caller's
-// (the framework's current NPU stream): operations are only enqueued, their failures surface at
-// that stream's synchronisation, and the local operands they use are kept alive until Quiesce.
-// Collectives (barrier, the descriptor exchange, all_gather) run on the backend's stream after
-// synchronising the caller's, so their descriptors can be read and matched on the host.
+// Streams and collectives are the device-backend skeleton's (backends/device_backend.h): each
+// thread's default-stream work runs on an NPU stream of its own and is synchronised before the
+// call returns, so it behaves like the host backend's default stream; a caller's stream (the
+// framework's current NPU stream) is only enqueued on, its failures surfacing at that stream's
+// synchronisation.
 //
 // Signals are the vendor's: 32-bit words. A 64-bit signal word (and the kernel-side API's 64-bit
 // counters) is used through its low 32-bit half (little-endian): adds and waits act on the low
@@ -27,24 +25,20 @@
 // Device identity: the NPU of the initialising thread (aclrtGetDevice; when none is set, the
 // backend sets device `rank`), its SoC mapped to a supported model, frozen at OpenPeers.
 //
-// Thread-safety: as Backend. Calls on the backend's own stream are serialised by a mutex (the
-// stream is shared by every thread's default-stream calls).
+// Thread-safety: as Backend.
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
-#include "backends/device_control.h"
-#include "backends/failure_latch.h"
 #include "backends/cann/vendor_calls.h"
 #include "backends/cann/vendor_library.h"
+#include "backends/device_backend.h"
 
 namespace hyper_parallel::shmem::cann {
 
-class CannBackend final : public Backend {
+class CannBackend final : public DeviceBackend {
  public:
   /// Loads the vendor library (vendor_library.h); a failure is reported by CreateHeap.
   CannBackend();
@@ -63,69 +57,45 @@ class CannBackend final : public Backend {
   /// Whether the vendor's heap is mapped in this process (probed at OpenPeers): true for a
   /// heap in host memory (the fake vendor library's), false for NPU memory.
   bool HostAddressableHeap() const override { return host_addressable_; }
-
-  Status ExchangeDescriptors(const CollectiveDescriptor& mine, std::string_view operation,
-                             std::vector<CollectiveDescriptor>* all) override;
-  Status Quiesce() override;
-  StreamRef CurrentStream() const override { return StreamRef{}; }
-  bool RunsInline(StreamRef stream) const override { return stream.native == nullptr; }
   WaitInfo Wait() const override;
   std::string StreamLabel(StreamRef stream) const override;
-  Status Health() const override;
-
-  Status Put(StreamRef stream, std::uint64_t offset, const void* source, std::uint64_t bytes,
-             int pe, KeepAlive keep_alive) override;
-  Status Get(StreamRef stream, void* destination, std::uint64_t offset, std::uint64_t bytes,
-             int pe, KeepAlive keep_alive) override;
-  Status Signal(StreamRef stream, std::uint64_t offset, SignalWidth width, SignalOp op,
-                std::int64_t value, int pe) override;
-  Status PutSignal(StreamRef stream, std::uint64_t offset, const void* source,
-                   std::uint64_t bytes, std::uint64_t signal_offset, SignalWidth width,
-                   SignalOp op, std::int64_t value, int pe, KeepAlive keep_alive) override;
-  Status WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
-                    Comparison comparison, std::int64_t value) override;
-  Status Barrier(StreamRef stream, const CollectiveDescriptor& descriptor,
-                 KeepAlive keep_alive) override;
-  Status Launch(StreamRef stream, std::string_view name, Kernel kernel,
-                KeepAlive keep_alive) override;
-  Status LaunchCollective(StreamRef stream, const CollectiveDescriptor& descriptor,
-                          std::string_view name, Kernel kernel, KeepAlive keep_alive) override;
 
   /// The adapter (tests inspect its identity and state).
   const CannVendor* vendor() const { return vendor_.get(); }
 
- private:
-  class KernelApiOnStream;
+ protected:
+  Status CreateStream(void** stream) override { return vendor_->CreateStream(stream); }
+  Status DestroyStream(void* stream) override { return vendor_->DestroyStream(stream); }
+  Status Synchronize(void* stream) override { return vendor_->SynchronizeStream(stream); }
+  Status EnqueuePut(void* stream, int pe, Region region, std::uint64_t offset,
+                    const void* source, std::uint64_t bytes) override;
+  Status EnqueueGet(void* stream, void* destination, int pe, Region region,
+                    std::uint64_t offset, std::uint64_t bytes) override;
+  Status EnqueueSetWord(void* stream, int pe, Region region, std::uint64_t offset,
+                        std::int64_t value) override;
+  Status EnqueueWaitAtLeast(void* stream, Region region, std::uint64_t offset,
+                            std::int64_t value, std::string_view what) override;
+  Status EnqueueAddCounter(void* stream, int pe, std::uint64_t offset,
+                           std::int64_t value) override;
+  Status CheckSignal(SignalWidth width, std::int64_t value) const override;
+  Status CheckWait(SignalWidth width, std::int64_t value) const override;
+  Status EnqueueSignal(void* stream, int pe, std::uint64_t offset, SignalWidth width,
+                       SignalOp op, std::int64_t value) override;
+  Status EnqueueWaitSignal(void* stream, std::uint64_t offset, SignalWidth width,
+                           Comparison comparison, std::int64_t value) override;
 
-  // Sets or adds `value` (checked to fit 32 bits) on the signal word at `offset` of PE `pe`.
-  Status EnqueueSignal(void* native, std::uint64_t offset, SignalWidth width, SignalOp op,
-                       std::int64_t value, int pe);
-  // The aclrtStream an operation on `stream` is enqueued on.
-  void* Native(StreamRef stream) const;
-  // After enqueuing on `stream`: synchronises the backend's own stream, or keeps `keep_alive`
-  // until Quiesce for a caller's stream.
-  Status Complete(StreamRef stream, KeepAlive keep_alive);
-  // Synchronises the caller's stream before a collective runs on the backend's own.
-  Status Drain(StreamRef stream);
-  // Exchange on the backend's stream, then match; a failure to exchange is terminal.
-  Status ExchangeAndMatch(const CollectiveDescriptor& mine, std::string_view operation);
-  Status Latch(Status failure);
-  // Runs a kernel's body in the custom-op call context.
-  static Status RunKernel(const Kernel& kernel, KernelApiOnStream& api);
-  std::byte* Control(std::uint64_t offset) const { return control_ + offset; }
+ private:
+  // The symmetric address of `offset` in `region` (the vendor finds a peer's copy itself).
+  std::byte* Address(Region region, std::uint64_t offset) const {
+    return (region == Region::kHeap ? heap_ : control_) + offset;
+  }
 
   Status load_status_;
   std::shared_ptr<const VendorLibrary> library_;
   std::unique_ptr<CannVendor> vendor_;
-  HeapSpec spec_;
-  DeviceControlLayout layout_;
   std::byte* heap_ = nullptr;
   std::byte* control_ = nullptr;
   bool host_addressable_ = false;
-  void* own_stream_ = nullptr;
-  std::recursive_mutex own_stream_mutex_;
-  CallerStreams caller_streams_;  // queued on since the last Quiesce
-  FailureLatch terminal_;
 };
 
 }  // namespace hyper_parallel::shmem::cann

@@ -3,9 +3,10 @@
 #include <cctype>
 #include <cstring>
 #include <limits>
-#include <mutex>
 #include <utility>
 #include <vector>
+
+#include "base/mutex.h"
 
 namespace hyper_parallel::shmem::cann {
 namespace {
@@ -104,11 +105,14 @@ CannVendor::~CannVendor() {
   if (init_buffers_ != nullptr) {
     // Initialised, or a failed init/finalize: the vendor may still point at the init buffers
     // and run code from the library, so both stay for the life of the process.
-    static std::mutex* mutex = new std::mutex();
-    static auto* retained = new std::vector<std::shared_ptr<const void>>();
-    std::lock_guard<std::mutex> lock(*mutex);
-    retained->push_back(std::shared_ptr<const void>(std::move(init_buffers_)));
-    retained->push_back(library_);
+    struct Retained {
+      Mutex mutex;
+      std::vector<std::shared_ptr<const void>> kept GUARDED_BY(mutex);
+    };
+    static Retained* retained = new Retained();  // never destroyed
+    MutexLock lock(&retained->mutex);
+    retained->kept.push_back(std::shared_ptr<const void>(std::move(init_buffers_)));
+    retained->kept.push_back(library_);
   }
 }
 
@@ -133,7 +137,7 @@ Status CannVendor::Enter(VendorCall call, bool needs_init) const {
                              {{"call", Name(call)},
                               {"state", std::string(VendorStateName(current))}});
   }
-  return CheckCallable(call, CurrentCallContext(), features());
+  return CheckCallable(call, CurrentCallSite(), features());
 }
 
 Status CannVendor::CheckStream(VendorCall call, aclrtStream stream) const {
@@ -285,7 +289,7 @@ const aclshmemx_init_attr_t* CannVendor::init_attr() const {
 
 Status CannVendor::Finalize() {
   const bool extended = vendor_.aclshmemx_finalize != nullptr &&
-                        IsCallable(VendorCall::kFinalizeX, CallContext::kHostThread, features());
+                        IsCallable(VendorCall::kFinalizeX, CallSite::kHostThread, features());
   const VendorCall call = extended ? VendorCall::kFinalizeX : VendorCall::kFinalize;
   HPS_RETURN_IF_ERROR(Enter(call, true));
   const int code = extended ? vendor_.aclshmemx_finalize(0) : vendor_.aclshmem_finalize(0);

@@ -1,8 +1,8 @@
 // CannVendor: the thin adapter the CANN backend calls instead of the vendor library.
 //
 // Each method makes one vendor call (or a fixed short sequence, for Init), after checking the
-// adapter's state and the where-callable table (callability.h) for the calling thread's
-// context, and maps the result to a Status:
+// adapter's state and the where-callable table (call_sites.h) for the calling thread's
+// site, and maps the result to a Status:
 //   aclshmem timeout codes (-7 ACLSHMEM_TIMEOUT_ERROR, -10 ACLSHMEM_INNER_TIMEOUT)  TIMEOUT
 //   any other nonzero aclshmem code  BACKEND_ERROR "vendor_code=-3 (ACLSHMEM_SMEM_ERROR)"
 //   a nonzero aclError               BACKEND_ERROR "acl_code=<n>"
@@ -36,7 +36,7 @@
 #include <string>
 #include <string_view>
 
-#include "backends/cann/callability.h"
+#include "backends/cann/call_sites.h"
 #include "backends/cann/vendor_abi.h"
 #include "backends/cann/vendor_library.h"
 #include "base/status.h"

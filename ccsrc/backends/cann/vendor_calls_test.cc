@@ -314,7 +314,7 @@ TEST_F(CannVendorTest, ContextsAreEnforcedBeforeTheVendor) {
   ASSERT_TRUE(vendor_->Malloc(64, &data).ok());
   const char byte = 7;
   {
-    CallContextScope op(CallContext::kCustomOp);
+    CallSiteScope op(CallSite::kCustomOp);
     void* other = nullptr;
     const Status malloc_status = vendor_->Malloc(64, &other);
     EXPECT_EQ(malloc_status.code(), ErrorCode::kUnsupportedCapability);
@@ -327,7 +327,7 @@ TEST_F(CannVendorTest, ContextsAreEnforcedBeforeTheVendor) {
     EXPECT_TRUE(vendor_->CurrentDevice(&device).ok());
   }
   {
-    CallContextScope kernel(CallContext::kDeviceKernel);
+    CallSiteScope kernel(CallSite::kDeviceKernel);
     const Status put = vendor_->PutOnStream(data, &byte, 1, 0, stream);
     EXPECT_EQ(put.code(), ErrorCode::kUnsupportedCapability);
     EXPECT_TRUE(Contains(put.message(), "device twin")) << put.message();
@@ -335,7 +335,7 @@ TEST_F(CannVendorTest, ContextsAreEnforcedBeforeTheVendor) {
     EXPECT_EQ(vendor_->MyPe(&pe).code(), ErrorCode::kUnsupportedCapability);
   }
   {
-    CallContextScope callback(CallContext::kStreamCallback);
+    CallSiteScope callback(CallSite::kStreamCallback);
     int pe = -1;
     EXPECT_TRUE(vendor_->MyPe(&pe).ok());
     EXPECT_EQ(vendor_->PutOnStream(data, &byte, 1, 0, stream).code(),

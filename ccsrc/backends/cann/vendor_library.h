@@ -20,7 +20,7 @@
 #include <memory>
 #include <string>
 
-#include "backends/cann/callability.h"
+#include "backends/cann/call_sites.h"
 #include "backends/cann/vendor_abi.h"
 #include "base/status.h"
 

@@ -5,8 +5,6 @@
 namespace hyper_parallel::shmem::cuda {
 namespace {
 
-thread_local CudaContext g_context = CudaContext::kHostThread;
-
 class Checked final : public CudaApi {
  public:
   explicit Checked(std::unique_ptr<CudaApi> inner) : inner_(std::move(inner)) {}
@@ -94,36 +92,19 @@ class Checked final : public CudaApi {
   }
 
  private:
-  static Status Check(CudaCall call) { return CheckCudaCall(call, CurrentCudaContext()); }
+  static Status Check(CudaCall call) { return CheckCudaCall(call, CurrentCallSite()); }
 
   std::unique_ptr<CudaApi> inner_;
 };
 
 }  // namespace
 
-std::string_view CudaContextName(CudaContext context) {
-  switch (context) {
-    case CudaContext::kHostThread: return "host_thread";
-    case CudaContext::kCapturedOp: return "captured_op";
-    case CudaContext::kHostCallback: return "host_callback";
-  }
-  return "unknown";
-}
-
-Status CheckCudaCall(CudaCall call, CudaContext context) {
-  if (IsCallable(call, context)) return Status::Ok();
+Status CheckCudaCall(CudaCall call, CallSite site) {
+  if (IsCallable(call, site)) return Status::Ok();
   return Status::Assertion(ErrorCode::kUnsupportedCapability, "CUDA call is not callable here",
                            {{"call", std::string(kCudaCallRules[static_cast<int>(call)].name)},
-                            {"context", std::string(CudaContextName(context))}});
+                            {"context", std::string(CallSiteName(site))}});
 }
-
-CudaContext CurrentCudaContext() { return g_context; }
-
-CudaContextScope::CudaContextScope(CudaContext context) : previous_(g_context) {
-  g_context = context;
-}
-
-CudaContextScope::~CudaContextScope() { g_context = previous_; }
 
 std::unique_ptr<CudaApi> CheckedCudaApi(std::unique_ptr<CudaApi> inner) {
   return std::make_unique<Checked>(std::move(inner));

@@ -1,35 +1,30 @@
-// Where each CUDA call of the CUDA backend may be made, as a table, and a CudaApi that enforces
-// it.
+// Where each CUDA call of the CUDA backend may be made, as a table in the shared call-site
+// vocabulary (backends/call_sites.h), and a CudaApi that enforces it.
 //
-// Contexts: a host thread may make every call. A captured op (a torch custom op or a kernel body
-// that may run while a CUDA graph is being captured on its stream) may only enqueue: copies,
-// batched copies, stream writes, adds and waits; allocating, opening IPC handles, making or
-// destroying streams and synchronising are refused there (they are illegal during capture, and
-// a synchronise would also stall the op's stream). A host callback (cudaLaunchHostFunc) may make no CUDA call at
-// all. The backend runs kernels' bodies in the captured-op context; CheckedCudaApi refuses a
-// call outside its allowed contexts with UNSUPPORTED_CAPABILITY before it reaches CUDA.
+// Sites: a host thread may make every call. A custom op (a torch custom op, or a kernel body
+// the backend runs in stream order, which may run while a CUDA graph is being captured on its
+// stream) may only enqueue: copies, batched copies, stream writes, adds and waits; allocating,
+// opening IPC handles, making or destroying streams and synchronising are refused there (they
+// are illegal during capture, and a synchronise would also stall the op's stream). A stream
+// callback (cudaLaunchHostFunc) may make no CUDA call at all. The device-backend skeleton runs
+// kernels' bodies in the custom-op site; CheckedCudaApi refuses a call outside its allowed
+// sites with UNSUPPORTED_CAPABILITY before it reaches CUDA.
 //
-// Thread-safety: the table is constant; the context is per thread.
+// Thread-safety: the table is constant; the site is per thread.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string_view>
 
+#include "backends/call_sites.h"
 #include "backends/cuda/cuda_api.h"
 
 namespace hyper_parallel::shmem::cuda {
 
-enum class CudaContext : std::uint8_t {
-  kHostThread = 1u << 0,
-  kCapturedOp = 1u << 1,
-  kHostCallback = 1u << 2,
-};
-
-/// Every context, for iteration.
-inline constexpr CudaContext kAllCudaContexts[] = {CudaContext::kHostThread,
-                                                    CudaContext::kCapturedOp,
-                                                    CudaContext::kHostCallback};
+/// The sites the table speaks of, for iteration.
+inline constexpr CallSite kCudaSites[] = {CallSite::kHostThread, CallSite::kCustomOp,
+                                          CallSite::kStreamCallback};
 
 /// The CudaApi methods, one entry each.
 enum class CudaCall : std::uint8_t {
@@ -41,12 +36,11 @@ enum class CudaCall : std::uint8_t {
 struct CudaCallRule {
   CudaCall call;
   std::string_view name;  ///< the CUDA call it makes
-  std::uint8_t contexts;  ///< CudaContext bits
+  CallSites sites;
 };
 
-inline constexpr std::uint8_t kHostOnly = static_cast<std::uint8_t>(CudaContext::kHostThread);
-inline constexpr std::uint8_t kEnqueue =
-    kHostOnly | static_cast<std::uint8_t>(CudaContext::kCapturedOp);
+inline constexpr CallSites kHostOnly = Sites(CallSite::kHostThread);
+inline constexpr CallSites kEnqueue = Sites(CallSite::kHostThread, CallSite::kCustomOp);
 
 /// Indexed by CudaCall.
 inline constexpr CudaCallRule kCudaCallRules[] = {
@@ -79,32 +73,15 @@ constexpr bool CudaTableIsIndexedByCall() {
 }
 static_assert(CudaTableIsIndexedByCall(), "one rule per CudaCall, in order");
 
-constexpr bool IsCallable(CudaCall call, CudaContext context) {
-  return (kCudaCallRules[static_cast<int>(call)].contexts & static_cast<std::uint8_t>(context)) != 0;
+constexpr bool IsCallable(CudaCall call, CallSite site) {
+  return Allows(kCudaCallRules[static_cast<int>(call)].sites, site);
 }
 
-/// "host_thread", "captured_op", "host_callback".
-std::string_view CudaContextName(CudaContext context);
+/// UNSUPPORTED_CAPABILITY naming the call and the site (as `context`) when the table refuses
+/// it.
+Status CheckCudaCall(CudaCall call, CallSite site);
 
-/// UNSUPPORTED_CAPABILITY naming the call and the context when the table refuses it.
-Status CheckCudaCall(CudaCall call, CudaContext context);
-
-/// The calling thread's context (kHostThread unless a CudaContextScope says otherwise).
-CudaContext CurrentCudaContext();
-
-/// Sets the calling thread's context until the scope ends (scopes nest).
-class CudaContextScope {
- public:
-  explicit CudaContextScope(CudaContext context);
-  ~CudaContextScope();
-  CudaContextScope(const CudaContextScope&) = delete;
-  CudaContextScope& operator=(const CudaContextScope&) = delete;
-
- private:
-  CudaContext previous_;
-};
-
-/// A CudaApi that checks every call against the table for the calling thread's context, then
+/// A CudaApi that checks every call against the table for the calling thread's site, then
 /// forwards it to `inner`.
 std::unique_ptr<CudaApi> CheckedCudaApi(std::unique_ptr<CudaApi> inner);
 

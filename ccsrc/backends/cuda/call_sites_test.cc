@@ -13,28 +13,28 @@ namespace {
 TEST(CudaCallSites, EveryEntryOfTheTableIsEnforced) {
   for (int i = 0; i < static_cast<int>(CudaCall::kCount); ++i) {
     const auto call = static_cast<CudaCall>(i);
-    for (CudaContext context : kAllCudaContexts) {
+    for (CallSite context : kCudaSites) {
       const Status checked = CheckCudaCall(call, context);
-      const bool allowed = (kCudaCallRules[i].contexts & static_cast<std::uint8_t>(context)) != 0;
+      const bool allowed = (kCudaCallRules[i].sites & static_cast<std::uint8_t>(context)) != 0;
       EXPECT_EQ(checked.ok(), allowed) << kCudaCallRules[i].name << " in "
-                                       << CudaContextName(context);
+                                       << CallSiteName(context);
       if (!allowed) {
         EXPECT_EQ(checked.code(), ErrorCode::kUnsupportedCapability);
         EXPECT_NE(checked.message().find(std::string(kCudaCallRules[i].name)), std::string::npos);
-        EXPECT_NE(checked.message().find(std::string(CudaContextName(context))), std::string::npos);
+        EXPECT_NE(checked.message().find(std::string(CallSiteName(context))), std::string::npos);
       }
     }
   }
-  // The rules that matter most, spelled out: a host thread may do anything, a captured op only
-  // enqueue, a host callback nothing.
-  EXPECT_TRUE(IsCallable(CudaCall::kStreamSynchronize, CudaContext::kHostThread));
-  EXPECT_FALSE(IsCallable(CudaCall::kStreamSynchronize, CudaContext::kCapturedOp));
-  EXPECT_FALSE(IsCallable(CudaCall::kMalloc, CudaContext::kCapturedOp));
-  EXPECT_TRUE(IsCallable(CudaCall::kWaitValue64, CudaContext::kCapturedOp));
-  EXPECT_TRUE(IsCallable(CudaCall::kCopyBlocksAsync, CudaContext::kCapturedOp));
-  EXPECT_TRUE(IsCallable(CudaCall::kCopyBlocksAndAddAsync, CudaContext::kCapturedOp));
+  // The rules that matter most, spelled out: a host thread may do anything, a custom op only
+  // enqueue, a stream callback nothing.
+  EXPECT_TRUE(IsCallable(CudaCall::kStreamSynchronize, CallSite::kHostThread));
+  EXPECT_FALSE(IsCallable(CudaCall::kStreamSynchronize, CallSite::kCustomOp));
+  EXPECT_FALSE(IsCallable(CudaCall::kMalloc, CallSite::kCustomOp));
+  EXPECT_TRUE(IsCallable(CudaCall::kWaitValue64, CallSite::kCustomOp));
+  EXPECT_TRUE(IsCallable(CudaCall::kCopyBlocksAsync, CallSite::kCustomOp));
+  EXPECT_TRUE(IsCallable(CudaCall::kCopyBlocksAndAddAsync, CallSite::kCustomOp));
   for (int i = 0; i < static_cast<int>(CudaCall::kCount); ++i) {
-    EXPECT_FALSE(IsCallable(static_cast<CudaCall>(i), CudaContext::kHostCallback));
+    EXPECT_FALSE(IsCallable(static_cast<CudaCall>(i), CallSite::kStreamCallback));
   }
 }
 
@@ -78,10 +78,10 @@ TEST(CudaCallSites, EveryMethodOfTheCheckedApiChecksItsOwnEntry) {
   auto fake = std::make_unique<FakeCudaApi>();
   FakeCudaApi* inner = fake.get();
   std::unique_ptr<CudaApi> api = CheckedCudaApi(std::move(fake));
-  CudaContextScope callback(CudaContext::kHostCallback);  // where the table refuses every call
+  CallSiteScope callback(CallSite::kStreamCallback);  // where the table refuses every call
   for (int i = 0; i < static_cast<int>(CudaCall::kCount); ++i) {
     const Status refused = MakeCall(*api, static_cast<CudaCall>(i));
-    EXPECT_EQ(refused, CheckCudaCall(static_cast<CudaCall>(i), CudaContext::kHostCallback))
+    EXPECT_EQ(refused, CheckCudaCall(static_cast<CudaCall>(i), CallSite::kStreamCallback))
         << kCudaCallRules[i].name << ": " << refused.ToString();
   }
   EXPECT_TRUE(inner->calls().empty()) << "a refused call never reaches CUDA";
@@ -98,8 +98,8 @@ TEST(CudaCallSites, TheCheckedApiRefusesBeforeCudaIsCalled) {
   ASSERT_TRUE(api->Malloc(64, &memory).ok());
   std::int64_t value = 42;
   {
-    CudaContextScope captured(CudaContext::kCapturedOp);
-    EXPECT_EQ(CurrentCudaContext(), CudaContext::kCapturedOp);
+    CallSiteScope captured(CallSite::kCustomOp);
+    EXPECT_EQ(CurrentCallSite(), CallSite::kCustomOp);
     ASSERT_TRUE(api->MemcpyAsync(memory, &value, sizeof(value), stream).ok());
     const CopyBlock block{static_cast<char*>(memory) + 8, memory, sizeof(value)};
     ASSERT_TRUE(api->CopyBlocksAsync(stream, &block, 1).ok());
@@ -108,7 +108,7 @@ TEST(CudaCallSites, TheCheckedApiRefusesBeforeCudaIsCalled) {
     void* more = nullptr;
     EXPECT_EQ(api->Malloc(64, &more).code(), ErrorCode::kUnsupportedCapability);
   }
-  EXPECT_EQ(CurrentCudaContext(), CudaContext::kHostThread);
+  EXPECT_EQ(CurrentCallSite(), CallSite::kHostThread);
   const std::vector<std::string> calls = inner->calls();
   EXPECT_EQ(std::count_if(calls.begin(), calls.end(),
                           [](const std::string& c) { return c.rfind("StreamSynchronize", 0) == 0; }),

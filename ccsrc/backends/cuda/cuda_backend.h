@@ -5,37 +5,32 @@
 // (its local handle), and opens every peer's; several PEs may share one GPU. Heap offsets are
 // offsets from the aligned base, in every PE's mapping.
 //
-// Streams: StreamRef{null} is the backend's own CUDA stream; an operation on it is enqueued and
-// then synchronised before the call returns (RunsInline), like the host backend's default
-// stream. Any other StreamRef is a cudaStream_t of the caller's (torch.cuda.current_stream()):
-// operations are only enqueued, local operands are kept alive until Quiesce, and a wait that
-// gives up on such a stream is reported by the next Quiesce. Puts and gets are asynchronous
-// copies (a kernel's batch of puts, as all_gather makes, is one multi-block copy kernel per 64
-// blocks); signals are 64-bit words: set with a stream write, add with a one-thread kernel
-// (system-scope release); waits are a polling kernel that gives up after the timeout and reports
-// what it saw instead of trapping. Collectives (barrier, the descriptor exchange, all_gather)
-// run on the backend's stream after synchronising the caller's: each PE writes its descriptor
-// row into every PE's control block, raises its flag there, waits for every flag, and matches
-// the rows on the host.
+// Streams and collectives are the device-backend skeleton's (backends/device_backend.h): each
+// thread's default-stream work runs on a CUDA stream of its own and is synchronised before the
+// call returns; a caller's stream (torch.cuda.current_stream()) is only enqueued on. Puts and
+// gets are asynchronous copies (a kernel's batch of puts, as all_gather makes, is one
+// multi-block copy kernel per 64 blocks); signals are 64-bit words: set with a stream write,
+// add with a one-thread kernel (system-scope release); waits are a polling kernel that gives up
+// after the timeout and reports what it saw instead of trapping.
 //
 // Signal words are 64-bit here (a 32-bit signal is UNSUPPORTED_CAPABILITY). Device identity:
 // index and UUID of the current device, frozen at CreateHeap; the Runtime rejects a different
 // current device (DEVICE_MISMATCH). A lost peer process is not watched: waits end with their
 // TIMEOUT.
 //
-// Thread-safety: as Backend. Work on the backend's own stream is serialised by a mutex.
+// Thread-safety: as Backend. The wait records have a mutex of their own, held only to take or
+// give back a record, never across a CUDA call that waits.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
-#include "backends/device_control.h"
-#include "backends/failure_latch.h"
 #include "backends/cuda/cuda_api.h"
+#include "backends/device_backend.h"
+#include "base/mutex.h"
 
 namespace hyper_parallel::shmem::cuda {
 
@@ -47,7 +42,7 @@ inline StreamRef CallerStream(void* handle) {
   return StreamRef{handle != nullptr ? handle : reinterpret_cast<void*>(std::uintptr_t{1})};
 }
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public DeviceBackend {
  public:
   /// A backend over `api` (the real CUDA runtime, or a fake in tests).
   explicit CudaBackend(std::unique_ptr<CudaApi> api);
@@ -62,41 +57,41 @@ class CudaBackend final : public Backend {
   Status CreateHeap(const HeapSpec& spec, std::string* local_handle) override;
   Status OpenPeers(const std::vector<std::string>& handles) override;
   Status DestroyHeap() override;
-  std::byte* LocalHeapBase() const override { return heap_.empty() ? nullptr : heap_[spec_.rank]; }
+  std::byte* LocalHeapBase() const override {
+    return heap_.empty() ? nullptr : heap_[spec().rank];
+  }
   bool HostAddressableHeap() const override { return api_->HostAddressableMemory(); }
-
-  Status ExchangeDescriptors(const CollectiveDescriptor& mine, std::string_view operation,
-                             std::vector<CollectiveDescriptor>* all) override;
-  Status Quiesce() override;
-  StreamRef CurrentStream() const override { return StreamRef{}; }
-  bool RunsInline(StreamRef stream) const override { return stream.native == nullptr; }
   WaitInfo Wait() const override;
   std::string StreamLabel(StreamRef stream) const override;
-  Status Health() const override;
-
-  Status Put(StreamRef stream, std::uint64_t offset, const void* source, std::uint64_t bytes,
-             int pe, KeepAlive keep_alive) override;
-  Status Get(StreamRef stream, void* destination, std::uint64_t offset, std::uint64_t bytes,
-             int pe, KeepAlive keep_alive) override;
-  Status Signal(StreamRef stream, std::uint64_t offset, SignalWidth width, SignalOp op,
-                std::int64_t value, int pe) override;
-  Status PutSignal(StreamRef stream, std::uint64_t offset, const void* source,
-                   std::uint64_t bytes, std::uint64_t signal_offset, SignalWidth width,
-                   SignalOp op, std::int64_t value, int pe, KeepAlive keep_alive) override;
-  Status WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
-                    Comparison comparison, std::int64_t value) override;
-  Status Barrier(StreamRef stream, const CollectiveDescriptor& descriptor,
-                 KeepAlive keep_alive) override;
-  Status Launch(StreamRef stream, std::string_view name, Kernel kernel,
-                KeepAlive keep_alive) override;
-  Status LaunchCollective(StreamRef stream, const CollectiveDescriptor& descriptor,
-                          std::string_view name, Kernel kernel, KeepAlive keep_alive) override;
 
   /// The frozen device's UUID (32 hex digits; empty before CreateHeap).
   const std::string& device_uuid() const { return uuid_; }
 
+ protected:
+  Status CreateStream(void** stream) override { return api_->StreamCreate(stream); }
+  Status DestroyStream(void* stream) override { return api_->StreamDestroy(stream); }
+  Status Synchronize(void* stream) override EXCLUDES(pending_mutex_);
+  Status EnqueuePut(void* stream, int pe, Region region, std::uint64_t offset,
+                    const void* source, std::uint64_t bytes) override;
+  Status EnqueueGet(void* stream, void* destination, int pe, Region region,
+                    std::uint64_t offset, std::uint64_t bytes) override;
+  Status EnqueueSetWord(void* stream, int pe, Region region, std::uint64_t offset,
+                        std::int64_t value) override;
+  Status EnqueueWaitAtLeast(void* stream, Region region, std::uint64_t offset,
+                            std::int64_t value, std::string_view what) override;
+  Status EnqueueAddCounter(void* stream, int pe, std::uint64_t offset,
+                           std::int64_t value) override;
+  Status CheckSignal(SignalWidth width, std::int64_t value) const override;
+  Status CheckWait(SignalWidth width, std::int64_t value) const override;
+  Status EnqueueSignal(void* stream, int pe, std::uint64_t offset, SignalWidth width,
+                       SignalOp op, std::int64_t value) override;
+  Status EnqueueWaitSignal(void* stream, std::uint64_t offset, SignalWidth width,
+                           Comparison comparison, std::int64_t value) override;
+  Status EnqueuePutBatch(void* stream, std::span<const data_plane::BlockPut> puts) override;
+  Status EnqueuePutBatchSignalled(void* stream,
+                                  std::span<const data_plane::SignalledPut> puts) override;
+
  private:
-  class KernelApiOnStream;
   struct PendingWait {
     void* stream = nullptr;
     WaitReport* report = nullptr;
@@ -106,26 +101,17 @@ class CudaBackend final : public Backend {
     std::int64_t expected = 0;
   };
 
-  void* Native(StreamRef stream) const { return stream.native ? stream.native : own_stream_; }
-  std::byte* Control(int pe, std::uint64_t offset) const { return control_[pe] + offset; }
+  // The address of `offset` in `region` of PE `pe`, as mapped here.
+  std::byte* Address(int pe, Region region, std::uint64_t offset) const {
+    return (region == Region::kHeap ? heap_[pe] : control_[pe]) + offset;
+  }
   // A wait on `stream` whose report is checked when the stream is synchronised.
   Status EnqueueWait(void* stream, const void* address, Comparison comparison,
-                     std::int64_t value, std::string what);
-  // Synchronises `stream` and turns a wait that gave up on it into TIMEOUT.
-  Status Synchronize(void* stream);
-  // Frees the records of waits that passed (pending_mutex_ held).
-  void ReclaimPassedWaitsLocked();
-  // After enqueuing on `stream`: synchronises the backend's own stream, or keeps `keep_alive`
-  // until Quiesce for a caller's stream.
-  Status Complete(StreamRef stream, KeepAlive keep_alive);
-  Status Drain(StreamRef stream);
-  Status ExchangeAndMatch(const CollectiveDescriptor& mine, std::string_view operation);
-  Status RunKernel(void* stream, const Kernel& kernel);
-  Status Latch(Status failure);
+                     std::int64_t value, std::string_view what) EXCLUDES(pending_mutex_);
+  // Frees the records of waits that passed.
+  void ReclaimPassedWaits() REQUIRES(pending_mutex_);
 
   std::unique_ptr<CudaApi> api_;
-  HeapSpec spec_;
-  DeviceControlLayout layout_;
   int device_ = -1;
   std::string uuid_;
   void* allocation_ = nullptr;       // this PE's device allocation
@@ -133,16 +119,12 @@ class CudaBackend final : public Backend {
   std::vector<std::byte*> heap_;     // every PE's heap base, as mapped here
   std::vector<std::byte*> control_;  // every PE's control block, as mapped here
   std::vector<void*> opened_;        // peers' allocations opened through IPC
-  void* own_stream_ = nullptr;
-  std::recursive_mutex own_stream_mutex_;
-  CallerStreams caller_streams_;     // queued on since the last Quiesce
-  std::mutex pending_mutex_;         // guards the waits and the free reports
-  std::vector<PendingWait> waits_;   // reports of waits not yet checked
+  Mutex pending_mutex_;
+  std::vector<PendingWait> waits_ GUARDED_BY(pending_mutex_);  // reports not yet checked
   // Host-mapped wait reports, made once (a kernel's body may not allocate).
   static constexpr int kWaitReports = 1024;
   void* reports_ = nullptr;
-  std::vector<WaitReport*> free_reports_;
-  FailureLatch terminal_;
+  std::vector<WaitReport*> free_reports_ GUARDED_BY(pending_mutex_);
 };
 
 }  // namespace hyper_parallel::shmem::cuda

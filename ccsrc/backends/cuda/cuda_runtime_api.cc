@@ -200,7 +200,7 @@ Status CudaRuntimeApi::Malloc(std::size_t bytes, void** ptr) {
 
 Status CudaRuntimeApi::Free(void* ptr) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     std::erase_if(exported_, [ptr](const auto& entry) { return entry.second == ptr; });
   }
   return Check(cudaFree(ptr), "cudaFree");
@@ -232,7 +232,7 @@ Status CudaRuntimeApi::IpcExport(void* ptr, std::string* handle) {
   HPS_RETURN_IF_ERROR(Check(cudaIpcGetMemHandle(&ipc, ptr), "cudaIpcGetMemHandle"));
   static_assert(sizeof ipc.reserved == 64, "a cudaIpcMemHandle_t is 64 bytes");
   handle->assign(ipc.reserved, sizeof ipc.reserved);
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   exported_[*handle] = ptr;
   return Status::Ok();
 }
@@ -245,7 +245,7 @@ Status CudaRuntimeApi::IpcOpen(const std::string& handle, void** ptr) {
                             std::to_string(handle.size()) + " bytes");
   }
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     const auto own = exported_.find(handle);
     if (own != exported_.end()) {
       ++self_opened_[own->second];
@@ -260,7 +260,7 @@ Status CudaRuntimeApi::IpcOpen(const std::string& handle, void** ptr) {
 
 Status CudaRuntimeApi::IpcClose(void* ptr) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     const auto own = self_opened_.find(ptr);
     if (own != self_opened_.end()) {
       if (--own->second == 0) self_opened_.erase(own);

@@ -39,11 +39,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 
 #include "backends/cuda/cuda_api.h"
+#include "base/mutex.h"
 
 namespace hyper_parallel::shmem::cuda {
 
@@ -85,9 +85,10 @@ class CudaRuntimeApi final : public CudaApi {
   void* const write_value64_;       // PFN_cuStreamWriteValue64, or null
   void* const pointer_attributes_;  // PFN_cuPointerGetAttributes, or null
 
-  std::mutex mutex_;
-  std::map<std::string, void*> exported_;  // handle bytes -> the pointer exported
-  std::map<void*, int> self_opened_;       // exported pointers opened here -> open count
+  Mutex mutex_;
+  std::map<std::string, void*> exported_ GUARDED_BY(mutex_);  // handle bytes -> pointer
+  std::map<void*, int> self_opened_ GUARDED_BY(mutex_);  // exported pointers opened here
+                                                          // -> open count
 };
 
 }  // namespace hyper_parallel::shmem::cuda

@@ -22,13 +22,4 @@ std::string_view HostCallName(HostCall call) {
   return "unknown";
 }
 
-std::string_view CallSiteName(CallSite site) {
-  switch (site) {
-    case CallSite::kHostThread: return "host_thread";
-    case CallSite::kStreamExecutor: return "stream_executor";
-    case CallSite::kCustomOp: return "custom_op";
-  }
-  return "unknown";
-}
-
 }  // namespace hyper_parallel::shmem::host

@@ -1,16 +1,16 @@
-// Where each host-backend call may be made.
+// Where each host-backend call may be made: the host backend's table in the shared call-site
+// vocabulary (backends/call_sites.h).
 //
-// Three call sites exist:
-//   kHostThread      a user thread outside any stream: init, shutdown, allocation, and the
-//                    inline default stream, which runs operations on the calling thread;
-//   kStreamExecutor  the FIFO executor thread of an asynchronous host stream;
-//   kCustomOp        inside a torch custom op (traced or replayed as part of a graph).
+// The host backend enters two sites: kHostThread (a user thread outside any stream: init,
+// shutdown, allocation, and the inline default stream, which runs operations on the calling
+// thread) and kStreamExecutor (the FIFO executor thread of an asynchronous host stream). It runs
+// no custom op and no device code, so its table allows nothing anywhere else.
 //
 // Lifecycle calls are collective and may block for the whole timeout, so they belong to a host
 // thread only; the exchange of collective descriptors also runs on an executor, as the first
-// step of a queued barrier or all_gather. Enqueuing RMA is fine inside a custom op; the data path (copies, atomic
-// signals, bounded waits) runs on a host thread or a stream executor. Synchronising a stream is
-// forbidden on an executor, where it could wait for itself.
+// step of a queued collective. The data path (copies, atomic signals, bounded waits) runs on a
+// host thread or a stream executor. Synchronising a stream is forbidden on an executor, where
+// it could wait for itself.
 //
 // The table is constexpr, and every guarded primitive is a template on its call site that
 // static_asserts against the table, so a call from the wrong place does not compile.
@@ -19,13 +19,9 @@
 #include <cstdint>
 #include <string_view>
 
-namespace hyper_parallel::shmem::host {
+#include "backends/call_sites.h"
 
-enum class CallSite : std::uint8_t {
-  kHostThread = 1u << 0,
-  kStreamExecutor = 1u << 1,
-  kCustomOp = 1u << 2,
-};
+namespace hyper_parallel::shmem::host {
 
 enum class HostCall : std::uint8_t {
   kCreateSegment,       // memfd_create, ftruncate, seals, mmap of the local heap
@@ -44,35 +40,39 @@ enum class HostCall : std::uint8_t {
   kCount,
 };
 
-constexpr std::uint8_t Sites(CallSite a) { return static_cast<std::uint8_t>(a); }
-constexpr std::uint8_t Sites(CallSite a, CallSite b) { return Sites(a) | Sites(b); }
-constexpr std::uint8_t Sites(CallSite a, CallSite b, CallSite c) {
-  return Sites(a) | Sites(b) | Sites(c);
-}
+/// The sites the host backend enters.
+inline constexpr CallSites kHostSites = Sites(CallSite::kHostThread, CallSite::kStreamExecutor);
 
 /// The table: allowed call sites of each HostCall, indexed by HostCall.
-inline constexpr std::uint8_t kAllowedSites[static_cast<int>(HostCall::kCount)] = {
+inline constexpr CallSites kAllowedSites[static_cast<int>(HostCall::kCount)] = {
     /* kCreateSegment     */ Sites(CallSite::kHostThread),
     /* kOpenPeerSegment   */ Sites(CallSite::kHostThread),
     /* kUnmapSegments     */ Sites(CallSite::kHostThread),
     /* kExchange          */ Sites(CallSite::kHostThread, CallSite::kStreamExecutor),
-    /* kEnqueue           */ Sites(CallSite::kHostThread, CallSite::kCustomOp),
+    /* kEnqueue           */ Sites(CallSite::kHostThread),
     /* kCopyBytes         */ Sites(CallSite::kHostThread, CallSite::kStreamExecutor),
     /* kAtomicSignal      */ Sites(CallSite::kHostThread, CallSite::kStreamExecutor),
     /* kBoundedWait       */ Sites(CallSite::kHostThread, CallSite::kStreamExecutor),
     /* kCreateStream      */ Sites(CallSite::kHostThread),
     /* kSynchronizeStream */ Sites(CallSite::kHostThread),
-    /* kRecordEvent       */ Sites(CallSite::kHostThread, CallSite::kCustomOp),
+    /* kRecordEvent       */ Sites(CallSite::kHostThread),
     /* kSynchronizeEvent  */ Sites(CallSite::kHostThread),
     /* kPinThread         */ Sites(CallSite::kHostThread),
 };
 
 constexpr bool IsCallable(HostCall call, CallSite site) {
-  return (kAllowedSites[static_cast<int>(call)] & Sites(site)) != 0;
+  return Allows(kAllowedSites[static_cast<int>(call)], site);
 }
 
+constexpr bool TableStaysOnHostSites() {
+  for (CallSites sites : kAllowedSites) {
+    if ((sites & ~kHostSites) != 0) return false;
+  }
+  return true;
+}
+static_assert(TableStaysOnHostSites(), "the host backend enters no other site");
+
 std::string_view HostCallName(HostCall call);
-std::string_view CallSiteName(CallSite site);
 
 /// Fails to compile when `call` may not be made from `site`. Put it first in every guarded
 /// primitive: `RequireCallable<HostCall::kCopyBytes, kSite>();`.

@@ -10,12 +10,24 @@ static_assert(IsCallable(HostCall::kCreateSegment, CallSite::kHostThread));
 static_assert(!IsCallable(HostCall::kCreateSegment, CallSite::kStreamExecutor));
 static_assert(!IsCallable(HostCall::kCreateSegment, CallSite::kCustomOp));
 static_assert(!IsCallable(HostCall::kExchange, CallSite::kCustomOp));
-static_assert(IsCallable(HostCall::kEnqueue, CallSite::kCustomOp));
+static_assert(IsCallable(HostCall::kEnqueue, CallSite::kHostThread));
 static_assert(!IsCallable(HostCall::kEnqueue, CallSite::kStreamExecutor));
 static_assert(IsCallable(HostCall::kCopyBytes, CallSite::kStreamExecutor));
 static_assert(!IsCallable(HostCall::kCopyBytes, CallSite::kCustomOp));
 static_assert(!IsCallable(HostCall::kSynchronizeStream, CallSite::kStreamExecutor));
-static_assert(IsCallable(HostCall::kRecordEvent, CallSite::kCustomOp));
+static_assert(IsCallable(HostCall::kRecordEvent, CallSite::kHostThread));
+
+// The host backend runs no custom op and no device code: nothing is callable there.
+TEST(CallSites, NothingOutsideTheSitesTheHostEnters) {
+  for (int call = 0; call < static_cast<int>(HostCall::kCount); ++call) {
+    const auto host_call = static_cast<HostCall>(call);
+    for (CallSite site :
+         {CallSite::kCustomOp, CallSite::kStreamCallback, CallSite::kDeviceKernel}) {
+      EXPECT_FALSE(IsCallable(host_call, site))
+          << HostCallName(host_call) << " " << CallSiteName(site);
+    }
+  }
+}
 
 TEST(CallSites, EveryCallHasANameAndASite) {
   for (int call = 0; call < static_cast<int>(HostCall::kCount); ++call) {

@@ -24,7 +24,7 @@ inline constexpr int kMaxHostPes = 256;
 inline constexpr int kOpSlots = data_plane::kEpochSlots;
 
 inline constexpr std::uint64_t kControlMagic = 0x4850534d43544c31ull;  // "HPSMCTL1"
-inline constexpr std::uint32_t kControlVersion = 4;
+inline constexpr std::uint32_t kControlVersion = 5;
 
 struct alignas(64) PaddedCounter {
   std::atomic<std::uint64_t> value{0};

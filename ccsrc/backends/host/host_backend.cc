@@ -439,18 +439,6 @@ Status HostBackend::WaitSignal(StreamRef stream, std::uint64_t offset, SignalWid
   });
 }
 
-Status HostBackend::Barrier(StreamRef stream, const CollectiveDescriptor& descriptor,
-                            KeepAlive keep_alive) {
-  const HostDevice* device = device_.get();
-  const auto* host_stream = static_cast<const HostStream*>(stream.native);
-  return Submit(stream, "barrier", [device, descriptor, host_stream,
-                                    hold = std::move(keep_alive)]<CallSite kSite>() {
-    // The exchange publishes this PE's arrival after its earlier writes and acquires every
-    // peer's: it is the barrier.
-    return device->ExchangeAndMatch<kSite>(descriptor, "barrier", host_stream);
-  });
-}
-
 Status HostBackend::LaunchCollective(StreamRef stream, const CollectiveDescriptor& descriptor,
                                      std::string_view name, Kernel kernel, KeepAlive keep_alive) {
   const HostDevice* device = device_.get();
@@ -458,8 +446,10 @@ Status HostBackend::LaunchCollective(StreamRef stream, const CollectiveDescripto
   return Submit(stream, "launch", [device, host_stream, descriptor, kernel = std::move(kernel),
                                    label = std::string(name),
                                    hold = std::move(keep_alive)]<CallSite kSite>() {
+    // The exchange publishes this PE's arrival after its earlier writes and acquires every
+    // peer's: without a kernel it is the barrier.
     Status status = device->ExchangeAndMatch<kSite>(descriptor, label, host_stream);
-    if (status.ok()) {
+    if (status.ok() && kernel) {
       HostKernelApi<kSite> api(*device, host_stream);
       status = kernel(api);
     }

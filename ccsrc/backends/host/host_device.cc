@@ -129,40 +129,40 @@ CopyWorkers::CopyWorkers(int threads) {
 
 CopyWorkers::~CopyWorkers() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  start_.notify_all();
+  start_.SignalAll();
   for (std::thread& thread : threads_) thread.join();
 }
 
 void CopyWorkers::Run(const std::function<void(int worker)>& body) {
-  std::lock_guard<std::mutex> run(run_mutex_);
+  MutexLock run(&run_mutex_);
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     body_ = &body;
     pending_ = static_cast<int>(threads_.size());
     ++generation_;
   }
-  start_.notify_all();
+  start_.SignalAll();
   body(0);
-  std::unique_lock<std::mutex> lock(mutex_);
-  finished_.wait(lock, [this] { return pending_ == 0; });
+  MutexLock lock(&mutex_);
+  while (pending_ != 0) finished_.Wait(&mutex_);
   body_ = nullptr;
 }
 
 void CopyWorkers::Loop(int worker) {
   std::uint64_t seen = 0;
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   for (;;) {
-    start_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+    while (!stopping_ && generation_ == seen) start_.Wait(&mutex_);
     if (stopping_) return;
     seen = generation_;
     const std::function<void(int)>* body = body_;
-    lock.unlock();
+    lock.Unlock();
     (*body)(worker);
-    lock.lock();
-    if (--pending_ == 0) finished_.notify_all();
+    lock.Lock();
+    if (--pending_ == 0) finished_.SignalAll();
   }
 }
 

@@ -17,11 +17,9 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -31,6 +29,7 @@
 #include "backends/host/control_block.h"
 #include "backends/host/doorbell.h"
 #include "backends/host/liveness.h"
+#include "base/mutex.h"
 #include "base/status.h"
 
 namespace hyper_parallel::shmem::host {
@@ -145,14 +144,14 @@ class HostDevice {
     return Latched(Timeout(slot, epoch, sources, operation, waiting_for));
   }
 
-  /// Exchange() for a caller that only needs the verdict (barrier, all_gather): compares the
+  /// Exchange() for a caller that only needs the verdict (the collective units): compares the
   /// peers' core words in place, with no allocation, and builds the descriptors (for the
   /// COLLECTIVE_MISMATCH message of MatchDescriptors) only when something differs.
   template <CallSite kSite>
   Status ExchangeAndMatch(const CollectiveDescriptor& mine, std::string_view operation,
                           const HostStream* stream) const {
     HPS_RETURN_IF_ERROR(Publish<kSite>(mine, operation, stream));
-    if (CoreWordsMatch(mine)) return Status::Ok();
+    if (mine.DecidedByCoreWords() && CoreWordsMatch(mine)) return Status::Ok();
     std::vector<CollectiveDescriptor> all;
     HPS_RETURN_IF_ERROR(ReadDescriptors(mine.sequence, &all));
     return MatchDescriptors(mine, all);
@@ -265,19 +264,21 @@ class CopyWorkers {
   CopyWorkers& operator=(const CopyWorkers&) = delete;
 
   int workers() const { return static_cast<int>(threads_.size()) + 1; }
-  void Run(const std::function<void(int worker)>& body);
+  void Run(const std::function<void(int worker)>& body) EXCLUDES(run_mutex_, mutex_);
 
  private:
-  void Loop(int worker);
+  void Loop(int worker) EXCLUDES(mutex_);
 
-  std::mutex run_mutex_;  // one Run at a time (kernels on different streams share the pool)
-  std::mutex mutex_;
-  std::condition_variable start_;
-  std::condition_variable finished_;
-  const std::function<void(int)>* body_ = nullptr;
-  std::uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stopping_ = false;
+  // One Run at a time (kernels on different streams share the pool): held across a Run, which
+  // waits only for this pool's own workers, never for a peer or a stream.
+  Mutex run_mutex_ ACQUIRED_BEFORE(mutex_);
+  Mutex mutex_;
+  CondVar start_;
+  CondVar finished_;
+  const std::function<void(int)>* body_ GUARDED_BY(mutex_) = nullptr;
+  std::uint64_t generation_ GUARDED_BY(mutex_) = 0;
+  int pending_ GUARDED_BY(mutex_) = 0;
+  bool stopping_ GUARDED_BY(mutex_) = false;
   std::vector<std::thread> threads_;
 };
 

@@ -34,9 +34,6 @@ class HostKernelApi final : public data_plane::KernelApi {
   Status WaitCounter(std::uint64_t offset, std::int64_t target, std::string_view what) override {
     return device_.WaitCounter<kSite>(offset, target, what, stream_);
   }
-  std::int64_t ReadCounter(std::uint64_t offset) const override {
-    return device_.ReadCounter(device_.rank(), offset);
-  }
   void PutBlocks(std::span<const data_plane::BlockPut> puts) override {
     const int workers = device_.workers();
     if (workers <= 1 || puts.size() <= 1) {

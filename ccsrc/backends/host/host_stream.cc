@@ -5,8 +5,9 @@
 #include <atomic>
 #include <cstdio>
 #include <exception>
-#include <set>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace hyper_parallel::shmem::host {
 namespace {
@@ -14,10 +15,11 @@ namespace {
 std::atomic<std::uint64_t> g_next_stream_id{1};
 thread_local HostStream* t_current_stream = nullptr;
 
-// Every live stream, so that Quiesce can drain them all.
+// Every live stream, so that Quiesce can drain them all. Held only to add, remove or list
+// streams: never while one drains.
 struct StreamRegistry {
-  std::mutex mutex;
-  std::set<HostStream*> streams;
+  Mutex mutex;
+  std::map<HostStream*, std::weak_ptr<HostStream>> streams GUARDED_BY(mutex);
 };
 
 StreamRegistry& Registry() {
@@ -36,20 +38,23 @@ Status StreamTimeout(std::string_view fact, std::uint64_t stream_id,
 
 HostStream::HostStream() : id_(g_next_stream_id.fetch_add(1)) {
   thread_ = std::thread([this] { Run(); });
-  std::lock_guard<std::mutex> lock(Registry().mutex);
-  Registry().streams.insert(this);
+}
+
+void HostStream::Register(const std::shared_ptr<HostStream>& stream) {
+  MutexLock lock(&Registry().mutex);
+  Registry().streams[stream.get()] = stream;
 }
 
 HostStream::~HostStream() {
   {
-    std::lock_guard<std::mutex> lock(Registry().mutex);
+    MutexLock lock(&Registry().mutex);
     Registry().streams.erase(this);
   }
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  work_ready_.notify_all();
+  work_ready_.SignalAll();
   if (OnExecutor()) {
     // Queued work held the last reference: joining would wait for itself. Never done by this
     // library; a caller doing it has a bug we cannot recover from.
@@ -61,30 +66,30 @@ HostStream::~HostStream() {
 
 void HostStream::Enqueue(StreamWork work) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     queue_.push_back(Item{std::move(work), nullptr});
   }
-  work_ready_.notify_one();
+  work_ready_.Signal();
 }
 
 void HostStream::EnqueueMarker(StreamMarker marker) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     queue_.push_back(Item{nullptr, std::move(marker)});
   }
-  work_ready_.notify_one();
+  work_ready_.Signal();
 }
 
 void HostStream::Run() {
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   for (;;) {
-    work_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    while (!stopping_ && queue_.empty()) work_ready_.Wait(&mutex_);
     if (queue_.empty()) return;  // stopping, and everything queued has run
     Item item = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
     const Status pending = failure_;
-    lock.unlock();
+    lock.Unlock();
     Status outcome;
     {
       struct Running {  // counted while the item runs, however it ends
@@ -98,10 +103,10 @@ void HostStream::Run() {
       }
     }
     item = Item{};  // release what the work kept alive before reporting idle
-    lock.lock();
+    lock.Lock();
     if (!outcome.ok() && failure_.ok()) failure_ = outcome;
     busy_ = false;
-    if (queue_.empty()) idle_.notify_all();
+    if (queue_.empty()) idle_.SignalAll();
   }
 }
 
@@ -111,9 +116,12 @@ Status HostStream::WaitIdle(std::chrono::milliseconds timeout, bool report_failu
                              "a stream cannot wait for itself on its own executor",
                              {{"stream_id", std::to_string(id_)}});
   }
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (!idle_.wait_for(lock, timeout, [this] { return queue_.empty() && !busy_; })) {
-    return StreamTimeout("host stream did not drain in time", id_, timeout);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  MutexLock lock(&mutex_);
+  while (!queue_.empty() || busy_) {
+    if (!idle_.WaitUntil(&mutex_, deadline) && (!queue_.empty() || busy_)) {
+      return StreamTimeout("host stream did not drain in time", id_, timeout);
+    }
   }
   if (!report_failure) return Status::Ok();
   Status failure = failure_;
@@ -122,7 +130,7 @@ Status HostStream::WaitIdle(std::chrono::milliseconds timeout, bool report_failu
 }
 
 bool HostStream::Query() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return queue_.empty() && !busy_;
 }
 
@@ -131,7 +139,7 @@ HostEvent::HostEvent() : state_(std::make_shared<State>()) {}
 void HostEvent::RecordImpl(HostStream* stream) {
   std::uint64_t generation = 0;
   {
-    std::lock_guard<std::mutex> lock(state_->mutex);
+    MutexLock lock(&state_->mutex);
     generation = ++state_->recorded;
     if (stream == nullptr) {
       // The default stream is the caller: everything before this point has already run.
@@ -140,29 +148,31 @@ void HostEvent::RecordImpl(HostStream* stream) {
     }
   }
   if (stream == nullptr) {
-    state_->completed.notify_all();
+    state_->completed.SignalAll();
     return;
   }
   stream->EnqueueMarker([state = state_, generation](const Status& pending_failure) {
     {
-      std::lock_guard<std::mutex> lock(state->mutex);
+      MutexLock lock(&state->mutex);
       if (generation > state->reached) {
         state->reached = generation;
         state->failure = pending_failure;
       }
     }
-    state->completed.notify_all();
+    state->completed.SignalAll();
   });
 }
 
 Status HostEvent::AwaitGeneration(State& state, std::uint64_t generation,
                                   std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(state.mutex);
-  if (!state.completed.wait_for(lock, timeout,
-                                [&] { return state.reached >= generation; })) {
-    return Status::Assertion(ErrorCode::kTimeout, "host event did not complete in time",
-                             {{"generation", std::to_string(generation)},
-                              {"timeout_ms", std::to_string(timeout.count())}});
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  MutexLock lock(&state.mutex);
+  while (state.reached < generation) {
+    if (!state.completed.WaitUntil(&state.mutex, deadline) && state.reached < generation) {
+      return Status::Assertion(ErrorCode::kTimeout, "host event did not complete in time",
+                               {{"generation", std::to_string(generation)},
+                                {"timeout_ms", std::to_string(timeout.count())}});
+    }
   }
   return state.failure;
 }
@@ -170,7 +180,7 @@ Status HostEvent::AwaitGeneration(State& state, std::uint64_t generation,
 Status HostEvent::Wait(HostStream* stream, std::chrono::milliseconds timeout) {
   std::uint64_t generation = 0;
   {
-    std::lock_guard<std::mutex> lock(state_->mutex);
+    MutexLock lock(&state_->mutex);
     generation = state_->recorded;
   }
   if (generation == 0) return Status::Ok();  // never recorded: nothing to wait for
@@ -184,7 +194,7 @@ Status HostEvent::Wait(HostStream* stream, std::chrono::milliseconds timeout) {
 Status HostEvent::SynchronizeImpl(std::chrono::milliseconds timeout) {
   std::uint64_t generation = 0;
   {
-    std::lock_guard<std::mutex> lock(state_->mutex);
+    MutexLock lock(&state_->mutex);
     generation = state_->recorded;
   }
   if (generation == 0) return Status::Ok();
@@ -192,7 +202,7 @@ Status HostEvent::SynchronizeImpl(std::chrono::milliseconds timeout) {
 }
 
 bool HostEvent::Query() const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  MutexLock lock(&state_->mutex);
   return state_->reached >= state_->recorded;
 }
 
@@ -205,8 +215,16 @@ HostStream* SetCurrentStream(HostStream* stream) {
 }
 
 Status DrainAllStreams(std::chrono::milliseconds timeout) {
-  std::lock_guard<std::mutex> lock(Registry().mutex);
-  for (HostStream* stream : Registry().streams) {
+  std::vector<std::shared_ptr<HostStream>> streams;
+  {
+    MutexLock lock(&Registry().mutex);
+    for (const auto& [address, stream] : Registry().streams) {
+      if (std::shared_ptr<HostStream> live = stream.lock()) streams.push_back(std::move(live));
+    }
+  }
+  // Without the list's lock: a stream made or destroyed meanwhile (by queued work, say) does
+  // not wait for the drain.
+  for (const std::shared_ptr<HostStream>& stream : streams) {
     if (stream->OnExecutor()) continue;  // work queued on a stream cannot drain that stream
     HPS_RETURN_IF_ERROR(stream->Drain(timeout));
   }

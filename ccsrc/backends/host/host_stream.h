@@ -17,15 +17,14 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "backends/host/call_sites.h"
+#include "base/mutex.h"
 #include "base/status.h"
 
 namespace hyper_parallel::shmem::host {
@@ -41,7 +40,9 @@ class HostStream {
   template <CallSite kSite>
   static std::shared_ptr<HostStream> Create() {
     RequireCallable<HostCall::kCreateStream, kSite>();
-    return std::shared_ptr<HostStream>(new HostStream());
+    std::shared_ptr<HostStream> stream(new HostStream());
+    Register(stream);
+    return stream;
   }
 
   /// Runs what is still queued, then stops the executor. Must not run on the executor itself.
@@ -50,9 +51,9 @@ class HostStream {
   HostStream& operator=(const HostStream&) = delete;
 
   /// Queues `work` behind everything queued before; returns at once.
-  void Enqueue(StreamWork work);
+  void Enqueue(StreamWork work) EXCLUDES(mutex_);
   /// Queues a marker; it completes (is called) when the executor reaches it.
-  void EnqueueMarker(StreamMarker marker);
+  void EnqueueMarker(StreamMarker marker) EXCLUDES(mutex_);
 
   /// Waits until everything queued so far has run; returns and clears the stream's failure.
   template <CallSite kSite>
@@ -66,7 +67,7 @@ class HostStream {
   Status Drain(std::chrono::milliseconds timeout) { return WaitIdle(timeout, false); }
 
   /// True when nothing is queued or running.
-  bool Query() const;
+  bool Query() const EXCLUDES(mutex_);
 
   /// Process-unique id, starting at 1, for logs and debug output.
   std::uint64_t id() const { return id_; }
@@ -79,17 +80,19 @@ class HostStream {
   };
 
   HostStream();
-  void Run();
-  Status WaitIdle(std::chrono::milliseconds timeout, bool report_failure);
+  // Adds the stream to the process's list that DrainAllStreams walks.
+  static void Register(const std::shared_ptr<HostStream>& stream);
+  void Run() EXCLUDES(mutex_);
+  Status WaitIdle(std::chrono::milliseconds timeout, bool report_failure) EXCLUDES(mutex_);
 
   const std::uint64_t id_;
-  mutable std::mutex mutex_;
-  std::condition_variable work_ready_;
-  std::condition_variable idle_;
-  std::deque<Item> queue_;
-  bool busy_ = false;
-  bool stopping_ = false;
-  Status failure_;
+  mutable Mutex mutex_;
+  CondVar work_ready_;
+  CondVar idle_;
+  std::deque<Item> queue_ GUARDED_BY(mutex_);
+  bool busy_ GUARDED_BY(mutex_) = false;
+  bool stopping_ GUARDED_BY(mutex_) = false;
+  Status failure_ GUARDED_BY(mutex_);
   std::thread thread_;
 };
 
@@ -121,11 +124,11 @@ class HostEvent {
 
  private:
   struct State {
-    std::mutex mutex;
-    std::condition_variable completed;
-    std::uint64_t recorded = 0;   // generation of the latest Record
-    std::uint64_t reached = 0;    // highest generation completed
-    Status failure;               // failure carried by the latest completed generation
+    Mutex mutex;
+    CondVar completed;
+    std::uint64_t recorded GUARDED_BY(mutex) = 0;  // generation of the latest Record
+    std::uint64_t reached GUARDED_BY(mutex) = 0;   // highest generation completed
+    Status failure GUARDED_BY(mutex);  // failure carried by the latest completed generation
   };
   static Status AwaitGeneration(State& state, std::uint64_t generation,
                                 std::chrono::milliseconds timeout);

@@ -23,6 +23,7 @@
 
 #include "backends/registry.h"
 #include "backends/stream.h"
+#include "ops/collectives.h"
 #include "ops/mega_moe/kernels.h"
 #include "base/config.h"
 #include "runtime/heap_allocator.h"
@@ -556,34 +557,40 @@ void WaitSignal(py::handle sig, py::handle value_arg, py::handle comparison_arg)
   Check(hps::Runtime::Process().WaitSignal(view, width, value, chosen, stream));
 }
 
-void Barrier() {
+// Runs the collective unit called `name` (ops/collectives.h) over the Root WORLD: with no
+// operand (barrier), or with a symmetric output and a local input of the same dtype, whose
+// sizes the collective's own checks count in elements.
+void RunCollective(const std::string& name, py::handle output_arg, py::handle input_arg) {
+  const hps::data_plane::Collective* collective = hps::ops::FindCollective(name);
+  if (collective == nullptr) {
+    std::string names;
+    for (const hps::data_plane::Collective* known : hps::ops::Collectives()) {
+      names += (names.empty() ? "" : ", ") + std::string(known->name());
+    }
+    Check(Contract("collective", "collective", "one of this build's (" + names + ")", name));
+  }
   const hps::StreamRef stream = CurrentStream();
-  py::gil_scoped_release no_gil;
-  Check(hps::Runtime::Process().Barrier(stream));
-}
-
-void AllGather(py::handle output_arg, py::handle input_arg) {
+  if (!collective->TakesOperands()) {
+    py::gil_scoped_release no_gil;
+    Check(hps::Runtime::Process().RunCollective(*collective, {}, stream));
+    return;
+  }
+  const std::string_view op = collective->name();
   const at::Tensor output = TensorArg("output", output_arg);
   const at::Tensor input = TensorArg("input", input_arg);
-  const hps::SymmetricView view = Symmetric("all_gather", "output", output);
-  const void* local = Local("all_gather", "input", input);
+  const hps::SymmetricView view = Symmetric(op, "output", output);
+  const void* local = Local(op, "input", input);
   if (input.scalar_type() != output.scalar_type()) {
-    Check(Contract("all_gather", "input dtype",
+    Check(Contract(op, "input dtype",
                    "output's dtype " + std::string(c10::toString(output.scalar_type())),
                    c10::toString(input.scalar_type())));
   }
-  const int64_t size = hps::Runtime::Process().size();
-  if (output.numel() != input.numel() * size) {
-    Check(Contract("all_gather", "output numel",
-                   "input numel * root size (" + std::to_string(input.numel()) + " * " +
-                       std::to_string(size) + ")",
-                   std::to_string(output.numel())));
-  }
-  const std::string_view dtype = c10::getDtypeNames(output.scalar_type()).first;
-  const hps::StreamRef stream = CurrentStream();
+  const hps::CollectiveOperands operands{
+      view, local, ByteSize(input), static_cast<std::uint64_t>(output.element_size()),
+      c10::getDtypeNames(output.scalar_type()).first};
   py::gil_scoped_release no_gil;
-  Check(hps::Runtime::Process().AllGather(view, local, ByteSize(input), stream,
-                                          Hold(stream, output, input), dtype));
+  Check(hps::Runtime::Process().RunCollective(*collective, operands, stream,
+                                              Hold(stream, output, input)));
 }
 
 // ---- MegaMoE dispatch and combine ----------------------------------------------------------
@@ -932,8 +939,9 @@ PYBIND11_MODULE(hyper_parallel_shmem_torch, m) {
   m.def("put_signal", &PutSignal, py::arg("dst"), py::arg("src"), py::arg("sig"), py::arg("value"),
         py::arg("pe"), py::arg("operation"));
   m.def("wait_signal", &WaitSignal, py::arg("sig"), py::arg("value"), py::arg("comparison"));
-  m.def("barrier", &Barrier);
-  m.def("all_gather", &AllGather, py::arg("output"), py::arg("input"));
+  m.def("collective", &RunCollective, py::arg("name"), py::arg("output") = py::none(),
+        py::arg("input") = py::none(),
+        "Runs the collective called `name` (barrier, all_gather, all_to_all, ...).");
   m.def("moe_layout", &MoeLayoutDict, py::arg("counts"), py::arg("experts"),
         py::arg("chunk_rows"), "This PE's view of a MegaMoE step's layout (ops/mega_moe).");
   m.def("moe_dispatch", &MoeDispatch, py::arg("rows"), py::arg("counts"), py::arg("recv"),

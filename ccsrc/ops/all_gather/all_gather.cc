@@ -7,18 +7,33 @@
 
 namespace hyper_parallel::shmem::ops {
 
-Status AllGather(data_plane::KernelApi& api, const AllGatherPlan& plan) {
-  const int rank = api.rank(), size = api.size();
-  // This PE first, then the peers in ring order, so PEs do not all write to PE 0 first.
-  std::vector<int> destinations{rank};
+Status AllGather::Check(const data_plane::CollectiveCall& call) const {
+  const auto size = static_cast<std::uint64_t>(call.group.size());
+  if (call.input_bytes > call.output_bytes / size || call.output_bytes != call.input_bytes * size) {
+    const std::string unit(data_plane::SizeUnit(call));
+    return Status::Contract(ErrorCode::kInvalidArgument, "output " + unit,
+                            "input " + unit + " * root size (" +
+                                data_plane::SizeText(call, call.input_bytes) + " * " +
+                                std::to_string(size) + ")",
+                            data_plane::SizeText(call, call.output_bytes));
+  }
+  return data_plane::CheckInputBeside(call, name());
+}
+
+Status AllGather::Run(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan) const {
+  const data_plane::CollectiveGroup& group = plan.group;
+  const int size = group.size();
+  // This member first, then the peers in ring order.
+  std::vector<int> destinations{group.pe(group.index)};
   std::vector<int> peers;
   for (int distance = 1; distance < size; ++distance) {
-    peers.push_back(data_plane::RingPeer(rank, distance, size));
+    peers.push_back(group.pe(data_plane::RingPeer(group.index, distance, size)));
     destinations.push_back(peers.back());
   }
-  const data_plane::ChunkPlan chunks(plan.bytes, kAllGatherChunkBytes, kAllGatherMinChunkBytes,
-                                     kAllGatherGranule);
-  const std::uint64_t slot = plan.output_offset + data_plane::SlotOffset(rank, plan.bytes);
+  const data_plane::ChunkPlan chunks(plan.input_bytes, kAllGatherChunkBytes,
+                                     kAllGatherMinChunkBytes, kAllGatherGranule);
+  const std::uint64_t slot =
+      plan.output_offset + data_plane::SlotOffset(group.index, plan.input_bytes);
   const auto* input = static_cast<const std::byte*>(plan.input);
   std::vector<data_plane::BlockPut> puts;
   puts.reserve(chunks.count() * destinations.size());
@@ -30,9 +45,8 @@ Status AllGather(data_plane::KernelApi& api, const AllGatherPlan& plan) {
   }
   api.PutBlocks(puts);
   if (peers.empty()) return Status::Ok();
-  for (int peer : peers) api.PublishEpoch(peer, kAllGatherEpochSlot, plan.epoch);
-  return api.WaitEpochs(kAllGatherEpochSlot, plan.epoch, peers, "all_gather",
-                        "peers' data to arrive");
+  for (int peer : peers) api.PublishEpoch(peer, group.sync_slot, plan.sequence);
+  return api.WaitEpochs(group.sync_slot, plan.sequence, peers, name(), "peers' data to arrive");
 }
 
 }  // namespace hyper_parallel::shmem::ops

@@ -1,45 +1,45 @@
-// AllGather: the runtime's fused, chunked all_gather, written on the kernel-side data-plane API
-// alone (data_plane/kernel_api.h), so every backend runs the same algorithm with its own puts
-// and epochs (host: copy workers and control-block epochs; a device backend: on-stream puts
-// and signals).
+// all_gather: every member's input lands in slot `index` of every member's output, as a
+// collective unit (data_plane/collective.h): the contract of
+// torch.distributed.all_gather_into_tensor, written on the kernel-side API alone
+// (data_plane/kernel_api.h), so every backend runs the same algorithm with its own puts and
+// epochs (host: copy workers and control-block epochs; a device backend: on-stream puts and
+// signals).
 //
-// Each PE's input lands in slot `rank` of every PE's output. The algorithm pushes: every PE
-// copies its own input into its slot of each PE's output (its own first), so the input need
-// not be symmetric. It is chunked with the data plane's plan (tail rebalanced so no chunk is
-// tiny) and handed over as one batch, chunk-major, so a source chunk stays in cache while it
-// goes to every PE and a backend with several copy engines can spread the batch. There is
-// nothing to pipeline: data goes straight from the input to its final place.
+// Local checks: the output is exactly input bytes * group size (in elements when the caller
+// counts elements) and does not overlap the input. Peers agree on the input bytes, the dtype
+// and the output's heap offset.
 //
-// Synchronisation uses the call's collective number e (the same on every PE), never flags
-// reset to zero. Before the kernel runs, the backend exchanged and matched the PEs'
-// descriptors for call e (Backend::LaunchCollective): every PE has entered call e with the same
-// arguments, so none still reads its output of call e-1. The kernel then pushes every chunk,
+// The kernel pushes: every member copies its own input into its slot of each member's output
+// (its own first, then the others in ring order, so members do not all write to member 0
+// first), so the input need not be symmetric. It is chunked with the data plane's plan (tail
+// rebalanced so no chunk is tiny) and handed over as one batch, chunk-major, so a source chunk
+// stays in cache while it goes to every member and a backend with several copy engines can
+// spread the batch. Before the kernel runs, every member's descriptor of call e matched: every
+// member has entered call e, so none still reads its output of call e-1. The kernel then
 // publishes epoch e to each peer (data before signal) and waits until every peer published e:
-// then the output is complete and the input free.
+// the output is complete and the input free.
 //
-// Thread-safety: a pure function of its arguments and the API; runs on the launching stream.
+// Thread-safety: immutable; Run runs on the launching stream.
 #pragma once
 
 #include <cstdint>
 
-#include "base/status.h"
-#include "data_plane/kernel_api.h"
+#include "data_plane/collective.h"
 
 namespace hyper_parallel::shmem::ops {
 
 inline constexpr std::uint64_t kAllGatherChunkBytes = 256ull << 10;
 inline constexpr std::uint64_t kAllGatherMinChunkBytes = 64ull << 10;
 inline constexpr std::uint64_t kAllGatherGranule = 64;
-/// The epoch slot all_gather publishes its arrivals on.
-inline constexpr int kAllGatherEpochSlot = 0;
 
-struct AllGatherPlan {
-  const void* input = nullptr;       ///< this PE's `bytes` (local memory)
-  std::uint64_t bytes = 0;           ///< per PE
-  std::uint64_t output_offset = 0;   ///< heap offset of the [P * bytes] output (slot 0)
-  std::uint64_t epoch = 0;           ///< the call's collective number
+class AllGather final : public data_plane::Collective {
+ public:
+  std::string_view name() const override { return "all_gather"; }
+  Status Check(const data_plane::CollectiveCall& call) const override;
+  unsigned AgreedFields() const override {
+    return data_plane::kAgreeBytes | data_plane::kAgreeDtype | data_plane::kAgreeOffset;
+  }
+  Status Run(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan) const override;
 };
-
-Status AllGather(data_plane::KernelApi& api, const AllGatherPlan& plan);
 
 }  // namespace hyper_parallel::shmem::ops

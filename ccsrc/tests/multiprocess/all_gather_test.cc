@@ -64,7 +64,7 @@ int ByteMatrixBody(PeContext& ctx) {
     for (std::uint64_t i = 0; i < bytes; ++i) input[i] = Pattern(ctx.rank, call, i);
     std::memset(output.data, 0xEE, output.bytes);
     const SymmetricView view = Sub(output, 0, bytes * ctx.size);
-    CHECK_PE_OK(ctx, Rt().AllGather(view, input.data(), bytes, {}));
+    CHECK_PE_OK(ctx, AllGather(Rt(), view, input.data(), bytes, {}));
     if (!CheckGathered(ctx, As<std::uint8_t>(output), bytes, call)) break;
     // Nothing beyond the gathered bytes was written.
     const std::uint8_t* tail = As<std::uint8_t>(output) + bytes * ctx.size;
@@ -75,7 +75,7 @@ int ByteMatrixBody(PeContext& ctx) {
         break;
       }
     }
-    CHECK_PE_OK(ctx, Rt().Barrier({}));  // everyone checked before the next call reuses it
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));  // everyone checked before the next call reuses it
   }
   FreeAllAndShutdown(ctx);
   return 0;
@@ -102,10 +102,10 @@ TEST_P(AllGatherTest, BackToBackReusingOneOutputWithADelayedPe) {
       // while it still checks it, nor before it enters this one.
       if (ctx.rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(call % 4 * 3));
       for (std::uint64_t i = 0; i < kBytes; ++i) input[i] = Pattern(ctx.rank, call, i);
-      CHECK_PE_OK(ctx, Rt().AllGather(View(output), input.data(), kBytes, {}));
+      CHECK_PE_OK(ctx, AllGather(Rt(), View(output), input.data(), kBytes, {}));
       if (!CheckGathered(ctx, As<std::uint8_t>(output), kBytes, call)) break;
     }
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     FreeAllAndShutdown(ctx);
     return 0;
   }));
@@ -118,19 +118,19 @@ TEST_P(AllGatherTest, QueuedOnAStreamWithRankSkew) {
     constexpr std::uint64_t kBytes = 3 * kChunk + 77;
     std::vector<Allocation> outputs;
     for (int call = 0; call < kCalls; ++call) outputs.push_back(MustAllocate(ctx, kBytes * ctx.size));
-    auto stream = host::HostStream::Create<host::CallSite::kHostThread>();
+    auto stream = host::HostStream::Create<CallSite::kHostThread>();
     std::vector<std::vector<std::uint8_t>> inputs(kCalls, std::vector<std::uint8_t>(kBytes));
     std::this_thread::sleep_for(std::chrono::milliseconds(ctx.rank * 20));  // rank skew
     for (int call = 0; call < kCalls; ++call) {
       for (std::uint64_t i = 0; i < kBytes; ++i) inputs[call][i] = Pattern(ctx.rank, call, i);
-      CHECK_PE_OK(ctx, Rt().AllGather(View(outputs[call]), inputs[call].data(), kBytes,
+      CHECK_PE_OK(ctx, AllGather(Rt(), View(outputs[call]), inputs[call].data(), kBytes,
                                       StreamRef{stream.get()}));
     }
-    CHECK_PE_OK(ctx, stream->Synchronize<host::CallSite::kHostThread>(60s));
+    CHECK_PE_OK(ctx, stream->Synchronize<CallSite::kHostThread>(60s));
     for (int call = 0; call < kCalls; ++call) {
       if (!CheckGathered(ctx, As<std::uint8_t>(outputs[call]), kBytes, call)) break;
     }
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     FreeAllAndShutdown(ctx);
     return 0;
   }));
@@ -141,23 +141,23 @@ TEST_P(AllGatherTest, RejectionsChangeNothingAndMixWithRma) {
     CHECK_PE_OK(ctx, ctx.InitRuntime());
     Allocation output = MustAllocate(ctx, 64 * ctx.size);
     std::vector<std::uint8_t> input(64, static_cast<std::uint8_t>(ctx.rank));
-    Status wrong_size = Rt().AllGather(View(output), input.data(), 63, {});
+    Status wrong_size = AllGather(Rt(), View(output), input.data(), 63, {});
     CHECK_PE(ctx, wrong_size.code() == ErrorCode::kInvalidArgument, wrong_size.ToString());
     CHECK_PE(ctx, Contains(wrong_size.message(), "output byte size must be input byte size * root size"),
              wrong_size.message());
-    Status overlap = Rt().AllGather(Sub(output, 0, 32 * ctx.size), As<std::uint8_t>(output) + 8, 32, {});
+    Status overlap = AllGather(Rt(), Sub(output, 0, 32 * ctx.size), As<std::uint8_t>(output) + 8, 32, {});
     CHECK_PE(ctx, overlap.code() == ErrorCode::kInvalidArgument, overlap.ToString());
     CHECK_PE(ctx, Contains(overlap.message(), "all_gather input must be disjoint from the output"),
              overlap.message());
-    CHECK_PE(ctx, Rt().AllGather(View(output), nullptr, 64, {}).code() == ErrorCode::kInvalidArgument,
+    CHECK_PE(ctx, AllGather(Rt(), View(output), nullptr, 64, {}).code() == ErrorCode::kInvalidArgument,
              "null input");
-    CHECK_PE_OK(ctx, Rt().AllGather(Sub(output, 0, 0), nullptr, 0, {}));  // zero bytes
+    CHECK_PE_OK(ctx, AllGather(Rt(), Sub(output, 0, 0), nullptr, 0, {}));  // zero bytes
     // Rejections take no collective number: a real call still works, in step.
-    CHECK_PE_OK(ctx, Rt().AllGather(View(output), input.data(), 64, {}));
+    CHECK_PE_OK(ctx, AllGather(Rt(), View(output), input.data(), 64, {}));
     for (int pe = 0; pe < ctx.size; ++pe) {
       CHECK_PE(ctx, As<std::uint8_t>(output)[pe * 64 + 63] == pe, "slot " + std::to_string(pe));
     }
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     FreeAllAndShutdown(ctx);
     return 0;
   }));

@@ -81,7 +81,7 @@ TEST(CannRuntimeLifecycle, ReinitCyclesDeviceDriftAndAFinalizeThatFails) {
     for (int cycle = 0; cycle < 3; ++cycle) {
       CHECK_PE_OK(ctx, ctx.InitRuntime());
       Allocation a = MustAllocate(ctx, 1024 * (cycle + 1));
-      CHECK_PE_OK(ctx, Rt().Barrier({}));
+      CHECK_PE_OK(ctx, Barrier(Rt(), {}));
       CHECK_PE_OK(ctx, Rt().Free(View(a)));
       CHECK_PE_OK(ctx, Rt().Shutdown());
     }

@@ -50,7 +50,7 @@ int PingPong(PeContext& ctx, std::int64_t rounds) {
   Allocation data = MustAllocate(ctx, 64);
   Allocation flag = MustAllocate(ctx, 8);
   *As<std::int64_t>(flag) = 0;
-  CHECK_PE_OK(ctx, Rt().Barrier({}));  // zeroed on every PE before the first signal
+  CHECK_PE_OK(ctx, Barrier(Rt(), {}));  // zeroed on every PE before the first signal
   const int peer = 1 - ctx.rank;
   std::int64_t payload[8];
   for (std::int64_t round = 1; round <= rounds && ctx.failures == 0; ++round) {
@@ -72,7 +72,7 @@ int PingPong(PeContext& ctx, std::int64_t rounds) {
       send();
     }
   }
-  CHECK_PE_OK(ctx, Rt().Barrier({}));
+  CHECK_PE_OK(ctx, Barrier(Rt(), {}));
   FreeAllAndShutdown(ctx);
   return 0;
 }

@@ -435,7 +435,7 @@ class PeBench {
         HPS_RETURN_IF_ERROR(barrier_.Wait(rank()));
         const Clock::time_point start = Clock::now();
         for (int i = 0; i < (rep < 0 ? 2 : iters); ++i) {
-          HPS_RETURN_IF_ERROR(Rt().AllGather(output, input, size, {}));
+          HPS_RETURN_IF_ERROR(AllGather(Rt(), output, input, size, {}));
         }
         if (rep >= 0) samples.push_back(MicrosecondsSince(start) / iters);
       }

@@ -98,7 +98,7 @@ TEST_P(CudaRuntimeWaits, AWaitThatGivesUpIsATimeoutNamingWhatItSaw) {
     CHECK_PE(ctx, Contains(waited.ToString(), "observed=3") &&
                       Contains(waited.ToString(), "expected=7"),
              waited.ToString());
-    CHECK_PE_OK(ctx, Rt().Barrier({}));  // a wait's timeout is not terminal
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));  // a wait's timeout is not terminal
     FreeAllAndShutdown(ctx);
     return 0;
   }));
@@ -128,7 +128,7 @@ TEST(CudaRuntimeWaitRecords, WaitsThatPassedGiveTheirRecordsBackWithoutASync) {
                                             StreamRef{stream});
       CHECK_PE(ctx, waited.ok(), "wait " + std::to_string(i) + ": " + waited.ToString());
     }
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     FreeAllAndShutdown(ctx);  // synchronises the stream; the fake's streams are handles only
     return 0;
   }));
@@ -145,7 +145,7 @@ TEST(CudaRuntimeCallerStreams, TheLegacyDefaultStreamIsACallerStream) {
     Allocation flag = MustAllocate(ctx, 8);
     const std::int64_t zero = 0;
     CHECK_PE_OK(ctx, Rt().Put(View(flag), &zero, ctx.rank, {}));
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     const std::int64_t mine = 1000 + ctx.rank;
     const int next = (ctx.rank + 1) % ctx.size, previous = (ctx.rank + ctx.size - 1) % ctx.size;
     CHECK_PE_OK(ctx, Rt().Put(Sub(data, 0, 8), &mine, next, legacy));
@@ -153,7 +153,7 @@ TEST(CudaRuntimeCallerStreams, TheLegacyDefaultStreamIsACallerStream) {
     CHECK_PE_OK(ctx, Rt().WaitSignal(View(flag), SignalWidth::k64, 1, Comparison::kGe, legacy));
     std::int64_t got = 0;
     CHECK_PE_OK(ctx, Rt().Get(&got, Sub(data, 0, 8), ctx.rank, legacy));
-    CHECK_PE_OK(ctx, Rt().Barrier({}));  // synchronises the caller's streams first
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));  // synchronises the caller's streams first
     CHECK_PE(ctx, got == 1000 + previous, "got " + std::to_string(got));
     FreeAllAndShutdown(ctx);
     return 0;

@@ -25,7 +25,7 @@ inline void CheckDeviceBackend(PeContext& ctx, bool refuses_wide_signals) {
   Allocation flag = MustAllocate(ctx, 8);
   Fill(ctx, data, 0);
   Fill(ctx, flag, 0);
-  CHECK_PE_OK(ctx, Rt().Barrier({}));
+  CHECK_PE_OK(ctx, Barrier(Rt(), {}));
   std::vector<std::uint32_t> mine(1024);
   for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = ctx.rank * 100000 + i;
   CHECK_PE_OK(ctx, Rt().Put(View(data), mine.data(), next, {}));
@@ -67,7 +67,7 @@ inline void CheckDeviceBackend(PeContext& ctx, bool refuses_wide_signals) {
       CHECK_PE_OK(ctx, Rt().Put(View(heap_input), input.data(), ctx.rank, {}));
       source = heap_input.data;
     }
-    CHECK_PE_OK(ctx, Rt().AllGather(View(gathered), source, per_pe, {}));
+    CHECK_PE_OK(ctx, AllGather(Rt(), View(gathered), source, per_pe, {}));
     const std::vector<std::uint8_t> output = ReadBack<std::uint8_t>(ctx, gathered);
     right = output.size() == per_pe * ctx.size;
     for (int pe = 0; right && pe < ctx.size; ++pe) {
@@ -81,10 +81,10 @@ inline void CheckDeviceBackend(PeContext& ctx, bool refuses_wide_signals) {
 
   // Different collectives of one number: every PE fails alike, and they stay in step.
   const Status mismatch = ctx.rank == 0
-                              ? Rt().Barrier({})
-                              : Rt().AllGather(View(gathered), input.data(), per_pe, {});
+                              ? Barrier(Rt(), {})
+                              : AllGather(Rt(), View(gathered), input.data(), per_pe, {});
   CHECK_PE(ctx, mismatch.code() == ErrorCode::kCollectiveMismatch, mismatch.ToString());
-  CHECK_PE_OK(ctx, Rt().Barrier({}));
+  CHECK_PE_OK(ctx, Barrier(Rt(), {}));
 
   // MegaMoE: one dispatch and combine, two experts per PE, rows off the chunk size.
   const int experts = 2 * ctx.size, locals = 2;
@@ -102,7 +102,7 @@ inline void CheckDeviceBackend(PeContext& ctx, bool refuses_wide_signals) {
   CHECK_PE_OK(ctx, layout.Validate());
   std::vector<float> rows(layout.SendRows(ctx.rank) * kHidden);
   for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = ctx.rank * 1000.0f + i;
-  CHECK_PE_OK(ctx, Rt().Barrier({}));  // counters zeroed everywhere first
+  CHECK_PE_OK(ctx, Barrier(Rt(), {}));  // counters zeroed everywhere first
   ops::DispatchPlan dispatch{reinterpret_cast<const std::byte*>(rows.data()), 0, 0};
   CHECK_PE_OK(ctx, Rt().Launch("moe_dispatch", {View(recv), View(counters)}, {},
                                [&](data_plane::KernelApi& api, const std::vector<std::uint64_t>& at) {
@@ -147,7 +147,7 @@ inline void CheckDeviceBackend(PeContext& ctx, bool refuses_wide_signals) {
     }
   }
   CHECK_PE(ctx, right, "every row came back through its expert");
-  CHECK_PE_OK(ctx, Rt().Barrier({}));
+  CHECK_PE_OK(ctx, Barrier(Rt(), {}));
 }
 
 }  // namespace hyper_parallel::shmem::testing

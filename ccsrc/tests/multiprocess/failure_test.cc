@@ -68,7 +68,7 @@ void ExpectTerminal(PeContext& ctx, const Status& lost, const std::string& victi
                                              victim_text),
            lost.message());
   CHECK_PE(ctx, Rt().state() == RuntimeState::kFailed, "terminal");
-  const Status later = Rt().Barrier({});
+  const Status later = Barrier(Rt(), {});
   CHECK_PE(ctx, later.code() == ErrorCode::kPeerLost && later.message() == lost.message(),
            later.ToString());
   const Diagnostics d = Rt().Snapshot();
@@ -117,12 +117,12 @@ TEST_P(PeerDeath, EverySurvivorRaisesPeerLostNamingThePeAndExitsCleanly) {
     Allocation output = MustAllocate(ctx, 3 * 64);
     std::memset(words.data, 0, words.bytes);
     As<std::int64_t>(words)[0] = ::getpid();
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     std::int64_t victim_pid = 0;
     CHECK_PE_OK(ctx, Rt().Get(&victim_pid, Sub(words, 0, 8), c.victim, {}));
     const std::string victim_text =
         "pe=" + std::to_string(c.victim) + ", pid=" + std::to_string(victim_pid);
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     if (ctx.rank == c.victim) {
       // Die once every survivor is about to block (each raised the armed word first).
       CHECK_PE_OK(ctx, Rt().WaitSignal(Sub(words, 64, 8), SignalWidth::k64, 2, Comparison::kGe,
@@ -141,10 +141,10 @@ TEST_P(PeerDeath, EverySurvivorRaisesPeerLostNamingThePeAndExitsCleanly) {
         lost = Rt().WaitSignal(Sub(words, 128, 8), SignalWidth::k64, 1, Comparison::kEq, {});
         break;
       case Blocked::kBarrier:
-        lost = Rt().Barrier({});
+        lost = Barrier(Rt(), {});
         break;
       case Blocked::kAllGather:
-        lost = Rt().AllGather(View(output), input.data(), 64, {});
+        lost = AllGather(Rt(), View(output), input.data(), 64, {});
         break;
       case Blocked::kEmpty: {
         Allocation more;
@@ -163,11 +163,11 @@ TEST_P(PeerDeath, EverySurvivorRaisesPeerLostNamingThePeAndExitsCleanly) {
         if (lost.ok()) lost = Rt().Shutdown();
         break;
       case Blocked::kQueued: {
-        auto stream = host::HostStream::Create<host::CallSite::kHostThread>();
+        auto stream = host::HostStream::Create<CallSite::kHostThread>();
         CHECK_PE_OK(ctx, Rt().WaitSignal(Sub(words, 128, 8), SignalWidth::k64, 1, Comparison::kEq,
                                          StreamRef{stream.get()}));
-        CHECK_PE_OK(ctx, Rt().Barrier(StreamRef{stream.get()}));
-        lost = stream->Synchronize<host::CallSite::kHostThread>(60s);
+        CHECK_PE_OK(ctx, Barrier(Rt(), StreamRef{stream.get()}));
+        lost = stream->Synchronize<CallSite::kHostThread>(60s);
         CHECK_PE(ctx, lost.operation() == "wait_signal", lost.ToString());
         break;
       }
@@ -277,7 +277,7 @@ TEST(NormalExit, NothingIsLeftAfterEveryPeClosed) {
     CHECK_PE_OK(ctx, ctx.InitRuntime());
     Allocation a = MustAllocate(ctx, 4096);
     std::memset(a.data, 1, a.bytes);
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     FreeAllAndShutdown(ctx);
     return 0;
   });

@@ -16,7 +16,7 @@ TEST(Lifecycle, ReinitStartsANewLifecycleWithANewHeapSize) {
     Allocation first = MustAllocate(ctx, 4096);
     const std::int64_t value = ctx.rank;
     CHECK_PE_OK(ctx, Rt().Put(Sub(first, 0, 8), &value, (ctx.rank + 1) % ctx.size, {}));
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     FreeAllAndShutdown(ctx);
     CHECK_PE(ctx, Rt().state() == RuntimeState::kUninitialized, "back to uninitialized");
 
@@ -31,7 +31,7 @@ TEST(Lifecycle, ReinitStartsANewLifecycleWithANewHeapSize) {
     Status stale = Rt().Get(&sink, Sub(first, 0, 8), 0, {});
     CHECK_PE(ctx, stale.code() == ErrorCode::kStaleLifecycle, stale.ToString());
     CHECK_PE_OK(ctx, Rt().Put(Sub(second, (6 << 20) - 8, 8), &value, (ctx.rank + 1) % ctx.size, {}));
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     CHECK_PE(ctx, As<std::int64_t>(second)[(6 << 20) / 8 - 1] == (ctx.rank + ctx.size - 1) % ctx.size,
              "the new, larger heap is shared");
     FreeAllAndShutdown(ctx);
@@ -51,7 +51,7 @@ TEST(Lifecycle, PesThatDisagreeOnHeapSizeAllFailAndCanRetry) {
     CHECK_PE(ctx, OwnSegmentCount() == 0, "no segment after a failed init");
     ::setenv("HYPER_PARALLEL_SHMEM_HEAP_SIZE", "1048576", 1);
     CHECK_PE_OK(ctx, ctx.InitRuntime());
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     CHECK_PE_OK(ctx, Rt().Shutdown());
     return 0;
   }));

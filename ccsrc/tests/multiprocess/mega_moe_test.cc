@@ -46,11 +46,11 @@ TEST_P(MoeKernels, EveryRowReachesItsExpertAndComesBack) {
     Allocation counters = MustAllocate(ctx, (2 * locals + 1) * kMoeCounterStride);
     Allocation gathered = MustAllocate(ctx, c.pes * c.experts * sizeof(std::int64_t));
     std::memset(counters.data, 0, counters.bytes);
-    CHECK_PE_OK(ctx, Rt().Barrier({}));  // counters zeroed everywhere before any add
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));  // counters zeroed everywhere before any add
     const std::uint64_t dispatch_counters = 0, done_counters = locals * kMoeCounterStride;
     const std::uint64_t return_counter = 2 * locals * kMoeCounterStride;
     auto counter_view = [&](std::uint64_t offset) { return Sub(counters, offset, 8); };
-    auto combine_stream = host::HostStream::Create<host::CallSite::kHostThread>();
+    auto combine_stream = host::HostStream::Create<CallSite::kHostThread>();
     std::mt19937 rng(1234 + ctx.rank);
     std::vector<std::int64_t> dispatch_target(locals, 0), done_target(locals, 0);
     std::int64_t return_target = 0;
@@ -60,7 +60,7 @@ TEST_P(MoeKernels, EveryRowReachesItsExpertAndComesBack) {
       for (int e = 0; e < c.experts; ++e) {
         mine[e] = c.skewed ? (e == 0 ? 37 + step : 0) : static_cast<std::int64_t>(rng() % 11);
       }
-      CHECK_PE_OK(ctx, Rt().AllGather(View(gathered), mine.data(), c.experts * 8, {}));
+      CHECK_PE_OK(ctx, AllGather(Rt(), View(gathered), mine.data(), c.experts * 8, {}));
       std::vector<std::int64_t> counts(As<std::int64_t>(gathered),
                                        As<std::int64_t>(gathered) + c.pes * c.experts);
       const ops::MoeLayout layout(
@@ -128,7 +128,7 @@ TEST_P(MoeKernels, EveryRowReachesItsExpertAndComesBack) {
       }
       CHECK_PE_OK(ctx, Rt().WaitSignal(counter_view(return_counter), SignalWidth::k64,
                                        return_target, Comparison::kGe, {}));
-      CHECK_PE_OK(ctx, combine_stream->Synchronize<host::CallSite::kHostThread>(30s));
+      CHECK_PE_OK(ctx, combine_stream->Synchronize<CallSite::kHostThread>(30s));
       // Every row came back through its expert.
       bool right = true;
       for (int e = 0; e < c.experts; ++e) {
@@ -140,7 +140,7 @@ TEST_P(MoeKernels, EveryRowReachesItsExpertAndComesBack) {
       }
       CHECK_PE(ctx, right, "step " + std::to_string(step) + ": results in expert-sorted order");
       // The next step reuses the receive and return buffers: every PE must be done with them.
-      CHECK_PE_OK(ctx, Rt().Barrier({}));
+      CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     }
     FreeAllAndShutdown(ctx);
     return 0;

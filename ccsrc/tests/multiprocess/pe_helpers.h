@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/runtime.h"
+#include "testing/collectives.h"
 #include "testing/multiprocess.h"
 
 namespace hyper_parallel::shmem::testing {

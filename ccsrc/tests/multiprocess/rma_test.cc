@@ -28,7 +28,7 @@ TEST_P(RmaTest, PutGetRing) {
     std::vector<std::int32_t> mine(kCount);
     for (int i = 0; i < kCount; ++i) mine[i] = ctx.rank * 100000 + i;
     CHECK_PE_OK(ctx, Rt().Put(View(inbox), mine.data(), next, {}));
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     for (int i = 0; i < kCount; ++i) {
       if (As<std::int32_t>(inbox)[i] != previous * 100000 + i) {
         CHECK_PE(ctx, false, "put from PE " + std::to_string(previous) + " wrong at " +
@@ -47,7 +47,7 @@ TEST_P(RmaTest, PutGetRing) {
     for (int i = 0; i < 10; ++i) {
       CHECK_PE(ctx, part[i] == mine[100 + i], "sub-view get at offset 100");
     }
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     FreeAllAndShutdown(ctx);
     return 0;
   }));
@@ -60,7 +60,7 @@ TEST_P(RmaTest, SignalSetAddAndEveryComparison) {
     std::memset(words.data, 0, 16);
     SymmetricView sig64 = Sub(words, 0, 8);
     SymmetricView sig32 = Sub(words, 8, 4);
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     const int next = (ctx.rank + 1) % ctx.size;
     const int previous = (ctx.rank + ctx.size - 1) % ctx.size;
 
@@ -80,7 +80,7 @@ TEST_P(RmaTest, SignalSetAddAndEveryComparison) {
       CHECK_PE_OK(ctx, Rt().WaitSignal(sig, width, v + 1, Comparison::kLt, {}));
       CHECK_PE_OK(ctx, Rt().WaitSignal(sig, width, v, Comparison::kLe, {}));
     }
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
 
     // add: every PE adds its rank + 1 to every PE's word (itself included).
     for (int pe = 0; pe < ctx.size; ++pe) {
@@ -90,17 +90,17 @@ TEST_P(RmaTest, SignalSetAddAndEveryComparison) {
     const std::int64_t added = static_cast<std::int64_t>(ctx.size) * (ctx.size + 1) / 2;
     CHECK_PE_OK(ctx, Rt().WaitSignal(sig64, SignalWidth::k64, v64 + added, Comparison::kGe, {}));
     CHECK_PE_OK(ctx, Rt().WaitSignal(sig32, SignalWidth::k32, v32 + added, Comparison::kGe, {}));
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     CHECK_PE(ctx, As<std::int64_t>(words)[0] == v64 + added, "64-bit adds summed exactly");
     CHECK_PE(ctx, As<std::int32_t>(words)[2] == v32 + added, "32-bit adds summed exactly");
 
     // lt / le / ne block until the value moves down.
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     CHECK_PE_OK(ctx, Rt().Signal(sig32, SignalWidth::k32, -5, next, SignalOp::kSet, {}));
     CHECK_PE_OK(ctx, Rt().WaitSignal(sig32, SignalWidth::k32, 0, Comparison::kLt, {}));
     CHECK_PE_OK(ctx, Rt().WaitSignal(sig32, SignalWidth::k32, -5, Comparison::kLe, {}));
     (void)previous;
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     FreeAllAndShutdown(ctx);
     return 0;
   }));
@@ -113,7 +113,7 @@ TEST_P(RmaTest, DataBeforeSignal) {
     Allocation data = MustAllocate(ctx, kBytes);
     Allocation flag = MustAllocate(ctx, 8);
     *As<std::int64_t>(flag) = 0;
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     const int next = (ctx.rank + 1) % ctx.size;
     const int previous = (ctx.rank + ctx.size - 1) % ctx.size;
     std::vector<std::uint64_t> payload(kBytes / 8);
@@ -143,7 +143,7 @@ TEST_P(RmaTest, DataBeforeSignal) {
                         ((static_cast<std::uint64_t>(round) << 48) | (previous << 24) |
                          (payload.size() - 1)),
                "last word of round " + std::to_string(round));
-      CHECK_PE_OK(ctx, Rt().Barrier({}));  // the peer may overwrite only after we read
+      CHECK_PE_OK(ctx, Barrier(Rt(), {}));  // the peer may overwrite only after we read
     }
     FreeAllAndShutdown(ctx);
     return 0;
@@ -159,14 +159,14 @@ TEST_P(RmaTest, BarrierMakesEveryEarlierPutVisible) {
       for (int pe = 0; pe < ctx.size; ++pe) {
         CHECK_PE_OK(ctx, Rt().Put(Sub(slots, ctx.rank * 8, 8), &value, pe, {}));
       }
-      CHECK_PE_OK(ctx, Rt().Barrier({}));
+      CHECK_PE_OK(ctx, Barrier(Rt(), {}));
       for (int pe = 0; pe < ctx.size; ++pe) {
         if (As<std::int64_t>(slots)[pe] != round * 1000 + pe) {
           CHECK_PE(ctx, false, "round " + std::to_string(round) + " slot of PE " +
                                    std::to_string(pe));
         }
       }
-      CHECK_PE_OK(ctx, Rt().Barrier({}));  // nobody writes round+1 before all have read
+      CHECK_PE_OK(ctx, Barrier(Rt(), {}));  // nobody writes round+1 before all have read
     }
     FreeAllAndShutdown(ctx);
     return 0;
@@ -180,11 +180,11 @@ TEST_P(RmaTest, AsyncStreamsOrderWithEvents) {
     Allocation inbox = MustAllocate(ctx, kBytes);
     Allocation flag = MustAllocate(ctx, 8);
     *As<std::int64_t>(flag) = 0;
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     const int next = (ctx.rank + 1) % ctx.size;
     const int previous = (ctx.rank + ctx.size - 1) % ctx.size;
-    auto copy_stream = host::HostStream::Create<host::CallSite::kHostThread>();
-    auto signal_stream = host::HostStream::Create<host::CallSite::kHostThread>();
+    auto copy_stream = host::HostStream::Create<CallSite::kHostThread>();
+    auto signal_stream = host::HostStream::Create<CallSite::kHostThread>();
     std::vector<std::uint8_t> payload(kBytes, static_cast<std::uint8_t>(ctx.rank + 1));
 
     // Stream A: the big put. Stream B: waits for A through an event, then signals.
@@ -194,7 +194,7 @@ TEST_P(RmaTest, AsyncStreamsOrderWithEvents) {
     CHECK_PE_OK(ctx, Rt().CurrentStream(&a));
     CHECK_PE(ctx, a.native == copy_stream.get(), "current stream follows SetCurrentStream");
     CHECK_PE_OK(ctx, Rt().Put(View(inbox), payload.data(), next, a));
-    copied.Record<host::CallSite::kHostThread>(copy_stream.get());
+    copied.Record<CallSite::kHostThread>(copy_stream.get());
     host::SetCurrentStream(nullptr);
     CHECK_PE_OK(ctx, copied.Wait(signal_stream.get(), 20s));
     CHECK_PE_OK(ctx, Rt().Signal(View(flag), SignalWidth::k64, 1, next, SignalOp::kSet,
@@ -202,21 +202,21 @@ TEST_P(RmaTest, AsyncStreamsOrderWithEvents) {
     // The wait itself is queued too; the caller synchronises the stream afterwards.
     CHECK_PE_OK(ctx, Rt().WaitSignal(View(flag), SignalWidth::k64, 1, Comparison::kEq,
                                      StreamRef{signal_stream.get()}));
-    CHECK_PE_OK(ctx, signal_stream->Synchronize<host::CallSite::kHostThread>(20s));
+    CHECK_PE_OK(ctx, signal_stream->Synchronize<CallSite::kHostThread>(20s));
     const auto* got = As<std::uint8_t>(inbox);
     CHECK_PE(ctx, got[0] == previous + 1 && got[kBytes / 2] == previous + 1 &&
                       got[kBytes - 1] == previous + 1,
              "data put on stream A visible after the signal ordered behind it");
-    CHECK_PE_OK(ctx, copy_stream->Synchronize<host::CallSite::kHostThread>(20s));
-    CHECK_PE_OK(ctx, Rt().Barrier({}));  // everyone has checked before inboxes change again
+    CHECK_PE_OK(ctx, copy_stream->Synchronize<CallSite::kHostThread>(20s));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));  // everyone has checked before inboxes change again
 
     // A barrier queued on a stream orders like one on the default stream.
     const std::int64_t value = 77 + ctx.rank;
     CHECK_PE_OK(ctx, Rt().Put(Sub(inbox, 0, 8), &value, next, StreamRef{copy_stream.get()}));
-    CHECK_PE_OK(ctx, Rt().Barrier(StreamRef{copy_stream.get()}));
-    CHECK_PE_OK(ctx, copy_stream->Synchronize<host::CallSite::kHostThread>(20s));
+    CHECK_PE_OK(ctx, Barrier(Rt(), StreamRef{copy_stream.get()}));
+    CHECK_PE_OK(ctx, copy_stream->Synchronize<CallSite::kHostThread>(20s));
     CHECK_PE(ctx, As<std::int64_t>(inbox)[0] == 77 + previous, "put before a stream barrier");
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     FreeAllAndShutdown(ctx);
     return 0;
   }));
@@ -300,7 +300,7 @@ TEST(RmaTimeout, WaitSignalTimesOutNamingPeAddressAndValues) {
     CHECK_PE(ctx, Contains(m, "comparison=ge, expected=4, observed=3, timeout_ms=1000"), m);
     CHECK_PE(ctx, timed_out.operation() == "wait_signal", timed_out.operation());
     // A wait_signal timeout is local: the runtime stays usable.
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     FreeAllAndShutdown(ctx);
     return 0;
   }));
@@ -316,7 +316,7 @@ void ExpectTerminalAfterTimeout(PeContext& ctx, const Status& timed_out) {
   CHECK_PE(ctx, later.code() == ErrorCode::kTimeout && later.message() == timed_out.message(),
            "a later call repeats the terminal failure: " + later.ToString());
   CHECK_PE(ctx, later.operation() == "empty" && later.phase() == "state", later.ToString());
-  const Status barrier = Rt().Barrier({});
+  const Status barrier = Barrier(Rt(), {});
   CHECK_PE(ctx, barrier.code() == ErrorCode::kTimeout, barrier.ToString());
   const Status closed = Rt().Shutdown();
   CHECK_PE(ctx, closed.code() == ErrorCode::kTimeout && closed.operation() == "shutdown",
@@ -329,7 +329,7 @@ TEST(RmaTimeout, BarrierTimesOutNamingMissingPes) {
   EXPECT_ALL_PES_PASS(RunPes(Launch(3, "1"), [](PeContext& ctx) {
     CHECK_PE_OK(ctx, ctx.InitRuntime());
     if (ctx.rank != 2) {
-      Status timed_out = Rt().Barrier({});
+      Status timed_out = Barrier(Rt(), {});
       CHECK_PE(ctx, timed_out.code() == ErrorCode::kTimeout, timed_out.ToString());
       CHECK_PE(ctx, Contains(timed_out.message(), "collective=barrier #1, missing_pes=[2]"),
                timed_out.message());
@@ -366,13 +366,13 @@ TEST(RmaAsync, FailedQueuedWaitSurfacesAtSynchronize) {
     CHECK_PE_OK(ctx, ctx.InitRuntime());
     Allocation flag = MustAllocate(ctx, 4);
     *As<std::int32_t>(flag) = 0;
-    auto stream = host::HostStream::Create<host::CallSite::kHostThread>();
+    auto stream = host::HostStream::Create<CallSite::kHostThread>();
     StreamRef s{stream.get()};
     CHECK_PE_OK(ctx, Rt().WaitSignal(View(flag), SignalWidth::k32, 1, Comparison::kEq, s));
     CHECK_PE(ctx, !stream->Query(), "the wait is queued on the stream, not run by the caller");
-    Status failure = stream->Synchronize<host::CallSite::kHostThread>(20s);
+    Status failure = stream->Synchronize<CallSite::kHostThread>(20s);
     CHECK_PE(ctx, failure.code() == ErrorCode::kTimeout, failure.ToString());
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     FreeAllAndShutdown(ctx);
     return 0;
   }));

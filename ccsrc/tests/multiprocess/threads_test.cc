@@ -28,7 +28,7 @@ TEST(Threads, AThreadReleasesAnotherThreadsWaitOnTheSamePe) {
     CHECK_PE_OK(ctx, ctx.InitRuntime());
     Allocation sig = MustAllocate(ctx, 8);
     *As<std::int64_t>(sig) = 0;
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     Status waited;
     std::thread waiter([&] {
       waited = Rt().WaitSignal(View(sig), SignalWidth::k64, 7, Comparison::kEq, {});
@@ -49,7 +49,7 @@ TEST(Threads, AThreadReleasesAnotherThreadsWaitOnTheSamePe) {
     waiter.join();
     CHECK_PE_OK(ctx, waited);
     CHECK_PE(ctx, Rt().Snapshot().blocking.empty(), "nothing blocked once released");
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     FreeAllAndShutdown(ctx);
     return 0;
   }));
@@ -60,14 +60,14 @@ TEST(Threads, SnapshotNamesTheCollectiveAndThePesThatHaveNotArrived) {
     CHECK_PE_OK(ctx, ctx.InitRuntime());
     Allocation gate = MustAllocate(ctx, 8);
     *As<std::int64_t>(gate) = 0;
-    CHECK_PE_OK(ctx, Rt().Barrier({}));  // #2
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));  // #2
     if (ctx.rank == 2) {
       // Enter the barrier only once PEs 0 and 1 saw themselves blocked in it.
       CHECK_PE_OK(ctx, Rt().WaitSignal(View(gate), SignalWidth::k64, 2, Comparison::kEq, {}));
-      CHECK_PE_OK(ctx, Rt().Barrier({}));  // #3
+      CHECK_PE_OK(ctx, Barrier(Rt(), {}));  // #3
     } else {
       Status barrier;
-      std::thread blocked([&] { barrier = Rt().Barrier({}); });
+      std::thread blocked([&] { barrier = Barrier(Rt(), {}); });
       const bool seen = Eventually([] {
         const auto ops = Rt().Snapshot().blocking;
         return !ops.empty() && Contains(ops.front().waiting_for, "missing_pes=[2]");
@@ -95,26 +95,26 @@ TEST(Threads, CollectivesOfOnePeOnTwoStreamsAtOnceAreRejected) {
     CHECK_PE_OK(ctx, ctx.InitRuntime());
     Allocation gate = MustAllocate(ctx, 8);
     *As<std::int64_t>(gate) = 0;
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
-    auto first = host::HostStream::Create<host::CallSite::kHostThread>();
-    auto second = host::HostStream::Create<host::CallSite::kHostThread>();
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
+    auto first = host::HostStream::Create<CallSite::kHostThread>();
+    auto second = host::HostStream::Create<CallSite::kHostThread>();
     // The barrier is queued behind a local gate: it is in flight until the gate opens.
     CHECK_PE_OK(ctx, Rt().WaitSignal(View(gate), SignalWidth::k64, 1, Comparison::kEq,
                                      StreamRef{first.get()}));
-    CHECK_PE_OK(ctx, Rt().Barrier(StreamRef{first.get()}));
-    const Status other = Rt().Barrier(StreamRef{second.get()});
+    CHECK_PE_OK(ctx, Barrier(Rt(), StreamRef{first.get()}));
+    const Status other = Barrier(Rt(), StreamRef{second.get()});
     CHECK_PE(ctx, other.code() == ErrorCode::kInvalidState, other.ToString());
     CHECK_PE(ctx, Contains(other.message(), "this_stream=stream " + std::to_string(second->id())) &&
                       Contains(other.message(), "in_flight_on=stream " + std::to_string(first->id())),
              other.message());
-    const Status caller = Rt().Barrier({});
+    const Status caller = Barrier(Rt(), {});
     CHECK_PE(ctx, caller.code() == ErrorCode::kInvalidState, caller.ToString());
     CHECK_PE_OK(ctx, Rt().Signal(View(gate), SignalWidth::k64, 1, ctx.rank, SignalOp::kSet, {}));
-    CHECK_PE_OK(ctx, first->Synchronize<host::CallSite::kHostThread>(30s));
+    CHECK_PE_OK(ctx, first->Synchronize<CallSite::kHostThread>(30s));
     // In step: the rejected calls took no number.
-    CHECK_PE_OK(ctx, Rt().Barrier(StreamRef{second.get()}));
-    CHECK_PE_OK(ctx, second->Synchronize<host::CallSite::kHostThread>(30s));
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), StreamRef{second.get()}));
+    CHECK_PE_OK(ctx, second->Synchronize<CallSite::kHostThread>(30s));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     FreeAllAndShutdown(ctx);
     return 0;
   }));
@@ -127,11 +127,11 @@ TEST(Threads, MismatchedCollectivesFailOnEveryPeWithoutMovingData) {
     Allocation large = MustAllocate(ctx, 2 * 128);  // #2
     std::memset(small.data, 0xee, small.bytes);
     std::memset(large.data, 0xee, large.bytes);
-    CHECK_PE_OK(ctx, Rt().Barrier({}));  // #3
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));  // #3
     std::vector<std::uint8_t> input(128, static_cast<std::uint8_t>(ctx.rank + 1));
     // PE 0 calls barrier, PE 1 all_gather: both fail at once, naming both calls.
-    const Status kind = ctx.rank == 0 ? Rt().Barrier({})
-                                      : Rt().AllGather(View(small), input.data(), 64, {}, nullptr,
+    const Status kind = ctx.rank == 0 ? Barrier(Rt(), {})
+                                      : AllGather(Rt(), View(small), input.data(), 64, {}, nullptr,
                                                        "uint8");
     CHECK_PE(ctx, kind.code() == ErrorCode::kCollectiveMismatch, kind.ToString());
     CHECK_PE(ctx, Contains(kind.message(), "sequence=4, field=kind, calls=pe 0: barrier #4; "
@@ -139,12 +139,12 @@ TEST(Threads, MismatchedCollectivesFailOnEveryPeWithoutMovingData) {
              kind.message());
     // Outputs of different sizes: each PE's slot would land in another allocation.
     const Status size = ctx.rank == 0
-                            ? Rt().AllGather(View(small), input.data(), 64, {}, nullptr, "uint8")
-                            : Rt().AllGather(View(large), input.data(), 128, {}, nullptr, "uint8");
+                            ? AllGather(Rt(), View(small), input.data(), 64, {}, nullptr, "uint8")
+                            : AllGather(Rt(), View(large), input.data(), 128, {}, nullptr, "uint8");
     CHECK_PE(ctx, size.code() == ErrorCode::kCollectiveMismatch, size.ToString());
     CHECK_PE(ctx, Contains(size.message(), "sequence=5, field=bytes"), size.message());
     // The same call with another dtype.
-    const Status dtype = Rt().AllGather(View(small), input.data(), 64, {}, nullptr,
+    const Status dtype = AllGather(Rt(), View(small), input.data(), 64, {}, nullptr,
                                         ctx.rank == 0 ? "uint8" : "int8");
     CHECK_PE(ctx, Contains(dtype.message(), "sequence=6, field=dtype"), dtype.message());
     bool untouched = true;
@@ -155,10 +155,10 @@ TEST(Threads, MismatchedCollectivesFailOnEveryPeWithoutMovingData) {
     }
     CHECK_PE(ctx, untouched, "no byte moved on a mismatch");
     // Still in step: a matching call works.
-    CHECK_PE_OK(ctx, Rt().AllGather(View(small), input.data(), 64, {}, nullptr, "uint8"));
+    CHECK_PE_OK(ctx, AllGather(Rt(), View(small), input.data(), 64, {}, nullptr, "uint8"));
     CHECK_PE(ctx, As<std::uint8_t>(small)[0] == 1 && As<std::uint8_t>(small)[64] == 2,
              "slots in rank order");
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     FreeAllAndShutdown(ctx);
     return 0;
   }));
@@ -299,7 +299,7 @@ TEST(Threads, EightThreadsPerPeIssueARandomMixWithEveryResultChecked) {
     Allocation shared = MustAllocate(ctx, 64);
     std::memset(counters.data, 0, counters.bytes);
     std::memset(shared.data, 0, shared.bytes);
-    CHECK_PE_OK(ctx, Rt().Barrier({}));  // zeroed everywhere before any peer writes
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));  // zeroed everywhere before any peer writes
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
     std::atomic<int> failures{0};
     std::vector<ThreadCounts> counts(kThreads);
@@ -317,7 +317,7 @@ TEST(Threads, EightThreadsPerPeIssueARandomMixWithEveryResultChecked) {
       operations += c.operations;
       CHECK_PE(ctx, c.iterations > 0, "every thread completed at least one exchange");
     }
-    CHECK_PE_OK(ctx, Rt().Barrier({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     // Every shared add of the other PE's threads arrived: one per iteration of each thread.
     CHECK_PE(ctx, Word(shared) == iterations,
              "shared counter " + std::to_string(Word(shared)) + " == the peer's iterations " +

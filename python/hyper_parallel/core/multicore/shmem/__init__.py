@@ -6,6 +6,7 @@
     shmem.barrier()                           # every PE's puts are visible everywhere
     out = shmem.empty(world * 1024, dtype=torch.int32)
     shmem.all_gather(out, t[rank])            # collective, like all_gather_into_tensor
+    shmem.all_to_all(out, torch.arange(world * 1024, dtype=torch.int32))  # block j to PE j
     shmem.free(out); shmem.free(t)            # collective
     handle.close()                            # last handle shuts down (collective)
 
@@ -16,6 +17,7 @@ thread; `with shmem.stream(shmem.Stream()):` queues work on an executor thread i
 from ._api import (
     Event,
     all_gather,
+    all_to_all,
     Stream,
     barrier,
     current_stream,
@@ -44,6 +46,7 @@ __all__ = [
     "Stream",
     "acquire_shmem",
     "all_gather",
+    "all_to_all",
     "barrier",
     "current_stream",
     "debug_state",

@@ -3,9 +3,10 @@
 Type mistakes raise TypeError and malformed values ValueError, in the two message shapes;
 everything the protection chain decides (symmetric operand, live allocation of this lifecycle,
 byte range, PE range, alignment) raises ShmemError with the native error code. The data-path
-functions (put, get, signal, put_signal, wait_signal, all_gather) pass their arguments straight
-to the native module, which checks them in C++: one crossing per call is what keeps the Python
-path of a ping-pong short. empty and free check theirs here.
+functions (put, get, signal, put_signal, wait_signal, and the collectives barrier, all_gather and
+all_to_all) pass their arguments straight to the native module, which checks them in C++: one
+crossing per call is what keeps the Python path of a ping-pong short. empty and free check
+theirs here.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def wait_signal(sig: torch.Tensor, value: int, *, comparison: str = "eq") -> Non
 
 def barrier() -> None:
     """Collective: afterwards every PE's earlier puts are visible everywhere."""
-    native.barrier()
+    native.collective("barrier")
 
 
 def all_gather(output: torch.Tensor, input: torch.Tensor) -> None:  # noqa: A002 (torch's name)
@@ -123,7 +124,20 @@ def all_gather(output: torch.Tensor, input: torch.Tensor) -> None:  # noqa: A002
     stream, the local output holds every input in rank order and input may be reused. Zero
     elements: validated, then nothing.
     """
-    native.all_gather(output, input)
+    native.collective("all_gather", output, input)
+
+
+def all_to_all(output: torch.Tensor, input: torch.Tensor) -> None:  # noqa: A002 (torch's name)
+    """Collective: block j of PE i's input lands as block i of PE j's output.
+
+    The contract of torch.distributed.all_to_all_single without split sizes (OpenSHMEM's
+    alltoallmem): output is symmetric and contiguous; input is any contiguous tensor of the same
+    dtype and numel that does not overlap output, its numel divisible by the root size. Both are
+    cut, flattened, into root-size equal blocks. When it has completed on the stream, the local
+    output holds block i of PE i's input at block i, and input may be reused. Zero elements:
+    validated, then nothing. PEs whose calls differ (size, dtype) all raise COLLECTIVE_MISMATCH.
+    """
+    native.collective("all_to_all", output, input)
 
 
 # ---- host streams -------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-#include "backends/cann/callability.h"
+#include "backends/cann/call_sites.h"
 
 #include <set>
 #include <string>
@@ -9,15 +9,15 @@ namespace hyper_parallel::shmem::cann {
 namespace {
 
 // A few rules, checked by the compiler.
-static_assert(IsCallable(VendorCall::kInitAttr, CallContext::kHostThread, FeatureSet::kV1_0));
-static_assert(!IsCallable(VendorCall::kInitAttr, CallContext::kCustomOp, FeatureSet::kV1_5));
-static_assert(!IsCallable(VendorCall::kQuietOnStream, CallContext::kHostThread, FeatureSet::kV1_0));
-static_assert(IsCallable(VendorCall::kQuietOnStream, CallContext::kCustomOp, FeatureSet::kV1_5));
-static_assert(IsCallable(VendorCall::kPutmemOnStream, CallContext::kCustomOp, FeatureSet::kV1_0));
-static_assert(!IsCallable(VendorCall::kPutmemOnStream, CallContext::kDeviceKernel,
+static_assert(IsCallable(VendorCall::kInitAttr, CallSite::kHostThread, FeatureSet::kV1_0));
+static_assert(!IsCallable(VendorCall::kInitAttr, CallSite::kCustomOp, FeatureSet::kV1_5));
+static_assert(!IsCallable(VendorCall::kQuietOnStream, CallSite::kHostThread, FeatureSet::kV1_0));
+static_assert(IsCallable(VendorCall::kQuietOnStream, CallSite::kCustomOp, FeatureSet::kV1_5));
+static_assert(IsCallable(VendorCall::kPutmemOnStream, CallSite::kCustomOp, FeatureSet::kV1_0));
+static_assert(!IsCallable(VendorCall::kPutmemOnStream, CallSite::kDeviceKernel,
                           FeatureSet::kV1_5));
-static_assert(!IsCallable(VendorCall::kMalloc, CallContext::kCustomOp, FeatureSet::kV1_5));
-static_assert(!IsCallable(VendorCall::kAclrtSynchronizeStream, CallContext::kStreamCallback,
+static_assert(!IsCallable(VendorCall::kMalloc, CallSite::kCustomOp, FeatureSet::kV1_5));
+static_assert(!IsCallable(VendorCall::kAclrtSynchronizeStream, CallSite::kStreamCallback,
                           FeatureSet::kV1_5));
 
 constexpr FeatureSet kAllFeatureSets[] = {FeatureSet::kShmemGen, FeatureSet::kAclGen,
@@ -32,13 +32,13 @@ TEST(CannCallability, EveryEntryOfTheTableIsEnforced) {
     const auto call = static_cast<VendorCall>(index);
     const CallRule& rule = kCallRules[index];
     for (FeatureSet features : kAllFeatureSets) {
-      for (CallContext context : kAllCallContexts) {
+      for (CallSite context : kCannSites) {
         const bool expected = (rule.allowed[static_cast<int>(features)] &
                                static_cast<std::uint8_t>(context)) != 0;
         ASSERT_EQ(IsCallable(call, context, features), expected);
         const Status status = CheckCallable(call, context, features);
         const std::string where = std::string(rule.vendor_name) + " from " +
-                                  std::string(CallContextName(context)) + " on " +
+                                  std::string(CallSiteName(context)) + " on " +
                                   std::string(FeatureSetName(features));
         if (expected) {
           ++allowed;
@@ -48,7 +48,7 @@ TEST(CannCallability, EveryEntryOfTheTableIsEnforced) {
           EXPECT_EQ(status.code(), ErrorCode::kUnsupportedCapability) << where;
           EXPECT_NE(status.message().find("call=" + std::string(rule.vendor_name)),
                     std::string::npos) << status.message();
-          EXPECT_NE(status.message().find("context=" + std::string(CallContextName(context))),
+          EXPECT_NE(status.message().find("context=" + std::string(CallSiteName(context))),
                     std::string::npos) << status.message();
           EXPECT_NE(status.message().find(std::string(FeatureSetName(features))),
                     std::string::npos) << status.message();
@@ -67,7 +67,7 @@ TEST(CannCallability, EveryCallHasAVendorNameAndIsCallableSomewhereOnV15) {
     EXPECT_TRUE(rule.vendor_name.starts_with("aclshmem") || rule.vendor_name.starts_with("aclrt"))
         << rule.vendor_name;
     EXPECT_TRUE(names.insert(rule.vendor_name).second) << "duplicate " << rule.vendor_name;
-    EXPECT_TRUE(IsCallable(rule.call, CallContext::kHostThread, FeatureSet::kV1_5))
+    EXPECT_TRUE(IsCallable(rule.call, CallSite::kHostThread, FeatureSet::kV1_5))
         << rule.vendor_name;
   }
 }
@@ -82,12 +82,12 @@ TEST(CannCallability, RefusedGenerationsAllowNothing) {
 TEST(CannCallability, NothingIsCalledFromADeviceKernel) {
   for (const CallRule& rule : kCallRules) {
     for (FeatureSet features : kAllFeatureSets) {
-      EXPECT_FALSE(IsCallable(rule.call, CallContext::kDeviceKernel, features))
+      EXPECT_FALSE(IsCallable(rule.call, CallSite::kDeviceKernel, features))
           << rule.vendor_name;
     }
   }
   const Status twin =
-      CheckCallable(VendorCall::kPutmemOnStream, CallContext::kDeviceKernel, FeatureSet::kV1_5);
+      CheckCallable(VendorCall::kPutmemOnStream, CallSite::kDeviceKernel, FeatureSet::kV1_5);
   EXPECT_NE(twin.message().find("device twin"), std::string::npos) << twin.message();
 }
 
@@ -97,9 +97,9 @@ TEST(CannCallability, ControlPlaneIsHostThreadOnly) {
                           VendorCall::kAlign, VendorCall::kFree,
                           VendorCall::kAclrtSynchronizeStream, VendorCall::kAclrtSetDevice}) {
     for (FeatureSet features : {FeatureSet::kV1_0, FeatureSet::kV1_5}) {
-      EXPECT_TRUE(IsCallable(call, CallContext::kHostThread, features)) << VendorCallName(call);
-      EXPECT_FALSE(IsCallable(call, CallContext::kCustomOp, features)) << VendorCallName(call);
-      EXPECT_FALSE(IsCallable(call, CallContext::kStreamCallback, features))
+      EXPECT_TRUE(IsCallable(call, CallSite::kHostThread, features)) << VendorCallName(call);
+      EXPECT_FALSE(IsCallable(call, CallSite::kCustomOp, features)) << VendorCallName(call);
+      EXPECT_FALSE(IsCallable(call, CallSite::kStreamCallback, features))
           << VendorCallName(call);
     }
   }
@@ -107,7 +107,7 @@ TEST(CannCallability, ControlPlaneIsHostThreadOnly) {
 
 TEST(CannCallability, V15OnlyCallsAreRefusedOnV10) {
   for (VendorCall call : {VendorCall::kQuietOnStream, VendorCall::kFinalizeX}) {
-    const Status status = CheckCallable(call, CallContext::kHostThread, FeatureSet::kV1_0);
+    const Status status = CheckCallable(call, CallSite::kHostThread, FeatureSet::kV1_0);
     EXPECT_EQ(status.code(), ErrorCode::kUnsupportedCapability);
     EXPECT_NE(status.message().find("does not exist in this feature set"), std::string::npos)
         << status.message();
@@ -115,17 +115,17 @@ TEST(CannCallability, V15OnlyCallsAreRefusedOnV10) {
 }
 
 TEST(CannCallability, ScopeSetsAndRestoresTheThreadsContext) {
-  EXPECT_EQ(CurrentCallContext(), CallContext::kHostThread);
+  EXPECT_EQ(CurrentCallSite(), CallSite::kHostThread);
   {
-    CallContextScope op(CallContext::kCustomOp);
-    EXPECT_EQ(CurrentCallContext(), CallContext::kCustomOp);
+    CallSiteScope op(CallSite::kCustomOp);
+    EXPECT_EQ(CurrentCallSite(), CallSite::kCustomOp);
     {
-      CallContextScope callback(CallContext::kStreamCallback);
-      EXPECT_EQ(CurrentCallContext(), CallContext::kStreamCallback);
+      CallSiteScope callback(CallSite::kStreamCallback);
+      EXPECT_EQ(CurrentCallSite(), CallSite::kStreamCallback);
     }
-    EXPECT_EQ(CurrentCallContext(), CallContext::kCustomOp);
+    EXPECT_EQ(CurrentCallSite(), CallSite::kCustomOp);
   }
-  EXPECT_EQ(CurrentCallContext(), CallContext::kHostThread);
+  EXPECT_EQ(CurrentCallSite(), CallSite::kHostThread);
 }
 
 }  // namespace

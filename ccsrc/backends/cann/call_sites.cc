@@ -1,14 +1,8 @@
-#include "backends/cann/callability.h"
+#include "backends/cann/call_sites.h"
 
 #include <string>
 
 namespace hyper_parallel::shmem::cann {
-namespace {
-
-thread_local CallContext current_context = CallContext::kHostThread;
-
-}  // namespace
-
 std::string_view FeatureSetName(FeatureSet features) {
   switch (features) {
     case FeatureSet::kShmemGen:
@@ -25,25 +19,15 @@ std::string_view FeatureSetName(FeatureSet features) {
   return "unknown";
 }
 
-std::string_view CallContextName(CallContext context) {
-  switch (context) {
-    case CallContext::kHostThread: return "host_thread";
-    case CallContext::kCustomOp: return "custom_op";
-    case CallContext::kStreamCallback: return "stream_callback";
-    case CallContext::kDeviceKernel: return "device_kernel";
-  }
-  return "unknown";
-}
-
-Status CheckCallable(VendorCall call, CallContext context, FeatureSet features) {
-  if (IsCallable(call, context, features)) return Status::Ok();
+Status CheckCallable(VendorCall call, CallSite site, FeatureSet features) {
+  if (IsCallable(call, site, features)) return Status::Ok();
   const CallRule& rule = kCallRules[static_cast<int>(call)];
   std::string why;
   if (!IsSupported(features)) {
     why = "the adapter drives aclshmem v1.0 and later only";
   } else if (rule.allowed[static_cast<int>(features)] == 0) {
     why = "the call does not exist in this feature set";
-  } else if (context == CallContext::kDeviceKernel) {
+  } else if (site == CallSite::kDeviceKernel) {
     why = rule.has_device_twin ? "kernels call the vendor's device twin, not the host symbol"
                                : "host-only vendor call";
   } else {
@@ -52,17 +36,9 @@ Status CheckCallable(VendorCall call, CallContext context, FeatureSet features) 
   return Status::Assertion(ErrorCode::kUnsupportedCapability,
                            "vendor call is not callable here",
                            {{"call", std::string(rule.vendor_name)},
-                            {"context", std::string(CallContextName(context))},
+                            {"context", std::string(CallSiteName(site))},
                             {"feature_set", std::string(FeatureSetName(features))},
                             {"reason", why}});
 }
-
-CallContext CurrentCallContext() { return current_context; }
-
-CallContextScope::CallContextScope(CallContext context) : previous_(current_context) {
-  current_context = context;
-}
-
-CallContextScope::~CallContextScope() { current_context = previous_; }
 
 }  // namespace hyper_parallel::shmem::cann

@@ -1,0 +1,307 @@
+#include "backends/device_backend.h"
+
+#include <algorithm>
+#include <array>
+
+#include "backends/blocking_ops.h"
+#include "backends/call_sites.h"
+
+namespace hyper_parallel::shmem {
+namespace {
+
+// Sync words carry a number's low 31 bits (see the header).
+std::int64_t SyncWord(std::uint64_t number) { return static_cast<std::int64_t>(number & 0x7fffffff); }
+
+// Keeps the first failure.
+void Keep(Status* first, Status status) {
+  if (first->ok() && !status.ok()) *first = std::move(status);
+}
+
+}  // namespace
+
+void CallerStreams::Note(void* stream, std::shared_ptr<const void> keep_alive) {
+  MutexLock lock(&mutex_);
+  if (std::find(streams_.begin(), streams_.end(), stream) == streams_.end()) {
+    streams_.push_back(stream);
+  }
+  if (keep_alive != nullptr) keep_alive_.push_back(std::move(keep_alive));
+}
+
+CallerStreams::Taken CallerStreams::Take() {
+  MutexLock lock(&mutex_);
+  Taken taken{std::move(streams_), std::move(keep_alive_)};
+  streams_.clear();
+  keep_alive_.clear();
+  return taken;
+}
+
+// The kernel-side API on one stream: every call is an enqueue through the vendor's hooks; the
+// first failure of a call that returns nothing is kept for the kernel's outcome.
+class DeviceBackend::StreamKernelApi final : public data_plane::KernelApi {
+ public:
+  StreamKernelApi(DeviceBackend& backend, void* stream) : backend_(backend), stream_(stream) {}
+
+  int rank() const override { return backend_.spec_.rank; }
+  int size() const override { return backend_.spec_.size; }
+  std::byte* Local(std::uint64_t offset) const override {
+    return backend_.LocalHeapBase() + offset;
+  }
+  void PutBlock(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes) override {
+    if (bytes == 0) return;
+    Note(backend_.EnqueuePut(stream_, pe, Region::kHeap, offset, source, bytes));
+  }
+  void PutBlocks(std::span<const data_plane::BlockPut> puts) override {
+    Note(backend_.EnqueuePutBatch(stream_, puts));
+  }
+  void PutBlocksSignalled(std::span<const data_plane::SignalledPut> puts) override {
+    Note(backend_.EnqueuePutBatchSignalled(stream_, puts));
+  }
+  void AddCounter(int pe, std::uint64_t offset, std::int64_t value) override {
+    Note(backend_.EnqueueAddCounter(stream_, pe, offset, value));
+  }
+  Status WaitCounter(std::uint64_t offset, std::int64_t target, std::string_view what) override {
+    HPS_RETURN_IF_ERROR(failure_);
+    return backend_.EnqueueWaitAtLeast(stream_, Region::kHeap, offset, target, what);
+  }
+  void PublishEpoch(int pe, int slot, std::uint64_t epoch) override {
+    Note(backend_.EnqueueSetWord(stream_, pe, Region::kControl,
+                                 backend_.layout_.Epoch(slot, rank()), SyncWord(epoch)));
+  }
+  Status WaitEpochs(int slot, std::uint64_t epoch, std::span<const int> sources,
+                    std::string_view operation, std::string_view) override {
+    HPS_RETURN_IF_ERROR(failure_);
+    for (int source : sources) {
+      HPS_RETURN_IF_ERROR(backend_.EnqueueWaitAtLeast(stream_, Region::kControl,
+                                                      backend_.layout_.Epoch(slot, source),
+                                                      SyncWord(epoch), operation));
+    }
+    return Status::Ok();
+  }
+
+  const Status& failure() const { return failure_; }
+
+ private:
+  void Note(Status status) { Keep(&failure_, std::move(status)); }
+
+  DeviceBackend& backend_;
+  void* stream_;
+  Status failure_;
+};
+
+void DeviceBackend::BeginHeap(const HeapSpec& spec) {
+  spec_ = spec;
+  layout_ = DeviceControlLayout(spec.size);
+  terminal_.Reset();
+}
+
+Status DeviceBackend::Latch(Status failure) {
+  terminal_.Set(failure);
+  return failure;
+}
+
+Status DeviceBackend::ThreadStream(void** stream) {
+  const long thread = CurrentThreadId();
+  {
+    MutexLock lock(&streams_mutex_);
+    if (auto it = thread_streams_.find(thread); it != thread_streams_.end()) {
+      *stream = it->second;
+      return Status::Ok();
+    }
+  }
+  void* made = nullptr;
+  HPS_RETURN_IF_ERROR(CreateStream(&made));  // without the lock: a vendor call
+  MutexLock lock(&streams_mutex_);
+  thread_streams_[thread] = made;
+  *stream = made;
+  return Status::Ok();
+}
+
+Status DeviceBackend::ReleaseStreams() {
+  std::map<long, void*> streams;
+  {
+    MutexLock lock(&streams_mutex_);
+    streams.swap(thread_streams_);
+  }
+  Status first;
+  for (const auto& [thread, stream] : streams) {
+    Keep(&first, Synchronize(stream));
+    Keep(&first, DestroyStream(stream));
+  }
+  return first;
+}
+
+void DeviceBackend::AbandonStreams() {
+  MutexLock lock(&streams_mutex_);
+  thread_streams_.clear();
+}
+
+template <class Enqueue>
+Status DeviceBackend::OnStream(StreamRef stream, KeepAlive keep_alive, Enqueue enqueue) {
+  if (stream.native != nullptr) {
+    Status status = enqueue(stream.native);
+    // Noted even after a failure part-way: what was enqueued may still read the operands.
+    caller_streams_.Note(stream.native, std::move(keep_alive));
+    return status;
+  }
+  void* own = nullptr;
+  HPS_RETURN_IF_ERROR(ThreadStream(&own));
+  Status status = enqueue(own);
+  Keep(&status, Synchronize(own));  // always: nothing of a returned call stays queued
+  return status;
+}
+
+Status DeviceBackend::Quiesce() {
+  // The threads' own streams hold nothing between calls (each call synchronises its own), and
+  // one may be in a long wait of another thread's call right now: only the callers' streams.
+  const CallerStreams::Taken taken = caller_streams_.Take();  // operands dropped on return
+  Status first;
+  for (void* stream : taken.streams) Keep(&first, Synchronize(stream));
+  return first;
+}
+
+Status DeviceBackend::Put(StreamRef stream, std::uint64_t offset, const void* source,
+                          std::uint64_t bytes, int pe, KeepAlive keep_alive) {
+  if (bytes == 0) return Status::Ok();
+  return OnStream(stream, std::move(keep_alive), [&](void* native) {
+    return EnqueuePut(native, pe, Region::kHeap, offset, source, bytes);
+  });
+}
+
+Status DeviceBackend::Get(StreamRef stream, void* destination, std::uint64_t offset,
+                          std::uint64_t bytes, int pe, KeepAlive keep_alive) {
+  if (bytes == 0) return Status::Ok();
+  return OnStream(stream, std::move(keep_alive), [&](void* native) {
+    return EnqueueGet(native, destination, pe, Region::kHeap, offset, bytes);
+  });
+}
+
+Status DeviceBackend::Signal(StreamRef stream, std::uint64_t offset, SignalWidth width,
+                             SignalOp op, std::int64_t value, int pe) {
+  return PutSignal(stream, 0, nullptr, 0, offset, width, op, value, pe, nullptr);
+}
+
+Status DeviceBackend::PutSignal(StreamRef stream, std::uint64_t offset, const void* source,
+                                std::uint64_t bytes, std::uint64_t signal_offset,
+                                SignalWidth width, SignalOp op, std::int64_t value, int pe,
+                                KeepAlive keep_alive) {
+  HPS_RETURN_IF_ERROR(CheckSignal(width, value));
+  return OnStream(stream, std::move(keep_alive), [&](void* native) {
+    // Stream order puts the data before the signal.
+    if (bytes > 0) {
+      HPS_RETURN_IF_ERROR(EnqueuePut(native, pe, Region::kHeap, offset, source, bytes));
+    }
+    return EnqueueSignal(native, pe, signal_offset, width, op, value);
+  });
+}
+
+Status DeviceBackend::WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
+                                 Comparison comparison, std::int64_t value) {
+  HPS_RETURN_IF_ERROR(CheckWait(width, value));
+  return OnStream(stream, nullptr, [&](void* native) {
+    return EnqueueWaitSignal(native, offset, width, comparison, value);
+  });
+}
+
+Status DeviceBackend::EnqueuePutBatch(void* stream, std::span<const data_plane::BlockPut> puts) {
+  for (const data_plane::BlockPut& put : puts) {
+    if (put.bytes == 0) continue;
+    HPS_RETURN_IF_ERROR(EnqueuePut(stream, put.pe, Region::kHeap, put.offset, put.source,
+                                   put.bytes));
+  }
+  return Status::Ok();
+}
+
+Status DeviceBackend::EnqueuePutBatchSignalled(void* stream,
+                                               std::span<const data_plane::SignalledPut> puts) {
+  for (const data_plane::SignalledPut& put : puts) {
+    if (put.bytes > 0) {
+      HPS_RETURN_IF_ERROR(EnqueuePut(stream, put.pe, Region::kHeap, put.offset, put.source,
+                                     put.bytes));
+    }
+    HPS_RETURN_IF_ERROR(EnqueueAddCounter(stream, put.pe, put.counter_offset, put.add));
+  }
+  return Status::Ok();
+}
+
+Status DeviceBackend::Exchange(void* stream, const CollectiveDescriptor& mine,
+                               std::string_view operation,
+                               std::vector<CollectiveDescriptor>* all) {
+  const int rank = spec_.rank, size = spec_.size;
+  const std::array<std::uint64_t, CollectiveDescriptor::kWords> words = mine.Pack();
+  const std::int64_t number = SyncWord(mine.sequence);
+  std::vector<std::uint64_t> table(static_cast<std::size_t>(size) * CollectiveDescriptor::kWords);
+  Status status;
+  for (int pe = 0; status.ok() && pe < size; ++pe) {
+    Keep(&status, EnqueuePut(stream, pe, Region::kControl, layout_.Row(mine.sequence, rank),
+                             words.data(), DeviceControlLayout::kRowBytes));
+    if (status.ok()) {
+      Keep(&status, EnqueueSetWord(stream, pe, Region::kControl, layout_.Flag(mine.sequence, rank),
+                                   number));
+    }
+  }
+  for (int pe = 0; status.ok() && pe < size; ++pe) {
+    Keep(&status, EnqueueWaitAtLeast(stream, Region::kControl, layout_.Flag(mine.sequence, pe),
+                                     number,
+                                     std::string(operation) + " waiting for pe " +
+                                         std::to_string(pe) + "'s descriptor"));
+  }
+  if (status.ok()) {
+    Keep(&status, EnqueueGet(stream, table.data(), rank, Region::kControl,
+                             layout_.Row(mine.sequence, 0), table.size() * sizeof(std::uint64_t)));
+  }
+  // Always: the queued copies read `words` and write `table`, which live in this frame.
+  Keep(&status, Synchronize(stream));
+  HPS_RETURN_IF_ERROR(status);
+  all->clear();
+  for (int pe = 0; pe < size; ++pe) {
+    std::array<std::uint64_t, CollectiveDescriptor::kWords> theirs;
+    std::copy_n(table.begin() + static_cast<std::ptrdiff_t>(pe) * CollectiveDescriptor::kWords,
+                CollectiveDescriptor::kWords, theirs.begin());
+    all->push_back(CollectiveDescriptor::Unpack(theirs));
+  }
+  return Status::Ok();
+}
+
+Status DeviceBackend::ExchangeDescriptors(const CollectiveDescriptor& mine,
+                                          std::string_view operation,
+                                          std::vector<CollectiveDescriptor>* all) {
+  void* own = nullptr;
+  HPS_RETURN_IF_ERROR(ThreadStream(&own));
+  return Exchange(own, mine, operation, all);
+}
+
+Status DeviceBackend::RunKernel(void* stream, const Kernel& kernel) {
+  StreamKernelApi api(*this, stream);
+  // A kernel's body may be captured into a graph and replayed: it may enqueue, not synchronise.
+  CallSiteScope site(CallSite::kCustomOp);
+  Status status = kernel(api);
+  return status.ok() ? api.failure() : status;
+}
+
+Status DeviceBackend::Launch(StreamRef stream, std::string_view name, Kernel kernel,
+                             KeepAlive keep_alive) {
+  Status status = OnStream(stream, std::move(keep_alive),
+                           [&](void* native) { return RunKernel(native, kernel); });
+  return std::move(status).At(name, "execute");
+}
+
+Status DeviceBackend::LaunchCollective(StreamRef stream, const CollectiveDescriptor& descriptor,
+                                       std::string_view name, Kernel kernel, KeepAlive) {
+  // The caller's earlier work first: the descriptors are published after it.
+  Status status = stream.native != nullptr ? Synchronize(stream.native) : Status::Ok();
+  void* own = nullptr;
+  if (status.ok()) status = ThreadStream(&own);
+  if (status.ok()) {
+    std::vector<CollectiveDescriptor> all;
+    Status exchanged = Exchange(own, descriptor, name, &all);
+    // The PEs' collective sequences are out of step after a failed exchange: terminal.
+    status = exchanged.ok() ? MatchDescriptors(descriptor, all) : Latch(std::move(exchanged));
+  }
+  if (status.ok() && kernel) {  // no kernel: the agreement was the collective (a barrier)
+    status = RunKernel(own, kernel);
+    Keep(&status, Synchronize(own));  // it ran to completion: the operands are free again
+  }
+  return std::move(status).At(name, "execute");
+}
+
+}  // namespace hyper_parallel::shmem

@@ -1,0 +1,223 @@
+// DeviceBackend: the stream-ordered part of a backend whose heap only its stream operations
+// reach (CANN, CUDA), written once over a small per-vendor interface.
+//
+// What it owns, the same for every device family:
+//   - Streams. StreamRef{null} stands for the calling thread's default stream, as on the host
+//     backend: each thread gets a device stream of its own (made on first use), and an
+//     operation on it is enqueued and then synchronised before the call returns, also when the
+//     enqueue failed part-way, so nothing of a returned call is still queued. Any other
+//     StreamRef is a stream of the caller's (the framework's current stream): operations are
+//     only enqueued, the streams and the local operands the work reads are remembered
+//     (CallerStreams) until Quiesce, which synchronises them and reports what failed there.
+//     Because no two threads share a stream, no lock serialises the work: no lock is held
+//     across a wait or a stream synchronisation, so a thread's signal is never stuck behind
+//     another thread's wait (a collective waiting for a peer that waits for that signal).
+//   - Collectives. LaunchCollective synchronises the caller's stream, then on the calling
+//     thread's stream exchanges descriptors through the control blocks (layout below), reads
+//     them back and matches them on the host, runs the kernel and synchronises: it has run when
+//     it returns, on every stream (CollectiveRunsInline). A failed exchange leaves the PEs'
+//     sequences out of step: it is latched as the lifecycle's terminal failure (Health).
+//   - The kernel-side API on a stream (data_plane/kernel_api.h): blocks, batches, counters and
+//     epochs, each an enqueue; its body runs in the custom-op call site (backends/call_sites.h),
+//     where a vendor's table refuses anything but enqueuing.
+//
+// What each vendor provides (the protected hooks): making, destroying and synchronising a
+// stream; enqueuing a put, a get, a sync-word write, an "at least" wait and a counter add
+// against a PE's heap or control block; the user's signal and wait with the vendor's own word
+// widths; optionally batched puts. And its heap: CreateHeap, OpenPeers, DestroyHeap (which calls
+// ReleaseStreams), LocalHeapBase.
+//
+// Control block, beside each PE's heap (DeviceControlLayout):
+//   descriptors [2][P][kWords] uint64   collective n's descriptor rows in slot n % 2
+//   flags       [2][P]        sync words, 64 bytes apart: a row's flag (n) once it is written
+//   epochs      [kEpochSlots][P] sync words, 64 bytes apart: the kernel-side API's op epochs
+// A collective writes its row into slot n % 2 at every PE, then raises its flag there (stream
+// order: row before flag), waits until every PE's flag here reached n, and reads the rows back.
+// A PE writes slot n % 2 again (for n + 2) only after every PE raised its flag for n + 1, which
+// each does only after it read n: no row is overwritten before it was read. Sync words carry the
+// number's low 31 bits (they fit a vendor's 32-bit signals and grow for two billion
+// collectives); numbers only grow; the block starts zeroed.
+//
+// How to add a backend: docs/architecture.md, "How to add a backend".
+//
+// Thread-safety: as Backend. The thread-stream table and CallerStreams have their own mutexes,
+// held only for a lookup or an insertion.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/collective.h"
+#include "backends/failure_latch.h"
+#include "base/mutex.h"
+#include "base/status.h"
+#include "data_plane/kernel_api.h"
+
+namespace hyper_parallel::shmem {
+
+struct DeviceControlLayout {
+  static constexpr std::uint64_t kLine = 64;
+  static constexpr std::uint64_t kRowBytes = CollectiveDescriptor::kWords * sizeof(std::uint64_t);
+
+  explicit DeviceControlLayout(int size = 1) : pes(static_cast<std::uint64_t>(size)) {
+    flags = (2 * pes * kRowBytes + kLine - 1) / kLine * kLine;
+    epochs = flags + 2 * pes * kLine;
+    bytes = epochs + static_cast<std::uint64_t>(data_plane::kEpochSlots) * pes * kLine;
+  }
+
+  /// Offsets inside the block.
+  std::uint64_t Row(std::uint64_t sequence, int pe) const {
+    return (sequence % 2 * pes + static_cast<std::uint64_t>(pe)) * kRowBytes;
+  }
+  std::uint64_t Flag(std::uint64_t sequence, int pe) const {
+    return flags + (sequence % 2 * pes + static_cast<std::uint64_t>(pe)) * kLine;
+  }
+  std::uint64_t Epoch(int slot, int source) const {
+    return epochs +
+           (static_cast<std::uint64_t>(slot) * pes + static_cast<std::uint64_t>(source)) * kLine;
+  }
+
+  std::uint64_t pes = 1;
+  std::uint64_t flags = 0;
+  std::uint64_t epochs = 0;
+  std::uint64_t bytes = 0;
+};
+
+/// The caller's streams work was enqueued on, and the operands it holds, until the next Quiesce.
+class CallerStreams {
+ public:
+  /// Notes that work holding `keep_alive` (may be null) was enqueued on `stream`.
+  void Note(void* stream, std::shared_ptr<const void> keep_alive) EXCLUDES(mutex_);
+
+  /// Everything noted so far, forgotten here: the caller synchronises the streams, then drops
+  /// the operands (work noted meanwhile keeps its own).
+  struct Taken {
+    std::vector<void*> streams;
+    std::vector<std::shared_ptr<const void>> keep_alive;
+  };
+  Taken Take() EXCLUDES(mutex_);
+
+ private:
+  Mutex mutex_;
+  std::vector<void*> streams_ GUARDED_BY(mutex_);
+  std::vector<std::shared_ptr<const void>> keep_alive_ GUARDED_BY(mutex_);
+};
+
+class DeviceBackend : public Backend {
+ public:
+  ~DeviceBackend() override = default;
+
+  Status ExchangeDescriptors(const CollectiveDescriptor& mine, std::string_view operation,
+                             std::vector<CollectiveDescriptor>* all) final;
+  Status Quiesce() final;
+  StreamRef CurrentStream() const final { return StreamRef{}; }
+  bool RunsInline(StreamRef stream) const final { return stream.native == nullptr; }
+  bool SynchronizesInline() const final { return true; }
+  bool CollectiveRunsInline(StreamRef) const final { return true; }
+  Status Health() const final { return terminal_.Get(); }
+
+  Status Put(StreamRef stream, std::uint64_t offset, const void* source, std::uint64_t bytes,
+             int pe, KeepAlive keep_alive) final;
+  Status Get(StreamRef stream, void* destination, std::uint64_t offset, std::uint64_t bytes,
+             int pe, KeepAlive keep_alive) final;
+  Status Signal(StreamRef stream, std::uint64_t offset, SignalWidth width, SignalOp op,
+                std::int64_t value, int pe) final;
+  Status PutSignal(StreamRef stream, std::uint64_t offset, const void* source,
+                   std::uint64_t bytes, std::uint64_t signal_offset, SignalWidth width,
+                   SignalOp op, std::int64_t value, int pe, KeepAlive keep_alive) final;
+  Status WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
+                    Comparison comparison, std::int64_t value) final;
+  Status Launch(StreamRef stream, std::string_view name, Kernel kernel,
+                KeepAlive keep_alive) final;
+  Status LaunchCollective(StreamRef stream, const CollectiveDescriptor& descriptor,
+                          std::string_view name, Kernel kernel, KeepAlive keep_alive) final;
+
+ protected:
+  /// The memory an enqueued operation addresses at a PE: its heap, or its control block.
+  enum class Region : std::uint8_t { kHeap, kControl };
+
+  DeviceBackend() = default;
+
+  /// Starts a lifecycle for `spec` (CreateHeap calls it first).
+  void BeginHeap(const HeapSpec& spec);
+  const HeapSpec& spec() const { return spec_; }
+  const DeviceControlLayout& layout() const { return layout_; }
+  /// The calling thread's stream for default-stream work, made on first use.
+  Status ThreadStream(void** stream) EXCLUDES(streams_mutex_);
+  /// Synchronises and destroys every thread's stream (DestroyHeap, with nothing in flight).
+  Status ReleaseStreams() EXCLUDES(streams_mutex_);
+  /// Forgets every thread's stream without a vendor call (the vendor is gone or failed).
+  void AbandonStreams() EXCLUDES(streams_mutex_);
+  /// Keeps `failure` as the lifecycle's terminal failure (the first wins) and returns it.
+  Status Latch(Status failure);
+  /// Forgets the terminal failure (a new lifecycle).
+  void ResetLatch() { terminal_.Reset(); }
+
+  // ---- the vendor's calls ------------------------------------------------------------------
+  virtual Status CreateStream(void** stream) = 0;
+  virtual Status DestroyStream(void* stream) = 0;
+  /// Runs what was enqueued on `stream` and reports what failed there (a wait that gave up
+  /// is TIMEOUT naming what it waited for).
+  virtual Status Synchronize(void* stream) = 0;
+  /// Copies `bytes` from local `source` to `offset` of `region` at PE `pe`.
+  virtual Status EnqueuePut(void* stream, int pe, Region region, std::uint64_t offset,
+                            const void* source, std::uint64_t bytes) = 0;
+  /// Copies `bytes` from `offset` of `region` at PE `pe` to local `destination`.
+  virtual Status EnqueueGet(void* stream, void* destination, int pe, Region region,
+                            std::uint64_t offset, std::uint64_t bytes) = 0;
+  /// Sets the sync word at `offset` of `region` at PE `pe` to `value` (31 bits), after every
+  /// write the stream made before.
+  virtual Status EnqueueSetWord(void* stream, int pe, Region region, std::uint64_t offset,
+                                std::int64_t value) = 0;
+  /// Makes the stream wait until this PE's word at `offset` of `region` is at least `value`;
+  /// `what` names it when it gives up.
+  virtual Status EnqueueWaitAtLeast(void* stream, Region region, std::uint64_t offset,
+                                    std::int64_t value, std::string_view what) = 0;
+  /// Adds `value` to the counter at heap offset `offset` of PE `pe`, after every write the
+  /// stream made before.
+  virtual Status EnqueueAddCounter(void* stream, int pe, std::uint64_t offset,
+                                   std::int64_t value) = 0;
+  /// UNSUPPORTED_CAPABILITY (before anything is enqueued) for a user signal or a wait this
+  /// vendor cannot make: a word width or a value it has no signal for.
+  virtual Status CheckSignal(SignalWidth width, std::int64_t value) const = 0;
+  virtual Status CheckWait(SignalWidth width, std::int64_t value) const = 0;
+  /// The user's signal on PE `pe`'s word at heap `offset`, and a wait on this PE's.
+  virtual Status EnqueueSignal(void* stream, int pe, std::uint64_t offset, SignalWidth width,
+                               SignalOp op, std::int64_t value) = 0;
+  virtual Status EnqueueWaitSignal(void* stream, std::uint64_t offset, SignalWidth width,
+                                   Comparison comparison, std::int64_t value) = 0;
+  /// A batch of puts to heaps; by default one EnqueuePut each.
+  virtual Status EnqueuePutBatch(void* stream, std::span<const data_plane::BlockPut> puts);
+  /// A batch of puts each followed by its counter addition; by default a put and an addition
+  /// each, in order.
+  virtual Status EnqueuePutBatchSignalled(void* stream,
+                                          std::span<const data_plane::SignalledPut> puts);
+
+ private:
+  class StreamKernelApi;
+
+  // Runs `enqueue` on the stream `stream` stands for: a caller's stream only enqueues (its
+  // operands are kept until Quiesce); the thread's own is synchronised before returning.
+  template <class Enqueue>
+  Status OnStream(StreamRef stream, KeepAlive keep_alive, Enqueue enqueue);
+  // The descriptor exchange on `stream`, synchronised before it returns.
+  Status Exchange(void* stream, const CollectiveDescriptor& mine, std::string_view operation,
+                  std::vector<CollectiveDescriptor>* all);
+  // Runs a kernel's body on `stream` in the custom-op call site.
+  Status RunKernel(void* stream, const Kernel& kernel);
+
+  HeapSpec spec_;
+  DeviceControlLayout layout_;
+  FailureLatch terminal_;
+  CallerStreams caller_streams_;  // queued on since the last Quiesce
+  Mutex streams_mutex_;
+  std::map<long, void*> thread_streams_ GUARDED_BY(streams_mutex_);  // by thread id
+};
+
+}  // namespace hyper_parallel::shmem

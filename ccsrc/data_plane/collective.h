@@ -1,0 +1,146 @@
+// Collective: what one collective operation (barrier, all_gather, all_to_all, ...) is, as a
+// unit the Runtime runs without knowing which one it runs.
+//
+// A collective declares four things:
+//   - its kind: the name every PE's descriptor carries and every error and diagnostic uses;
+//   - its local checks: the rules one PE's call must keep (sizes, overlap), checked on the
+//     caller before anything collective happens (INVALID_ARGUMENT naming the broken rule);
+//   - the descriptor fields every PE's call must agree on (AgreedField): the Runtime fills them
+//     from the call and the backends compare exactly those, so PEs whose calls differ all fail
+//     with COLLECTIVE_MISMATCH before any data moves;
+//   - its kernel, written on the kernel-side API (kernel_api.h) alone, so every backend runs it.
+// The Runtime's one collective path (Runtime::RunCollective) does the rest for every collective
+// alike: the protection chain for the symmetric output, the claim of the next collective number,
+// the exchange and match of descriptors, inline or enqueued execution, and the release.
+//
+// Collectives run over a group of PEs (CollectiveGroup): its members' PE numbers in the group's
+// order, this PE's place among them, and the epoch slot its collectives publish their arrivals
+// on. The group owns the sequence of collective numbers its calls take. Today the group is
+// always the Root WORLD; teams (subsets of PEs) are groups of their own.
+//
+// Synchronisation inside a kernel uses the call's collective number as a monotonic epoch on the
+// group's sync slot (KernelApi::PublishEpoch / WaitEpochs): numbers only grow, and every
+// collective of the group shares the slot, since a PE publishes number n only after it put
+// everything of call n (data before signal), so seeing n or more from a peer means call n's
+// data from that peer has landed.
+//
+// How to add one: docs/architecture.md, "How to add a collective".
+//
+// Thread-safety: a Collective is immutable; its methods may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "data_plane/kernel_api.h"
+
+namespace hyper_parallel::shmem::data_plane {
+
+/// The fields of a collective descriptor a collective may ask every PE to agree on (besides its
+/// kind and its number, which always must), as bits.
+enum AgreedField : unsigned {
+  kAgreeBytes = 1u << 0,      ///< the call's input bytes
+  kAgreeAlignment = 1u << 1,  ///< an allocation's alignment (empty)
+  kAgreeOffset = 1u << 2,     ///< the heap offset of the symmetric operand
+  kAgreeDtype = 1u << 3,      ///< the element type's name
+  kAgreeLocal = 1u << 4,      ///< the outcome of each PE's local step (empty)
+};
+
+/// The PEs a collective runs over.
+struct CollectiveGroup {
+  /// Each member's PE number (in the Root WORLD), in the group's order.
+  std::shared_ptr<const std::vector<int>> pes;
+  /// This PE's index in `pes`.
+  int index = 0;
+  /// The epoch slot (< kEpochSlots) this group's collectives publish their arrivals on.
+  int sync_slot = 0;
+
+  int size() const { return pes ? static_cast<int>(pes->size()) : 0; }
+  /// The PE number of member `member`.
+  int pe(int member) const { return (*pes)[static_cast<std::size_t>(member)]; }
+};
+
+/// One call as a collective's local checks see it. Sizes are bytes; `element_bytes` says how
+/// the caller counts (a binding passes the element size and names sizes in elements; 0: the
+/// caller counts bytes).
+struct CollectiveCall {
+  CollectiveGroup group;
+  const void* output = nullptr;     ///< the symmetric output, in this PE's mapping (or null)
+  std::uint64_t output_bytes = 0;
+  const void* input = nullptr;      ///< local memory (or null)
+  std::uint64_t input_bytes = 0;
+  std::uint64_t element_bytes = 0;  ///< 0: sizes are counted in bytes
+  std::string_view dtype;           ///< the element type's name ("" when not given)
+};
+
+/// What a collective's kernel works with, once every PE's call matched.
+struct CollectivePlan {
+  CollectiveGroup group;
+  std::uint64_t sequence = 0;       ///< the call's collective number: its epoch
+  std::uint64_t output_offset = 0;  ///< heap offset of the symmetric output
+  const void* input = nullptr;      ///< local memory, alive until the kernel ran
+  std::uint64_t input_bytes = 0;
+};
+
+class Collective {
+ public:
+  virtual ~Collective() = default;
+
+  /// Its kind (at most 15 characters): "all_to_all".
+  virtual std::string_view name() const = 0;
+
+  /// Whether a call takes a symmetric output and a local input (false: no operand, a barrier).
+  virtual bool TakesOperands() const { return true; }
+
+  /// The call's local checks, after its output passed the protection chain.
+  virtual Status Check(const CollectiveCall& call) const = 0;
+
+  /// True when a call that passed its checks moves nothing: it returns at once and takes no
+  /// collective number (zero bytes).
+  virtual bool MovesNothing(const CollectiveCall& call) const {
+    return TakesOperands() && call.input_bytes == 0;
+  }
+
+  /// AgreedField bits of the descriptor fields every PE's call must agree on.
+  virtual unsigned AgreedFields() const = 0;
+
+  /// False when the agreement alone is the collective (a barrier): no kernel runs.
+  virtual bool HasKernel() const { return true; }
+
+  /// The kernel, run in stream order after every PE's descriptor matched.
+  virtual Status Run(KernelApi& api, const CollectivePlan& plan) const = 0;
+};
+
+// ---- checks several collectives share ---------------------------------------------------
+
+/// How a size reads in a message: elements when the caller counts elements, else bytes.
+inline std::string SizeText(const CollectiveCall& call, std::uint64_t bytes) {
+  return std::to_string(call.element_bytes > 0 ? bytes / call.element_bytes : bytes);
+}
+inline std::string_view SizeUnit(const CollectiveCall& call) {
+  return call.element_bytes > 0 ? "numel" : "byte size";
+}
+
+/// A non-null input unless it is empty, and an input disjoint from the output.
+inline Status CheckInputBeside(const CollectiveCall& call, std::string_view collective) {
+  const std::string what = std::string(collective) + " input";
+  if (call.input == nullptr && call.input_bytes > 0) {
+    return Status::Contract(ErrorCode::kInvalidArgument, what, "non-null", "null");
+  }
+  const auto in = reinterpret_cast<std::uintptr_t>(call.input);
+  const auto out = reinterpret_cast<std::uintptr_t>(call.output);
+  if (call.input_bytes > 0 && in < out + call.output_bytes && out < in + call.input_bytes) {
+    return Status::Contract(ErrorCode::kInvalidArgument, what,
+                            "disjoint from the output [" + Hex(call.output) + ", +" +
+                                std::to_string(call.output_bytes) + ")",
+                            "[" + Hex(call.input) + ", +" + std::to_string(call.input_bytes) +
+                                ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace hyper_parallel::shmem::data_plane

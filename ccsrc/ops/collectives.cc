@@ -1,0 +1,28 @@
+// The collectives this build provides. The only file that names them all.
+#include "ops/collectives.h"
+
+#include "ops/all_gather/all_gather.h"
+#include "ops/all_to_all/all_to_all.h"
+#include "ops/barrier/barrier.h"
+
+namespace hyper_parallel::shmem::ops {
+namespace {
+
+const Barrier kBarrier{};
+const AllGather kAllGather{};
+const AllToAll kAllToAll{};
+
+constexpr const data_plane::Collective* kCollectives[] = {&kBarrier, &kAllGather, &kAllToAll};
+
+}  // namespace
+
+std::span<const data_plane::Collective* const> Collectives() { return kCollectives; }
+
+const data_plane::Collective* FindCollective(std::string_view name) {
+  for (const data_plane::Collective* collective : kCollectives) {
+    if (collective->name() == name) return collective;
+  }
+  return nullptr;
+}
+
+}  // namespace hyper_parallel::shmem::ops
