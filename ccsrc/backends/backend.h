@@ -11,9 +11,9 @@
 // serialises validation, not execution, so that no thread waits while holding its mutex. The
 // Runtime never has two collectives (ExchangeDescriptors, LaunchCollective) of one PE in flight
 // on different streams. No backend holds a lock of its own across a wait or a stream
-// synchronisation either: a second thread's call must always get through. Work the backend queues on an asynchronous stream runs later on
-// that stream's executor; its failures are reported by the stream, not by the call that queued
-// it.
+// synchronisation either: a second thread's call must always get through. Work the backend
+// queues on an asynchronous stream runs later on that stream's executor; its failures are
+// reported by the stream, not by the call that queued it.
 #pragma once
 
 #include <array>

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace hyper_parallel::shmem {
 namespace {
 
@@ -137,6 +139,51 @@ TEST(MatchDescriptors, ComparesAgainstPeZeroSoEveryPeNamesTheSameField) {
     const Status status = MatchDescriptors(mine, {a, b});
     EXPECT_NE(status.message().find("field=dtype"), std::string::npos) << status.message();
   }
+}
+
+// Matching knows no collective: it compares the fields a descriptor declares, whatever its kind.
+TEST(MatchDescriptors, ComparesExactlyTheDeclaredFieldsOfAnyKind) {
+  CollectiveDescriptor mine = CollectiveDescriptor::Of("a_new_one", data_plane::kAgreeDtype);
+  mine.sequence = 9;
+  mine.SetDtype("bfloat16");
+  mine.bytes = 64;
+  CollectiveDescriptor other_bytes = mine;
+  other_bytes.bytes = 128;  // not declared: may differ
+  other_bytes.offset = 0x40;
+  EXPECT_TRUE(MatchDescriptors(mine, {mine, other_bytes}).ok());
+  CollectiveDescriptor other_dtype = mine;
+  other_dtype.SetDtype("float16");
+  const Status status = MatchDescriptors(mine, {mine, other_dtype});
+  EXPECT_EQ(status.code(), ErrorCode::kCollectiveMismatch);
+  EXPECT_EQ(status.message(),
+            "collective calls differ across PEs: sequence=9, field=dtype, calls=pe 0: a_new_one "
+            "#9 dtype=bfloat16; pe 1: a_new_one #9 dtype=float16");
+  // A peer that declares other fields for the same kind (another build) is named too.
+  CollectiveDescriptor other_fields = mine;
+  other_fields.fields = data_plane::kAgreeBytes;
+  EXPECT_NE(MatchDescriptors(mine, {mine, other_fields}).message().find("field=fields"),
+            std::string::npos);
+}
+
+TEST(CollectiveDescriptor, KindNamesRoundTripAndOnlyAlignmentLiesPastTheCoreWords) {
+  const CollectiveDescriptor d = CollectiveDescriptor::Of("all_to_all", data_plane::kAgreeBytes);
+  EXPECT_EQ(CollectiveDescriptor::Unpack(d.Pack()).kind_name(), "all_to_all");
+  EXPECT_EQ(CollectiveDescriptor::Of("a_kind_longer_than_fifteen", 0).kind_name(),
+            "a_kind_longer_t");
+  EXPECT_EQ(CollectiveDescriptor{}.Describe(), "none #0");
+  EXPECT_TRUE(d.DecidedByCoreWords());
+  EXPECT_FALSE(EmptyCall().DecidedByCoreWords()) << "empty compares its alignment";
+  // The core words hold every field but the alignment and close's facts.
+  CollectiveDescriptor a = AllGatherCall(4, 64, 0x40);
+  CollectiveDescriptor b = a;
+  b.alignment = 4096;
+  b.extra = {1, 2, 3};
+  const auto wa = a.Pack(), wb = b.Pack();
+  EXPECT_TRUE(std::equal(wa.begin(), wa.begin() + CollectiveDescriptor::kCoreWords, wb.begin()));
+  b = a;
+  b.SetDtype("int8");
+  const auto wd = b.Pack();
+  EXPECT_FALSE(std::equal(wa.begin(), wa.begin() + CollectiveDescriptor::kCoreWords, wd.begin()));
 }
 
 }  // namespace

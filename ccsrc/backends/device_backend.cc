@@ -10,7 +10,9 @@ namespace hyper_parallel::shmem {
 namespace {
 
 // Sync words carry a number's low 31 bits (see the header).
-std::int64_t SyncWord(std::uint64_t number) { return static_cast<std::int64_t>(number & 0x7fffffff); }
+std::int64_t SyncWord(std::uint64_t number) {
+  return static_cast<std::int64_t>(number & 0x7fffffff);
+}
 
 // Keeps the first failure.
 void Keep(Status* first, Status status) {

@@ -164,20 +164,24 @@ Status Runtime::Init(InitOptions options) {
   constexpr std::string_view kOp = "init";
   {
     MutexLock lock(&mutex_);
-    if (state_ == RuntimeState::kFailed) return RejectLocked(terminal_.Retagged(kOp, "state"), kOp, "state");
+    if (state_ == RuntimeState::kFailed) {
+      return RejectLocked(terminal_.Retagged(kOp, "state"), kOp, "state");
+    }
     if (state_ != RuntimeState::kUninitialized) {
-      return RejectLocked(Status::Assertion(ErrorCode::kInvalidState,
-                                      state_ == RuntimeState::kReady
-                                          ? "runtime is already initialised"
-                                          : "runtime is initialising or closing on another thread",
-                                      {{"state", std::string(RuntimeStateName(state_))},
-                                       {"rank", std::to_string(rank_)},
-                                       {"lifecycle", std::to_string(registry_.lifecycle())}}),
-                    kOp, "state");
+      return RejectLocked(
+          Status::Assertion(ErrorCode::kInvalidState,
+                            state_ == RuntimeState::kReady
+                                ? "runtime is already initialised"
+                                : "runtime is initialising or closing on another thread",
+                            {{"state", std::string(RuntimeStateName(state_))},
+                             {"rank", std::to_string(rank_)},
+                             {"lifecycle", std::to_string(registry_.lifecycle())}}),
+          kOp, "state");
     }
     if (!options.bootstrap) {
-      return RejectLocked(Status::Contract(ErrorCode::kInvalidArgument, "bootstrap", "non-null", "null"),
-                    kOp, "validate");
+      return RejectLocked(
+          Status::Contract(ErrorCode::kInvalidArgument, "bootstrap", "non-null", "null"), kOp,
+          "validate");
     }
     state_ = RuntimeState::kInitializing;  // other entries are refused until it is done
   }

@@ -311,7 +311,7 @@ TEST_F(RuntimeTest, AllGatherValidation) {
             std::string::npos)
       << size.message();
   Status overlap = AllGather(runtime_, SymmetricView{out.id, out.data, 32},
-                                      static_cast<std::byte*>(out.data) + 16, 32, {});
+                             static_cast<std::byte*>(out.data) + 16, 32, {});
   EXPECT_EQ(overlap.code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(AllGather(runtime_, View(out), nullptr, 64, {}).code(), ErrorCode::kInvalidArgument);
   const int calls = panel_->count(FakeCall::kLaunchCollective);
@@ -319,6 +319,77 @@ TEST_F(RuntimeTest, AllGatherValidation) {
   EXPECT_EQ(panel_->count(FakeCall::kLaunchCollective), calls);  // zero bytes: nothing ran
   ASSERT_TRUE(runtime_.Free(View(out)).ok());
   EXPECT_EQ(AllGather(runtime_, View(out), in.data(), 64, {}).code(), ErrorCode::kUseAfterFree);
+}
+
+// A collective the Runtime has never heard of runs through the same path as the build's: its
+// checks, its "moves nothing" rule, the fields it declares, its kernel.
+class ProbeCollective final : public data_plane::Collective {
+ public:
+  std::string_view name() const override { return "probe"; }
+  Status Check(const data_plane::CollectiveCall& call) const override {
+    ++checks;
+    if (call.input_bytes % 3 != 0) {
+      return Status::Contract(ErrorCode::kInvalidArgument, "probe input bytes", "a multiple of 3",
+                              std::to_string(call.input_bytes));
+    }
+    return Status::Ok();
+  }
+  unsigned AgreedFields() const override { return data_plane::kAgreeBytes; }
+  Status Run(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan) const override {
+    ++runs;
+    last_sequence = plan.sequence;
+    api.PutBlock(plan.group.pe(plan.group.index), plan.output_offset, plan.input,
+                 plan.input_bytes);
+    return Status::Ok();
+  }
+  mutable int checks = 0;
+  mutable int runs = 0;
+  mutable std::uint64_t last_sequence = 0;
+};
+
+TEST_F(RuntimeTest, AnyCollectiveRunsThroughTheOnePath) {
+  ASSERT_TRUE(Init().ok());
+  const ProbeCollective probe;
+  Allocation out = MustAllocate(64);
+  std::vector<std::uint8_t> in(6, 7);
+  const SymmetricView six{out.id, out.data, 6};
+  ASSERT_TRUE(runtime_.RunCollective(probe, {six, in.data(), 6}, {}).ok());
+  EXPECT_EQ(probe.runs, 1);
+  EXPECT_EQ(static_cast<std::uint8_t*>(out.data)[5], 7);
+  ASSERT_FALSE(panel_->descriptors.empty());
+  const CollectiveDescriptor& published = panel_->descriptors.back();
+  EXPECT_EQ(published.kind_name(), "probe");
+  EXPECT_EQ(published.fields, data_plane::kAgreeBytes);
+  EXPECT_EQ(published.bytes, 6u);
+  EXPECT_EQ(published.sequence, probe.last_sequence);
+  // Its own check refuses, tagged with its name, and takes no number.
+  const std::size_t exchanged = panel_->descriptors.size();
+  const Status refused = runtime_.RunCollective(probe, {six, in.data(), 5}, {});
+  EXPECT_EQ(refused.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(refused.operation(), "probe");
+  EXPECT_EQ(refused.phase(), "validate");
+  EXPECT_EQ(panel_->descriptors.size(), exchanged);
+  // Zero bytes: checked, then nothing.
+  const int checks = probe.checks;
+  EXPECT_TRUE(runtime_.RunCollective(probe, {SymmetricView{out.id, out.data, 0}, nullptr, 0}, {})
+                  .ok());
+  EXPECT_EQ(probe.checks, checks + 1);
+  EXPECT_EQ(panel_->descriptors.size(), exchanged);
+  // A peer that disagrees in a declared field: COLLECTIVE_MISMATCH, the kernel does not run.
+  panel_->exchange_size = 2;
+  panel_->tamper_peers = [](std::vector<CollectiveDescriptor>* all) {
+    if ((*all)[0].kind_name() == "probe") (*all)[1].bytes = 9;
+  };
+  const Status mismatch = runtime_.RunCollective(probe, {six, in.data(), 6}, {});
+  EXPECT_EQ(mismatch.code(), ErrorCode::kCollectiveMismatch);
+  EXPECT_NE(mismatch.message().find("field=bytes"), std::string::npos) << mismatch.message();
+  EXPECT_EQ(probe.runs, 1);
+  panel_->tamper_peers = nullptr;
+  panel_->exchange_size = 1;
+  // The protection chain is the Runtime's, before the collective's own checks.
+  ASSERT_TRUE(runtime_.Free(View(out)).ok());
+  EXPECT_EQ(runtime_.RunCollective(probe, {six, in.data(), 6}, {}).code(),
+            ErrorCode::kUseAfterFree);
 }
 
 TEST_F(RuntimeTest, PutSignalCopiesThenSignals) {

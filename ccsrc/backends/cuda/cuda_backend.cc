@@ -229,9 +229,13 @@ Status CudaBackend::EnqueueAddCounter(void* stream, int pe, std::uint64_t offset
   return api_->AddValue64(stream, Address(pe, Region::kHeap, offset), value);
 }
 
-Status CudaBackend::CheckSignal(SignalWidth width, std::int64_t) const { return SixtyFourBit(width); }
+Status CudaBackend::CheckSignal(SignalWidth width, std::int64_t) const {
+  return SixtyFourBit(width);
+}
 
-Status CudaBackend::CheckWait(SignalWidth width, std::int64_t) const { return SixtyFourBit(width); }
+Status CudaBackend::CheckWait(SignalWidth width, std::int64_t) const {
+  return SixtyFourBit(width);
+}
 
 Status CudaBackend::EnqueueSignal(void* stream, int pe, std::uint64_t offset, SignalWidth,
                                  SignalOp op, std::int64_t value) {

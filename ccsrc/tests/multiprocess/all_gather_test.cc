@@ -124,7 +124,7 @@ TEST_P(AllGatherTest, QueuedOnAStreamWithRankSkew) {
     for (int call = 0; call < kCalls; ++call) {
       for (std::uint64_t i = 0; i < kBytes; ++i) inputs[call][i] = Pattern(ctx.rank, call, i);
       CHECK_PE_OK(ctx, AllGather(Rt(), View(outputs[call]), inputs[call].data(), kBytes,
-                                      StreamRef{stream.get()}));
+                                 StreamRef{stream.get()}));
     }
     CHECK_PE_OK(ctx, stream->Synchronize<CallSite::kHostThread>(60s));
     for (int call = 0; call < kCalls; ++call) {
@@ -145,11 +145,13 @@ TEST_P(AllGatherTest, RejectionsChangeNothingAndMixWithRma) {
     CHECK_PE(ctx, wrong_size.code() == ErrorCode::kInvalidArgument, wrong_size.ToString());
     CHECK_PE(ctx, Contains(wrong_size.message(), "output byte size must be input byte size * root size"),
              wrong_size.message());
-    Status overlap = AllGather(Rt(), Sub(output, 0, 32 * ctx.size), As<std::uint8_t>(output) + 8, 32, {});
+    Status overlap =
+        AllGather(Rt(), Sub(output, 0, 32 * ctx.size), As<std::uint8_t>(output) + 8, 32, {});
     CHECK_PE(ctx, overlap.code() == ErrorCode::kInvalidArgument, overlap.ToString());
     CHECK_PE(ctx, Contains(overlap.message(), "all_gather input must be disjoint from the output"),
              overlap.message());
-    CHECK_PE(ctx, AllGather(Rt(), View(output), nullptr, 64, {}).code() == ErrorCode::kInvalidArgument,
+    CHECK_PE(ctx,
+             AllGather(Rt(), View(output), nullptr, 64, {}).code() == ErrorCode::kInvalidArgument,
              "null input");
     CHECK_PE_OK(ctx, AllGather(Rt(), Sub(output, 0, 0), nullptr, 0, {}));  // zero bytes
     // Rejections take no collective number: a real call still works, in step.

@@ -59,6 +59,7 @@ TEST_P(CannRuntime, RmaCollectivesAndKernelsOverTheFakeVendorLibrary) {
     // The fake's heap is host memory, mapped here: a binding may make host tensors over it.
     CHECK_PE_OK(ctx, Rt().RequireHostAddressableHeap("empty"));
     CheckDeviceBackend(ctx, /*refuses_wide_signals=*/true);
+    CheckDeviceAllToAll(ctx);
     FreeAllAndShutdown(ctx);
     return 0;
   });

@@ -65,6 +65,7 @@ TEST_P(CudaRuntime, RmaCollectivesAndKernels) {
       });
       CHECK_PE(ctx, batches == 2, std::to_string(batches) + " batched copies");
     }
+    CheckDeviceAllToAll(ctx);
     // Signal words are 64-bit here.
     Allocation word = MustAllocate(ctx, 8);
     const Status narrow = Rt().Signal(Sub(word, 0, 4), SignalWidth::k32, 1, ctx.rank,

@@ -5,7 +5,8 @@
 // dispatch and combine on the kernel-side API. The heap is written and read only through the
 // Runtime's own put and get to this PE (Fill, ReadBack), never through host pointers, so the
 // checks hold for device memory this process cannot address. Run by every PE of a Runtime that
-// is ready; leaves its allocations live (the caller frees and shuts down).
+// is ready; leaves its allocations live (the caller frees and shuts down). CheckDeviceAllToAll
+// does the same for all_to_all.
 #pragma once
 
 #include <vector>
@@ -147,6 +148,43 @@ inline void CheckDeviceBackend(PeContext& ctx, bool refuses_wide_signals) {
     }
   }
   CHECK_PE(ctx, right, "every row came back through its expert");
+  CHECK_PE_OK(ctx, Barrier(Rt(), {}));
+}
+
+/// all_to_all on a device backend: blocks of several chunks and a tail, from host memory and
+/// from the heap, every byte of every block checked, then calls that differ across PEs.
+inline void CheckDeviceAllToAll(PeContext& ctx) {
+  const std::uint64_t block = (300 << 10) + 5;
+  const std::uint64_t bytes = block * ctx.size;
+  Allocation output = MustAllocate(ctx, bytes);
+  Allocation heap_input = MustAllocate(ctx, bytes);
+  std::vector<std::uint8_t> input(bytes);
+  for (int round = 0; round < 2; ++round) {
+    const auto pattern = [round](int from, int to, std::uint64_t i) {
+      return static_cast<std::uint8_t>(from * 31 + to * 7 + i * (5 + 2 * round));
+    };
+    for (int to = 0; to < ctx.size; ++to) {
+      for (std::uint64_t i = 0; i < block; ++i) input[to * block + i] = pattern(ctx.rank, to, i);
+    }
+    const void* source = input.data();
+    if (round == 1) {
+      CHECK_PE_OK(ctx, Rt().Put(View(heap_input), input.data(), ctx.rank, {}));
+      source = heap_input.data;
+    }
+    CHECK_PE_OK(ctx, AllToAll(Rt(), View(output), source, bytes, {}));
+    const std::vector<std::uint8_t> got = ReadBack<std::uint8_t>(ctx, output);
+    bool right = got.size() == bytes;
+    for (int from = 0; right && from < ctx.size; ++from) {
+      for (std::uint64_t i = 0; right && i < block; ++i) {
+        right = got[from * block + i] == pattern(from, ctx.rank, i);
+      }
+    }
+    CHECK_PE(ctx, right, round == 0 ? "all_to_all from host memory delivered every block"
+                                    : "all_to_all from the heap delivered every block");
+  }
+  const std::uint64_t mine = ctx.rank == 0 ? bytes - ctx.size : bytes;  // smaller blocks
+  const Status mismatch = AllToAll(Rt(), Sub(output, 0, mine), input.data(), mine, {});
+  CHECK_PE(ctx, mismatch.code() == ErrorCode::kCollectiveMismatch, mismatch.ToString());
   CHECK_PE_OK(ctx, Barrier(Rt(), {}));
 }
 

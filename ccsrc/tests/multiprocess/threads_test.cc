@@ -131,8 +131,8 @@ TEST(Threads, MismatchedCollectivesFailOnEveryPeWithoutMovingData) {
     std::vector<std::uint8_t> input(128, static_cast<std::uint8_t>(ctx.rank + 1));
     // PE 0 calls barrier, PE 1 all_gather: both fail at once, naming both calls.
     const Status kind = ctx.rank == 0 ? Barrier(Rt(), {})
-                                      : AllGather(Rt(), View(small), input.data(), 64, {}, nullptr,
-                                                       "uint8");
+                                      : AllGather(Rt(), View(small), input.data(), 64, {},
+                                                  nullptr, "uint8");
     CHECK_PE(ctx, kind.code() == ErrorCode::kCollectiveMismatch, kind.ToString());
     CHECK_PE(ctx, Contains(kind.message(), "sequence=4, field=kind, calls=pe 0: barrier #4; "
                                            "pe 1: all_gather #4 bytes=64 dtype=uint8 offset=0x0"),
@@ -145,7 +145,7 @@ TEST(Threads, MismatchedCollectivesFailOnEveryPeWithoutMovingData) {
     CHECK_PE(ctx, Contains(size.message(), "sequence=5, field=bytes"), size.message());
     // The same call with another dtype.
     const Status dtype = AllGather(Rt(), View(small), input.data(), 64, {}, nullptr,
-                                        ctx.rank == 0 ? "uint8" : "int8");
+                                   ctx.rank == 0 ? "uint8" : "int8");
     CHECK_PE(ctx, Contains(dtype.message(), "sequence=6, field=dtype"), dtype.message());
     bool untouched = true;
     for (const Allocation* a : {&small, &large}) {

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Proves tools/check_layers.py can fail: it must pass a small tree that keeps the rules and
+refuse each of the edges the rules forbid, naming the file and line. Run by ctest."""
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+CHECKER = pathlib.Path(__file__).resolve().parent / "check_layers.py"
+
+CLEAN = {
+    "base/status.h": "",
+    "data_plane/collective.h": '#include "base/status.h"\n',
+    "ops/all_to_all/all_to_all.h": '#include "data_plane/collective.h"\n',
+    "ops/collectives.h": '#include "data_plane/collective.h"\n',
+    "ops/collectives.cc": '#include "ops/collectives.h"\n#include "ops/all_to_all/all_to_all.h"\n',
+    "backends/backend.h": '#include "base/status.h"\n',
+    "runtime/runtime.cc": '#include "backends/backend.h"\n#include "data_plane/collective.h"\n'
+                          "// ops:: in a comment names nothing\n",
+    "bindings/torch/module.cc": '#include "ops/collectives.h"\n#include "runtime/runtime.cc"\n',
+}
+
+VIOLATIONS = {
+    "runtime includes an op": (
+        "runtime/runtime.cc", '#include "ops/all_to_all/all_to_all.h"\n',
+        "runtime must not include ops/all_to_all/all_to_all.h"),
+    "runtime names an op": (
+        "runtime/runtime.cc", "auto& op = ops::AllToAll();\n", "runtime must not name an op"),
+    "runtime includes the list of collectives": (
+        "runtime/runtime.cc", '#include "ops/collectives.h"\n',
+        "runtime must not include ops/collectives.h"),
+    "the binding includes a concrete op": (
+        "bindings/torch/module.cc", '#include "ops/all_to_all/all_to_all.h"\n',
+        "bindings/torch must not include ops/all_to_all/all_to_all.h"),
+    "an op includes another op": (
+        "ops/all_to_all/all_to_all.h", '#include "ops/collectives.h"\n',
+        "ops/<op> must not include ops/collectives.h"),
+    "a backend includes the runtime": (
+        "backends/backend.h", '#include "runtime/runtime.cc"\n',
+        "backends must not include runtime/runtime.cc"),
+}
+
+
+def check(tree: dict) -> subprocess.CompletedProcess:
+    with tempfile.TemporaryDirectory() as root:
+        for relative, text in tree.items():
+            path = pathlib.Path(root, relative)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        return subprocess.run([sys.executable, str(CHECKER), root], capture_output=True,
+                              text=True)
+
+
+def main() -> int:
+    failures = []
+    clean = check(CLEAN)
+    if clean.returncode != 0:
+        failures.append(f"the clean tree was refused: {clean.stderr}")
+    for name, (relative, line, expected) in VIOLATIONS.items():
+        tree = dict(CLEAN)
+        tree[relative] = tree[relative] + line
+        result = check(tree)
+        if result.returncode != 1 or expected not in result.stderr:
+            failures.append(f"{name}: exit {result.returncode}, stderr {result.stderr!r}")
+    for failure in failures:
+        print(failure, file=sys.stderr)
+    print(f"{len(VIOLATIONS) + 1 - len(failures)} of {len(VIOLATIONS) + 1} cases as expected")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
