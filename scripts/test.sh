@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test, installing what it needs first:
 #   1. C++ unit and multi-process tests (GoogleTest under ctest), release build (the fuzz
-#      harnesses' committed corpus is replayed here too);
-#   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer, and under ThreadSanitizer;
+#      harnesses' committed corpus is replayed here too), then clang's thread-safety analysis
+#      of the annotated sources (scripts/thread_safety.sh: -Wthread-safety -Werror);
+#   2. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer, and under
+#      ThreadSanitizer;
 #   3. the libFuzzer harnesses (scripts/fuzz.sh), each for HPS_FUZZ_SECONDS (default 60);
 #   4. the Python system tests (pytest, PEs as processes, gloo on loopback) on the installed
 #      package, then a part of them again on the CANN backend over the fake vendor library.
@@ -42,6 +44,7 @@ run_ctest() {  # <build dir> <build type> <sanitizers>
 }
 
 run_ctest build Release ""
+bash scripts/thread_safety.sh
 if ((sanitizers)); then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     run_ctest build-asan RelWithDebInfo "address,undefined"
@@ -56,14 +59,14 @@ echo "== Python system tests"
 "$PYTHON" -m pytest tests/python -q
 
 # The same package on the CANN backend, over the fake vendor library the C++ build made: the
-# RMA, allocation, lifecycle, leak, all_gather, signal and debug tests and MegaMoE's (tests of
-# the host backend's own behaviour are marked host_only and skipped there).
+# RMA, allocation, lifecycle, leak, all_gather, all_to_all, signal and debug tests and MegaMoE's
+# (tests of the host backend's own behaviour are marked host_only and skipped there).
 fake_cann="$PWD/build/backends/cann/fake_cann/libhps_fake_cann_v1_5.so"
 echo "== Python system tests on the CANN backend (fake vendor library: no NPU here)"
 HYPER_PARALLEL_SHMEM_BACKEND=cann HYPER_PARALLEL_SHMEM_CANN_LIBRARY="$fake_cann" \
   HYPER_PARALLEL_SHMEM_ACL_LIBRARY="$fake_cann" \
   "$PYTHON" -m pytest -q tests/python/test_rma.py tests/python/test_allocation.py \
   tests/python/test_free.py tests/python/test_leaks.py tests/python/test_lifecycle.py \
-  tests/python/test_all_gather.py tests/python/test_signal.py tests/python/test_debug.py \
-  tests/python/test_mega_moe.py tests/python/test_mega_moe_e2e.py
+  tests/python/test_all_gather.py tests/python/test_all_to_all.py tests/python/test_signal.py \
+  tests/python/test_debug.py tests/python/test_mega_moe.py tests/python/test_mega_moe_e2e.py
 echo "== all tests passed"
