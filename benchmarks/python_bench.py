@@ -24,7 +24,8 @@ from hyper_parallel.core.multicore import shmem
 from hyper_parallel.core.multicore.shmem.launch import init_process_group_from_environment
 
 TESTS = ("put", "get", "put_overhead", "pingpong", "gloo_sendrecv", "gloo_pingpong", "barrier",
-         "gloo_barrier", "allgather", "gloo_allgather", "overlap", "empty_free", "fill")
+         "gloo_barrier", "allgather", "gloo_allgather", "alltoall", "gloo_alltoall", "overlap",
+         "empty_free", "fill")
 
 
 def _mean_us(body, iters: int, finish=None) -> float:
@@ -170,6 +171,20 @@ def run(args) -> None:
             iters, samples = _measure(body, args, collective=True)
             _emit("hps_python" if test == "allgather" else "gloo", "allgather", n, iters, samples)
         if test == "allgather":
+            shmem.free(output)
+    elif test in ("alltoall", "gloo_alltoall"):
+        # `n` bytes per PE in and out: n / size to each PE (the sizes divide by the PEs).
+        output = (shmem.empty(largest, dtype=torch.uint8) if test == "alltoall"
+                  else torch.empty(largest, dtype=torch.uint8))
+        source = torch.full((largest,), rank, dtype=torch.uint8)
+        exchange = dist.all_to_all_single
+        for n in args.sizes:
+            out, inp = output[:n], source[:n]
+            body = ((lambda: shmem.all_to_all(out, inp)) if test == "alltoall"
+                    else (lambda: exchange(out, inp)))
+            iters, samples = _measure(body, args, collective=True)
+            _emit("hps_python" if test == "alltoall" else "gloo", "alltoall", n, iters, samples)
+        if test == "alltoall":
             shmem.free(output)
     elif test == "overlap":
         _overlap(args, rank, size, peer)

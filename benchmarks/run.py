@@ -8,7 +8,8 @@ Peers measured in the same run, reported as ratios:
               the native put/get repetitions so both see the same noise;
   hps_native  the runtime from C++ (benchmarks/native/shmem_bench.cc), no Python;
   hps_python  the runtime through the Python API (benchmarks/python_bench.py);
-  gloo        torch.distributed over gloo: send/recv, barrier, all_gather_into_tensor;
+  gloo        torch.distributed over gloo: send/recv, barrier, all_gather_into_tensor,
+              all_to_all_single;
   oshmem      OpenMPI's OSHMEM doing the same patterns (benchmarks/native/oshmem_bench.c),
               skipped with a message when OpenMPI is not installed.
 Each figure is the median of the repetitions after warm-up (min and max kept as spread).
@@ -108,6 +109,9 @@ def jobs(p: dict, oshmem: str | None, with_python: bool, contended: bool) -> lis
         out += [hps("allgather", pes, p["gather"])] + peer("fcollect", pes, fcollect)
         out += python("allgather", pes, p["gather"])
         out += python("gloo_allgather", pes, p["gather"], p["gloo_min_us"])
+    for pes in (2, 4):
+        out += python("alltoall", pes, p["gather"])
+        out += python("gloo_alltoall", pes, p["gather"], p["gloo_min_us"])
     out += python("put_overhead", 2, [8]) + python("overlap", 2, [64 * MIB], 4 * p["min_us"])
     # What freeing costs now that free poisons the block: empty + free beside a fill.
     out += python("empty_free", 2, p["free"]) + python("fill", 2, p["free"])
@@ -333,6 +337,19 @@ def targets(rows: list) -> list:
                           f"{busbw / copybw:.2f}x = {busbw / copybw / bound:.2f} of the "
                           f"machine bound {bound:.2f}x", ">= 0.8 bound",
                           busbw / copybw >= 0.8 * bound)
+    for pes in (2, 4):
+        for size in (MIB, 16 * MIB):
+            py, gloo = find(rows, "hps_python", "alltoall", pes, size), find(rows, "gloo", "alltoall", pes, size)
+            bound = all_to_all_bound_us(rows, pes, size)
+            if py and gloo:
+                ratio = gloo["median_us"] / py["median_us"]
+                best = f" (the copies alone allow {gloo['median_us'] / bound:.1f}x)" if bound else ""
+                ratio_row(f"all_to_all x{pes} {human(size)}/PE: vs gloo all_to_all_single",
+                          f"{ratio:.1f}x faster{best}", ">= 10x", ratio >= 10)
+            if py and bound:
+                ratio_row(f"all_to_all x{pes} {human(size)}/PE: time vs the machine bound",
+                          f"{bound / py['median_us']:.2f} of it ({py['median_us']:.0f} us vs "
+                          f"{bound:.0f} us)", ">= 0.8", bound / py["median_us"] >= 0.8)
     overhead = find(rows, "hps_python", "put_overhead", 2, 8)
     if overhead:
         ratio_row("8-byte put from Python: per-call overhead", f"{overhead['median_us']:.2f} us",
@@ -344,6 +361,19 @@ def targets(rows: list) -> list:
                   f"{seq['median_us'] / ovl['median_us']:.2f}x", "> 1x (reported)",
                   seq["median_us"] > ovl["median_us"])
     return out
+
+
+def all_to_all_bound_us(rows: list, pes: int, size: int) -> float | None:
+    """The least time an all_to_all of `size` bytes per PE can take here: every PE copies its
+    `size` bytes (a block to each PE, its own included), and the PEs share the cores. Copies of
+    `size` on every core at once take `together`; with more PEs than cores, each core copies
+    for pes / cores PEs in turn."""
+    cores = os.cpu_count() or 1
+    together = find(rows, "memcpy", "memcpy", cores, size) if cores > 1 else None
+    together = together or find(rows, "memcpy", "memcpy", 1, size)
+    if together is None:
+        return None
+    return together["median_us"] * max(1.0, pes / cores)
 
 
 def all_gather_bound(rows: list, pes: int, size: int) -> float:
@@ -444,12 +474,39 @@ def plots(rows: list, out_dir: str) -> list:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     written.append(path)
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.8))
+    for column, pes in enumerate((2, 4)):
+        ax = axes[column]
+        for impl in ("hps_python", "gloo"):
+            xs, rs = series(impl, "alltoall", pes)
+            if xs:
+                label, color, style = styles[impl]
+                ax.plot(xs, [r["median_us"] for r in rs], style, color=color, marker="o",
+                        label=label + (" all_to_all_single" if impl == "gloo" else ""))
+        xs, _ = series("hps_python", "alltoall", pes)
+        bounds = [(x, all_to_all_bound_us(rows, pes, x)) for x in xs]
+        bounds = [(x, b) for x, b in bounds if b]
+        if bounds:
+            label, color, style = styles["memcpy"]
+            ax.plot([x for x, _ in bounds], [b for _, b in bounds], style, color=color,
+                    marker="o", label="the copies alone (bound)")
+        ax.set(title=f"all_to_all, {pes} PEs: time per call (us)", xscale="log", yscale="log",
+               xlabel="bytes per PE")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(out_dir, "all_to_all.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
     return written
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions (about a minute)")
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer sizes and repetitions (about three minutes)")
     parser.add_argument("--out", default=os.path.join(ROOT, "bench-results"),
                         help="folder for results.json and the plots (default: bench-results/)")
     parser.add_argument("--no-oshmem", action="store_true", help="skip the OSHMEM peer")

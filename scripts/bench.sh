@@ -2,10 +2,10 @@
 # Runs the benchmark suite (benchmarks/run.py): installs the package, matplotlib for the plots,
 # and (as root, when missing) Debian's OpenMPI with OSHMEM for the OSHMEM peer.
 #
-#   bash scripts/bench.sh                full run (about 11 minutes), results in bench-results/
+#   bash scripts/bench.sh                full run (about 13 minutes), results in bench-results/
 #   bash scripts/bench.sh --contended    the same plus ping-pong and barrier beside a CPU hog
-#                                        (about 12 minutes)
-#   bash scripts/bench.sh --quick        about 1.5 minutes (about 2 with --contended)
+#                                        (about 14 minutes)
+#   bash scripts/bench.sh --quick        about 3 minutes (about 3.5 with --contended)
 #   bash scripts/bench.sh --moe-only     the MegaMoE suite alone: training step on SHMEM against
 #                                        all-to-all, dispatch + combine, expert-size sweep
 #                                        (about 6 minutes; --moe adds it to a full run)

@@ -156,8 +156,6 @@ class DeviceBackend : public Backend {
   void AbandonStreams() EXCLUDES(streams_mutex_);
   /// Keeps `failure` as the lifecycle's terminal failure (the first wins) and returns it.
   Status Latch(Status failure);
-  /// Forgets the terminal failure (a new lifecycle).
-  void ResetLatch() { terminal_.Reset(); }
 
   // ---- the vendor's calls ------------------------------------------------------------------
   virtual Status CreateStream(void** stream) = 0;

@@ -60,9 +60,6 @@ class CannBackend final : public DeviceBackend {
   WaitInfo Wait() const override;
   std::string StreamLabel(StreamRef stream) const override;
 
-  /// The adapter (tests inspect its identity and state).
-  const CannVendor* vendor() const { return vendor_.get(); }
-
  protected:
   Status CreateStream(void** stream) override { return vendor_->CreateStream(stream); }
   Status DestroyStream(void* stream) override { return vendor_->DestroyStream(stream); }
