@@ -24,8 +24,9 @@
 //                    default stream, complete when it returns
 //   pingpong_stream  the same exchange with every call of a repetition enqueued on S up front:
 //                    the GPU runs it without the host
-//   all_gather       Runtime::AllGather of `size` bytes per PE from device memory (its puts one
-//                    batch of the multi-block copy kernel), every PE, on the default stream
+//   all_gather       the all_gather collective of `size` bytes per PE from device memory (its
+//                    puts one batch of the multi-block copy kernel), every PE, on the default
+//                    stream
 //                    [1 MiB, 16 MiB]: bus bandwidth size * (N - 1) / time; ratio: against
 //                    memcpy_d2d of `size`
 // The received data are checked once after each measurement. PEs a measurement does not
