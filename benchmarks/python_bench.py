@@ -55,6 +55,31 @@ def _pick(body, min_time_us: float, collective: bool) -> int:
     return _agree(iters)
 
 
+# Each collective pattern: ours, gloo's counterpart, and the output's bytes for `n` bytes of
+# input per PE (all_to_all: n / size to each PE; the sizes divide by the PEs).
+COLLECTIVES = {
+    "allgather": (shmem.all_gather, dist.all_gather_into_tensor, lambda n, size: n * size),
+    "alltoall": (shmem.all_to_all, dist.all_to_all_single, lambda n, size: n),
+}
+
+
+def _collective(args, test: str, rank: int, size: int) -> None:
+    name = test.replace("gloo_", "")
+    ours, theirs, output_bytes = COLLECTIVES[name]
+    largest = max(args.sizes)
+    mine = test == name
+    run = ours if mine else theirs
+    make = shmem.empty if mine else torch.empty
+    output = make(output_bytes(largest, size), dtype=torch.uint8)
+    source = torch.full((largest,), rank, dtype=torch.uint8)
+    for n in args.sizes:
+        out, inp = output[: output_bytes(n, size)], source[:n]
+        iters, samples = _measure(lambda: run(out, inp), args, collective=True)
+        _emit("hps_python" if mine else "gloo", name, n, iters, samples)
+    if mine:
+        shmem.free(output)
+
+
 def _emit(impl: str, test: str, size: int, iters: int, samples: list, **extra) -> None:
     if dist.get_rank() != 0:
         return
@@ -159,33 +184,8 @@ def run(args) -> None:
         body = shmem.barrier if test == "barrier" else dist.barrier
         iters, samples = _measure(body, args, collective=True)
         _emit("hps_python" if test == "barrier" else "gloo", "barrier", 0, iters, samples)
-    elif test in ("allgather", "gloo_allgather"):
-        output = (shmem.empty(largest * size, dtype=torch.uint8) if test == "allgather"
-                  else torch.empty(largest * size, dtype=torch.uint8))
-        source = torch.full((largest,), rank, dtype=torch.uint8)
-        gather = dist.all_gather_into_tensor
-        for n in args.sizes:
-            out, inp = output[: n * size], source[:n]
-            body = ((lambda: shmem.all_gather(out, inp)) if test == "allgather"
-                    else (lambda: gather(out, inp)))
-            iters, samples = _measure(body, args, collective=True)
-            _emit("hps_python" if test == "allgather" else "gloo", "allgather", n, iters, samples)
-        if test == "allgather":
-            shmem.free(output)
-    elif test in ("alltoall", "gloo_alltoall"):
-        # `n` bytes per PE in and out: n / size to each PE (the sizes divide by the PEs).
-        output = (shmem.empty(largest, dtype=torch.uint8) if test == "alltoall"
-                  else torch.empty(largest, dtype=torch.uint8))
-        source = torch.full((largest,), rank, dtype=torch.uint8)
-        exchange = dist.all_to_all_single
-        for n in args.sizes:
-            out, inp = output[:n], source[:n]
-            body = ((lambda: shmem.all_to_all(out, inp)) if test == "alltoall"
-                    else (lambda: exchange(out, inp)))
-            iters, samples = _measure(body, args, collective=True)
-            _emit("hps_python" if test == "alltoall" else "gloo", "alltoall", n, iters, samples)
-        if test == "alltoall":
-            shmem.free(output)
+    elif test.replace("gloo_", "") in COLLECTIVES:
+        _collective(args, test, rank, size)
     elif test == "overlap":
         _overlap(args, rank, size, peer)
     elif test == "empty_free":

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -134,13 +135,31 @@ inline Status CheckInputBeside(const CollectiveCall& call, std::string_view coll
   const auto in = reinterpret_cast<std::uintptr_t>(call.input);
   const auto out = reinterpret_cast<std::uintptr_t>(call.output);
   if (call.input_bytes > 0 && in < out + call.output_bytes && out < in + call.input_bytes) {
+    // Appended piece by piece: GCC 12 warns (-Wrestrict, a known false positive) on
+    // "literal" + std::string&&.
+    const auto range = [](const void* start, std::uint64_t bytes) {
+      std::string text("[");
+      text.append(Hex(start)).append(", +").append(std::to_string(bytes)).append(")");
+      return text;
+    };
     return Status::Contract(ErrorCode::kInvalidArgument, what,
-                            "disjoint from the output [" + Hex(call.output) + ", +" +
-                                std::to_string(call.output_bytes) + ")",
-                            "[" + Hex(call.input) + ", +" + std::to_string(call.input_bytes) +
-                                ")");
+                            std::string("disjoint from the output ")
+                                .append(range(call.output, call.output_bytes)),
+                            range(call.input, call.input_bytes));
   }
   return Status::Ok();
+}
+
+/// The end of a pushing collective's kernel: publishes the call's number to every member of
+/// `peers` (world PE numbers) on the group's sync slot, after everything the kernel put there
+/// (data before signal), then waits until each of them published it here: their data has
+/// landed, and this PE's input is free again.
+inline Status PublishAndAwaitPeers(KernelApi& api, const CollectivePlan& plan,
+                                   std::span<const int> peers, std::string_view operation) {
+  if (peers.empty()) return Status::Ok();
+  for (int peer : peers) api.PublishEpoch(peer, plan.group.sync_slot, plan.sequence);
+  return api.WaitEpochs(plan.group.sync_slot, plan.sequence, peers, operation,
+                        "peers' data to arrive");
 }
 
 }  // namespace hyper_parallel::shmem::data_plane

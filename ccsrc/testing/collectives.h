@@ -18,22 +18,30 @@ inline Status Barrier(Runtime& runtime, StreamRef stream) {
   return runtime.RunCollective(CollectiveNamed("barrier"), {}, stream);
 }
 
+/// The collective `name` over a symmetric output and a local input, sizes in bytes.
+inline Status RunWithOperands(std::string_view name, Runtime& runtime,
+                              const SymmetricView& output, const void* input,
+                              std::uint64_t input_bytes, StreamRef stream, KeepAlive keep_alive,
+                              std::string_view dtype) {
+  return runtime.RunCollective(CollectiveNamed(name),
+                               CollectiveOperands{output, input, input_bytes, 0, dtype}, stream,
+                               std::move(keep_alive));
+}
+
 /// `input_bytes` of `input` land in slot rank of `output` on every PE.
 inline Status AllGather(Runtime& runtime, const SymmetricView& output, const void* input,
                         std::uint64_t input_bytes, StreamRef stream, KeepAlive keep_alive = nullptr,
                         std::string_view dtype = {}) {
-  return runtime.RunCollective(CollectiveNamed("all_gather"),
-                               CollectiveOperands{output, input, input_bytes, 0, dtype}, stream,
-                               std::move(keep_alive));
+  return RunWithOperands("all_gather", runtime, output, input, input_bytes, stream,
+                         std::move(keep_alive), dtype);
 }
 
 /// Block j of `input` lands as block rank of PE j's `output`.
 inline Status AllToAll(Runtime& runtime, const SymmetricView& output, const void* input,
                        std::uint64_t input_bytes, StreamRef stream, KeepAlive keep_alive = nullptr,
                        std::string_view dtype = {}) {
-  return runtime.RunCollective(CollectiveNamed("all_to_all"),
-                               CollectiveOperands{output, input, input_bytes, 0, dtype}, stream,
-                               std::move(keep_alive));
+  return RunWithOperands("all_to_all", runtime, output, input, input_bytes, stream,
+                         std::move(keep_alive), dtype);
 }
 
 }  // namespace hyper_parallel::shmem::testing

@@ -44,9 +44,7 @@ Status AllGather::Run(data_plane::KernelApi& api, const data_plane::CollectivePl
     }
   }
   api.PutBlocks(puts);
-  if (peers.empty()) return Status::Ok();
-  for (int peer : peers) api.PublishEpoch(peer, group.sync_slot, plan.sequence);
-  return api.WaitEpochs(group.sync_slot, plan.sequence, peers, name(), "peers' data to arrive");
+  return data_plane::PublishAndAwaitPeers(api, plan, peers, name());
 }
 
 }  // namespace hyper_parallel::shmem::ops
