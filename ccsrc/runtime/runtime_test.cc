@@ -353,7 +353,14 @@ TEST_F(RuntimeTest, AnyCollectiveRunsThroughTheOnePath) {
   Allocation out = MustAllocate(64);
   std::vector<std::uint8_t> in(6, 7);
   const SymmetricView six{out.id, out.data, 6};
-  ASSERT_TRUE(runtime_.RunCollective(probe, {six, in.data(), 6}, {}).ok());
+  const auto operands = [](SymmetricView output, const void* input, std::uint64_t bytes) {
+    CollectiveOperands result;
+    result.output = output;
+    result.input = input;
+    result.input_bytes = bytes;
+    return result;
+  };
+  ASSERT_TRUE(runtime_.RunCollective(probe, operands(six, in.data(), 6), {}).ok());
   EXPECT_EQ(probe.runs, 1);
   EXPECT_EQ(static_cast<std::uint8_t*>(out.data)[5], 7);
   ASSERT_FALSE(panel_->descriptors.empty());
@@ -364,14 +371,14 @@ TEST_F(RuntimeTest, AnyCollectiveRunsThroughTheOnePath) {
   EXPECT_EQ(published.sequence, probe.last_sequence);
   // Its own check refuses, tagged with its name, and takes no number.
   const std::size_t exchanged = panel_->descriptors.size();
-  const Status refused = runtime_.RunCollective(probe, {six, in.data(), 5}, {});
+  const Status refused = runtime_.RunCollective(probe, operands(six, in.data(), 5), {});
   EXPECT_EQ(refused.code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(refused.operation(), "probe");
   EXPECT_EQ(refused.phase(), "validate");
   EXPECT_EQ(panel_->descriptors.size(), exchanged);
   // Zero bytes: checked, then nothing.
   const int checks = probe.checks;
-  EXPECT_TRUE(runtime_.RunCollective(probe, {SymmetricView{out.id, out.data, 0}, nullptr, 0}, {})
+  EXPECT_TRUE(runtime_.RunCollective(probe, operands({out.id, out.data, 0}, nullptr, 0), {})
                   .ok());
   EXPECT_EQ(probe.checks, checks + 1);
   EXPECT_EQ(panel_->descriptors.size(), exchanged);
@@ -380,7 +387,7 @@ TEST_F(RuntimeTest, AnyCollectiveRunsThroughTheOnePath) {
   panel_->tamper_peers = [](std::vector<CollectiveDescriptor>* all) {
     if ((*all)[0].kind_name() == "probe") (*all)[1].bytes = 9;
   };
-  const Status mismatch = runtime_.RunCollective(probe, {six, in.data(), 6}, {});
+  const Status mismatch = runtime_.RunCollective(probe, operands(six, in.data(), 6), {});
   EXPECT_EQ(mismatch.code(), ErrorCode::kCollectiveMismatch);
   EXPECT_NE(mismatch.message().find("field=bytes"), std::string::npos) << mismatch.message();
   EXPECT_EQ(probe.runs, 1);
@@ -388,7 +395,7 @@ TEST_F(RuntimeTest, AnyCollectiveRunsThroughTheOnePath) {
   panel_->exchange_size = 1;
   // The protection chain is the Runtime's, before the collective's own checks.
   ASSERT_TRUE(runtime_.Free(View(out)).ok());
-  EXPECT_EQ(runtime_.RunCollective(probe, {six, in.data(), 6}, {}).code(),
+  EXPECT_EQ(runtime_.RunCollective(probe, operands(six, in.data(), 6), {}).code(),
             ErrorCode::kUseAfterFree);
 }
 
