@@ -36,37 +36,56 @@ Status AvailableOnce(const BackendEntry& entry) {
   return answers->known.back().second;
 }
 
-}  // namespace
-
-std::string ProvidedBackends() {
+// "auto, " and the kinds of `entries`, e.g. "auto, cann, cuda, host".
+std::string NamesOf(const std::vector<BackendEntry>& entries) {
   std::string names = "auto";
-  for (const BackendEntry& entry : Entries()) names += ", " + std::string(BackendKindName(entry.kind));
+  for (const BackendEntry& entry : entries) names += ", " + std::string(BackendKindName(entry.kind));
   return names;
 }
 
+}  // namespace
+
+std::string ProvidedBackends() { return NamesOf(Entries()); }
+
 Status FindBackend(BackendKind kind, const BackendEntry** out) {
-  for (const BackendEntry& entry : Entries()) {
+  return FindBackendAmong(Entries(), kind, AvailableOnce, out);
+}
+
+Status FindBackendAmong(const std::vector<BackendEntry>& entries, BackendKind kind,
+                        const std::function<Status(const BackendEntry&)>& available,
+                        const BackendEntry** out) {
+  const std::string provided = NamesOf(entries);
+  for (const BackendEntry& entry : entries) {
     if (kind == BackendKind::kAuto) {
-      if (AvailableOnce(entry).ok()) {
+      const Status answer = available(entry);
+      if (answer.ok()) {
         *out = &entry;
         return Status::Ok();
       }
-      continue;
+      if (answer.code() == ErrorCode::kUnsupportedCapability) continue;  // none of it here
+      std::string fact("backend auto: this machine has the ");
+      fact.append(BackendKindName(entry.kind))
+          .append(" backend's device or library, but it cannot run (fix it, or set ")
+          .append(kEnvBackend)
+          .append(" to another backend)");
+      return Status::Assertion(answer.code(), fact, {{"reason", answer.message()}});
     }
     if (entry.kind != kind) continue;
-    if (Status available = AvailableOnce(entry); !available.ok()) {
-      return Status::Contract(ErrorCode::kUnsupportedCapability, std::string(kEnvBackend),
+    if (Status answer = available(entry); !answer.ok()) {
+      // Its own code: UNSUPPORTED_CAPABILITY where nothing of it is here, BACKEND_ERROR where
+      // it is present but broken.
+      return Status::Contract(answer.code(), std::string(kEnvBackend),
                               "a backend this build provides and this machine can run (" +
-                                  ProvidedBackends() + ")",
+                                  provided + ")",
                               std::string(BackendKindName(kind)) + ", which cannot run here: " +
-                                  available.message());
+                                  answer.message());
     }
     *out = &entry;
     return Status::Ok();
   }
   return Status::Contract(ErrorCode::kUnsupportedCapability, std::string(kEnvBackend),
                           "a backend this build provides and this machine can run (" +
-                              ProvidedBackends() + ")",
+                              provided + ")",
                           std::string(BackendKindName(kind)));
 }
 

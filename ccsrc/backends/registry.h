@@ -3,7 +3,8 @@
 // The Runtime and the torch binding know backends only through backend.h, stream.h and this
 // registry: HYPER_PARALLEL_SHMEM_BACKEND names a kind, the registry makes its backend. The
 // build registers its backends in one place (builtin_backends.cc), so that adding one touches
-// neither the Runtime nor the binding. kAuto takes the available backend of highest priority.
+// neither the Runtime nor the binding. kAuto takes the available backend of highest priority
+// (and fails where one is present but broken: see FindBackend).
 //
 // Thread-safety: the registry is filled once, on first use, and read-only afterwards; every
 // function may be called from any thread.
@@ -43,8 +44,17 @@ struct BackendEntry {
 void RegisterBuiltinBackends(std::vector<BackendEntry>* entries);
 
 /// The entry for `kind` (kAuto resolved); UNSUPPORTED_CAPABILITY naming the kinds this build
-/// provides, or the reason the machine cannot run it.
+/// provides, or the reason the machine cannot run it. kAuto passes over a backend whose answer
+/// is UNSUPPORTED_CAPABILITY (nothing of it on this machine) and stops at any other failure: a
+/// device or vendor library that is present but cannot run is an error to fix, never a silent
+/// fallback to a slower backend.
 Status FindBackend(BackendKind kind, const BackendEntry** out);
+
+/// FindBackend over `entries` (in order of preference), asking `available` for each: the
+/// registry's rule, testable with entries of a test's own.
+Status FindBackendAmong(const std::vector<BackendEntry>& entries, BackendKind kind,
+                        const std::function<Status(const BackendEntry&)>& available,
+                        const BackendEntry** out);
 
 /// Makes the backend for a configured kind (the Runtime's default factory).
 Status CreateBackend(BackendKind kind, std::unique_ptr<Backend>* out);

@@ -39,6 +39,57 @@ TEST(BackendRegistry, ABackendThisMachineCannotRunSaysWhy) {
   EXPECT_EQ(ProvidedBackends(), "auto, cann, cuda, host");
 }
 
+// Entries of the test's own: a device backend whose probe answers `answer`, then the host.
+std::vector<BackendEntry> DeviceThenHost(Status answer) {
+  std::vector<BackendEntry> entries(2);
+  entries[0].kind = BackendKind::kCuda;
+  entries[0].auto_priority = 10;
+  entries[0].available = [answer] { return answer; };
+  entries[1].kind = BackendKind::kHost;
+  entries[1].available = [] { return Status::Ok(); };
+  return entries;
+}
+
+Status Ask(const BackendEntry& entry) { return entry.available(); }
+
+TEST(BackendRegistry, AutoPassesOverABackendWithNothingHere) {
+  const std::vector<BackendEntry> entries = DeviceThenHost(
+      Status::Assertion(ErrorCode::kUnsupportedCapability, "no CUDA device is usable"));
+  const BackendEntry* found = nullptr;
+  ASSERT_TRUE(FindBackendAmong(entries, BackendKind::kAuto, Ask, &found).ok());
+  EXPECT_EQ(found, &entries[1]);
+  // Present and working: auto takes it.
+  const std::vector<BackendEntry> working = DeviceThenHost(Status::Ok());
+  ASSERT_TRUE(FindBackendAmong(working, BackendKind::kAuto, Ask, &found).ok());
+  EXPECT_EQ(found, &working[0]);
+}
+
+TEST(BackendRegistry, AutoStopsAtABackendThatIsPresentButBroken) {
+  // A driver older than the runtime: not "no device", so no silent fallback to the host.
+  const std::vector<BackendEntry> entries = DeviceThenHost(Status::Assertion(
+      ErrorCode::kBackendError, "the CUDA driver is older than the CUDA runtime this build links"));
+  const BackendEntry* found = nullptr;
+  const Status status = FindBackendAmong(entries, BackendKind::kAuto, Ask, &found);
+  EXPECT_EQ(status.code(), ErrorCode::kBackendError) << status.ToString();
+  EXPECT_EQ(found, nullptr);
+  EXPECT_NE(status.message().find("backend auto: this machine has the cuda backend's device or "
+                                  "library, but it cannot run (fix it, or set "
+                                  "HYPER_PARALLEL_SHMEM_BACKEND to another backend)"),
+            std::string::npos)
+      << status.message();
+  EXPECT_NE(status.message().find("reason=the CUDA driver is older"), std::string::npos)
+      << status.message();
+  // Named explicitly: the same code, and the reason.
+  const Status named = FindBackendAmong(entries, BackendKind::kCuda, Ask, &found);
+  EXPECT_EQ(named.code(), ErrorCode::kBackendError) << named.ToString();
+  EXPECT_NE(named.message().find("cuda, which cannot run here: the CUDA driver is older"),
+            std::string::npos)
+      << named.message();
+  // The host stays reachable by name.
+  ASSERT_TRUE(FindBackendAmong(entries, BackendKind::kHost, Ask, &found).ok());
+  EXPECT_EQ(found, &entries[1]);
+}
+
 TEST(BackendRegistry, HostStreamsComeThroughTheNeutralInterface) {
   const BackendEntry* host = nullptr;
   ASSERT_TRUE(FindBackend(BackendKind::kHost, &host).ok());

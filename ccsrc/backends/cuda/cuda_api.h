@@ -135,8 +135,9 @@ class CudaApi {
                              WaitReport* report) = 0;
 };
 
-/// The real CUDA runtime (null with UNSUPPORTED_CAPABILITY in a build without CUDA, or when no
-/// device is visible).
+/// The real CUDA runtime (null with UNSUPPORTED_CAPABILITY in a build without CUDA, or when this
+/// machine has no device; null with BACKEND_ERROR when a driver or device is present but the
+/// runtime cannot use it: device_probe.h).
 Status MakeCudaRuntimeApi(std::unique_ptr<CudaApi>* out);
 
 }  // namespace hyper_parallel::shmem::cuda

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/device_probe.h"
 
 namespace hyper_parallel::shmem::cuda {
 namespace {
@@ -149,19 +150,16 @@ Status DriverFailed(std::string_view call, CUresult result) {
 
 Status MakeCudaRuntimeApi(std::unique_ptr<CudaApi>* out) {
   out->reset();
-  int count = 0;
-  const cudaError_t error = cudaGetDeviceCount(&count);
+  DeviceProbe probe;
+  if (cudaDriverGetVersion(&probe.driver_version) != cudaSuccess) probe.driver_version = 0;
+  if (cudaRuntimeGetVersion(&probe.runtime_version) != cudaSuccess) probe.runtime_version = 0;
+  const cudaError_t error = cudaGetDeviceCount(&probe.count);
   if (error != cudaSuccess) {
     cudaGetLastError();
-    return Status::Assertion(ErrorCode::kUnsupportedCapability, "no CUDA device is usable",
-                             {{"call", "cudaGetDeviceCount"},
-                              {"error", cudaGetErrorName(error)},
-                              {"message", cudaGetErrorString(error)}});
+    probe.count_error = cudaGetErrorName(error);
+    probe.count_message = cudaGetErrorString(error);
   }
-  if (count == 0) {
-    return Status::Assertion(ErrorCode::kUnsupportedCapability, "no CUDA device is usable",
-                             {{"call", "cudaGetDeviceCount"}, {"devices", "0"}});
-  }
+  HPS_RETURN_IF_ERROR(JudgeDeviceProbe(probe));
   *out = std::make_unique<CudaRuntimeApi>(FetchDriverEntryPoint("cuStreamWriteValue64"),
                                           FetchDriverEntryPoint("cuPointerGetAttributes"));
   return Status::Ok();

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/cuda/cuda_api.h"
+#include "backends/cuda/device_probe.h"
 #include "testing/fake_cuda/odd_blocks.h"
 
 namespace hyper_parallel::shmem::cuda {
@@ -18,6 +19,54 @@ namespace {
 
 bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
+}
+
+// What the runtime can answer when asked for devices, and what each means: only "nothing
+// here" is UNSUPPORTED_CAPABILITY (auto falls back); a driver or device that is present but
+// unusable is BACKEND_ERROR, saying what to fix.
+TEST(JudgeDeviceProbe, OnlyNothingHereIsUnsupported) {
+  struct Case {
+    int driver;
+    std::string error;
+    int count;
+    ErrorCode code;
+    std::string says;
+  };
+  const Case cases[] = {
+      {12040, "cudaSuccess", 1, ErrorCode::kOk, ""},
+      {12040, "cudaSuccess", 0, ErrorCode::kUnsupportedCapability, "devices=0"},
+      {0, "cudaErrorInsufficientDriver", 0, ErrorCode::kUnsupportedCapability,
+       "driver=none installed"},
+      {12040, "cudaErrorNoDevice", 0, ErrorCode::kUnsupportedCapability,
+       "error=cudaErrorNoDevice"},
+      {12040, "cudaErrorInsufficientDriver", 0, ErrorCode::kBackendError,
+       "the CUDA driver is older than the CUDA runtime this build links"},
+      {12040, "cudaErrorDevicesUnavailable", 0, ErrorCode::kBackendError, "EXCLUSIVE_PROCESS"},
+      {12040, "cudaErrorInitializationError", 0, ErrorCode::kBackendError,
+       "before this process was forked"},
+      {12040, "cudaErrorSystemDriverMismatch", 0, ErrorCode::kBackendError,
+       "a CUDA driver is present but the runtime cannot use it"},
+  };
+  for (const Case& c : cases) {
+    DeviceProbe probe;
+    probe.driver_version = c.driver;
+    probe.runtime_version = 13000;
+    probe.count_error = c.error;
+    probe.count_message = "as the runtime words it";
+    probe.count = c.count;
+    const Status status = JudgeDeviceProbe(probe);
+    EXPECT_EQ(status.code(), c.code) << c.error << ": " << status.ToString();
+    EXPECT_TRUE(Contains(status.message(), c.says)) << status.message();
+    if (!status.ok() && c.count == 0 && c.error != "cudaSuccess") {
+      EXPECT_TRUE(Contains(status.message(), "call=cudaGetDeviceCount, error=" + c.error))
+          << status.message();
+    }
+  }
+  DeviceProbe old_driver;
+  old_driver.driver_version = 12040;
+  old_driver.runtime_version = 13000;
+  old_driver.count_error = "cudaErrorInsufficientDriver";
+  EXPECT_TRUE(Contains(JudgeDeviceProbe(old_driver).message(), "driver=12.4, runtime=13.0"));
 }
 
 TEST(MakeCudaRuntimeApi, AnswersTheRuntimeOrSaysWhyNot) {
