@@ -14,6 +14,7 @@
 
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/device_probe.h"
+#include "backends/cuda/write_value.h"
 
 namespace hyper_parallel::shmem::cuda {
 namespace {
@@ -344,17 +345,22 @@ Status CudaRuntimeApi::CopyBlocksAndAddAsync(void* stream, const SignalledCopyBl
 }
 
 Status CudaRuntimeApi::WriteValue64(void* stream, void* address, std::int64_t value) {
-  if (write_value64_ != nullptr) {
-    const auto write = reinterpret_cast<WriteValue64Fn>(write_value64_);
-    const CUresult result =
-        write(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(address),
-              static_cast<cuuint64_t>(value), CU_STREAM_WRITE_VALUE_DEFAULT);
-    if (result == CUDA_SUCCESS) return Status::Ok();
-    // Memory the driver's stream memory operations cannot reach: the kernel can.
-    if (result != CUDA_ERROR_NOT_SUPPORTED) return DriverFailed("cuStreamWriteValue64", result);
-  }
-  return Check(LaunchWriteValue64(AsStream(stream), static_cast<std::int64_t*>(address), value),
-               "cudaLaunchKernelEx(WriteValue64)");
+  // Any refusal of the driver's stream write falls back to the store kernel (write_value.h).
+  return WriteValueWithFallback(
+      write_value64_ != nullptr,
+      [&]() -> std::string {
+        const auto write = reinterpret_cast<WriteValue64Fn>(write_value64_);
+        const CUresult result =
+            write(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(address),
+                  static_cast<cuuint64_t>(value), CU_STREAM_WRITE_VALUE_DEFAULT);
+        if (result == CUDA_SUCCESS) return {};
+        return DriverFailed("cuStreamWriteValue64", result).message();
+      },
+      [&] {
+        return Check(LaunchWriteValue64(AsStream(stream), static_cast<std::int64_t*>(address),
+                                        value),
+                     "cudaLaunchKernelEx(WriteValue64)");
+      });
 }
 
 Status CudaRuntimeApi::AddValue64(void* stream, void* address, std::int64_t value) {

@@ -27,7 +27,8 @@
 //                           atomicAdd_system) on the counters as given
 //   WriteValue64            cuStreamWriteValue64, fetched at construction through
 //                           cudaGetDriverEntryPointByVersion (nothing links libcuda.so); a
-//                           one-thread store kernel where the driver lacks it or refuses it
+//                           one-thread store kernel where the driver lacks it or refuses it,
+//                           whatever the refusal (write_value.h)
 //   AddValue64              a one-thread kernel: __threadfence_system, then atomicAdd_system
 //   WaitValue64             a one-thread polling kernel bounded by %globaltimer that fills the
 //                           WaitReport and returns when the timeout passes (cuda_kernels.h)

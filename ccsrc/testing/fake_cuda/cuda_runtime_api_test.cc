@@ -12,6 +12,7 @@
 
 #include "backends/cuda/cuda_api.h"
 #include "backends/cuda/device_probe.h"
+#include "backends/cuda/write_value.h"
 #include "testing/fake_cuda/odd_blocks.h"
 
 namespace hyper_parallel::shmem::cuda {
@@ -67,6 +68,52 @@ TEST(JudgeDeviceProbe, OnlyNothingHereIsUnsupported) {
   old_driver.runtime_version = 13000;
   old_driver.count_error = "cudaErrorInsufficientDriver";
   EXPECT_TRUE(Contains(JudgeDeviceProbe(old_driver).message(), "driver=12.4, runtime=13.0"));
+}
+
+// Every refusal of the driver's stream write falls back to the store kernel, not only
+// CUDA_ERROR_NOT_SUPPORTED; the write fails only when the kernel fails too.
+TEST(WriteValueWithFallback, AnyRefusalOfTheDriverFallsBackToTheKernel) {
+  for (const std::string refusal :
+       {"CUDA_ERROR_NOT_SUPPORTED", "CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_INVALID_CONTEXT",
+        "CUDA_ERROR_INVALID_HANDLE"}) {
+    int kernels = 0;
+    const Status written = WriteValueWithFallback(
+        true, [&] { return refusal; }, [&] { ++kernels; return Status::Ok(); });
+    EXPECT_TRUE(written.ok()) << refusal << ": " << written.ToString();
+    EXPECT_EQ(kernels, 1) << refusal;
+  }
+  // The driver wrote it: no kernel. No driver entry point: the kernel, without asking.
+  int kernels = 0;
+  int asked = 0;
+  EXPECT_TRUE(WriteValueWithFallback(
+                  true, [&] { ++asked; return std::string(); },
+                  [&] { ++kernels; return Status::Ok(); })
+                  .ok());
+  EXPECT_EQ(kernels, 0);
+  EXPECT_TRUE(WriteValueWithFallback(
+                  false, [&] { ++asked; return std::string("unused"); },
+                  [&] { ++kernels; return Status::Ok(); })
+                  .ok());
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(kernels, 1);
+  // Both refuse: an error naming both.
+  const Status failed = WriteValueWithFallback(
+      true, [] { return std::string("CUDA call failed: error=CUDA_ERROR_INVALID_CONTEXT"); },
+      [] {
+        return Status::Assertion(ErrorCode::kBackendError, "CUDA call failed",
+                                 {{"call", "cudaLaunchKernelEx(WriteValue64)"}});
+      });
+  EXPECT_EQ(failed.code(), ErrorCode::kBackendError);
+  EXPECT_TRUE(
+      Contains(failed.message(), "driver=CUDA call failed: error=CUDA_ERROR_INVALID_CONTEXT"))
+      << failed.message();
+  EXPECT_TRUE(Contains(failed.message(), "kernel=CUDA call failed: call=cudaLaunchKernelEx"))
+      << failed.message();
+  // No driver and a failing kernel: the kernel's own error.
+  const Status kernel_only = WriteValueWithFallback(
+      false, [] { return std::string(); },
+      [] { return Status::Assertion(ErrorCode::kBackendError, "CUDA call failed"); });
+  EXPECT_EQ(kernel_only.message(), "CUDA call failed");
 }
 
 TEST(MakeCudaRuntimeApi, AnswersTheRuntimeOrSaysWhyNot) {
