@@ -39,7 +39,7 @@ Status AvailableOnce(const BackendEntry& entry) {
 // "auto, " and the kinds of `entries`, e.g. "auto, cann, cuda, host".
 std::string NamesOf(const std::vector<BackendEntry>& entries) {
   std::string names = "auto";
-  for (const BackendEntry& entry : entries) names += ", " + std::string(BackendKindName(entry.kind));
+  for (const BackendEntry& entry : entries) names.append(", ").append(BackendKindName(entry.kind));
   return names;
 }
 
