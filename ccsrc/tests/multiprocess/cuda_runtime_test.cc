@@ -9,8 +9,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 
 #include "tests/multiprocess/cuda_layers.h"
 #include "tests/multiprocess/device_backend_checks.h"
@@ -84,13 +86,36 @@ INSTANTIATE_TEST_SUITE_P(RealLayer, CudaRuntime,
                          ::testing::Values(Case{CudaLayer::kReal, 2}, Case{CudaLayer::kReal, 4}),
                          CaseName);
 
-class CudaRuntimeWaits : public ::testing::TestWithParam<CudaLayer> {};
+// The timeout bounds the Runtime's init as well as the wait under test. On the real layer each
+// PE creates a CUDA context on GPU 0 during init, which may take seconds (two or four contexts
+// on one GPU, a loaded machine): 1 s made that init flaky, so a layer that may start slowly gets
+// 5 s. The slow fake shows it: its PE 1 starts its layer 1.5 s after PE 0 (as a context may),
+// which a 1 s timeout does not survive.
+struct WaitCase {
+  CudaLayer layer;
+  std::chrono::milliseconds pe1_start_delay{0};
+  const char* name;
+};
+
+// The timeout (seconds, as the variable's text) for a layer that starts at once or may not.
+std::string InitSafeTimeout(const WaitCase& c) {
+  return c.layer == CudaLayer::kReal || c.pe1_start_delay.count() > 0 ? "5" : "1";
+}
+
+class CudaRuntimeWaits : public ::testing::TestWithParam<WaitCase> {};
 
 TEST_P(CudaRuntimeWaits, AWaitThatGivesUpIsATimeoutNamingWhatItSaw) {
-  const CudaLayer layer = GetParam();
-  SKIP_UNLESS_USABLE(layer);
-  EXPECT_ALL_PES_PASS(RunPes(LaunchPes(2, "1", 8 << 20), [layer](PeContext& ctx) {
-    CHECK_PE_OK(ctx, ctx.InitRuntime(std::chrono::seconds(20), CudaBackendOn(layer)));
+  const WaitCase c = GetParam();
+  SKIP_UNLESS_USABLE(c.layer);
+  EXPECT_ALL_PES_PASS(RunPes(LaunchPes(2, InitSafeTimeout(c), 8 << 20), [c](PeContext& ctx) {
+    BackendFactory layer = CudaBackendOn(c.layer);
+    if (ctx.rank == 1 && c.pe1_start_delay.count() > 0) {
+      layer = [layer, delay = c.pe1_start_delay](BackendKind kind, std::unique_ptr<Backend>* out) {
+        std::this_thread::sleep_for(delay);  // a context that takes this long to create
+        return layer(kind, out);
+      };
+    }
+    CHECK_PE_OK(ctx, ctx.InitRuntime(std::chrono::seconds(20), layer));
     Allocation flag = MustAllocate(ctx, 8);
     const std::int64_t three = 3;
     CHECK_PE_OK(ctx, Rt().Put(View(flag), &three, ctx.rank, {}));
@@ -105,11 +130,12 @@ TEST_P(CudaRuntimeWaits, AWaitThatGivesUpIsATimeoutNamingWhatItSaw) {
   }));
 }
 
-INSTANTIATE_TEST_SUITE_P(Layers, CudaRuntimeWaits,
-                         ::testing::Values(CudaLayer::kFake, CudaLayer::kReal),
-                         [](const ::testing::TestParamInfo<CudaLayer>& param) {
-                           return std::string(CudaLayerName(param.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Layers, CudaRuntimeWaits,
+    ::testing::Values(WaitCase{CudaLayer::kFake, std::chrono::milliseconds(0), "fake"},
+                      WaitCase{CudaLayer::kFake, std::chrono::milliseconds(1500), "slow_fake"},
+                      WaitCase{CudaLayer::kReal, std::chrono::milliseconds(0), "real"}),
+    [](const ::testing::TestParamInfo<WaitCase>& param) { return std::string(param.param.name); });
 
 // The fake only (its streams run each operation as it is enqueued, so every wait has passed by
 // the time the records run out): waits on a caller's stream beyond the 1024 wait records, with
