@@ -17,14 +17,18 @@
 # least 2 GPUs, MegaMoE against all_to_all_single over NCCL with 2 PEs, one GPU each
 # (benchmarks/moe_bench.py --device cuda: dispatch + combine alone, then the training step of a
 # small decoder); with fewer it says it skipped that, since NCCL refuses two ranks on one GPU
-# ("Duplicate GPU detected"). Every step is time-boxed within one deadline. It writes the
-# logs, the benchmarks' JSON lines (cuda_bench.jsonl, moe_cuda.jsonl) and a summary to the
-# folder given as its argument.
+# ("Duplicate GPU detected"). Every step is time-boxed within one deadline. The device tests
+# run with HPS_TEST_REQUIRE_CUDA=1: one that cannot reach a GPU fails rather than skips. It
+# writes the logs, the benchmarks' JSON lines (cuda_bench.jsonl, moe_cuda.jsonl) and a summary
+# to the folder given as its argument.
 #
 #   bash scripts/gpu_check.sh OUT_DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu_check.sh OUT_DIR}
+# Every test of the real CUDA layer (C++ and Python) fails, instead of skipping, where it cannot
+# reach a usable GPU: a check that ran no device test must not pass.
+export HPS_TEST_REQUIRE_CUDA=1
 mkdir -p "$out"
 started=$(date +%s)
 budget=450  # seconds for every step together; timeout's kill grace keeps the rest under 8 min
@@ -145,7 +149,7 @@ done
 wait "$python_build" || true
 if [[ $(cat "$out/python-build.status" 2>/dev/null) == 0 ]]; then
   code=0
-  PYTHONPATH="$PWD/build-gpu/py" boxed 150 python3 -m pytest -q -p no:cacheprovider \
+  PYTHONPATH="$PWD/build-gpu/py" boxed 150 python3 -m pytest -q -rs -p no:cacheprovider \
     tests/python/test_cuda.py > "$out/python-tests.log" 2>&1 || code=$?
   if ((status == 0)); then status=$code; fi
 elif ((status == 0)); then

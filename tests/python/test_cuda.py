@@ -1,9 +1,12 @@
 """The package on the CUDA backend, with CUDA tensors: several PEs on GPU 0, operations queued on
 torch.cuda.current_stream(), the protection chain on GPU tensors, and MegaMoE on CUDA against
-the dense layer. Skipped unless torch sees a GPU and the package was built with CUDA
-(scripts/gpu_check.sh builds it so and runs this file on a GPU machine)."""
+the dense layer. Skipped unless torch sees a GPU and the package was built with CUDA (failed
+instead where HPS_TEST_REQUIRE_CUDA=1: scripts/gpu_check.sh builds the package so, sets it and
+runs this file on a GPU machine)."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 import torch
@@ -12,8 +15,19 @@ from helpers import expect_shmem_error
 from hyper_parallel.core.multicore import shmem
 from pe_pool import PePool
 
+# HPS_TEST_REQUIRE_CUDA=1 (scripts/gpu_check.sh sets it) turns these skips into failures, so a
+# GPU check cannot pass with no test run.
+REQUIRE_CUDA = os.environ.get("HPS_TEST_REQUIRE_CUDA") == "1"
+
+
+def _skip_or_fail(reason: str, **kwargs) -> None:
+    if REQUIRE_CUDA:
+        pytest.fail(f"HPS_TEST_REQUIRE_CUDA=1, but {reason}", pytrace=False)
+    pytest.skip(reason, **kwargs)
+
+
 if not torch.cuda.is_available():
-    pytest.skip("no CUDA device visible to torch", allow_module_level=True)
+    _skip_or_fail("no CUDA device visible to torch", allow_module_level=True)
 
 CUDA_ENV = {"HYPER_PARALLEL_SHMEM_BACKEND": "cuda"}
 
@@ -43,7 +57,7 @@ def cuda_pes():
     if why is not None:
         for pool in pools.values():
             pool.close()
-        pytest.skip(f"the CUDA backend cannot run here: {why}")
+        _skip_or_fail(f"the CUDA backend cannot run here: {why}")
     yield get
     for pool in pools.values():
         pool.close()

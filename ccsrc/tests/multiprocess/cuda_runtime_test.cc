@@ -14,19 +14,23 @@
 #include <string>
 #include <thread>
 
+#include "testing/fake_cuda/require_cuda.h"
 #include "tests/multiprocess/cuda_layers.h"
 #include "tests/multiprocess/device_backend_checks.h"
 
 namespace hyper_parallel::shmem::testing {
 namespace {
 
-// Skips the test, saying why, where the real layer is unusable here; fails it where the probe
-// itself failed. Asked in a child: this process must not initialise CUDA before the PEs fork.
+// Skips the test, saying why, where the real layer is unusable here (fails it where
+// HPS_TEST_REQUIRE_CUDA=1); fails it where the probe itself failed. Asked in a child: this
+// process must not initialise CUDA before the PEs fork.
 #define SKIP_UNLESS_USABLE(layer)                                                 \
   do {                                                                            \
     if ((layer) == CudaLayer::kReal) {                                            \
       const RealCudaProbe& probe = ProbeRealCuda();                               \
-      if (probe.unsupported) GTEST_SKIP() << "no usable CUDA device: " << probe.reason; \
+      if (probe.unsupported) {                                                    \
+        HPS_SKIP_UNLESS_CUDA_REQUIRED("no usable CUDA device: " + probe.reason);  \
+      }                                                                           \
       ASSERT_TRUE(probe.usable) << probe.reason;                                  \
     }                                                                             \
   } while (false)
