@@ -24,6 +24,10 @@ class Checked final : public CudaApi {
     HPS_RETURN_IF_ERROR(Check(CudaCall::kDeviceUuid));
     return inner_->DeviceUuid(device, uuid);
   }
+  Status LoadKernels() override {
+    HPS_RETURN_IF_ERROR(Check(CudaCall::kLoadKernels));
+    return inner_->LoadKernels();
+  }
   Status Malloc(std::size_t bytes, void** ptr) override {
     HPS_RETURN_IF_ERROR(Check(CudaCall::kMalloc));
     return inner_->Malloc(bytes, ptr);

@@ -28,7 +28,7 @@ inline constexpr CallSite kCudaSites[] = {CallSite::kHostThread, CallSite::kCust
 
 /// The CudaApi methods, one entry each.
 enum class CudaCall : std::uint8_t {
-  kGetDevice, kSetDevice, kDeviceUuid, kMalloc, kFree, kMallocHost, kFreeHost, kIpcExport,
+  kGetDevice, kSetDevice, kDeviceUuid, kLoadKernels, kMalloc, kFree, kMallocHost, kFreeHost, kIpcExport,
   kIpcOpen, kIpcClose, kStreamCreate, kStreamDestroy, kStreamSynchronize, kMemcpyAsync,
   kCopyBlocksAsync, kCopyBlocksAndAddAsync, kWriteValue64, kAddValue64, kWaitValue64, kCount,
 };
@@ -47,6 +47,7 @@ inline constexpr CudaCallRule kCudaCallRules[] = {
     {CudaCall::kGetDevice, "cudaGetDevice", kEnqueue},  // a lookup, legal during capture
     {CudaCall::kSetDevice, "cudaSetDevice", kHostOnly},
     {CudaCall::kDeviceUuid, "cudaGetDeviceProperties", kHostOnly},
+    {CudaCall::kLoadKernels, "cudaFuncGetAttributes", kHostOnly},
     {CudaCall::kMalloc, "cudaMalloc", kHostOnly},
     {CudaCall::kFree, "cudaFree", kHostOnly},
     {CudaCall::kMallocHost, "cudaHostAlloc", kHostOnly},

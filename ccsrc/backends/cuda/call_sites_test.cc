@@ -52,6 +52,7 @@ Status MakeCall(CudaApi& api, CudaCall call) {
     case CudaCall::kGetDevice: return api.GetDevice(&device);
     case CudaCall::kSetDevice: return api.SetDevice(0);
     case CudaCall::kDeviceUuid: return api.DeviceUuid(0, &text);
+    case CudaCall::kLoadKernels: return api.LoadKernels();
     case CudaCall::kMalloc: return api.Malloc(64, &ptr);
     case CudaCall::kFree: return api.Free(nullptr);
     case CudaCall::kMallocHost: return api.MallocHost(64, &ptr);

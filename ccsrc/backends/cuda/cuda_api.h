@@ -78,6 +78,12 @@ class CudaApi {
   virtual Status SetDevice(int device) = 0;
   /// The device's UUID as 32 hex digits (cudaGetDeviceProperties().uuid).
   virtual Status DeviceUuid(int device, std::string* uuid) const = 0;
+  /// Loads every kernel this layer launches into the current device's context now
+  /// (cudaFuncGetAttributes of each). Since CUDA 12.2 kernels load lazily, at their first
+  /// launch, and that load may wait for the kernels already running on the device: the first
+  /// signal launched while a wait kernel spins for it would wait for that wait to give up. The
+  /// backend calls this when it makes its heap, before any wait.
+  virtual Status LoadKernels() = 0;
 
   // ---- memory ---------------------------------------------------------------------------
   /// cudaMalloc of device memory that can be exported to other processes.

@@ -52,6 +52,9 @@ Status CudaBackend::CreateHeap(const HeapSpec& spec, std::string* local_handle) 
   BeginHeap(spec);
   HPS_RETURN_IF_ERROR(api_->GetDevice(&device_));
   HPS_RETURN_IF_ERROR(api_->DeviceUuid(device_, &uuid_));
+  // Every kernel loaded before any wait can spin: a lazily loaded first launch would wait for
+  // the spinning kernels (cuda_api.h, LoadKernels).
+  HPS_RETURN_IF_ERROR(api_->LoadKernels());
   const std::uint64_t heap_bytes = RoundUp(spec.heap_bytes, kLine);
   HPS_RETURN_IF_ERROR(
       api_->Malloc(kHeapBaseAlignment + heap_bytes + layout().bytes, &allocation_));

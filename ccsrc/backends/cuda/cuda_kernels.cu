@@ -181,6 +181,22 @@ cudaLaunchConfig_t OneThreadOn(cudaStream_t stream) {
 
 }  // namespace
 
+cudaError_t LoadKernels() {
+  cudaFuncAttributes attributes = {};
+  const void* const kernels[] = {
+      reinterpret_cast<const void*>(&CopyBlocksKernel),
+      reinterpret_cast<const void*>(&AddValuesKernel),
+      reinterpret_cast<const void*>(&WriteValue64Kernel),
+      reinterpret_cast<const void*>(&AddValue64Kernel),
+      reinterpret_cast<const void*>(&WaitValue64Kernel),
+  };
+  for (const void* kernel : kernels) {
+    const cudaError_t error = cudaFuncGetAttributes(&attributes, kernel);
+    if (error != cudaSuccess) return error;
+  }
+  return cudaSuccess;
+}
+
 cudaError_t LaunchCopyBlocks(cudaStream_t stream, const CopyBlock* blocks, int count) {
   if (count <= 0 || count > static_cast<int>(kCopyBlocksPerLaunch)) return cudaErrorInvalidValue;
   CopyLaunch launch = {};

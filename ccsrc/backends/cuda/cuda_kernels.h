@@ -19,6 +19,11 @@
 
 namespace hyper_parallel::shmem::cuda {
 
+/// Loads every kernel below into the current device's context (cudaFuncGetAttributes of each
+/// forces CUDA's lazy loading to load it now), so that no later first launch waits for the
+/// kernels running on the device (CudaApi::LoadKernels).
+cudaError_t LoadKernels();
+
 /// Copies `count` (1 .. kCopyBlocksPerLaunch) blocks with one launch. The descriptors travel
 /// by value in the kernel's parameters. Each block is cut into 64 KiB slices; the grid has one
 /// thread block per slice (at most 1024, which then loop over the rest) and each thread block

@@ -344,6 +344,10 @@ Status CudaRuntimeApi::CopyBlocksAndAddAsync(void* stream, const SignalledCopyBl
   return Status::Ok();
 }
 
+Status CudaRuntimeApi::LoadKernels() {
+  return Check(cuda::LoadKernels(), "cudaFuncGetAttributes");
+}
+
 Status CudaRuntimeApi::WriteValue64(void* stream, void* address, std::int64_t value) {
   // Any refusal of the driver's stream write falls back to the store kernel (write_value.h).
   return WriteValueWithFallback(

@@ -77,6 +77,7 @@ class CudaRuntimeApi final : public CudaApi {
   Status CopyBlocksAsync(void* stream, const CopyBlock* blocks, std::size_t count) override;
   Status CopyBlocksAndAddAsync(void* stream, const SignalledCopyBlock* blocks,
                                std::size_t count) override;
+  Status LoadKernels() override;
   Status WriteValue64(void* stream, void* address, std::int64_t value) override;
   Status AddValue64(void* stream, void* address, std::int64_t value) override;
   Status WaitValue64(void* stream, const void* address, WaitComparison comparison,

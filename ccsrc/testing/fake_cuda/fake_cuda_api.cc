@@ -362,7 +362,7 @@ bool ConcurrentlyCopyable(const CopyBlock* blocks, std::size_t count) {
 
 Status FakeCudaApi::CopyBlocksAsync(void* stream, const CopyBlock* blocks, std::size_t count) {
   constexpr std::string_view kCall = "cudaLaunchKernelEx(CopyBlocks)";
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   std::uint64_t total = 0;
   for (std::size_t i = 0; blocks != nullptr && i < count; ++i) total += blocks[i].bytes;
   HPS_RETURN_IF_ERROR(Enter("CopyBlocksAsync", "CopyBlocksAsync blocks=" + std::to_string(count) +
@@ -372,6 +372,7 @@ Status FakeCudaApi::CopyBlocksAsync(void* stream, const CopyBlock* blocks, std::
   // The real kernel copies the blocks concurrently: a batch whose result would depend on the
   // order is refused, so that tests over the fake catch it.
   if (!ConcurrentlyCopyable(blocks, count)) return InvalidValue(kCall);
+  LoadOnFirstLaunch(lock, "CopyBlocks");
   for (std::size_t i = 0; i < count; ++i) {
     if (blocks[i].bytes > 0) std::memmove(blocks[i].dst, blocks[i].src, blocks[i].bytes);
   }
@@ -381,7 +382,7 @@ Status FakeCudaApi::CopyBlocksAsync(void* stream, const CopyBlock* blocks, std::
 Status FakeCudaApi::CopyBlocksAndAddAsync(void* stream, const SignalledCopyBlock* blocks,
                                           std::size_t count) {
   constexpr std::string_view kCall = "cudaLaunchKernelEx(CopyBlocksAndAdd)";
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   std::uint64_t total = 0;
   for (std::size_t i = 0; blocks != nullptr && i < count; ++i) total += blocks[i].bytes;
   HPS_RETURN_IF_ERROR(Enter("CopyBlocksAndAddAsync", "CopyBlocksAndAddAsync blocks=" +
@@ -396,6 +397,8 @@ Status FakeCudaApi::CopyBlocksAndAddAsync(void* stream, const SignalledCopyBlock
     copies.push_back({blocks[i].dst, blocks[i].src, blocks[i].bytes});
   }
   if (!ConcurrentlyCopyable(copies.data(), copies.size())) return InvalidValue(kCall);
+  LoadOnFirstLaunch(lock, "CopyBlocks");
+  LoadOnFirstLaunch(lock, "AddValues");
   // Each block, then its addition (the real kernel: its thread block's bytes, then the add).
   for (std::size_t i = 0; i < count; ++i) {
     if (blocks[i].bytes > 0) std::memmove(blocks[i].dst, blocks[i].src, blocks[i].bytes);
@@ -405,19 +408,22 @@ Status FakeCudaApi::CopyBlocksAndAddAsync(void* stream, const SignalledCopyBlock
 }
 
 Status FakeCudaApi::WriteValue64(void* stream, void* address, std::int64_t value) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   HPS_RETURN_IF_ERROR(Enter("WriteValue64", "WriteValue64 value=" + std::to_string(value)));
   HPS_RETURN_IF_ERROR(CheckStream("cuStreamWriteValue64", stream));
   HPS_RETURN_IF_ERROR(CheckWord("cuStreamWriteValue64", address));
+  // As its store kernel, the real layer's way wherever the driver refuses the stream write.
+  LoadOnFirstLaunch(lock, "WriteValue64");
   Word(address).store(value, std::memory_order_seq_cst);
   return Status::Ok();
 }
 
 Status FakeCudaApi::AddValue64(void* stream, void* address, std::int64_t value) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   HPS_RETURN_IF_ERROR(Enter("AddValue64", "AddValue64 value=" + std::to_string(value)));
   HPS_RETURN_IF_ERROR(CheckStream("cudaLaunchKernelEx(AddValue64)", stream));
   HPS_RETURN_IF_ERROR(CheckWord("cudaLaunchKernelEx(AddValue64)", address));
+  LoadOnFirstLaunch(lock, "AddValue64");
   // Wrapping like the kernel's unsigned atomicAdd (a signed fetch_add wraps too, by definition).
   Word(address).fetch_add(value, std::memory_order_seq_cst);
   return Status::Ok();
@@ -428,7 +434,7 @@ Status FakeCudaApi::WaitValue64(void* stream, const void* address, WaitCompariso
                                 WaitReport* report) {
   constexpr std::string_view kCall = "cudaLaunchKernelEx(WaitValue64)";
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     HPS_RETURN_IF_ERROR(Enter("WaitValue64", "WaitValue64 comparison=" +
                                                  std::string(ComparisonName(comparison)) +
                                                  " value=" + std::to_string(value) +
@@ -436,7 +442,17 @@ Status FakeCudaApi::WaitValue64(void* stream, const void* address, WaitCompariso
     HPS_RETURN_IF_ERROR(CheckStream(kCall, stream));
     HPS_RETURN_IF_ERROR(CheckWord(kCall, address));
     if (report == nullptr) return InvalidValue(kCall);
+    LoadOnFirstLaunch(lock, "WaitValue64");
+    ++waits_running_;
   }
+  // However the poll below ends, this wait is no longer running.
+  struct Running {
+    FakeCudaApi* api;
+    ~Running() {
+      std::lock_guard<std::mutex> lock(api->mutex_);
+      if (--api->waits_running_ == 0) api->waits_ended_.notify_all();
+    }
+  } running{this};
   // Other threads and processes write the word meanwhile: poll without the mutex.
   using Clock = std::chrono::steady_clock;
   // Capped at ~146 years so that the deadline cannot overflow the clock.
@@ -467,7 +483,30 @@ Status FakeCudaApi::WaitValue64(void* stream, const void* address, WaitCompariso
   }
 }
 
+Status FakeCudaApi::LoadKernels() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  HPS_RETURN_IF_ERROR(Enter("LoadKernels", "LoadKernels"));
+  for (const char* kernel : {"CopyBlocks", "AddValues", "WriteValue64", "AddValue64",
+                             "WaitValue64"}) {
+    loaded_.emplace(kernel);
+  }
+  return Status::Ok();
+}
+
+void FakeCudaApi::LoadOnFirstLaunch(std::unique_lock<std::mutex>& lock, std::string_view kernel) {
+  if (loaded_.find(kernel) != loaded_.end()) return;
+  if (first_launch_synchronises_) {
+    waits_ended_.wait(lock, [this] { return waits_running_ == 0; });
+  }
+  loaded_.emplace(kernel);
+}
+
 // ---- test hooks -------------------------------------------------------------------------
+
+void FakeCudaApi::FirstLaunchSynchronises() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  first_launch_synchronises_ = true;
+}
 
 void FakeCudaApi::FailNext(std::string_view call, Status status) {
   std::lock_guard<std::mutex> lock(mutex_);

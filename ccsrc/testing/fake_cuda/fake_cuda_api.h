@@ -23,14 +23,22 @@
 // worded as the real runtime's: an unknown pointer or stream, a device out of range, a
 // misaligned word, a malformed handle, a null pointer or overlapping blocks in a batch.
 //
+// Kernels load as CUDA 12.2+ loads them, lazily: each kernel (the copy, add-values, write, add and
+// wait kernels) is loaded at its first launch unless LoadKernels loaded them all before. With
+// FirstLaunchSynchronises on, that first load waits, as the real one may, until no wait kernel
+// is running in this process: a signal whose kernel is launched for the first time while a wait
+// spins for it is then held back until the wait gives up.
+//
 // Test hooks: FailNext makes the next call of a method fail with a chosen Status; calls() is a
 // log of every method called ("Malloc bytes=4096"); DriftCurrentDevice changes the calling
-// thread's current device as other code in the process could, unlogged.
+// thread's current device as other code in the process could, unlogged;
+// FirstLaunchSynchronises turns on the lock-step lazy loading above.
 //
 // Thread-safety: any thread may call any method (one mutex; WaitValue64 polls outside it).
 // The destructor unmaps, closes and frees whatever is left, silently.
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -61,6 +69,7 @@ class FakeCudaApi final : public CudaApi {
   Status GetDevice(int* device) const override;
   Status SetDevice(int device) override;
   Status DeviceUuid(int device, std::string* uuid) const override;
+  Status LoadKernels() override;
 
   Status Malloc(std::size_t bytes, void** ptr) override;
   Status Free(void* ptr) override;
@@ -92,6 +101,9 @@ class FakeCudaApi final : public CudaApi {
   /// Sets the calling thread's current device behind the backend's back, as a framework
   /// sharing the process could; not range-checked (a test may drift anywhere) and not logged.
   void DriftCurrentDevice(int device);
+  /// From now on, a kernel's first launch (its lazy load) waits until no wait kernel is
+  /// running in this process, as CUDA's lazy loading may synchronise the context.
+  void FirstLaunchSynchronises();
 
  private:
   struct Memory {
@@ -105,6 +117,9 @@ class FakeCudaApi final : public CudaApi {
   Status CheckStream(std::string_view cuda_call, void* stream) const;  // holds mutex_
   Status CheckWord(std::string_view cuda_call, const void* address) const;
   int& CurrentDevice() const;  // holds mutex_
+  // Loads `kernel` at its first launch (waiting first for the running waits to end where
+  // FirstLaunchSynchronises is on). Holds mutex_ through `lock`, which the wait releases.
+  void LoadOnFirstLaunch(std::unique_lock<std::mutex>& lock, std::string_view kernel);
 
   const int device_count_;
   mutable std::mutex mutex_;
@@ -116,6 +131,10 @@ class FakeCudaApi final : public CudaApi {
   std::uintptr_t next_stream_ = 0x5700;
   mutable std::map<std::string, std::deque<Status>, std::less<>> failures_;
   mutable std::vector<std::string> calls_;
+  std::set<std::string, std::less<>> loaded_;  // kernels loaded in this process
+  bool first_launch_synchronises_ = false;
+  int waits_running_ = 0;                  // WaitValue64 calls polling now
+  std::condition_variable waits_ended_;    // waits_running_ fell to 0
 };
 
 }  // namespace hyper_parallel::shmem::cuda

@@ -5,9 +5,12 @@
 // would hold that signal back until PE 1's wait timed out.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/multiprocess/cuda_layers.h"
 #include "tests/multiprocess/pe_helpers.h"
@@ -76,6 +79,50 @@ TEST_P(DeviceThreads, ASignalIsNotHeldBackByAnotherThreadsBarrier) {
 
 INSTANTIATE_TEST_SUITE_P(Fakes, DeviceThreads,
                          ::testing::Values(Device::kCannFake, Device::kCudaFake), DeviceName);
+
+// CUDA loads kernels lazily, and a kernel's first load may wait for the kernels running on the
+// device. PE 0 waits on one thread for PE 1's signal, which PE 1 sends once PE 0's other thread
+// has signalled it with a kernel launched for the first time (the add kernel: nothing before
+// launched it). Over the fake in lock-step mode, that launch waits for the running wait, so
+// unless the backend loaded every kernel before the wait, the signal is held back until the wait
+// gives up.
+TEST(CudaKernelLoading, AFirstLaunchDoesNotWaitForASpinningWait) {
+  EXPECT_ALL_PES_PASS(RunPes(Launch(Device::kCudaFake), [](PeContext& ctx) {
+    cuda::FakeCudaApi* fake = nullptr;
+    CHECK_PE_OK(ctx, ctx.InitRuntime(std::chrono::seconds(20),
+                                     CudaBackendOn(CudaLayer::kFake, nullptr, &fake)));
+    Allocation flag = MustAllocate(ctx, 8);
+    Fill(ctx, flag, 0);
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));  // the flag is zero everywhere first
+    const std::vector<std::string> calls = fake->calls();
+    const bool added_before = std::any_of(calls.begin(), calls.end(), [](const std::string& call) {
+      return call.rfind("AddValue64", 0) == 0;
+    });
+    CHECK_PE(ctx, !added_before, "the add kernel was launched before the test's signal");
+    fake->FirstLaunchSynchronises();
+    if (ctx.rank == 0) {
+      Status waited;
+      std::atomic<bool> waiting{false};
+      std::thread waiter([&] {
+        waiting = true;
+        waited = Rt().WaitSignal(View(flag), SignalWidth::k64, 1, Comparison::kGe, {});
+      });
+      while (!waiting) std::this_thread::sleep_for(1ms);
+      std::this_thread::sleep_for(200ms);  // the wait is spinning by now
+      const Status signalled =
+          Rt().Signal(View(flag), SignalWidth::k64, 1, /*pe=*/1, SignalOp::kAdd, {});
+      waiter.join();
+      CHECK_PE_OK(ctx, signalled);
+      CHECK_PE_OK(ctx, waited);
+    } else {
+      CHECK_PE_OK(ctx, Rt().WaitSignal(View(flag), SignalWidth::k64, 1, Comparison::kGe, {}));
+      CHECK_PE_OK(ctx, Rt().Signal(View(flag), SignalWidth::k64, 1, /*pe=*/0, SignalOp::kAdd, {}));
+    }
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
+    FreeAllAndShutdown(ctx);
+    return 0;
+  }));
+}
 
 }  // namespace
 }  // namespace hyper_parallel::shmem::testing
