@@ -1,5 +1,7 @@
 #include "backends/cuda/cuda_kernels.h"
 
+#include "backends/cuda/copy_unit.h"
+
 #include <cuda/atomic>
 #include <cuda_runtime.h>
 
@@ -80,19 +82,16 @@ __device__ void CopyEquallyAligned(unsigned char* dst, const unsigned char* src,
   CopyWords(dst + body_end, src + body_end, bytes - body_end);
 }
 
-// One slice with the widest word its two pointers allow. The choice is the same for every
-// thread of the block (one block, one slice), so the threads do not diverge.
+// One slice with the widest word its two pointers allow (copy_unit.h). The choice is the same
+// for every thread of the block (one block, one slice), so the threads do not diverge.
 __device__ void CopySlice(unsigned char* dst, const unsigned char* src, std::uint64_t bytes) {
-  const std::uintptr_t differ =
-      reinterpret_cast<std::uintptr_t>(dst) ^ reinterpret_cast<std::uintptr_t>(src);
-  if (differ % 16 == 0) {
-    CopyEquallyAligned<uint4>(dst, src, bytes);
-  } else if (differ % 8 == 0) {
-    CopyEquallyAligned<uint2>(dst, src, bytes);
-  } else if (differ % 4 == 0) {
-    CopyEquallyAligned<unsigned>(dst, src, bytes);
-  } else {
-    CopyWords(dst, src, bytes);
+  switch (CopyUnitBytes(reinterpret_cast<std::uintptr_t>(dst),
+                        reinterpret_cast<std::uintptr_t>(src))) {
+    case 16: CopyEquallyAligned<uint4>(dst, src, bytes); break;
+    case 8: CopyEquallyAligned<uint2>(dst, src, bytes); break;
+    case 4: CopyEquallyAligned<unsigned>(dst, src, bytes); break;
+    case 2: CopyEquallyAligned<unsigned short>(dst, src, bytes); break;
+    default: CopyWords(dst, src, bytes); break;
   }
 }
 

@@ -27,8 +27,9 @@ cudaError_t LoadKernels();
 /// Copies `count` (1 .. kCopyBlocksPerLaunch) blocks with one launch. The descriptors travel
 /// by value in the kernel's parameters. Each block is cut into 64 KiB slices; the grid has one
 /// thread block per slice (at most 1024, which then loop over the rest) and each thread block
-/// copies its slice with 16-, 8- or 4-byte loads and stores where the block's destination and
-/// source are equally aligned (byte copies at the edges), and byte by byte where they are not.
+/// copies its slice with 16-, 8-, 4- or 2-byte loads and stores where the block's destination
+/// and source are equally aligned (byte copies at the edges), and byte by byte only where they
+/// differ by an odd number of bytes (copy_unit.h).
 /// Every block has bytes > 0 and pointers the device can address; blocks overlap as
 /// CudaApi::CopyBlocksAsync allows. The writes are complete, for the stream's later work, when
 /// the kernel ends.

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "backends/cuda/copy_unit.h"
 #include "backends/cuda/cuda_api.h"
 #include "backends/cuda/device_probe.h"
 #include "backends/cuda/write_value.h"
@@ -69,6 +70,22 @@ TEST(JudgeDeviceProbe, OnlyNothingHereIsUnsupported) {
   old_driver.runtime_version = 13000;
   old_driver.count_error = "cudaErrorInsufficientDriver";
   EXPECT_TRUE(Contains(JudgeDeviceProbe(old_driver).message(), "driver=12.4, runtime=13.0"));
+}
+
+// The copy kernel's word: the widest in which both addresses are equally aligned. bf16 rows of
+// an odd element count (addresses differing by 2 modulo 4) move in 2-byte words, not bytes.
+TEST(CopyUnitBytes, TheWidestWordBothAddressesShare) {
+  constexpr std::uintptr_t kBase = 0x7f0000000000;
+  EXPECT_EQ(CopyUnitBytes(kBase, kBase + 4096), 16u);
+  EXPECT_EQ(CopyUnitBytes(kBase + 3, kBase + 4096 + 3), 16u);  // equally misaligned
+  EXPECT_EQ(CopyUnitBytes(kBase, kBase + 8), 8u);
+  EXPECT_EQ(CopyUnitBytes(kBase, kBase + 12), 4u);
+  // bf16: a row of 7 elements (14 bytes) after the first.
+  EXPECT_EQ(CopyUnitBytes(kBase, kBase + 14), 2u);
+  EXPECT_EQ(CopyUnitBytes(kBase + 2, kBase + 4096), 2u);
+  EXPECT_EQ(CopyUnitBytes(kBase, kBase + 1), 1u);
+  EXPECT_EQ(CopyUnitBytes(kBase + 5, kBase + 4096 + 2), 1u);
+  static_assert(CopyUnitBytes(0, 6) == 2, "usable where the kernel uses it, at compile time too");
 }
 
 // Every refusal of the driver's stream write falls back to the store kernel, not only
