@@ -108,8 +108,20 @@ class Backend {
   virtual Status OpenPeers(const std::vector<std::string>& handles) = 0;
 
   /// Unmaps every heap and releases what CreateHeap/OpenPeers made. Safe after a partial
-  /// initialisation and when nothing was created.
+  /// initialisation and when nothing was created. A backend whose peers map this PE's heap
+  /// (PeersMapTheHeap) frees it only after PeersClosed; without that word (a failed init, a
+  /// terminal runtime) it keeps the memory until the process ends rather than free it under a
+  /// peer's mapping.
   virtual Status DestroyHeap() = 0;
+
+  /// Whether peers map this PE's heap memory in a way that must end before it is freed (CUDA:
+  /// freeing memory another process has open through IPC is undefined). Then a collective
+  /// teardown is ClosePeers on every PE, a barrier of all PEs, PeersClosed, DestroyHeap.
+  virtual bool PeersMapTheHeap() const { return false; }
+  /// Closes this PE's mappings of its peers' heaps (the first step of that teardown).
+  virtual Status ClosePeers() { return Status::Ok(); }
+  /// Every PE has closed its mappings of this PE's heap: DestroyHeap may free it.
+  virtual void PeersClosed() {}
 
   /// Address of heap offset 0 of this PE's heap in this process (null before CreateHeap).
   virtual std::byte* LocalHeapBase() const = 0;

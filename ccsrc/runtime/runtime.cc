@@ -445,7 +445,22 @@ Status Runtime::Shutdown() {
     HPS_LOG_ERROR("reclaimed leaked allocations collectively at shutdown (every PE leaked the "
                   "same ones): count=" + std::to_string(leaks.size()) + ", ids=[" + ids + "]");
   }
-  if (Status destroyed = backend_->DestroyHeap(); !destroyed.ok()) {
+  // Where peers map this PE's heap, it may be freed only once every PE has closed its mappings
+  // of the others': each closes, all meet at a barrier, then each frees its own
+  // (backends/backend.h, PeersMapTheHeap). The gate is closed: the waits run without the mutex.
+  Status unmapped;
+  if (backend_->PeersMapTheHeap()) {
+    Bootstrap* bootstrap = bootstrap_.get();
+    const auto timeout = config_.timeout();
+    lock.Unlock();
+    unmapped = backend->ClosePeers();
+    if (unmapped.ok()) unmapped = bootstrap->Barrier(timeout);
+    lock.Lock();
+    if (unmapped.ok()) backend_->PeersClosed();
+  }
+  Status destroyed = backend_->DestroyHeap();
+  if (destroyed.ok() && !unmapped.ok()) destroyed = std::move(unmapped);
+  if (!destroyed.ok()) {
     backend_.reset();
     EnterTerminal(destroyed);
     HPS_LOG_ERROR("native shutdown failed; the runtime is terminal: " + destroyed.message());

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backends/cuda/call_sites.h"
+#include "base/log.h"
 
 namespace hyper_parallel::shmem::cuda {
 namespace {
@@ -64,6 +65,8 @@ Status CudaBackend::CreateHeap(const HeapSpec& spec, std::string* local_handle) 
   HPS_RETURN_IF_ERROR(api_->IpcExport(allocation_, &ipc));
   local_handle->assign(ipc);
   local_handle->append(reinterpret_cast<const char*>(&base_offset_), sizeof(base_offset_));
+  handed_out_ = true;
+  peers_closed_ = false;
   HPS_RETURN_IF_ERROR(api_->MallocHost(kWaitReports * sizeof(WaitReport), &reports_));
   auto* reports = static_cast<WaitReport*>(reports_);
   MutexLock lock(&pending_mutex_);
@@ -103,6 +106,15 @@ Status CudaBackend::OpenPeers(const std::vector<std::string>& handles) {
   return Synchronize(stream);
 }
 
+Status CudaBackend::ClosePeers() {
+  Status first = Quiesce();  // nothing in flight may still touch a peer's heap
+  for (void* opened : opened_) {
+    if (Status closed = api_->IpcClose(opened); first.ok() && !closed.ok()) first = closed;
+  }
+  opened_.clear();
+  return first;
+}
+
 Status CudaBackend::DestroyHeap() {
   if (allocation_ == nullptr && reports_ == nullptr && heap_.empty()) return ReleaseStreams();
   Status first;
@@ -113,7 +125,17 @@ Status CudaBackend::DestroyHeap() {
   keep(ReleaseStreams());
   for (void* opened : opened_) keep(api_->IpcClose(opened));
   opened_.clear();
+  if (allocation_ != nullptr && handed_out_ && !peers_closed_) {
+    // A peer may still have it open (a failed init, a terminal runtime: no barrier confirmed
+    // otherwise), and freeing memory another process has open through IPC is undefined in
+    // CUDA: it stays until this process ends.
+    HPS_LOG_ERROR("the CUDA heap is kept until the process ends, not freed: peers may still "
+                  "have it open (bytes=" +
+                  std::to_string(RoundUp(spec().heap_bytes, kLine) + layout().bytes) + ")");
+    allocation_ = nullptr;
+  }
   if (allocation_ != nullptr) keep(api_->Free(allocation_));
+  handed_out_ = peers_closed_ = false;
   if (reports_ != nullptr) keep(api_->FreeHost(reports_));
   allocation_ = reports_ = nullptr;
   {

@@ -57,6 +57,10 @@ class CudaBackend final : public DeviceBackend {
   Status CreateHeap(const HeapSpec& spec, std::string* local_handle) override;
   Status OpenPeers(const std::vector<std::string>& handles) override;
   Status DestroyHeap() override;
+  // Peers open this PE's heap through IPC: it is freed only after every PE closed its mappings.
+  bool PeersMapTheHeap() const override { return true; }
+  Status ClosePeers() override;
+  void PeersClosed() override { peers_closed_ = true; }
   std::byte* LocalHeapBase() const override {
     return heap_.empty() ? nullptr : heap_[spec().rank];
   }
@@ -119,6 +123,10 @@ class CudaBackend final : public DeviceBackend {
   std::vector<std::byte*> heap_;     // every PE's heap base, as mapped here
   std::vector<std::byte*> control_;  // every PE's control block, as mapped here
   std::vector<void*> opened_;        // peers' allocations opened through IPC
+  // The heap's handle was handed out (CreateHeap returned it): peers may have opened it.
+  bool handed_out_ = false;
+  // Every PE closed its mappings of this heap (the Runtime's word, after its barrier).
+  bool peers_closed_ = false;
   Mutex pending_mutex_;
   std::vector<PendingWait> waits_ GUARDED_BY(pending_mutex_);  // reports not yet checked
   // Host-mapped wait reports, made once (a kernel's body may not allocate).

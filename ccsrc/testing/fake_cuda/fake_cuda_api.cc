@@ -1,6 +1,7 @@
 #include "testing/fake_cuda/fake_cuda_api.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,6 +36,8 @@ constexpr int kSpinsBeforeSleeping = 64;
 constexpr std::chrono::microseconds kPollSleep{50};
 
 // The failure the real runtime would give, in its words.
+std::atomic<int> freed_allocations{0};  // FreedAllocations
+
 Status Failed(std::string_view call, std::string_view error, std::string_view message) {
   return Status::Assertion(ErrorCode::kBackendError, "CUDA call failed",
                            {{"call", std::string(call)},
@@ -92,7 +95,10 @@ FakeCudaApi::~FakeCudaApi() {
     munmap(address, memory.bytes);
     close(memory.fd);
   }
-  for (const auto& [address, memory] : opened_) munmap(address, memory.bytes);
+  for (const auto& [address, memory] : opened_) {
+    munmap(address, memory.bytes);
+    close(memory.fd);
+  }
   for (void* address : host_) std::free(address);
 }
 
@@ -193,9 +199,16 @@ Status FakeCudaApi::Free(void* ptr) {
   if (ptr == nullptr) return Status::Ok();  // cudaFree(nullptr) does nothing
   const auto found = allocations_.find(ptr);
   if (found == allocations_.end()) return InvalidValue("cudaFree");
+  // Every IpcOpen of it holds a shared lock on its memory while mapped (in any process): memory
+  // still open elsewhere is refused, where CUDA leaves freeing it undefined.
+  if (flock(found->second.fd, LOCK_EX | LOCK_NB) != 0) {
+    return Failed("cudaFree", "freed while open elsewhere",
+                  "another mapping (IpcOpen) of this memory is still open: undefined in CUDA");
+  }
   munmap(found->first, found->second.bytes);
   close(found->second.fd);
   allocations_.erase(found);
+  freed_allocations.fetch_add(1);
   return Status::Ok();
 }
 
@@ -271,21 +284,35 @@ Status FakeCudaApi::IpcOpen(const std::string& handle, void** ptr) {
   }
   void* address = mmap(nullptr, bytes.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int errnum = errno;
-  close(fd);  // the mapping keeps the memory
   if (address == MAP_FAILED) {
+    close(fd);
     return SystemFailed("cudaIpcOpenMemHandle", "cudaErrorMapBufferObjectFailed", errnum);
   }
-  opened_[address] = Memory{static_cast<std::size_t>(bytes.bytes), -1};
+  // Held while mapped: the exporter's Free checks that no mapping is left (its lifetime check).
+  if (flock(fd, LOCK_SH) != 0) {
+    const int lock_errnum = errno;
+    munmap(address, bytes.bytes);
+    close(fd);
+    return SystemFailed("cudaIpcOpenMemHandle", "cudaErrorMapBufferObjectFailed", lock_errnum);
+  }
+  opened_[address] = Memory{static_cast<std::size_t>(bytes.bytes), fd};
   *ptr = address;
   return Status::Ok();
 }
 
 Status FakeCudaApi::IpcClose(void* ptr) {
+  std::chrono::milliseconds delay{0};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::swap(delay, ipc_close_delay_);
+  }
+  std::this_thread::sleep_for(delay);  // a PE slow to close (DelayNextIpcClose)
   std::lock_guard<std::mutex> lock(mutex_);
   HPS_RETURN_IF_ERROR(Enter("IpcClose", "IpcClose ptr=" + Hex(ptr)));
   const auto found = opened_.find(ptr);
   if (found == opened_.end()) return InvalidValue("cudaIpcCloseMemHandle");
   munmap(found->first, found->second.bytes);
+  close(found->second.fd);  // and its lock
   opened_.erase(found);
   return Status::Ok();
 }
@@ -502,6 +529,13 @@ void FakeCudaApi::LoadOnFirstLaunch(std::unique_lock<std::mutex>& lock, std::str
 }
 
 // ---- test hooks -------------------------------------------------------------------------
+
+int FakeCudaApi::FreedAllocations() { return freed_allocations.load(); }
+
+void FakeCudaApi::DelayNextIpcClose(std::chrono::milliseconds delay) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ipc_close_delay_ = delay;
+}
 
 void FakeCudaApi::FirstLaunchSynchronises() {
   std::lock_guard<std::mutex> lock(mutex_);

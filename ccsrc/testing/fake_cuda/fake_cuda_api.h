@@ -8,7 +8,9 @@
 //   - IPC: a 64-byte handle {magic, pid, fd, bytes, inode}; IpcOpen maps /proc/<pid>/fd/<fd> of the
 //     exporting process, so a handle opens in any process of the same user while the exporter
 //     lives and keeps the memory, and in the exporting process itself as a second mapping of
-//     the same pages (CUDA refuses that; the real CudaRuntimeApi answers the exported pointer);
+//     the same pages (CUDA refuses that; the real CudaRuntimeApi answers the exported pointer).
+//     Mapping lifetimes are checked: each open mapping holds a shared flock on the memory until
+//     IpcClose, and Free refuses memory still open anywhere (CUDA leaves freeing it undefined);
 //   - pinned host memory: plain aligned host memory;
 //   - streams: opaque tokens (the null stream is CUDA's default stream and always exists). Each
 //     operation runs to completion when it is enqueued, on the caller's thread, so
@@ -38,6 +40,7 @@
 // The destructor unmaps, closes and frees whatever is left, silently.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -104,11 +107,16 @@ class FakeCudaApi final : public CudaApi {
   /// From now on, a kernel's first launch (its lazy load) waits until no wait kernel is
   /// running in this process, as CUDA's lazy loading may synchronise the context.
   void FirstLaunchSynchronises();
+  /// The next IpcClose sleeps `delay` first: a PE slow to close its mappings of its peers.
+  void DelayNextIpcClose(std::chrono::milliseconds delay);
+  /// How many Malloc allocations the fakes of this process have freed (process-wide, so it
+  /// can be read after the fake itself is gone).
+  static int FreedAllocations();
 
  private:
   struct Memory {
     std::size_t bytes = 0;
-    int fd = -1;  // the memfd of a Malloc; -1 for an IpcOpen mapping
+    int fd = -1;  // the memfd of a Malloc, or an IpcOpen's descriptor holding its lock
   };
 
   // Logs `entry` and takes the failure FailNext queued for `call`, if any (test bookkeeping,
@@ -134,6 +142,7 @@ class FakeCudaApi final : public CudaApi {
   std::set<std::string, std::less<>> loaded_;  // kernels loaded in this process
   bool first_launch_synchronises_ = false;
   int waits_running_ = 0;                  // WaitValue64 calls polling now
+  std::chrono::milliseconds ipc_close_delay_{0};
   std::condition_variable waits_ended_;    // waits_running_ fell to 0
 };
 

@@ -230,6 +230,21 @@ TEST(FakeCudaApi, MalformedOrStaleHandlesDoNotOpen) {
                     "cudaErrorInvalidValue");
 }
 
+// The lifetime check: memory still open through IpcOpen (here a second mapping in this
+// process; another process's mapping holds the same lock) cannot be freed until it is closed.
+TEST(FakeCudaApi, FreeRefusesMemoryStillOpenThroughIpc) {
+  FakeCudaApi api;
+  void* memory = nullptr;
+  ASSERT_TRUE(api.Malloc(4096, &memory).ok());
+  std::string handle;
+  ASSERT_TRUE(api.IpcExport(memory, &handle).ok());
+  void* opened = nullptr;
+  ASSERT_TRUE(api.IpcOpen(handle, &opened).ok());
+  ExpectCudaFailure(api.Free(memory), "cudaFree", "freed while open elsewhere");
+  ASSERT_TRUE(api.IpcClose(opened).ok());
+  EXPECT_TRUE(api.Free(memory).ok());
+}
+
 TEST(FakeCudaApi, IpcHandleOpensInAnotherProcess) {
   FakeCudaApi api;
   void* memory = nullptr;
@@ -529,7 +544,8 @@ TEST(FakeCudaApi, DestructionReleasesEverythingLeft) {
     ASSERT_TRUE(api.IpcExport(memory, &handle).ok());
     ASSERT_TRUE(api.IpcOpen(handle, &opened).ok());
     ASSERT_TRUE(api.StreamCreate(&stream).ok());
-    EXPECT_EQ(OpenDescriptors(), before + 1);  // the memfd
+    // The memfd, and the open mapping's descriptor (which holds its lifetime lock).
+    EXPECT_EQ(OpenDescriptors(), before + 2);
   }
   EXPECT_EQ(OpenDescriptors(), before);
 }

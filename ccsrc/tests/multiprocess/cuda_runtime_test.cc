@@ -144,6 +144,28 @@ INSTANTIATE_TEST_SUITE_P(
 // The fake only (its streams run each operation as it is enqueued, so every wait has passed by
 // the time the records run out): waits on a caller's stream beyond the 1024 wait records, with
 // no synchronisation between them, reuse the records of waits that passed.
+// A PE's exported heap outlives every peer's mapping of it: close unmaps the peers' heaps on
+// every PE, meets at a barrier, and only then frees. Over the fake (whose Free refuses memory
+// still open through IPC anywhere), PE 1 is slow to close its mappings; a PE that freed its
+// heap as soon as it had closed its own mappings would free it under PE 1's.
+TEST(CudaRuntimeClose, AHeapIsFreedOnlyAfterEveryPeerClosedItsMapping) {
+  EXPECT_ALL_PES_PASS(RunPes(LaunchPes(3, "20", 8 << 20), [](PeContext& ctx) {
+    cuda::FakeCudaApi* fake = nullptr;
+    CHECK_PE_OK(ctx, ctx.InitRuntime(std::chrono::seconds(20),
+                                     CudaBackendOn(CudaLayer::kFake, nullptr, &fake)));
+    Allocation data = MustAllocate(ctx, 64);
+    Fill(ctx, data, static_cast<unsigned char>(ctx.rank));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
+    if (ctx.rank == 1) fake->DelayNextIpcClose(std::chrono::milliseconds(500));
+    const int freed = cuda::FakeCudaApi::FreedAllocations();
+    FreeAllAndShutdown(ctx);  // fails where a heap is freed while PE 1 still has it open
+    // And the heap was freed, not kept (close confirmed that no peer has it open).
+    CHECK_PE(ctx, cuda::FakeCudaApi::FreedAllocations() == freed + 1,
+             std::to_string(cuda::FakeCudaApi::FreedAllocations() - freed) + " allocations freed");
+    return 0;
+  }));
+}
+
 TEST(CudaRuntimeWaitRecords, WaitsThatPassedGiveTheirRecordsBackWithoutASync) {
   EXPECT_ALL_PES_PASS(RunPes(LaunchPes(2, "20", 8 << 20), [](PeContext& ctx) {
     cuda::CudaApi* api = nullptr;
