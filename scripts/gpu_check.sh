@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA backend's checks on a machine with a GPU (and a CUDA toolkit), in under 8 minutes:
-# builds the native core with CUDA forced on, then runs
+# records and checks what the machine offers first (scripts/gpu_preflight.sh: any gap fails the
+# check), builds the native core with CUDA forced on, then runs
 #   - the CUDA layer's own test on the device (memory, IPC, the multi-block copy kernel over
 #     device, pinned and pageable memory, stream writes, add and wait kernels, a wait that gives
 #     up) and the where-callable table's tests;
@@ -54,9 +55,13 @@ finish() {
     pkill -TERM -P "$python_build" 2>/dev/null || true  # its `timeout`, which stops pip
     kill "$python_build" 2>/dev/null || true
   fi
+  if [[ -f "$out/tests.log" ]] && grep -q "(Skipped)" "$out/tests.log"; then
+    if ((status == 0)); then status=1; fi  # a device test that did not run is a failure
+  fi
   {
     echo "gpu_check: $(date -u +%FT%TZ), $(($(date +%s) - started)) s"
     if [[ -n ${1:-} ]]; then echo "$1"; fi
+    if [[ -f "$out/preflight.txt" ]]; then cat "$out/preflight.txt"; fi
     if [[ -f "$out/tests.log" ]]; then
       grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\(Skipped\)" "$out/tests.log" \
         || true
@@ -104,9 +109,13 @@ PY
 }
 
 rm -f "$out/tests.log" "$out/cuda_bench.jsonl" "$out/cuda_bench.log" "$out/python-tests.log" \
-  "$out/python-build.status" "$out/moe_cuda.jsonl" "$out/moe_cuda.log"
+  "$out/python-build.status" "$out/moe_cuda.jsonl" "$out/moe_cuda.log" "$out/preflight.txt"
 status=0
 moe_note=""
+# What the machine offers, first (preflight.txt): a gap (no driver, a driver older than the
+# CUDA runtime, an exclusive GPU, torch without CUDA) makes the whole check fail, whatever
+# else passes; the rest still runs, for what it can show.
+boxed 120 bash scripts/gpu_preflight.sh "$out" > /dev/null 2>&1 || status=$?
 command -v nvidia-smi >/dev/null && boxed 20 nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || true
 gpus=0  # as `nvidia-smi -L` lists them (the MegaMoE vs NCCL benchmark needs 2)
 if command -v nvidia-smi >/dev/null; then
