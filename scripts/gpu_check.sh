@@ -11,8 +11,9 @@
 #   - the native benchmark's checks (over the fake layer, and a tiny run on the device);
 # then the native benchmark (tests/multiprocess/cuda_bench.cc) with 2 and 4 PEs on GPU 0: put
 # against cudaMemcpyAsync device to device on the same stream, put + signal ping-pong, and
-# all_gather. Meanwhile (in the background) it builds the Python package with CUDA against the
-# machine's torch into build-gpu/py, then runs tests/python/test_cuda.py with it: CUDA tensors
+# all_gather (and, last of all, again under MPS where the machine has it: cuda_bench_mps.jsonl).
+# Then it builds the Python package with CUDA against the machine's torch into build-gpu/py, in the same
+# build tree (the core is compiled once), and runs tests/python/test_cuda.py with it: CUDA tensors
 # on 2 and 4 PEs sharing GPU 0, operations on torch's current stream, the protection chain on
 # GPU tensors, MegaMoE on CUDA against the dense layer. Then, when `nvidia-smi -L` lists at
 # least 2 GPUs, MegaMoE against all_to_all_single over NCCL with 2 PEs, one GPU each
@@ -48,13 +49,8 @@ boxed() {
   timeout --kill-after=5 "$limit" "$@"
 }
 
-# Writes the summary and ends with `status` (and the reason given, if any); stops the Python
-# package's build if it still runs.
+# Writes the summary and ends with `status` (and the reason given, if any).
 finish() {
-  if [[ -n ${python_build:-} ]]; then
-    pkill -TERM -P "$python_build" 2>/dev/null || true  # its `timeout`, which stops pip
-    kill "$python_build" 2>/dev/null || true
-  fi
   if [[ -f "$out/tests.log" ]] && grep -q "(Skipped)" "$out/tests.log"; then
     if ((status == 0)); then status=1; fi  # a device test that did not run is a failure
   fi
@@ -71,6 +67,8 @@ finish() {
       cat "$out/cuda_bench.jsonl"
       grep -E "exit [0-9]+" "$out/cuda_bench.log" || true
     fi
+    if [[ -n ${mps_note:-} ]]; then echo "$mps_note"; fi
+    if [[ -f "$out/cuda_bench_mps.jsonl" ]]; then cat "$out/cuda_bench_mps.jsonl"; fi
     if [[ -f "$out/python-tests.log" ]]; then
       echo "python CUDA tests: $(tail -n 1 "$out/python-tests.log")"
     elif [[ -f "$out/python-build.status" ]]; then
@@ -109,7 +107,8 @@ PY
 }
 
 rm -f "$out/tests.log" "$out/cuda_bench.jsonl" "$out/cuda_bench.log" "$out/python-tests.log" \
-  "$out/python-build.status" "$out/moe_cuda.jsonl" "$out/moe_cuda.log" "$out/preflight.txt"
+  "$out/python-build.status" "$out/moe_cuda.jsonl" "$out/moe_cuda.log" "$out/preflight.txt" \
+  "$out/cuda_bench_mps.jsonl" "$out/cuda_bench_mps.log"
 status=0
 moe_note=""
 # What the machine offers, first (preflight.txt): a gap (no driver, a driver older than the
@@ -127,14 +126,6 @@ boxed 90 bash scripts/setup_deps.sh > "$out/setup.log" 2>&1 \
   || echo "gpu_check: setup_deps.sh failed (see setup.log); going on with what is installed" >&2
 boxed 60 cmake -S ccsrc -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DHPS_CUDA=ON \
   > "$out/configure.log" 2>&1 || { status=$?; finish "configure failed (configure.log)"; }
-# The Python package with CUDA, against the installed torch, beside the C++ build.
-(
-  code=0
-  boxed 300 python3 -m pip install -q --no-build-isolation --no-deps --upgrade \
-    --target build-gpu/py --config-settings=cmake.define.HPS_CUDA=ON . > "$out/python-build.log" 2>&1 || code=$?
-  echo "$code" > "$out/python-build.status"
-) &
-python_build=$!
 boxed 200 cmake --build build-gpu --target hps_cuda_api_tests hps_fake_cuda_tests \
   hps_unit_tests hps_multiprocess_tests hps_cuda_bench > "$out/build.log" 2>&1 \
   || { status=$?; finish "build failed (build.log)"; }
@@ -155,7 +146,14 @@ for pes in 2 4; do
   fi
 done
 
-wait "$python_build" || true
+# The Python package with CUDA, against the installed torch, in the same build tree: pip's
+# build reuses every object the C++ build made and adds the binding (the core is built once).
+code=0
+boxed 300 python3 -m pip install -q --no-build-isolation --no-deps --upgrade \
+  --target build-gpu/py --config-settings=build-dir=build-gpu \
+  --config-settings=cmake.define.HPS_CUDA=ON --config-settings=cmake.define.HPS_BUILD_TESTS=ON \
+  . > "$out/python-build.log" 2>&1 || code=$?
+echo "$code" > "$out/python-build.status"
 if [[ $(cat "$out/python-build.status" 2>/dev/null) == 0 ]]; then
   code=0
   PYTHONPATH="$PWD/build-gpu/py" boxed 150 python3 -m pytest -q -rs -p no:cacheprovider \
@@ -195,4 +193,32 @@ else
     fi
   done
 fi
+
+# Once more under MPS, where the machine has it: without MPS the PEs' contexts on one GPU
+# time-slice, so a handoff between two PEs' kernels may wait for a slice. The daemon is stopped
+# again at once. Last, so that it cannot take time from the checks above.
+mps_note="MPS: not on this machine (cuda_bench ran without it only)"
+if command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
+  export CUDA_MPS_PIPE_DIRECTORY="$out/mps/pipe" CUDA_MPS_LOG_DIRECTORY="$out/mps/log"
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  : > "$out/cuda_bench_mps.log"
+  if boxed 20 nvidia-cuda-mps-control -d >> "$out/cuda_bench_mps.log" 2>&1; then
+    : > "$out/cuda_bench_mps.jsonl"
+    for pes in 2 4; do
+      code=0
+      boxed 120 build-gpu/hps_cuda_bench --pes "$pes" >> "$out/cuda_bench_mps.jsonl" \
+        2>> "$out/cuda_bench_mps.log" || code=$?
+      if ((code != 0)); then
+        echo "hps_cuda_bench --pes $pes under MPS: exit $code" >> "$out/cuda_bench_mps.log"
+        if ((status == 0)); then status=$code; fi
+      fi
+    done
+    echo quit | boxed 20 nvidia-cuda-mps-control >> "$out/cuda_bench_mps.log" 2>&1 || true
+    mps_note="MPS: cuda_bench again under MPS: $(wc -l < "$out/cuda_bench_mps.jsonl") JSON lines in cuda_bench_mps.jsonl"
+  else
+    mps_note="MPS: the daemon did not start (cuda_bench_mps.log)"
+  fi
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+fi
+
 finish
