@@ -166,6 +166,30 @@ TEST(CudaRuntimeClose, AHeapIsFreedOnlyAfterEveryPeerClosedItsMapping) {
   }));
 }
 
+// Where no barrier confirmed that the peers closed their mappings (here an init that fails
+// after the heaps' handles were handed out: PE 1 cannot open PE 0's heap), a heap is kept until
+// the process ends, never freed under a mapping a peer may still hold.
+TEST(CudaRuntimeClose, AFailedInitKeepsTheHeapItHandedOut) {
+  EXPECT_ALL_PES_PASS(RunPes(LaunchPes(2, "2", 8 << 20), [](PeContext& ctx) {
+    const int rank = ctx.rank;
+    BackendFactory factory = [rank](BackendKind, std::unique_ptr<Backend>* out) {
+      auto fake = std::make_unique<cuda::FakeCudaApi>();
+      if (rank == 1) {
+        fake->FailNext("IpcOpen", Status::Assertion(ErrorCode::kBackendError, "injected"));
+      }
+      *out = std::make_unique<cuda::CudaBackend>(std::move(fake));
+      return Status::Ok();
+    };
+    const int freed = cuda::FakeCudaApi::FreedAllocations();
+    const Status init = ctx.InitRuntime(std::chrono::seconds(20), factory);
+    CHECK_PE(ctx, !init.ok(), "init succeeded");
+    CHECK_PE(ctx, cuda::FakeCudaApi::FreedAllocations() == freed,
+             std::to_string(cuda::FakeCudaApi::FreedAllocations() - freed) +
+                 " handed-out heaps freed after a failed init");
+    return 0;
+  }));
+}
+
 TEST(CudaRuntimeWaitRecords, WaitsThatPassedGiveTheirRecordsBackWithoutASync) {
   EXPECT_ALL_PES_PASS(RunPes(LaunchPes(2, "20", 8 << 20), [](PeContext& ctx) {
     cuda::CudaApi* api = nullptr;
