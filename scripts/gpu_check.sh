@@ -106,6 +106,20 @@ PY
   exit "$status"
 }
 
+# The native benchmark with 2 and 4 PEs on GPU 0: JSON lines appended to $1, its stderr to $2;
+# a failure (named with the words $3) is logged and sets the status.
+run_cuda_bench() {
+  local jsonl=$1 log=$2 how=$3 pes code
+  for pes in 2 4; do
+    code=0
+    boxed 120 build-gpu/hps_cuda_bench --pes "$pes" >> "$jsonl" 2>> "$log" || code=$?
+    if ((code != 0)); then
+      echo "hps_cuda_bench --pes $pes$how: exit $code" >> "$log"
+      if ((status == 0)); then status=$code; fi
+    fi
+  done
+}
+
 rm -f "$out/tests.log" "$out/cuda_bench.jsonl" "$out/cuda_bench.log" "$out/python-tests.log" \
   "$out/python-build.status" "$out/moe_cuda.jsonl" "$out/moe_cuda.log" "$out/preflight.txt" \
   "$out/cuda_bench_mps.jsonl" "$out/cuda_bench_mps.log"
@@ -136,15 +150,7 @@ boxed 150 ctest --test-dir build-gpu --output-on-failure --timeout 120 \
 
 : > "$out/cuda_bench.jsonl"
 : > "$out/cuda_bench.log"
-for pes in 2 4; do
-  code=0
-  boxed 120 build-gpu/hps_cuda_bench --pes "$pes" >> "$out/cuda_bench.jsonl" \
-    2>> "$out/cuda_bench.log" || code=$?
-  if ((code != 0)); then
-    echo "hps_cuda_bench --pes $pes: exit $code" >> "$out/cuda_bench.log"
-    if ((status == 0)); then status=$code; fi
-  fi
-done
+run_cuda_bench "$out/cuda_bench.jsonl" "$out/cuda_bench.log" ""
 
 # The Python package with CUDA, against the installed torch, in the same build tree: pip's
 # build reuses every object the C++ build made and adds the binding (the core is built once).
@@ -204,15 +210,7 @@ if command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
   : > "$out/cuda_bench_mps.log"
   if boxed 20 nvidia-cuda-mps-control -d >> "$out/cuda_bench_mps.log" 2>&1; then
     : > "$out/cuda_bench_mps.jsonl"
-    for pes in 2 4; do
-      code=0
-      boxed 120 build-gpu/hps_cuda_bench --pes "$pes" >> "$out/cuda_bench_mps.jsonl" \
-        2>> "$out/cuda_bench_mps.log" || code=$?
-      if ((code != 0)); then
-        echo "hps_cuda_bench --pes $pes under MPS: exit $code" >> "$out/cuda_bench_mps.log"
-        if ((status == 0)); then status=$code; fi
-      fi
-    done
+    run_cuda_bench "$out/cuda_bench_mps.jsonl" "$out/cuda_bench_mps.log" " under MPS"
     echo quit | boxed 20 nvidia-cuda-mps-control >> "$out/cuda_bench_mps.log" 2>&1 || true
     mps_note="MPS: cuda_bench again under MPS: $(wc -l < "$out/cuda_bench_mps.jsonl") JSON lines in cuda_bench_mps.jsonl"
   else
