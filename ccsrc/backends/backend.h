@@ -79,16 +79,18 @@ struct HeapSpec {
   /// Where waits register once they stop spinning, for diagnostics (null: nowhere). Outlives
   /// the heap.
   BlockingOpTable* blocking_ops = nullptr;
-  WaitMode wait_mode = WaitMode::kAuto;  ///< HYPER_PARALLEL_SHMEM_WAIT
+  /// HYPER_PARALLEL_SHMEM_WAIT as given (the host backend's setting; checked at init).
+  std::string wait = "auto";
 };
 
 /// How this backend waits, as debug_state() shows it.
 struct WaitInfo {
-  WaitMode mode = WaitMode::kAuto;
+  std::string mode = "auto";           ///< HYPER_PARALLEL_SHMEM_WAIT
   std::chrono::nanoseconds spin{0};   ///< max(): spins until the timeout
   std::chrono::nanoseconds yield{0};
   bool sleeps = true;                 ///< whether a long wait sleeps (futex) at all
   std::string pinning = "none";       ///< "cpu 1", or "none (<reason>)"
+  bool pinned = false;                ///< this PE's thread was pinned to cores of its own
 };
 
 class Backend {

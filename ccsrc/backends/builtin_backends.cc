@@ -3,6 +3,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/host/host_backend.h"
 #include "backends/host/host_stream_provider.h"
+#include "backends/host/wait_policy.h"
 #include "backends/registry.h"
 
 namespace hyper_parallel::shmem {
@@ -14,6 +15,10 @@ void RegisterBuiltinBackends(std::vector<BackendEntry>* entries) {
   host.available = [] { return Status::Ok(); };
   host.create = [] { return std::make_unique<host::HostBackend>(); };
   host.streams = &host::HostStreams();
+  host.check_settings = [](const Config& config) {
+    WaitMode mode = WaitMode::kAuto;
+    return ParseWaitMode(config.wait, &mode);
+  };
   entries->push_back(std::move(host));
 
   BackendEntry cann;

@@ -47,6 +47,27 @@ std::string NamesOf(const std::vector<BackendEntry>& entries) {
 
 std::string ProvidedBackends() { return NamesOf(Entries()); }
 
+Status CheckBackendSettings(const Config& config, BackendKind* kind) {
+  return CheckBackendSettingsAmong(Entries(), config, kind);
+}
+
+Status CheckBackendSettingsAmong(const std::vector<BackendEntry>& entries, const Config& config,
+                                 BackendKind* kind) {
+  BackendKind named = BackendKind::kAuto;
+  HPS_RETURN_IF_ERROR(ParseBackendKind(config.backend, &named));
+  for (const BackendEntry& entry : entries) {
+    if (entry.check_settings) HPS_RETURN_IF_ERROR(entry.check_settings(config));
+  }
+  *kind = named;
+  return Status::Ok();
+}
+
+Status FindConfiguredBackend(const Config& config, const BackendEntry** out) {
+  BackendKind kind = BackendKind::kAuto;
+  HPS_RETURN_IF_ERROR(CheckBackendSettings(config, &kind));
+  return FindBackend(kind, out);
+}
+
 Status FindBackend(BackendKind kind, const BackendEntry** out) {
   return FindBackendAmong(Entries(), kind, AvailableOnce, out);
 }

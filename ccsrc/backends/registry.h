@@ -1,7 +1,8 @@
 // BackendRegistry: the backends this build provides, by kind, as factories.
 //
 // The Runtime and the torch binding know backends only through backend.h, stream.h and this
-// registry: HYPER_PARALLEL_SHMEM_BACKEND names a kind, the registry makes its backend. The
+// registry: HYPER_PARALLEL_SHMEM_BACKEND names a kind (backend_kind.h), the registry checks
+// the name and every backend's own settings, and makes the backend. The
 // build registers its backends in one place (builtin_backends.cc), so that adding one touches
 // neither the Runtime nor the binding. kAuto takes the available backend of highest priority
 // (and fails where one is present but broken: see FindBackend).
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/backend_kind.h"
 #include "backends/stream.h"
 #include "base/config.h"
 #include "base/status.h"
@@ -31,6 +33,10 @@ struct BackendEntry {
   /// process.
   std::function<Status()> available;
   std::function<std::unique_ptr<Backend>()> create;
+  /// Checks this backend's own settings in the configuration (e.g. the host backend's wait
+  /// setting); INVALID_CONFIG when one is wrong. Unset: it has none. Every registered
+  /// backend's check runs at every init, whichever backend is chosen.
+  std::function<Status(const Config&)> check_settings;
   /// Its user streams (null: the framework's streams are used; see stream.h).
   StreamProvider* streams = nullptr;
   /// Where the framework's streams are used: the framework's device type whose tensors live on
@@ -55,6 +61,18 @@ Status FindBackend(BackendKind kind, const BackendEntry** out);
 Status FindBackendAmong(const std::vector<BackendEntry>& entries, BackendKind kind,
                         const std::function<Status(const BackendEntry&)>& available,
                         const BackendEntry** out);
+
+/// The configured backend's kind, after checking its name and every registered backend's
+/// settings (INVALID_CONFIG naming the variable and value).
+Status CheckBackendSettings(const Config& config, BackendKind* kind);
+
+/// CheckBackendSettings over `entries`: the rule, testable with entries of a test's own.
+Status CheckBackendSettingsAmong(const std::vector<BackendEntry>& entries, const Config& config,
+                                 BackendKind* kind);
+
+/// FindBackend for the configured name (the binding's lookup of the backend a Runtime would
+/// choose, before one runs).
+Status FindConfiguredBackend(const Config& config, const BackendEntry** out);
 
 /// Makes the backend for a configured kind (the Runtime's default factory).
 Status CreateBackend(BackendKind kind, std::unique_ptr<Backend>* out);

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <chrono>
 
+#include "backends/host/wait_policy.h"
+
 namespace hyper_parallel::shmem {
 namespace {
 
@@ -37,6 +39,50 @@ TEST(BackendRegistry, ABackendThisMachineCannotRunSaysWhy) {
     EXPECT_EQ(made, nullptr);
   }
   EXPECT_EQ(ProvidedBackends(), "auto, cann, cuda, host");
+}
+
+TEST(BackendRegistry, ChecksTheConfiguredNameAndEveryBackendsOwnSettings) {
+  for (const auto& [kind, name] : kBackendNames) {
+    Config config;
+    config.backend = std::string(name);
+    BackendKind parsed = BackendKind::kHost;
+    ASSERT_TRUE(CheckBackendSettings(config, &parsed).ok()) << name;
+    EXPECT_EQ(parsed, kind);
+    EXPECT_EQ(BackendKindName(kind), name);
+  }
+  for (const char* bad : {"HOST", "", "gpu"}) {
+    Config config;
+    config.backend = bad;
+    BackendKind parsed = BackendKind::kHost;
+    const Status status = CheckBackendSettings(config, &parsed);
+    EXPECT_EQ(status.code(), ErrorCode::kInvalidConfig) << status.ToString();
+    EXPECT_EQ(status.message(), std::string("HYPER_PARALLEL_SHMEM_BACKEND must be one of auto, "
+                                            "host, cuda, cann, but got \"") + bad + "\"");
+    EXPECT_EQ(parsed, BackendKind::kHost) << "written on failure";
+  }
+  // The host backend's wait setting is checked whichever backend is named.
+  for (const char* backend : {"auto", "cann"}) {
+    Config config;
+    config.backend = backend;
+    config.wait = "busy";
+    BackendKind parsed = BackendKind::kHost;
+    const Status status = CheckBackendSettings(config, &parsed);
+    EXPECT_EQ(status.code(), ErrorCode::kInvalidConfig) << status.ToString();
+    EXPECT_EQ(status.message(),
+              "HYPER_PARALLEL_SHMEM_WAIT must be one of auto, spin, block, but got \"busy\"");
+  }
+}
+
+TEST(WaitPolicy, NamesRoundTrip) {
+  for (WaitMode mode : {WaitMode::kAuto, WaitMode::kSpin, WaitMode::kBlock}) {
+    WaitMode parsed = WaitMode::kAuto;
+    ASSERT_TRUE(ParseWaitMode(WaitModeName(mode), &parsed).ok());
+    EXPECT_EQ(parsed, mode);
+  }
+  EXPECT_EQ(WaitModeName(WaitMode::kSpin), "spin");
+  WaitMode untouched = WaitMode::kBlock;
+  EXPECT_EQ(ParseWaitMode("Spin", &untouched).code(), ErrorCode::kInvalidConfig);
+  EXPECT_EQ(untouched, WaitMode::kBlock);
 }
 
 // Entries of the test's own: a device backend whose probe answers `answer`, then the host.

@@ -11,13 +11,13 @@ std::string Quoted(std::string_view text) {
   return quoted;
 }
 
-Status Invalid(std::string_view name, std::string_view rule, std::string_view text) {
+}  // namespace
+
+Status InvalidConfig(std::string_view name, std::string_view rule, std::string_view text) {
   std::string what(name);
   return Status::Contract(ErrorCode::kInvalidConfig, what, rule, Quoted(text))
       .At("config", "parse");
 }
-
-}  // namespace
 
 std::string_view LogLevelName(LogLevel level) {
   switch (level) {
@@ -26,25 +26,6 @@ std::string_view LogLevelName(LogLevel level) {
     case LogLevel::kError: return "ERROR";
   }
   return "UNKNOWN";
-}
-
-std::string_view BackendKindName(BackendKind kind) {
-  switch (kind) {
-    case BackendKind::kAuto: return "auto";
-    case BackendKind::kHost: return "host";
-    case BackendKind::kCuda: return "cuda";
-    case BackendKind::kCann: return "cann";
-  }
-  return "unknown";
-}
-
-std::string_view WaitModeName(WaitMode mode) {
-  switch (mode) {
-    case WaitMode::kAuto: return "auto";
-    case WaitMode::kSpin: return "spin";
-    case WaitMode::kBlock: return "block";
-  }
-  return "unknown";
 }
 
 EnvLookup ProcessEnvironment() {
@@ -59,13 +40,13 @@ Status ParsePositiveDecimal(std::string_view name, std::string_view text, std::u
                             std::uint64_t* out) {
   const std::string rule = "a positive decimal integer no greater than " + std::to_string(max) +
                            " (digits only, no sign, blanks or leading zeros)";
-  if (text.empty() || text.front() == '0') return Invalid(name, rule, text);
+  if (text.empty() || text.front() == '0') return InvalidConfig(name, rule, text);
   std::uint64_t value = 0;
   for (char c : text) {
-    if (c < '0' || c > '9') return Invalid(name, rule, text);
+    if (c < '0' || c > '9') return InvalidConfig(name, rule, text);
     const std::uint64_t digit = static_cast<std::uint64_t>(c - '0');
     // digit > max first: (max - digit) would wrap for a max below 9.
-    if (digit > max || value > (max - digit) / 10) return Invalid(name, rule, text);
+    if (digit > max || value > (max - digit) / 10) return InvalidConfig(name, rule, text);
     value = value * 10 + digit;
   }
   *out = value;
@@ -90,37 +71,15 @@ Status Config::FromEnvironment(const EnvLookup& env, Config* out) {
     } else if (*text == "2") {
       config.log_level = LogLevel::kError;
     } else {
-      return Invalid(kEnvLogLevel, "one of 0 (debug), 1 (info), 2 (error)", *text);
+      return InvalidConfig(kEnvLogLevel, "one of 0 (debug), 1 (info), 2 (error)", *text);
     }
   }
-  if (auto text = env(kEnvBackend)) {
-    if (*text == "auto") {
-      config.backend = BackendKind::kAuto;
-    } else if (*text == "host") {
-      config.backend = BackendKind::kHost;
-    } else if (*text == "cuda") {
-      config.backend = BackendKind::kCuda;
-    } else if (*text == "cann") {
-      config.backend = BackendKind::kCann;
-    } else {
-      return Invalid(kEnvBackend, "one of auto, host, cuda, cann", *text);
-    }
-  }
+  if (auto text = env(kEnvBackend)) config.backend = *text;  // checked by the registry
   if (auto text = env(kEnvCopyWorkers)) {
     HPS_RETURN_IF_ERROR(ParsePositiveDecimal(kEnvCopyWorkers, *text, kMaxCopyWorkers,
                                              &config.copy_workers));
   }
-  if (auto text = env(kEnvWait)) {
-    if (*text == "auto") {
-      config.wait = WaitMode::kAuto;
-    } else if (*text == "spin") {
-      config.wait = WaitMode::kSpin;
-    } else if (*text == "block") {
-      config.wait = WaitMode::kBlock;
-    } else {
-      return Invalid(kEnvWait, "one of auto, spin, block", *text);
-    }
-  }
+  if (auto text = env(kEnvWait)) config.wait = *text;  // checked by the host backend
   if (auto text = env(kEnvQuarantineBytes)) {
     std::uint64_t bytes = 0;
     if (*text != "0") {

@@ -1,8 +1,11 @@
 // Config: the Runtime's settings, read from the environment once per initialisation and then
-// frozen for the lifecycle (DESIGN §4.6).
+// frozen for the lifecycle (docs/api.md, Configuration).
 //
 // Parsing is strict: a value is the whole string, a positive decimal without sign, blanks or
 // leading zeros, within range; anything else is INVALID_CONFIG naming the variable and value.
+// base/ knows no backend: the backend's name and the host backend's wait setting are kept as
+// given, and the backends check them when a Runtime initialises (backends/backend_kind.h,
+// backends/host/wait_policy.h), with errors of the same shape (InvalidConfig).
 // Config is a plain value; the parsers are pure functions and safe to call from any thread.
 #pragma once
 
@@ -28,20 +31,7 @@ inline constexpr std::string_view kEnvQuarantineBytes = "HYPER_PARALLEL_SHMEM_QU
 /// Log levels of HYPER_PARALLEL_SHMEM_LOG_LEVEL: 0 debug, 1 info, 2 error.
 enum class LogLevel : std::uint8_t { kDebug = 0, kInfo = 1, kError = 2 };
 
-/// Which backend to run on; kAuto picks the best one the build and machine offer.
-enum class BackendKind : std::uint8_t { kAuto, kHost, kCuda, kCann };
-
-/// How a PE waits for a peer (HYPER_PARALLEL_SHMEM_WAIT):
-///   kAuto   with no more PEs than cores: pin the initialising thread to a core of its own,
-///           spin briefly, then yield, then sleep; with more PEs than cores: no pin, no spin;
-///   kSpin   never sleep: poll until the condition, the timeout or a lost peer (for PEs that
-///           each own a core; starves peers that share one);
-///   kBlock  sleep on the futex after one check (least CPU, a wake-up per wait).
-enum class WaitMode : std::uint8_t { kAuto, kSpin, kBlock };
-
 std::string_view LogLevelName(LogLevel level);
-std::string_view BackendKindName(BackendKind kind);
-std::string_view WaitModeName(WaitMode mode);
 
 /// Looks up one environment variable; nullopt when it is unset.
 using EnvLookup = std::function<std::optional<std::string>(std::string_view name)>;
@@ -61,11 +51,13 @@ struct Config {
   std::uint64_t heap_bytes = kDefaultHeapBytes;
   std::uint64_t timeout_sec = kDefaultTimeoutSec;
   LogLevel log_level = LogLevel::kError;
-  BackendKind backend = BackendKind::kAuto;
+  /// HYPER_PARALLEL_SHMEM_BACKEND as given; the backend registry checks the name.
+  std::string backend = "auto";
   /// Threads per PE for collective copies (all_gather); 0 means: the machine's cores shared
   /// among the PEs.
   std::uint64_t copy_workers = 0;
-  WaitMode wait = WaitMode::kAuto;
+  /// HYPER_PARALLEL_SHMEM_WAIT as given: the host backend's setting, which it checks.
+  std::string wait = "auto";
   /// Bytes of freed heap held back from reuse (HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES; 0: off);
   /// unset means an eighth of the heap.
   std::optional<std::uint64_t> quarantine_bytes;
@@ -82,6 +74,10 @@ struct Config {
 
   bool operator==(const Config&) const = default;
 };
+
+/// INVALID_CONFIG in the shape every setting's error has: '<name> must be <rule>, but got
+/// "<text>"', at operation config, phase parse.
+Status InvalidConfig(std::string_view name, std::string_view rule, std::string_view text);
 
 /// Strict whole-string positive decimal in [1, max]. `name` is used in the error message.
 Status ParsePositiveDecimal(std::string_view name, std::string_view text, std::uint64_t max,

@@ -1,5 +1,6 @@
 // Fuzz harness for configuration parsing: Config::FromEnvironment and ParsePositiveDecimal
-// against an independent reference parser.
+// against an independent reference parser, and the backends' checks of their own settings
+// (the backend's name, the host backend's wait setting) against the backends' own tables.
 //
 // Input layout, chosen so that seeds are mostly readable text:
 //   byte 0        which variables are set: bit i for kVariables[i] (bits 6-7 are ignored), so
@@ -20,6 +21,8 @@
 #include <vector>
 
 #include "fuzz/fuzz_check.h"
+#include "backends/backend_kind.h"
+#include "backends/host/wait_policy.h"
 #include "base/config.h"
 #include "base/status.h"
 
@@ -82,18 +85,20 @@ std::optional<LogLevel> ReferenceLogLevel(std::string_view text) {
   return std::nullopt;
 }
 
+// The backends' own tables are the reference for their names (backends/backend_kind.h,
+// backends/host/wait_policy.h): the harness checks that parsing agrees with them and
+// round-trips, without restating the names.
 std::optional<BackendKind> ReferenceBackend(std::string_view text) {
-  if (text == "auto") return BackendKind::kAuto;
-  if (text == "host") return BackendKind::kHost;
-  if (text == "cuda") return BackendKind::kCuda;
-  if (text == "cann") return BackendKind::kCann;
+  for (const auto& [kind, name] : kBackendNames) {
+    if (name == text) return kind;
+  }
   return std::nullopt;
 }
 
 std::optional<WaitMode> ReferenceWait(std::string_view text) {
-  if (text == "auto") return WaitMode::kAuto;
-  if (text == "spin") return WaitMode::kSpin;
-  if (text == "block") return WaitMode::kBlock;
+  for (WaitMode mode : {WaitMode::kAuto, WaitMode::kSpin, WaitMode::kBlock}) {
+    if (WaitModeName(mode) == text) return mode;
+  }
   return std::nullopt;
 }
 
@@ -182,21 +187,9 @@ ReferenceOutcome ReferenceConfig(const FuzzEnvironment& env) {
       outcome.invalid.push_back(2);
     }
   }
-  if (v[3]) {
-    if (auto backend = ReferenceBackend(*v[3])) {
-      config.backend = *backend;
-    } else {
-      outcome.invalid.push_back(3);
-    }
-  }
+  if (v[3]) config.backend = *v[3];  // kept as given; the registry checks it
   decimal(4, Config::kMaxCopyWorkers, &config.copy_workers);
-  if (v[5]) {
-    if (auto wait = ReferenceWait(*v[5])) {
-      config.wait = *wait;
-    } else {
-      outcome.invalid.push_back(5);
-    }
-  }
+  if (v[5]) config.wait = *v[5];  // kept as given; the host backend checks it
   if (v[6]) {  // 0 (off) or a positive decimal up to the largest heap
     if (*v[6] == "0") {
       config.quarantine_bytes = 0;
@@ -221,8 +214,6 @@ void CheckConfigRanges(const Config& config) {
   HPS_FUZZ_CHECK(config.copy_workers <= Config::kMaxCopyWorkers,
                  "copy_workers " + std::to_string(config.copy_workers));
   HPS_FUZZ_CHECK(LogLevelName(config.log_level) != "UNKNOWN", "log level out of the enum");
-  HPS_FUZZ_CHECK(BackendKindName(config.backend) != "unknown", "backend out of the enum");
-  HPS_FUZZ_CHECK(WaitModeName(config.wait) != "unknown", "wait mode out of the enum");
 }
 
 struct Parsed {
@@ -254,9 +245,9 @@ void CheckFromEnvironment(const FuzzEnvironment& env) {
   sentinel.heap_bytes = 4242;
   sentinel.timeout_sec = 17;
   sentinel.log_level = LogLevel::kInfo;
-  sentinel.backend = BackendKind::kCann;
+  sentinel.backend = "sentinel-backend";
   sentinel.copy_workers = 63;
-  sentinel.wait = WaitMode::kBlock;
+  sentinel.wait = "sentinel-wait";
   sentinel.quarantine_bytes = 99;
 
   const Parsed first = ParseOnce(env, sentinel);
@@ -279,19 +270,15 @@ void CheckFromEnvironment(const FuzzEnvironment& env) {
     HPS_FUZZ_CHECK(got.log_level == want.log_level,
                    "log_level " + std::string(LogLevelName(got.log_level)));
     HPS_FUZZ_CHECK(got.backend == want.backend,
-                   "backend " + std::string(BackendKindName(got.backend)));
+                   "backend " + Show(got.backend));
     HPS_FUZZ_CHECK(got.copy_workers == want.copy_workers,
                    "copy_workers " + std::to_string(got.copy_workers) + ", expected " +
                        std::to_string(want.copy_workers));
-    HPS_FUZZ_CHECK(got.wait == want.wait, "wait " + std::string(WaitModeName(got.wait)));
+    HPS_FUZZ_CHECK(got.wait == want.wait, "wait " + Show(got.wait));
     HPS_FUZZ_CHECK(got.quarantine_bytes == want.quarantine_bytes,
                    "quarantine_bytes " + std::to_string(got.quarantine()) + ", expected " +
                        std::to_string(want.quarantine()));
     HPS_FUZZ_CHECK(got == want, "Config::operator== disagrees with the fields");
-    if (env.values[3]) {
-      HPS_FUZZ_CHECK(BackendKindName(got.backend) == *env.values[3],
-                     "backend name does not round-trip: " + Show(*env.values[3]));
-    }
     CheckConfigRanges(got);
     for (std::size_t i = 0; i < kVariables.size(); ++i) {
       HPS_FUZZ_CHECK(first.lookups[i] == 1, std::string(kVariables[i]) + " looked up " +
@@ -314,6 +301,34 @@ void CheckFromEnvironment(const FuzzEnvironment& env) {
   CheckRejection(first.status, kVariables[*reported], *env.values[*reported]);
 }
 
+// The backend's name and the host backend's wait setting, as the backends check them.
+void CheckBackendSettings(const FuzzEnvironment& env) {
+  if (env.values[3]) {
+    const std::string& text = *env.values[3];
+    BackendKind kind = BackendKind::kHost;
+    const Status status = ParseBackendKind(text, &kind);
+    if (const std::optional<BackendKind> want = ReferenceBackend(text)) {
+      HPS_FUZZ_CHECK(status.ok() && kind == *want && BackendKindName(kind) == text,
+                     "backend name does not round-trip: " + Show(text));
+    } else {
+      HPS_FUZZ_CHECK(kind == BackendKind::kHost, "wrote its output on failure");
+      CheckRejection(status, kEnvBackend, text);
+    }
+  }
+  if (env.values[5]) {
+    const std::string& text = *env.values[5];
+    WaitMode mode = WaitMode::kBlock;
+    const Status status = ParseWaitMode(text, &mode);
+    if (const std::optional<WaitMode> want = ReferenceWait(text)) {
+      HPS_FUZZ_CHECK(status.ok() && mode == *want && WaitModeName(mode) == text,
+                     "wait mode does not round-trip: " + Show(text));
+    } else {
+      HPS_FUZZ_CHECK(mode == WaitMode::kBlock, "wrote its output on failure");
+      CheckRejection(status, kEnvWait, text);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hyper_parallel::shmem
 
@@ -321,6 +336,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace hyper_parallel::shmem;
   const FuzzEnvironment env = Decode(data, size);
   CheckFromEnvironment(env);
+  CheckBackendSettings(env);
 
   // The limits config.cc uses, the edges of uint64, and one from the input (any value,
   // including 0 and maxima below one digit).

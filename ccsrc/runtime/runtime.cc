@@ -199,6 +199,10 @@ Status Runtime::Init(InitOptions options) {
       !parsed.ok()) {
     return fail(parsed, "config", nullptr);
   }
+  BackendKind kind = BackendKind::kAuto;
+  if (Status checked = CheckBackendSettings(config, &kind); !checked.ok()) {
+    return fail(checked, "config", nullptr);
+  }
   const int rank = options.bootstrap->rank();
   const int size = options.bootstrap->size();
   std::vector<int> global_ranks = options.global_ranks;
@@ -218,7 +222,7 @@ Status Runtime::Init(InitOptions options) {
   std::unique_ptr<Backend> backend;
   const BackendFactory& factory =
       options.backend_factory ? options.backend_factory : BackendFactory(DefaultBackendFactory);
-  if (Status made = factory(config.backend, &backend); !made.ok()) {
+  if (Status made = factory(kind, &backend); !made.ok()) {
     return fail(made, "backend", nullptr);
   }
   log::SetLevel(config.log_level);
@@ -938,6 +942,19 @@ Status Runtime::HeapPlacement(std::string_view operation, DeviceId* device,
   HPS_RETURN_IF_ERROR(CheckReady(operation));  // a question, not a failed call: not recorded
   *device = device_;
   *host_addressable = backend_->HostAddressableHeap();
+  return Status::Ok();
+}
+
+Status Runtime::DescribeBackend(std::string_view operation, BackendDescription* out) {
+  MutexLock lock(&mutex_);
+  HPS_RETURN_IF_ERROR(CheckReady(operation));
+  BackendDescription description;
+  description.name = backend_name_;
+  description.own_core = backend_->Wait().pinned;
+  description.host_addressable_heap = backend_->HostAddressableHeap();
+  description.granule_bytes = HeapAllocator::kGranule;
+  description.timeout = config_.timeout();
+  *out = std::move(description);
   return Status::Ok();
 }
 

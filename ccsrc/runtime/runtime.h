@@ -32,6 +32,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -39,6 +40,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/backend_kind.h"
 #include "backends/blocking_ops.h"
 #include "runtime/allocation_registry.h"
 #include "runtime/bootstrap.h"
@@ -107,6 +109,24 @@ struct OrphanReport {
   const void* base = nullptr;
   std::uint64_t bytes = 0;
   int rank = -1;
+};
+
+/// What a layer above may ask about the running backend (shmem.backend_info() in Python): the
+/// facts the backend and the heap decide, so that no consumer restates them or parses
+/// diagnostics (docs/api.md, Backend description).
+struct BackendDescription {
+  std::string name;                    ///< "host", "cuda", "cann", or a fake's name
+  /// This PE's thread was pinned to cores of its own (the host backend's automatic wait
+  /// setting, where the PEs fit the machine's cores); false where PEs share their cores or a
+  /// device backend runs the work.
+  bool own_core = false;
+  /// The heap is memory this process addresses from the host (the host backend, the fakes);
+  /// false for device memory (CUDA).
+  bool host_addressable_heap = true;
+  /// Every allocation reserves a multiple of this many bytes.
+  std::uint64_t granule_bytes = HeapAllocator::kGranule;
+  /// The bound on every wait in force (HYPER_PARALLEL_SHMEM_TIMEOUT_SEC).
+  std::chrono::milliseconds timeout{0};
 };
 
 /// A consistent picture of the Runtime for debug_state(); taken under the mutex (the blocked
@@ -225,6 +245,10 @@ class Runtime {
   /// INVALID_STATE when not ready, which is not recorded as the latest failure.
   Status HeapPlacement(std::string_view operation, DeviceId* device, bool* host_addressable)
       EXCLUDES(mutex_);
+
+  /// The running backend's description; INVALID_STATE when not ready (not recorded as the
+  /// latest failure: a question, not a failed call).
+  Status DescribeBackend(std::string_view operation, BackendDescription* out) EXCLUDES(mutex_);
 
   /// Records that a live allocation lost its last reference without free: logs an ERROR at
   /// once and puts it in the leak table. Never collective and never takes the entry mutex, so

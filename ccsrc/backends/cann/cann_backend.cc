@@ -151,7 +151,7 @@ Status CannBackend::DestroyHeap() {
 
 WaitInfo CannBackend::Wait() const {
   WaitInfo info;
-  info.mode = spec().wait_mode;
+  info.mode = spec().wait;
   info.sleeps = true;
   info.pinning = "none (waits run on the NPU stream)";
   return info;

@@ -151,7 +151,7 @@ Status CudaBackend::DestroyHeap() {
 
 WaitInfo CudaBackend::Wait() const {
   WaitInfo info;
-  info.mode = spec().wait_mode;
+  info.mode = spec().wait;
   info.pinning = "none (waits run on the GPU)";
   return info;
 }

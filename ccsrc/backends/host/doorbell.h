@@ -19,6 +19,7 @@
 #include <optional>
 
 #include "backends/host/call_sites.h"
+#include "backends/host/wait_policy.h"
 #include "base/config.h"
 
 namespace hyper_parallel::shmem::host {

@@ -143,9 +143,10 @@ Status HostBackend::CreateHeap(const HeapSpec& spec, std::string* local_handle) 
                             "in [1, " + std::to_string(kMaxHostPes) + "]",
                             std::to_string(spec.size));
   }
+  HPS_RETURN_IF_ERROR(ParseWaitMode(spec.wait, &wait_mode_));
   spec_ = spec;
   latch_.Reset();
-  wait_policy_ = WaitPolicy::For(spec.wait_mode, spec.size, UsableCores());
+  wait_policy_ = WaitPolicy::For(wait_mode_, spec.size, UsableCores());
   heap_region_bytes_ = RoundUp(spec.heap_bytes, PageSize());
   segment_bytes_ = heap_region_bytes_ + RoundUp(sizeof(ControlBlock), PageSize());
 
@@ -250,7 +251,7 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
   device_ = std::make_unique<HostDevice>(spec_.rank, spec_.size, spec_.timeout, wait_policy_,
                                          std::move(heaps), std::move(controls), workers_.get(),
                                          &latch_, spec_.blocking_ops);
-  if (spec_.wait_mode == WaitMode::kAuto) {
+  if (wait_mode_ == WaitMode::kAuto) {
     RequireCallable<HostCall::kPinThread, CallSite::kHostThread>();
     pin_.PinForPe(spec_.rank, spec_.size);
   }
@@ -321,14 +322,14 @@ Status HostBackend::ExchangeDescriptors(const CollectiveDescriptor& mine,
 
 WaitInfo HostBackend::Wait() const {
   WaitInfo info;
-  info.mode = spec_.wait_mode;
+  info.mode = std::string(WaitModeName(wait_mode_));
   info.spin = wait_policy_.spin;
   info.yield = wait_policy_.yield;
   info.sleeps = !wait_policy_.spins_forever();
-  info.pinning = spec_.wait_mode == WaitMode::kAuto
+  info.pinning = wait_mode_ == WaitMode::kAuto
                      ? pin_.description()
-                     : "none (HYPER_PARALLEL_SHMEM_WAIT=" +
-                           std::string(WaitModeName(spec_.wait_mode)) + ")";
+                     : "none (HYPER_PARALLEL_SHMEM_WAIT=" + info.mode + ")";
+  info.pinned = wait_mode_ == WaitMode::kAuto && pin_.pinned();
   return info;
 }
 

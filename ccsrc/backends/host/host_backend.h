@@ -120,6 +120,7 @@ class HostBackend final : public Backend {
   std::uint64_t segment_bytes_ = 0;
   int fd_ = -1;
   std::vector<Mapping> mappings_;  // by rank; [rank] is the local segment
+  WaitMode wait_mode_ = WaitMode::kAuto;
   WaitPolicy wait_policy_;
   FailureLatch latch_;
   PeerMonitor monitor_;

@@ -104,7 +104,7 @@ TEST(AutoWait, PinsOneCorePerPeWhenThePesFitAndRestoresTheAffinityAtClose) {
     const int before = AllowedCpus();
     CHECK_PE_OK(ctx, ctx.InitRuntime());
     const WaitInfo wait = Rt().Snapshot().wait;
-    CHECK_PE(ctx, wait.mode == WaitMode::kAuto, "auto is the default");
+    CHECK_PE(ctx, wait.mode == "auto", "auto is the default");
     CHECK_PE(ctx, wait.spin == host::kAutoSpin && wait.sleeps, "a core each: a long spin");
     if (before == MachineCores()) {
       // This rank's contiguous share of the cpus (the launcher left them all usable).
@@ -121,6 +121,7 @@ TEST(AutoWait, PinsOneCorePerPeWhenThePesFitAndRestoresTheAffinityAtClose) {
       bool exact = CPU_COUNT(&set) == count;
       for (int cpu = first; cpu < first + count; ++cpu) exact = exact && CPU_ISSET(cpu, &set);
       CHECK_PE(ctx, exact, "this thread is pinned to its share");
+      CHECK_PE(ctx, wait.pinned, "pinned to cores of its own");
     }
     CHECK_PE_OK(ctx, Rt().Shutdown());
     CHECK_PE(ctx, AllowedCpus() == before, "the close gave the affinity back");
@@ -136,6 +137,7 @@ TEST(AutoWait, NeitherPinsNorSpinsWhenPesShareCores) {
     const WaitInfo wait = Rt().Snapshot().wait;
     CHECK_PE(ctx, wait.spin == std::chrono::nanoseconds(0), "no spin: a peer may need this core");
     CHECK_PE(ctx, Contains(wait.pinning, "PEs share"), wait.pinning);
+    CHECK_PE(ctx, !wait.pinned, "no core of its own");
     CHECK_PE(ctx, AllowedCpus() == before, "nothing pinned");
     CHECK_PE_OK(ctx, Rt().Shutdown());
     return 0;
@@ -151,15 +153,16 @@ TEST(WaitModes, SpinAndBlockAreWhatTheySayAndNeverPin) {
       CHECK_PE_OK(ctx, ctx.InitRuntime());
       const WaitInfo wait = Rt().Snapshot().wait;
       if (mode == "spin") {
-        CHECK_PE(ctx, wait.mode == WaitMode::kSpin && !wait.sleeps, "spin never sleeps");
+        CHECK_PE(ctx, wait.mode == "spin" && !wait.sleeps, "spin never sleeps");
       } else {
-        CHECK_PE(ctx, wait.mode == WaitMode::kBlock && wait.sleeps &&
+        CHECK_PE(ctx, wait.mode == "block" && wait.sleeps &&
                           wait.spin == std::chrono::nanoseconds(0) &&
                           wait.yield == std::chrono::nanoseconds(0),
                  "block sleeps at once");
       }
       CHECK_PE(ctx, wait.pinning == "none (HYPER_PARALLEL_SHMEM_WAIT=" + mode + ")",
                wait.pinning);
+      CHECK_PE(ctx, !wait.pinned, "no core of its own");
       CHECK_PE(ctx, AllowedCpus() == before, "nothing pinned");
       CHECK_PE_OK(ctx, Rt().Shutdown());
       return 0;
