@@ -207,7 +207,7 @@ const hps::BackendEntry* SelectedBackend() {
     hps::Config config;
     if (!hps::Config::FromEnvironment(hps::ProcessEnvironment(), &config).ok()) return nullptr;
     const hps::BackendEntry* found = nullptr;
-    return hps::FindBackend(config.backend, &found).ok() ? found : nullptr;
+    return hps::FindConfiguredBackend(config, &found).ok() ? found : nullptr;
   }();
   return entry;
 }
@@ -838,8 +838,8 @@ py::dict Snapshot() {
   config["heap_size"] = d.config.heap_bytes;
   config["timeout_sec"] = d.config.timeout_sec;
   config["log_level"] = static_cast<int>(d.config.log_level);
-  config["backend"] = std::string(hps::BackendKindName(d.config.backend));
-  config["wait"] = std::string(hps::WaitModeName(d.config.wait));
+  config["backend"] = d.config.backend;
+  config["wait"] = d.config.wait;
   config["quarantine_bytes"] = d.config.quarantine();
   state["config"] = config;
   state["heap_base"] = reinterpret_cast<std::uintptr_t>(d.heap_base);
@@ -870,7 +870,7 @@ py::dict Snapshot() {
   state["collectives"] = collectives;
   state["calls_in_flight"] = d.calls_in_flight;
   py::dict wait;
-  wait["mode"] = std::string(hps::WaitModeName(d.wait.mode));
+  wait["mode"] = d.wait.mode;
   const bool forever = d.wait.spin == std::chrono::nanoseconds::max();
   wait["spin_us"] = forever ? py::object(py::str("until the timeout"))
                             : py::object(py::float_(d.wait.spin.count() / 1000.0));
@@ -897,6 +897,28 @@ py::dict Snapshot() {
 
 std::chrono::milliseconds Seconds(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
+}  // namespace
+
+namespace {
+
+// The running backend's facts for shmem.backend_info() (runtime.h, BackendDescription).
+py::dict DescribeBackend() {
+  hps::BackendDescription d;
+  hps::Status status;
+  {
+    py::gil_scoped_release no_gil;
+    status = hps::Runtime::Process().DescribeBackend("backend_info", &d);
+  }
+  Check(status);
+  py::dict out;
+  out["name"] = d.name;
+  out["own_core"] = d.own_core;
+  out["host_addressable_heap"] = d.host_addressable_heap;
+  out["granule_bytes"] = d.granule_bytes;
+  out["timeout_s"] = d.timeout.count() / 1000.0;
+  return out;
 }
 
 }  // namespace
@@ -950,6 +972,8 @@ PYBIND11_MODULE(hyper_parallel_shmem_torch, m) {
         py::arg("return_counter"), py::arg("done"), py::arg("done_targets"), py::arg("experts"),
         py::arg("chunk_rows"));
   m.def("snapshot", &Snapshot, "Process-local diagnostics (not collective).");
+  m.def("backend_description", &DescribeBackend,
+        "The running backend's description (not collective; INVALID_STATE when not ready).");
   m.def("timeout_seconds", [] {
     return static_cast<double>(hps::Runtime::Process().timeout().count()) / 1000.0;
   });

@@ -10,6 +10,10 @@
     shmem.free(out); shmem.free(t)            # collective
     handle.close()                            # last handle shuts down (collective)
 
+shmem.my_pe(), shmem.n_pes() and shmem.backend_info() (a BackendInfo) describe this PE and the
+running backend; shmem.errors holds ShmemError and the two message shapes for layers built on
+shmem.
+
 Every operation is enqueued on the current stream: the default host stream is the calling
 thread; `with shmem.stream(shmem.Stream()):` queues work on an executor thread instead.
 """
@@ -31,14 +35,16 @@ from ._api import (
     synchronize,
     wait_signal,
 )
+from ._backend import BackendInfo, backend_info, my_pe, n_pes
 from ._debug import DebugState, debug_state
 from ._lifecycle import Handle, acquire_shmem
-from ._runtime import ShmemError
-from . import _exports
+from .errors import ShmemError
+from . import _exports, errors
 
 _exports.install()
 
 __all__ = [
+    "BackendInfo",
     "DebugState",
     "Event",
     "Handle",
@@ -47,12 +53,16 @@ __all__ = [
     "acquire_shmem",
     "all_gather",
     "all_to_all",
+    "backend_info",
     "barrier",
     "current_stream",
     "debug_state",
     "empty",
     "free",
+    "errors",
     "get",
+    "my_pe",
+    "n_pes",
     "put",
     "put_signal",
     "signal",

@@ -1,4 +1,4 @@
-"""The native module and the mapping of native errors to Python.
+"""The native module, and native errors raised as errors.ShmemError.
 
 Importing torch first matters: the native module links against torch's libraries and finds
 them already loaded.
@@ -9,43 +9,6 @@ from __future__ import annotations
 import torch  # noqa: F401  (loads libtorch before the extension)
 
 from . import hyper_parallel_shmem_torch as native
-
-ERROR_PREFIX = "[HYPER_PARALLEL_SHMEM_ERROR]"
-
-
-class ShmemError(RuntimeError):
-    """A native error of Hyper-Parallel SHMEM.
-
-    The text reads ``[HYPER_PARALLEL_SHMEM_ERROR] error_code=<CODE> operation=<op>
-    phase=<phase> <message>``; the three fields are also attributes.
-    """
-
-    def __init__(self, text: str, error_code: str, operation: str, phase: str) -> None:
-        super().__init__(text)
-        self.error_code = error_code
-        self.operation = operation
-        self.phase = phase
-
-    @classmethod
-    def make(cls, error_code: str, operation: str, phase: str, message: str) -> "ShmemError":
-        """Builds an error raised by the Python layer in the native error's shape."""
-        text = (
-            f"{ERROR_PREFIX} error_code={error_code} operation={operation} "
-            f"phase={phase} {message}"
-        )
-        return cls(text, error_code, operation, phase)
-
+from .errors import ERROR_PREFIX, ShmemError, assertion, contract  # noqa: F401
 
 native.set_error_class(ShmemError)
-
-
-def contract(what: str, rule: str, got: object) -> str:
-    """The broken-contract message shape: '<what> must be <rule>, but got <value>'."""
-    return f"{what} must be {rule}, but got {got}"
-
-
-def assertion(fact: str, **fields: object) -> str:
-    """The state-assertion message shape: '<fact>: key=value, key=value'."""
-    if not fields:
-        return fact
-    return fact + ": " + ", ".join(f"{key}={value}" for key, value in fields.items())
