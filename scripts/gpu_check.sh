@@ -9,7 +9,7 @@
 #     4 PEs sharing GPU 0 (RMA, signals, all_gather through the copy kernel, MegaMoE's kernels, a
 #     wait that times out);
 #   - the native benchmark's checks (over the fake layer, and a tiny run on the device);
-# then the native benchmark (tests/multiprocess/cuda_bench.cc) with 2 and 4 PEs on GPU 0: put
+# then the native benchmark (benchmarks/cuda/cuda_bench.cc) with 2 and 4 PEs on GPU 0: put
 # against cudaMemcpyAsync device to device on the same stream, put + signal ping-pong, and
 # all_gather (and, last of all, again under MPS where the machine has it: cuda_bench_mps.jsonl).
 # Then it builds the Python package with CUDA against the machine's torch into build-gpu/py, in the same

@@ -19,6 +19,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "host_only(reason): tests the host backend's own behaviour (its streams, "
         "wait policy or messages); skipped when the suite runs on the CANN backend")
+    config.addinivalue_line(
+        "markers", "cann_fake: also run on the CANN backend over the fake vendor library "
+        "(scripts/test.sh selects them with -m cann_fake)")
 
 
 def pytest_collection_modifyitems(config, items):

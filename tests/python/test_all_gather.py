@@ -12,6 +12,8 @@ import torch.distributed as dist
 from helpers import expect_shmem_error, state_without_failure
 from hyper_parallel.core.multicore import shmem
 
+pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh)
+
 KIB, MIB = 1 << 10, 1 << 20
 CHUNK = 256 * KIB  # the op's chunk size (ops/all_gather/all_gather.h)
 BYTE_SIZES = [0, 1, 31, 32, 33, CHUNK - 1, CHUNK, CHUNK + 1, CHUNK + 100,

@@ -8,6 +8,8 @@ import torch
 from helpers import expect_shmem_error, heap_range, state_without_failure
 from hyper_parallel.core.multicore import shmem
 
+pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh)
+
 DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
           torch.bfloat16, torch.float32, torch.float64, torch.bool, torch.complex64]
 

@@ -11,6 +11,8 @@ import torch
 from helpers import captured_stderr
 from hyper_parallel.core.multicore import shmem
 
+pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh)
+
 FIELDS = ["state", "reference_count", "lifecycle", "root_rank", "root_size", "global_ranks",
           "device", "backend", "config", "heap_base", "heap", "live_allocations", "leaks",
           "collectives", "calls_in_flight", "wait", "blocked", "latest_failure",

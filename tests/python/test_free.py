@@ -10,6 +10,8 @@ import torch
 from helpers import expect_shmem_error, state_without_failure
 from hyper_parallel.core.multicore import shmem
 
+pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh)
+
 
 def _views_and_foreign_tensors(rank, size):
     with shmem.acquire_shmem():

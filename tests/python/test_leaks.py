@@ -11,6 +11,8 @@ import torch
 from helpers import captured_stderr, expect_shmem_error
 from hyper_parallel.core.multicore import shmem
 
+pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh)
+
 
 def _dropped_tensor_is_reported_at_once(rank, size):
     handle = shmem.acquire_shmem()

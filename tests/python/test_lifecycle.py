@@ -14,6 +14,8 @@ from helpers import expect_shmem_error
 from hyper_parallel.core.multicore import shmem
 from hyper_parallel.core.multicore.shmem import _lifecycle
 
+pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh)
+
 
 def _reference_counts(rank, size):
     first = shmem.acquire_shmem()

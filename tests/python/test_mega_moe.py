@@ -16,6 +16,8 @@ from hyper_parallel.core.multicore.mega_moe import (AllToAllMoE, MegaMoE, MegaMo
                                                     dense_moe, from_mixtral, from_qwen2_moe,
                                                     to_mixtral, to_qwen2_moe)
 
+pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh)
+
 H, I, IS = 16, 24, 8
 
 

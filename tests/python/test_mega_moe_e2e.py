@@ -23,6 +23,8 @@ from hyper_parallel.core.multicore.mega_moe.model import (DecoderConfig, MoEDeco
                                                           make_optimizer, reduce_gradients,
                                                           synthetic_tokens)
 
+pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh)
+
 RTOL, ATOL = 1e-5, 1e-6
 STEPS = 3
 
