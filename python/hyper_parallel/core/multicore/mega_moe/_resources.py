@@ -34,7 +34,6 @@ import contextlib
 import math
 import os
 import threading
-import time
 from dataclasses import dataclass, field
 
 import torch
@@ -42,6 +41,7 @@ import torch
 from ..shmem import _api as shmem
 from ..shmem._lifecycle import acquire_shmem
 from ..shmem._runtime import ShmemError, assertion, contract, native
+from ._stats import PipelineStats, StatsRecorder
 
 _GROWTH = 1.25
 _COUNTER_ELEMENTS = 8  # int64 per counter: one 64-byte line
@@ -104,31 +104,6 @@ class _Direction:
     done_targets: list = field(default_factory=list)
     return_target: int = 0
     free_target: int = 0
-
-
-@dataclass
-class PipelineStats:
-    """How the last calls overlapped: experts that started computing while rows of a later
-    local expert had not all arrived yet (computation overlapping arrival), of all experts.
-    On a device heap (CUDA) the waits and the experts are queued on the stream: the times
-    are the host's time to queue them, and started_early is not counted."""
-
-    calls: int = 0
-    experts: int = 0
-    started_early: int = 0
-    dispatch_s: float = 0.0   # from dispatch enqueued to the last local expert's rows in
-    compute_s: float = 0.0    # inside the local experts' computations
-    wait_return_s: float = 0.0  # from the last expert done to every result back
-    run_s: float = 0.0        # the whole calls (dispatch to every result back)
-    exchange_s: float = 0.0   # the per-step count exchanges
-    overlapped_s: float = 0.0  # the caller's own work between start() and finish()
-
-    @property
-    def communication_s(self) -> float:
-        """Time the calls spent outside the experts' computations: what communication and
-        synchronisation left in the step (count exchanges included; the caller's own work
-        between start() and finish() is not the calls')."""
-        return self.run_s - self.compute_s + self.exchange_s
 
 
 @dataclass
@@ -235,7 +210,7 @@ class MegaMoEResources:
             self.return_rows = 0   # return rows
             if max_tokens is not None:
                 self._resize(self._capacity_for(max_tokens * top_k), max_tokens * top_k)
-            self.stats = PipelineStats()
+            self._recorder = StatsRecorder()
             self._pending = {}  # direction name -> the call start() began, not finished
         except BaseException:
             self._release_after_failure()
@@ -323,11 +298,9 @@ class MegaMoEResources:
     def exchange_counts(self, counts_local: torch.Tensor) -> torch.Tensor:
         """Collective: every PE's counts per expert, as a [P, E] int64 CPU tensor (on SHMEM;
         the layout is computed on the host)."""
-        started = time.perf_counter()
-        shmem.all_gather(self.counts, counts_local.to(torch.int64).contiguous())
-        out = self.counts.view(self.pes, self.num_experts).to("cpu", copy=True)
-        self.stats.exchange_s += time.perf_counter() - started
-        return out
+        with self._recorder.exchange():
+            shmem.all_gather(self.counts, counts_local.to(torch.int64).contiguous())
+            return self.counts.view(self.pes, self.num_experts).to("cpu", copy=True)
 
     def layout(self, counts: torch.Tensor) -> dict:
         return native.moe_layout(counts.reshape(-1), self.num_experts, self.chunk_rows)
@@ -412,7 +385,7 @@ class MegaMoEResources:
             d.done_targets[local] += 1
         d.return_target += self.num_experts
         flat_counts = counts.reshape(-1)
-        started = time.perf_counter()
+        times = self._recorder.call()
         if d.free_target:  # every owner's previous combine out of its receive buffer is done
             shmem.wait_signal(d.free_word, d.free_target, comparison="ge")
         d.free_target += self.pes
@@ -435,51 +408,41 @@ class MegaMoEResources:
         if self.combine_stream is not None:
             with shmem.stream(self.combine_stream):
                 combine()
-        arrived_s = compute_s = 0.0
         targets = d.dispatch_targets
         for local in range(locals_):
             shmem.wait_signal(d.dispatch_words[local], targets[local], comparison="ge")
-            arrived_s = time.perf_counter() - started
+            times.rows_arrived()
             # A later expert still receiving: computation overlaps arrival. (Read where the
             # counters are host memory; on a GPU the waits are queued and reading would stall.)
             if local + 1 < locals_ and d.arrivals.is_cpu:
                 arrived = d.arrivals.tolist()
                 if any(arrived[j] < targets[j] for j in range(local + 1, locals_)):
-                    self.stats.started_early += 1
+                    times.started_early()
             begin, count = layout["expert_row"][local], layout["expert_rows"][local]
-            tick = time.perf_counter()
-            if count:
-                received = d.recv[begin:begin + count]
-                result = compute(local, received)
-                if result is not None and result.data_ptr() != received.data_ptr():
-                    received.copy_(result)
-            compute_s += time.perf_counter() - tick
+            with times.computing():
+                if count:
+                    received = d.recv[begin:begin + count]
+                    result = compute(local, received)
+                    if result is not None and result.data_ptr() != received.data_ptr():
+                        received.copy_(result)
             shmem.signal(d.done_words[local], 1, self.rank, operation="add")
-        done_at = time.perf_counter()
+        times.experts_done()
         if self.combine_stream is None:
             combine()  # every expert is done: the combine waits for nothing
-        self.stats.dispatch_s += arrived_s
-        self.stats.compute_s += compute_s
-        ended = time.perf_counter()
-        return PendingCall(direction_name, layout["send_rows"], started, done_at, ended)
+        times.started()
+        return PendingCall(direction_name, layout["send_rows"], times.started_at, times.done_at,
+                           times.ended_at)
 
     def _finish(self, pending: "PendingCall", copy: bool = True) -> torch.Tensor:
         del self._pending[pending.direction_name]
         d = self._directions[pending.direction_name]
-        resumed = time.perf_counter()
-        shmem.wait_signal(d.return_word, d.return_target, comparison="ge")
-        out = d.returned[:pending.send_rows]
-        if copy:
-            out = out.clone()
-        if self.combine_stream is not None:
-            self.combine_stream.synchronize()
-        finished = time.perf_counter()
-        self.stats.calls += 1
-        self.stats.experts += self.local_experts
-        # The time between start() and finish() was the caller's: not the call's.
-        self.stats.overlapped_s += resumed - pending.ended_at
-        self.stats.wait_return_s += (pending.ended_at - pending.done_at) + (finished - resumed)
-        self.stats.run_s += (pending.ended_at - pending.started_at) + (finished - resumed)
+        with self._recorder.finishing(pending, self.local_experts):
+            shmem.wait_signal(d.return_word, d.return_target, comparison="ge")
+            out = d.returned[:pending.send_rows]
+            if copy:
+                out = out.clone()
+            if self.combine_stream is not None:
+                self.combine_stream.synchronize()
         return out
 
     # ---- close ------------------------------------------------------------------------------
@@ -510,6 +473,16 @@ class MegaMoEResources:
             except ShmemError:
                 pass
             self._closed = True
+
+    @property
+    def stats(self) -> PipelineStats:
+        """The pipeline's statistics since construction (assign a new PipelineStats to start
+        afresh)."""
+        return self._recorder.stats
+
+    @stats.setter
+    def stats(self, stats: PipelineStats) -> None:
+        self._recorder.stats = stats
 
     @property
     def closed(self) -> bool:
