@@ -34,17 +34,17 @@ import contextlib
 import math
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from ..shmem import _api as shmem
 from ..shmem._lifecycle import acquire_shmem
 from ..shmem._runtime import ShmemError, assertion, contract, native
+from ._protocol import Protocol
 from ._stats import PipelineStats, StatsRecorder
 
 _GROWTH = 1.25
-_COUNTER_ELEMENTS = 8  # int64 per counter: one 64-byte line
 _CONFIG_FIELDS = ("hidden_size", "num_experts", "top_k", "dtype", "chunk_rows",
                   "capacity_permille", "max_tokens", "pes")
 
@@ -81,29 +81,6 @@ def _dtype_code(dtype: torch.dtype) -> int:
     if name not in names:
         raise TypeError(contract("dtype", "one of torch." + ", torch.".join(names), dtype))
     return names.index(name)
-
-
-@dataclass
-class _Direction:
-    """The buffers and counters of one direction (forward or backward)."""
-
-    first_counter: int  # row of its first counter in the counters tensor
-    recv: torch.Tensor | None = None
-    # Views of its counters, made once: [L, 8] dispatch and done counters, [1, 8] return
-    # counter, each counter's first word, and the dispatch counters' first words as [L].
-    dispatch_counters: torch.Tensor | None = None
-    done_counters: torch.Tensor | None = None
-    return_counter: torch.Tensor | None = None
-    dispatch_words: list = field(default_factory=list)
-    done_words: list = field(default_factory=list)
-    return_word: torch.Tensor | None = None
-    free_word: torch.Tensor | None = None
-    arrivals: torch.Tensor | None = None
-    returned: torch.Tensor | None = None
-    dispatch_targets: list = field(default_factory=list)
-    done_targets: list = field(default_factory=list)
-    return_target: int = 0
-    free_target: int = 0
 
 
 @dataclass
@@ -164,6 +141,7 @@ class MegaMoEResources:
         dtype_code = _dtype_code(dtype)
         self._lock = threading.Lock()
         self._closed = False
+        self._protocol = None
         self._handle = acquire_shmem(group)
         try:
             state = native.snapshot()
@@ -187,25 +165,8 @@ class MegaMoEResources:
             self._check_agreement([hidden_size, num_experts, top_k, dtype_code, chunk_rows,
                                    -1 if capacity_factor is None else round(capacity_factor * 1000),
                                    -1 if max_tokens is None else max_tokens, self.pes])
-            self.counts = shmem.empty(self.pes * num_experts, dtype=torch.int64)
-            per_direction = 2 * self.local_experts + 2
-            self.counters = shmem.empty(2 * per_direction, _COUNTER_ELEMENTS, dtype=torch.int64)
-            self.counters.zero_()
-            shmem.barrier()  # zeroed on every PE before any peer adds to them
-            self._directions = {"forward": _Direction(0), "backward": _Direction(per_direction)}
-            L = self.local_experts
-            for direction in self._directions.values():
-                direction.dispatch_targets = [0] * L
-                direction.done_targets = [0] * L
-                first = direction.first_counter
-                direction.dispatch_counters = self.counters[first:first + L]
-                direction.done_counters = self.counters[first + L:first + 2 * L]
-                direction.return_counter = self.counters[first + 2 * L:first + 2 * L + 1]
-                direction.dispatch_words = [self.counters[first + i, 0:1] for i in range(L)]
-                direction.done_words = [self.counters[first + L + i, 0:1] for i in range(L)]
-                direction.return_word = self.counters[first + 2 * L, 0:1]
-                direction.free_word = self.counters[first + 2 * L + 1, 0:1]
-                direction.arrivals = self.counters[first:first + L, 0]
+            self._protocol = Protocol(self.pes, self.rank, num_experts, chunk_rows)
+            self._protocol.allocate()  # collective: the count matrix and the counters
             self.capacity = 0      # receive rows
             self.return_rows = 0   # return rows
             if max_tokens is not None:
@@ -257,7 +218,7 @@ class MegaMoEResources:
         if self._closed:
             return 0
         return (self.heap_bytes(self.capacity, self.return_rows) if self.capacity else 0) + \
-            self.counts.numel() * 8 + self.counters.numel() * 8
+            self._protocol.held_bytes
 
     def _resize(self, capacity: int, return_rows: int) -> None:
         """Collective: replaces both directions' buffers with ones of the given sizes."""
@@ -299,11 +260,10 @@ class MegaMoEResources:
         """Collective: every PE's counts per expert, as a [P, E] int64 CPU tensor (on SHMEM;
         the layout is computed on the host)."""
         with self._recorder.exchange():
-            shmem.all_gather(self.counts, counts_local.to(torch.int64).contiguous())
-            return self.counts.view(self.pes, self.num_experts).to("cpu", copy=True)
+            return self._protocol.exchange_counts(counts_local)
 
     def layout(self, counts: torch.Tensor) -> dict:
-        return native.moe_layout(counts.reshape(-1), self.num_experts, self.chunk_rows)
+        return self._protocol.layout(counts)
 
     def run(self, direction_name: str, rows: torch.Tensor, counts: torch.Tensor, layout: dict,
             compute, *, copy: bool = True) -> torch.Tensor:
@@ -378,46 +338,25 @@ class MegaMoEResources:
         return pending
 
     def _start(self, direction_name, rows, counts, layout, compute):
-        d = self._directions[direction_name]
-        locals_ = self.local_experts
-        for local in range(locals_):
-            d.dispatch_targets[local] += layout["expected_chunks"][local]
-            d.done_targets[local] += 1
-        d.return_target += self.num_experts
+        protocol = self._protocol
+        d = protocol.directions[direction_name]
+        protocol.expect(d, layout)
         flat_counts = counts.reshape(-1)
         times = self._recorder.call()
-        if d.free_target:  # every owner's previous combine out of its receive buffer is done
-            shmem.wait_signal(d.free_word, d.free_target, comparison="ge")
-        d.free_target += self.pes
+        protocol.wait_free(d)
         # Dispatch on the caller's current stream (on the host's default stream: this thread,
         # which has nothing else to do until rows land), first, so the rows leave before
         # anything else runs; then the combine on its own stream, which sends each expert's
         # results back as soon as that expert is done, while later experts compute.
-        native.moe_dispatch(rows, flat_counts, d.recv, d.dispatch_counters,
-                            self.num_experts, self.chunk_rows)
-
-        def combine() -> None:
-            # From the receive buffer, where the experts wrote their results; then this
-            # buffer is free for every PE's next dispatch.
-            native.moe_combine(d.recv, flat_counts, d.returned, d.return_counter,
-                               d.done_counters, list(d.done_targets), self.num_experts,
-                               self.chunk_rows)
-            for pe in range(self.pes):
-                shmem.signal(d.free_word, 1, pe, operation="add")
-
+        protocol.dispatch(d, rows, flat_counts)
         if self.combine_stream is not None:
             with shmem.stream(self.combine_stream):
-                combine()
-        targets = d.dispatch_targets
-        for local in range(locals_):
-            shmem.wait_signal(d.dispatch_words[local], targets[local], comparison="ge")
+                protocol.combine(d, flat_counts)
+        for local in range(protocol.local_experts):
+            protocol.wait_rows(d, local)
             times.rows_arrived()
-            # A later expert still receiving: computation overlaps arrival. (Read where the
-            # counters are host memory; on a GPU the waits are queued and reading would stall.)
-            if local + 1 < locals_ and d.arrivals.is_cpu:
-                arrived = d.arrivals.tolist()
-                if any(arrived[j] < targets[j] for j in range(local + 1, locals_)):
-                    times.started_early()
+            if protocol.later_rows_pending(d, local):  # computation overlaps arrival
+                times.started_early()
             begin, count = layout["expert_row"][local], layout["expert_rows"][local]
             with times.computing():
                 if count:
@@ -425,10 +364,10 @@ class MegaMoEResources:
                     result = compute(local, received)
                     if result is not None and result.data_ptr() != received.data_ptr():
                         received.copy_(result)
-            shmem.signal(d.done_words[local], 1, self.rank, operation="add")
+            protocol.expert_done(d, local)
         times.experts_done()
         if self.combine_stream is None:
-            combine()  # every expert is done: the combine waits for nothing
+            protocol.combine(d, flat_counts)  # every expert is done: it waits for nothing
         times.started()
         return PendingCall(direction_name, layout["send_rows"], times.started_at, times.done_at,
                            times.ended_at)
@@ -437,7 +376,7 @@ class MegaMoEResources:
         del self._pending[pending.direction_name]
         d = self._directions[pending.direction_name]
         with self._recorder.finishing(pending, self.local_experts):
-            shmem.wait_signal(d.return_word, d.return_target, comparison="ge")
+            self._protocol.wait_returned(d)
             out = d.returned[:pending.send_rows]
             if copy:
                 out = out.clone()
@@ -459,12 +398,10 @@ class MegaMoEResources:
     def _release_after_failure(self) -> None:
         """After a failed construction: frees what exists and closes the handle, best effort."""
         try:
-            if hasattr(self, "_directions"):
-                self._free_buffers()
-            for name in ("counters", "counts"):
-                if getattr(self, name, None) is not None:
-                    shmem.free(getattr(self, name))
-                    setattr(self, name, None)
+            if self._protocol is not None:
+                if self._directions:
+                    self._free_buffers()
+                self._protocol.free()
         except ShmemError:
             pass
         finally:
@@ -473,6 +410,21 @@ class MegaMoEResources:
             except ShmemError:
                 pass
             self._closed = True
+
+    @property
+    def counts(self) -> torch.Tensor | None:
+        """The count matrix the per-step count exchange fills (None once closed)."""
+        return self._protocol.counts
+
+    @property
+    def counters(self) -> torch.Tensor | None:
+        """The counters of both directions, one 64-byte line each (None once closed)."""
+        return self._protocol.counters
+
+    @property
+    def _directions(self) -> dict:
+        """Direction name -> its buffers and counters (_protocol.Direction)."""
+        return self._protocol.directions
 
     @property
     def stats(self) -> PipelineStats:
@@ -501,9 +453,7 @@ class MegaMoEResources:
                 self.combine_stream.synchronize()
             shmem.barrier()
             self._free_buffers()
-            shmem.free(self.counters)
-            shmem.free(self.counts)
-            self.counters = self.counts = None
+            self._protocol.free()  # the counters, then the count matrix
             shmem.barrier()
             self._closed = True
             self._handle.close()
