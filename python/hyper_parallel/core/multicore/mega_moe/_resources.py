@@ -31,7 +31,6 @@ create and close its resources in the same order.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import threading
 from dataclasses import dataclass
@@ -41,10 +40,10 @@ import torch
 from ..shmem import _api as shmem
 from ..shmem._lifecycle import acquire_shmem
 from ..shmem._runtime import ShmemError, assertion, contract, native
+from ._buffers import Buffers
 from ._protocol import Protocol
 from ._stats import PipelineStats, StatsRecorder
 
-_GROWTH = 1.25
 _CONFIG_FIELDS = ("hidden_size", "num_experts", "top_k", "dtype", "chunk_rows",
                   "capacity_permille", "max_tokens", "pes")
 
@@ -141,7 +140,7 @@ class MegaMoEResources:
         dtype_code = _dtype_code(dtype)
         self._lock = threading.Lock()
         self._closed = False
-        self._protocol = None
+        self._protocol = self._buffers = None
         self._handle = acquire_shmem(group)
         try:
             state = native.snapshot()
@@ -167,10 +166,10 @@ class MegaMoEResources:
                                    -1 if max_tokens is None else max_tokens, self.pes])
             self._protocol = Protocol(self.pes, self.rank, num_experts, chunk_rows)
             self._protocol.allocate()  # collective: the count matrix and the counters
-            self.capacity = 0      # receive rows
-            self.return_rows = 0   # return rows
+            self._buffers = Buffers(self._protocol.directions, hidden_size, dtype, self.pes,
+                                    capacity_factor, lambda: native.snapshot()["heap"])
             if max_tokens is not None:
-                self._resize(self._capacity_for(max_tokens * top_k), max_tokens * top_k)
+                self._resize(self._buffers.capacity_for(max_tokens * top_k), max_tokens * top_k)
             self._recorder = StatsRecorder()
             self._pending = {}  # direction name -> the call start() began, not finished
         except BaseException:
@@ -194,22 +193,11 @@ class MegaMoEResources:
                     assertion("PEs built MegaMoE resources with different configurations",
                               field=name, values_by_pe=values))
 
-    def _capacity_for(self, return_rows: int) -> int:
-        if self.capacity_factor is None:
-            return self.pes * return_rows  # lossless: every row of every PE to one owner
-        return max(1, math.ceil(return_rows * self.capacity_factor))
-
     def heap_bytes(self, capacity: int, return_rows: int) -> int:
         """Symmetric heap bytes the receive and return buffers of both directions take for
         `capacity` receive rows and `return_rows` return rows (64-byte granules, as the heap
         reserves them)."""
-        element = torch.empty(0, dtype=self.dtype).element_size()
-
-        def granules(nbytes: int) -> int:
-            return max(64, (nbytes + 63) // 64 * 64)
-
-        return 2 * (granules(capacity * self.hidden_size * element)
-                    + granules(return_rows * self.hidden_size * element))
+        return self._buffers.heap_bytes(capacity, return_rows)
 
     @property
     def symmetric_bytes(self) -> int:
@@ -217,42 +205,11 @@ class MegaMoEResources:
         matrix and the counters."""
         if self._closed:
             return 0
-        return (self.heap_bytes(self.capacity, self.return_rows) if self.capacity else 0) + \
-            self._protocol.held_bytes
+        return self._buffers.held_bytes + self._protocol.held_bytes
 
     def _resize(self, capacity: int, return_rows: int) -> None:
         """Collective: replaces both directions' buffers with ones of the given sizes."""
-        self._free_buffers()
-        self.capacity = self.return_rows = 0
-        heap = native.snapshot()["heap"]
-        needed = self.heap_bytes(capacity, return_rows)
-        if needed > heap["largest_free_block"]:
-            total = heap["heap_size"] - heap["largest_free_block"] + needed
-            raise ShmemError.make(
-                "OUT_OF_MEMORY", "mega_moe", "allocate",
-                assertion("the symmetric heap is too small for the MegaMoE buffers",
-                          needed_bytes=needed, largest_free_block=heap["largest_free_block"],
-                          heap_size=heap["heap_size"], receive_rows=capacity,
-                          return_rows=return_rows,
-                          set_HYPER_PARALLEL_SHMEM_HEAP_SIZE_to_at_least=total))
-        for direction in self._directions.values():
-            direction.recv = shmem.empty(capacity, self.hidden_size, dtype=self.dtype)
-            direction.returned = shmem.empty(return_rows, self.hidden_size, dtype=self.dtype)
-        self.capacity, self.return_rows = capacity, return_rows
-
-    def _grown_sizes(self, layout: dict) -> tuple | None:
-        """(capacity, return_rows) this call needs the buffers grown to (at least 1.25x, never
-        shrinking), or None when they fit: the same answer on every PE."""
-        send, recv = max(1, layout["max_send_rows"]), max(1, layout["max_recv_rows"])
-        if send <= self.return_rows and recv <= self.capacity:
-            return None
-        return_rows = self.return_rows
-        if send > return_rows:
-            return_rows = max(send, math.ceil(return_rows * _GROWTH))
-        capacity = max(self.capacity, self._capacity_for(return_rows))
-        if recv > capacity:
-            capacity = max(recv, math.ceil(capacity * _GROWTH))
-        return capacity, return_rows
+        self._buffers.resize(capacity, return_rows)
 
     # ---- one call: dispatch, compute per local expert as its rows land, combine -------------
 
@@ -328,7 +285,7 @@ class MegaMoEResources:
         earlier = self._pending.get(direction_name)
         if earlier is not None:
             self._finish(earlier)
-        grown = self._grown_sizes(layout)
+        grown = self._buffers.grown_sizes(layout)
         if grown is not None:
             for pending in list(self._pending.values()):  # nothing may land in freed buffers
                 self._finish(pending)
@@ -386,21 +343,12 @@ class MegaMoEResources:
 
     # ---- close ------------------------------------------------------------------------------
 
-    def _free_buffers(self) -> None:
-        for name in ("backward", "forward"):
-            direction = self._directions[name]
-            for attribute in ("returned", "recv"):
-                tensor = getattr(direction, attribute)
-                if tensor is not None:
-                    shmem.free(tensor)
-                    setattr(direction, attribute, None)
-
     def _release_after_failure(self) -> None:
         """After a failed construction: frees what exists and closes the handle, best effort."""
         try:
+            if self._buffers is not None:
+                self._buffers.free()
             if self._protocol is not None:
-                if self._directions:
-                    self._free_buffers()
                 self._protocol.free()
         except ShmemError:
             pass
@@ -410,6 +358,16 @@ class MegaMoEResources:
             except ShmemError:
                 pass
             self._closed = True
+
+    @property
+    def capacity(self) -> int:
+        """Receive rows per direction (0 before the buffers' first sizing)."""
+        return self._buffers.capacity
+
+    @property
+    def return_rows(self) -> int:
+        """Return rows per direction (0 before the buffers' first sizing)."""
+        return self._buffers.return_rows
 
     @property
     def counts(self) -> torch.Tensor | None:
@@ -452,7 +410,7 @@ class MegaMoEResources:
             if self.combine_stream is not None:
                 self.combine_stream.synchronize()
             shmem.barrier()
-            self._free_buffers()
+            self._buffers.free()
             self._protocol.free()  # the counters, then the count matrix
             shmem.barrier()
             self._closed = True
