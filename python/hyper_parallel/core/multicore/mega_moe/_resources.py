@@ -1,26 +1,19 @@
 """MegaMoEResources: the resident symmetric buffers that MegaMoE layers of one shape share.
 
 One object holds one shmem Handle and, allocated once and reused every step (and by every
-layer of the same shape that is given it):
-  - per direction (forward, backward): a receive buffer [C, H] (C: capacity in rows) and a
-    return buffer [R, H] (R: the most rows any PE routes in one call);
-  - the count matrix [P, E] the per-step count exchange (shmem.all_gather) fills;
-  - counters, one 64-byte line each: per direction, a dispatch counter and a "done" counter
-    per local expert, one return counter and one "free" counter. They are monotonic (targets
-    grow, nothing is reset), so no step zeroes anything a peer may be writing.
+layer of the same shape that is given it), what these modules make of it:
+  - _buffers: per direction (forward, backward), a receive buffer [C, H] (C: capacity in rows)
+    and a return buffer [R, H] (R: the most rows any PE routes in one call), their sizing and
+    their growth before a call that needs more;
+  - _protocol: the count matrix [P, E] the per-step count exchange fills and the monotonic
+    counters that order each call's dispatch, experts and combine;
+  - _pipeline: one call, dispatch -> the local experts -> combine, in two halves (start(),
+    finish()), with the combine on a stream of its own or after the last expert;
+  - _stats: PipelineStats, which the pipeline's events fill.
 
-The experts write their results over the rows they received, and the combine sends them from
-the receive buffer. So that no PE's next dispatch lands in a receive buffer whose combine is
-still sending, every owner adds 1 to every PE's "free" counter of the direction once its
-combine is done, and a dispatch first waits until every owner's previous combine has (in
-practice already true: the wait costs one read).
-
-Sizing: R = max_tokens * top_k (or the first call's largest), C = P * R when lossless
-(capacity_factor=None: every row of every PE could go to one owner), else ceil(R *
-capacity_factor). When a call needs more (a PE routes more rows, an owner receives more than
-C), every PE sees the same counts, so every PE grows alike (at least 1.25x, never shrinking)
-before any row moves: nothing is dropped. A heap too small fails on every PE with the number of
-bytes needed.
+This class puts them together: it validates the arguments, checks that every PE built the
+same resources, chooses the combine stream, holds the resources for one call at a time, and
+owns the lifecycle.
 
 close() (explicit, or the context manager; never from garbage collection) finishes a call
 that start() began and nothing finished, synchronizes the combine stream, passes a barrier,
@@ -33,14 +26,13 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from dataclasses import dataclass
 
 import torch
 
-from ..shmem import _api as shmem
-from ..shmem._lifecycle import acquire_shmem
-from ..shmem._runtime import ShmemError, assertion, contract, native
+from .. import shmem
+from ..shmem._runtime import assertion, contract, native
 from ._buffers import Buffers
+from ._pipeline import PendingCall, Pipeline
 from ._protocol import Protocol
 from ._stats import PipelineStats, StatsRecorder
 
@@ -68,7 +60,7 @@ def _own_stream():
     streams), and the combine then runs once every local expert is done."""
     try:
         return shmem.Stream()
-    except ShmemError as error:
+    except shmem.ShmemError as error:
         if error.error_code != "UNSUPPORTED_CAPABILITY":
             raise
         return None
@@ -80,17 +72,6 @@ def _dtype_code(dtype: torch.dtype) -> int:
     if name not in names:
         raise TypeError(contract("dtype", "one of torch." + ", torch.".join(names), dtype))
     return names.index(name)
-
-
-@dataclass
-class PendingCall:
-    """A call start() began and finish() ends (perf_counter() times)."""
-
-    direction_name: str
-    send_rows: int
-    started_at: float
-    done_at: float   # the last local expert done
-    ended_at: float  # start() returned
 
 
 class MegaMoEResources:
@@ -141,7 +122,7 @@ class MegaMoEResources:
         self._lock = threading.Lock()
         self._closed = False
         self._protocol = self._buffers = None
-        self._handle = acquire_shmem(group)
+        self._handle = shmem.acquire_shmem(group)
         try:
             state = native.snapshot()
             self.pes, self.rank = state["root_size"], state["root_rank"]
@@ -171,12 +152,13 @@ class MegaMoEResources:
             if max_tokens is not None:
                 self._resize(self._buffers.capacity_for(max_tokens * top_k), max_tokens * top_k)
             self._recorder = StatsRecorder()
-            self._pending = {}  # direction name -> the call start() began, not finished
+            self._pipeline = Pipeline(self._protocol, self._buffers, self.combine_stream,
+                                      self._recorder)
         except BaseException:
             self._release_after_failure()
             raise
 
-    # ---- agreement and sizing ---------------------------------------------------------------
+    # ---- agreement, and the buffers' sizes ---------------------------------------------------
 
     def _check_agreement(self, mine: list) -> None:
         gathered = shmem.empty(self.pes * len(mine), dtype=torch.int64)
@@ -188,7 +170,7 @@ class MegaMoEResources:
         for index, name in enumerate(_CONFIG_FIELDS):
             values = [row[index] for row in table]
             if len(set(values)) > 1:
-                raise ShmemError.make(
+                raise shmem.ShmemError.make(
                     "COLLECTIVE_MISMATCH", "mega_moe", "validate",
                     assertion("PEs built MegaMoE resources with different configurations",
                               field=name, values_by_pe=values))
@@ -211,13 +193,12 @@ class MegaMoEResources:
         """Collective: replaces both directions' buffers with ones of the given sizes."""
         self._buffers.resize(capacity, return_rows)
 
-    # ---- one call: dispatch, compute per local expert as its rows land, combine -------------
+    # ---- one call: dispatch, compute per local expert as its rows land, combine (_pipeline) --
 
     def exchange_counts(self, counts_local: torch.Tensor) -> torch.Tensor:
         """Collective: every PE's counts per expert, as a [P, E] int64 CPU tensor (on SHMEM;
         the layout is computed on the host)."""
-        with self._recorder.exchange():
-            return self._protocol.exchange_counts(counts_local)
+        return self._pipeline.exchange_counts(counts_local)
 
     def layout(self, counts: torch.Tensor) -> dict:
         return self._protocol.layout(counts)
@@ -234,7 +215,8 @@ class MegaMoEResources:
         writes the expert's results over it (same shape and dtype) and returns None, or
         returns them and they are copied there. The view is valid during the call only."""
         with self._holding():
-            return self._finish(self._begin(direction_name, rows, counts, layout, compute), copy)
+            return self._pipeline.finish(self._begin(direction_name, rows, counts, layout,
+                                                     compute), copy)
 
     def start(self, direction_name: str, rows: torch.Tensor, counts: torch.Tensor, layout: dict,
               compute) -> "PendingCall":
@@ -256,20 +238,22 @@ class MegaMoEResources:
         (no owner can send that call's results before this PE's rows of it left); read it
         before then, or copy it."""
         with self._holding():
-            if self._pending.get(pending.direction_name) is not pending:
-                raise ShmemError.make("INVALID_STATE", "mega_moe", "validate",
-                                      assertion("this MegaMoE call was already finished (or a "
-                                                "later start() of its direction finished it)"))
-            return self._finish(pending, copy)
+            if not self._pipeline.is_pending(pending):
+                raise shmem.ShmemError.make(
+                    "INVALID_STATE", "mega_moe", "validate",
+                    assertion("this MegaMoE call was already finished (or a later start() of "
+                              "its direction finished it)"))
+            return self._pipeline.finish(pending, copy)
 
     @contextlib.contextmanager
     def _holding(self):
         """Holds the resources for one step of a call; another thread in one at the same time
         gets INVALID_STATE."""
         if not self._lock.acquire(blocking=False):
-            raise ShmemError.make("INVALID_STATE", "mega_moe", "validate",
-                                  assertion("MegaMoE resources are already in a call on "
-                                            "another thread: one call at a time per resources"))
+            raise shmem.ShmemError.make(
+                "INVALID_STATE", "mega_moe", "validate",
+                assertion("MegaMoE resources are already in a call on another thread: one call "
+                          "at a time per resources"))
         try:
             yield
         finally:
@@ -277,69 +261,12 @@ class MegaMoEResources:
 
     def _begin(self, direction_name, rows, counts, layout, compute):
         if self._closed:
-            raise ShmemError.make("INVALID_STATE", "mega_moe", "validate",
-                                  assertion("MegaMoE resources are closed"))
+            raise shmem.ShmemError.make("INVALID_STATE", "mega_moe", "validate",
+                                        assertion("MegaMoE resources are closed"))
         if direction_name not in self._directions:
             raise ValueError(contract("direction_name", "'forward' or 'backward'",
                                       repr(direction_name)))
-        earlier = self._pending.get(direction_name)
-        if earlier is not None:
-            self._finish(earlier)
-        grown = self._buffers.grown_sizes(layout)
-        if grown is not None:
-            for pending in list(self._pending.values()):  # nothing may land in freed buffers
-                self._finish(pending)
-            self._resize(*grown)
-        pending = self._start(direction_name, rows, counts, layout, compute)
-        self._pending[direction_name] = pending
-        return pending
-
-    def _start(self, direction_name, rows, counts, layout, compute):
-        protocol = self._protocol
-        d = protocol.directions[direction_name]
-        protocol.expect(d, layout)
-        flat_counts = counts.reshape(-1)
-        times = self._recorder.call()
-        protocol.wait_free(d)
-        # Dispatch on the caller's current stream (on the host's default stream: this thread,
-        # which has nothing else to do until rows land), first, so the rows leave before
-        # anything else runs; then the combine on its own stream, which sends each expert's
-        # results back as soon as that expert is done, while later experts compute.
-        protocol.dispatch(d, rows, flat_counts)
-        if self.combine_stream is not None:
-            with shmem.stream(self.combine_stream):
-                protocol.combine(d, flat_counts)
-        for local in range(protocol.local_experts):
-            protocol.wait_rows(d, local)
-            times.rows_arrived()
-            if protocol.later_rows_pending(d, local):  # computation overlaps arrival
-                times.started_early()
-            begin, count = layout["expert_row"][local], layout["expert_rows"][local]
-            with times.computing():
-                if count:
-                    received = d.recv[begin:begin + count]
-                    result = compute(local, received)
-                    if result is not None and result.data_ptr() != received.data_ptr():
-                        received.copy_(result)
-            protocol.expert_done(d, local)
-        times.experts_done()
-        if self.combine_stream is None:
-            protocol.combine(d, flat_counts)  # every expert is done: it waits for nothing
-        times.started()
-        return PendingCall(direction_name, layout["send_rows"], times.started_at, times.done_at,
-                           times.ended_at)
-
-    def _finish(self, pending: "PendingCall", copy: bool = True) -> torch.Tensor:
-        del self._pending[pending.direction_name]
-        d = self._directions[pending.direction_name]
-        with self._recorder.finishing(pending, self.local_experts):
-            self._protocol.wait_returned(d)
-            out = d.returned[:pending.send_rows]
-            if copy:
-                out = out.clone()
-            if self.combine_stream is not None:
-                self.combine_stream.synchronize()
-        return out
+        return self._pipeline.begin(direction_name, rows, counts, layout, compute)
 
     # ---- close ------------------------------------------------------------------------------
 
@@ -350,12 +277,12 @@ class MegaMoEResources:
                 self._buffers.free()
             if self._protocol is not None:
                 self._protocol.free()
-        except ShmemError:
+        except shmem.ShmemError:
             pass
         finally:
             try:
                 self._handle.close()
-            except ShmemError:
+            except shmem.ShmemError:
                 pass
             self._closed = True
 
@@ -381,7 +308,7 @@ class MegaMoEResources:
 
     @property
     def _directions(self) -> dict:
-        """Direction name -> its buffers and counters (_protocol.Direction)."""
+        """Direction name -> its buffers and counters (a _protocol.Direction)."""
         return self._protocol.directions
 
     @property
@@ -405,10 +332,7 @@ class MegaMoEResources:
         with self._holding():
             if self._closed:
                 return
-            for pending in list(self._pending.values()):  # begun by start(), not finished
-                self._finish(pending)
-            if self.combine_stream is not None:
-                self.combine_stream.synchronize()
+            self._pipeline.quiesce()  # finishes what start() began, syncs the combine stream
             shmem.barrier()
             self._buffers.free()
             self._protocol.free()  # the counters, then the count matrix
