@@ -99,8 +99,8 @@ class Pipeline:
                         received.copy_(result)
             protocol.expert_done(d, local)
         times.experts_done()
-        if self._combine_stream is None:
-            protocol.combine(d, flat_counts)  # every expert is done: it waits for nothing
+        if self._combine_stream is None:  # every expert is done: the combine waits for nothing
+            protocol.combine(d, flat_counts)
         times.started()
         return PendingCall(direction_name, layout["send_rows"], times.started_at, times.done_at,
                            times.ended_at)
