@@ -216,7 +216,7 @@ int RunRuntimePe(const Options& options, const std::string& name, int rank) {
   Ok(runtime.Allocate(8, 64, &word));
   std::memset(buffer.data, 0, buffer.bytes);
   *static_cast<std::int64_t*>(flag.data) = 0;
-  // No peer may signal the flag before every PE zeroed its own copy (DESIGN §4.8).
+  // No peer may signal the flag before every PE zeroed its own copy (docs/api.md, "Signals").
   Ok(Barrier(runtime));
   std::vector<unsigned char> local(largest + 64, static_cast<unsigned char>(rank + 1));
   const shmem::SymmetricView flag_view{flag.id, flag.data, 8};

@@ -1,5 +1,6 @@
 // BlockingOpTable: the operations of this process that are blocked right now, so that
-// debug_state() can say what a stuck PE waits for (DESIGN §4.7).
+// debug_state() can say what a stuck PE waits for (docs/architecture.md, "Threads: nothing waits
+// holding the entry mutex"; the fields: docs/api.md, "Diagnostics").
 //
 // A wait registers itself only once it stops spinning (a wait that is answered at once costs
 // nothing here), and deregisters before it returns. Each entry keeps a callback that describes

@@ -1,5 +1,5 @@
 // CollectiveDescriptor: what one PE says a collective call is, exchanged by every PE before any
-// of them moves data (DESIGN §4.8).
+// of them moves data (docs/architecture.md, "Every collective is checked before data moves").
 //
 // Every collective (empty, free and close, and every collective unit: barrier, all_gather,
 // all_to_all, ...) gets the next number of this PE's collective sequence (1, 2, ... per

@@ -3,7 +3,7 @@
 // Every fallible native call returns a Status; no exception crosses the core. The Python
 // boundary is the one place that turns a failed Status into an exception. A Status carries an
 // error code, the operation and phase it failed in, and a message in one of the two shapes of
-// DESIGN §4.5, which are built here and nowhere else:
+// docs/api.md, "Errors and logs", which are built here and nowhere else:
 //
 //   contract  "<what> must be <rule>, but got <value>"
 //   assertion "<fact>: key=value, key=value"

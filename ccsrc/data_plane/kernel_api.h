@@ -16,8 +16,8 @@
 // given peers published at least an epoch on a slot of its own. Consumers keep to counters in
 // their own heap allocations.
 // Counters are monotonic: a kernel adds and compares against growing targets, never resets, so
-// no per-step zeroing can race a peer's add (DESIGN §4.8). Counters that different PEs add to
-// concurrently should sit 64 bytes apart.
+// no per-step zeroing can race a peer's add (docs/architecture.md, "The kernel-side API and
+// MegaMoE"). Counters that different PEs add to concurrently should sit 64 bytes apart.
 //
 // Each backend implements it (the host backend with memcpy, atomics and futex waits; a device
 // backend with on-stream puts and signals); consumers (the collectives under ops/; ops/mega_moe;

@@ -1,5 +1,5 @@
 // AllocationRegistry: the table of live symmetric allocations, the root of the protection
-// chain (DESIGN §4.3).
+// chain (docs/architecture.md, "The protection chain").
 //
 // Ids start at 1, increase monotonically and are never reused, also across Runtime lifecycles,
 // so an id alone tells whether an operand is live, freed (in this lifecycle), from an earlier

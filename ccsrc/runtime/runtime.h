@@ -1,4 +1,5 @@
-// Runtime: the process-unique owner of the symmetric heap's lifecycle (DESIGN §4).
+// Runtime: the process-unique owner of the symmetric heap's lifecycle (docs/architecture.md,
+// "Lifecycle").
 //
 // States: Uninitialized --Init--> (Initializing) --> Ready --Shutdown--> (Closing) -->
 // Uninitialized. An Init that fails rolls back everything it made and leaves the Runtime

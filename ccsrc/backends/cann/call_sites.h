@@ -13,7 +13,8 @@
 //                    quiet/barrier/ptr/my_pe/n_pes) are device functions compiled into kernels,
 //                    not the host symbols this adapter resolves, so it makes no call from here.
 //
-// Rules, from the vendor's documentation and implementation (CANN_ABI §5):
+// Rules, from the vendor's documentation and implementation (docs/backends.md, "Where vendor
+// calls may be made"):
 //   - init, get_uniqueid, finalize and the TLS setting are host-thread only (control plane);
 //   - malloc/align/free are collective and host-blocking (a TCP barrier): host thread only;
 //   - *_on_stream calls return at once and launch a kernel on the given stream: a host thread

@@ -1,4 +1,4 @@
-// Host streams and events (DESIGN §4.4).
+// Host streams and events (docs/architecture.md, "Streams and waits").
 //
 // The default host stream is the calling thread itself: an operation on it runs before the
 // call returns, in program order. A HostStream is an asynchronous stream: a FIFO executor

@@ -19,7 +19,9 @@ torch.distributed.all_to_all_single), built from the same weights.
 
 from ._function import expert_parallel, swiglu
 from ._layer import MegaMoE, route
-from ._resources import MegaMoEResources, PendingCall, PipelineStats
+from ._pipeline import PendingCall
+from ._resources import MegaMoEResources
+from ._stats import PipelineStats
 from .convert import from_mixtral, from_qwen2_moe, to_mixtral, to_qwen2_moe
 from .reference import AllToAllMoE, dense_moe
 

@@ -1,26 +1,19 @@
 """MegaMoEResources: the resident symmetric buffers that MegaMoE layers of one shape share.
 
 One object holds one shmem Handle and, allocated once and reused every step (and by every
-layer of the same shape that is given it):
-  - per direction (forward, backward): a receive buffer [C, H] (C: capacity in rows) and a
-    return buffer [R, H] (R: the most rows any PE routes in one call);
-  - the count matrix [P, E] the per-step count exchange (shmem.all_gather) fills;
-  - counters, one 64-byte line each: per direction, a dispatch counter and a "done" counter
-    per local expert, one return counter and one "free" counter. They are monotonic (targets
-    grow, nothing is reset), so no step zeroes anything a peer may be writing.
+layer of the same shape that is given it), what these modules make of it:
+  - _buffers: per direction (forward, backward), a receive buffer [C, H] (C: capacity in rows)
+    and a return buffer [R, H] (R: the most rows any PE routes in one call), their sizing and
+    their growth before a call that needs more;
+  - _protocol: the count matrix [P, E] the per-step count exchange fills and the monotonic
+    counters that order each call's dispatch, experts and combine;
+  - _pipeline: one call, dispatch -> the local experts -> combine, in two halves (start(),
+    finish()), with the combine on a stream of its own or after the last expert;
+  - _stats: PipelineStats, which the pipeline's events fill.
 
-The experts write their results over the rows they received, and the combine sends them from
-the receive buffer. So that no PE's next dispatch lands in a receive buffer whose combine is
-still sending, every owner adds 1 to every PE's "free" counter of the direction once its
-combine is done, and a dispatch first waits until every owner's previous combine has (in
-practice already true: the wait costs one read).
-
-Sizing: R = max_tokens * top_k (or the first call's largest), C = P * R when lossless
-(capacity_factor=None: every row of every PE could go to one owner), else ceil(R *
-capacity_factor). When a call needs more (a PE routes more rows, an owner receives more than
-C), every PE sees the same counts, so every PE grows alike (at least 1.25x, never shrinking)
-before any row moves: nothing is dropped. A heap too small fails on every PE with the number of
-bytes needed.
+This class puts them together: it validates the arguments, checks that every PE built the
+same resources, chooses the combine stream, holds the resources for one call at a time, and
+owns the lifecycle.
 
 close() (explicit, or the context manager; never from garbage collection) finishes a call
 that start() began and nothing finished, synchronizes the combine stream, passes a barrier,
@@ -31,20 +24,18 @@ create and close its resources in the same order.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import threading
-import time
-from dataclasses import dataclass, field
 
 import torch
 
-from ..shmem import _api as shmem
-from ..shmem._lifecycle import acquire_shmem
-from ..shmem._runtime import ShmemError, assertion, contract, native
+from .. import shmem
+from ..shmem._runtime import assertion, contract, native
+from ._buffers import Buffers
+from ._pipeline import PendingCall, Pipeline
+from ._protocol import Protocol
+from ._stats import PipelineStats, StatsRecorder
 
-_GROWTH = 1.25
-_COUNTER_ELEMENTS = 8  # int64 per counter: one 64-byte line
 _CONFIG_FIELDS = ("hidden_size", "num_experts", "top_k", "dtype", "chunk_rows",
                   "capacity_permille", "max_tokens", "pes")
 
@@ -69,7 +60,7 @@ def _own_stream():
     streams), and the combine then runs once every local expert is done."""
     try:
         return shmem.Stream()
-    except ShmemError as error:
+    except shmem.ShmemError as error:
         if error.error_code != "UNSUPPORTED_CAPABILITY":
             raise
         return None
@@ -81,65 +72,6 @@ def _dtype_code(dtype: torch.dtype) -> int:
     if name not in names:
         raise TypeError(contract("dtype", "one of torch." + ", torch.".join(names), dtype))
     return names.index(name)
-
-
-@dataclass
-class _Direction:
-    """The buffers and counters of one direction (forward or backward)."""
-
-    first_counter: int  # row of its first counter in the counters tensor
-    recv: torch.Tensor | None = None
-    # Views of its counters, made once: [L, 8] dispatch and done counters, [1, 8] return
-    # counter, each counter's first word, and the dispatch counters' first words as [L].
-    dispatch_counters: torch.Tensor | None = None
-    done_counters: torch.Tensor | None = None
-    return_counter: torch.Tensor | None = None
-    dispatch_words: list = field(default_factory=list)
-    done_words: list = field(default_factory=list)
-    return_word: torch.Tensor | None = None
-    free_word: torch.Tensor | None = None
-    arrivals: torch.Tensor | None = None
-    returned: torch.Tensor | None = None
-    dispatch_targets: list = field(default_factory=list)
-    done_targets: list = field(default_factory=list)
-    return_target: int = 0
-    free_target: int = 0
-
-
-@dataclass
-class PipelineStats:
-    """How the last calls overlapped: experts that started computing while rows of a later
-    local expert had not all arrived yet (computation overlapping arrival), of all experts.
-    On a device heap (CUDA) the waits and the experts are queued on the stream: the times
-    are the host's time to queue them, and started_early is not counted."""
-
-    calls: int = 0
-    experts: int = 0
-    started_early: int = 0
-    dispatch_s: float = 0.0   # from dispatch enqueued to the last local expert's rows in
-    compute_s: float = 0.0    # inside the local experts' computations
-    wait_return_s: float = 0.0  # from the last expert done to every result back
-    run_s: float = 0.0        # the whole calls (dispatch to every result back)
-    exchange_s: float = 0.0   # the per-step count exchanges
-    overlapped_s: float = 0.0  # the caller's own work between start() and finish()
-
-    @property
-    def communication_s(self) -> float:
-        """Time the calls spent outside the experts' computations: what communication and
-        synchronisation left in the step (count exchanges included; the caller's own work
-        between start() and finish() is not the calls')."""
-        return self.run_s - self.compute_s + self.exchange_s
-
-
-@dataclass
-class PendingCall:
-    """A call start() began and finish() ends (perf_counter() times)."""
-
-    direction_name: str
-    send_rows: int
-    started_at: float
-    done_at: float   # the last local expert done
-    ended_at: float  # start() returned
 
 
 class MegaMoEResources:
@@ -189,7 +121,8 @@ class MegaMoEResources:
         dtype_code = _dtype_code(dtype)
         self._lock = threading.Lock()
         self._closed = False
-        self._handle = acquire_shmem(group)
+        self._protocol = self._buffers = None
+        self._handle = shmem.acquire_shmem(group)
         try:
             state = native.snapshot()
             self.pes, self.rank = state["root_size"], state["root_rank"]
@@ -212,36 +145,20 @@ class MegaMoEResources:
             self._check_agreement([hidden_size, num_experts, top_k, dtype_code, chunk_rows,
                                    -1 if capacity_factor is None else round(capacity_factor * 1000),
                                    -1 if max_tokens is None else max_tokens, self.pes])
-            self.counts = shmem.empty(self.pes * num_experts, dtype=torch.int64)
-            per_direction = 2 * self.local_experts + 2
-            self.counters = shmem.empty(2 * per_direction, _COUNTER_ELEMENTS, dtype=torch.int64)
-            self.counters.zero_()
-            shmem.barrier()  # zeroed on every PE before any peer adds to them
-            self._directions = {"forward": _Direction(0), "backward": _Direction(per_direction)}
-            L = self.local_experts
-            for direction in self._directions.values():
-                direction.dispatch_targets = [0] * L
-                direction.done_targets = [0] * L
-                first = direction.first_counter
-                direction.dispatch_counters = self.counters[first:first + L]
-                direction.done_counters = self.counters[first + L:first + 2 * L]
-                direction.return_counter = self.counters[first + 2 * L:first + 2 * L + 1]
-                direction.dispatch_words = [self.counters[first + i, 0:1] for i in range(L)]
-                direction.done_words = [self.counters[first + L + i, 0:1] for i in range(L)]
-                direction.return_word = self.counters[first + 2 * L, 0:1]
-                direction.free_word = self.counters[first + 2 * L + 1, 0:1]
-                direction.arrivals = self.counters[first:first + L, 0]
-            self.capacity = 0      # receive rows
-            self.return_rows = 0   # return rows
+            self._protocol = Protocol(self.pes, self.rank, num_experts, chunk_rows)
+            self._protocol.allocate()  # collective: the count matrix and the counters
+            self._buffers = Buffers(self._protocol.directions, hidden_size, dtype, self.pes,
+                                    capacity_factor, lambda: native.snapshot()["heap"])
             if max_tokens is not None:
-                self._resize(self._capacity_for(max_tokens * top_k), max_tokens * top_k)
-            self.stats = PipelineStats()
-            self._pending = {}  # direction name -> the call start() began, not finished
+                self._resize(self._buffers.capacity_for(max_tokens * top_k), max_tokens * top_k)
+            self._recorder = StatsRecorder()
+            self._pipeline = Pipeline(self._protocol, self._buffers, self.combine_stream,
+                                      self._recorder)
         except BaseException:
             self._release_after_failure()
             raise
 
-    # ---- agreement and sizing ---------------------------------------------------------------
+    # ---- agreement, and the buffers' sizes ---------------------------------------------------
 
     def _check_agreement(self, mine: list) -> None:
         gathered = shmem.empty(self.pes * len(mine), dtype=torch.int64)
@@ -253,27 +170,16 @@ class MegaMoEResources:
         for index, name in enumerate(_CONFIG_FIELDS):
             values = [row[index] for row in table]
             if len(set(values)) > 1:
-                raise ShmemError.make(
+                raise shmem.ShmemError.make(
                     "COLLECTIVE_MISMATCH", "mega_moe", "validate",
                     assertion("PEs built MegaMoE resources with different configurations",
                               field=name, values_by_pe=values))
-
-    def _capacity_for(self, return_rows: int) -> int:
-        if self.capacity_factor is None:
-            return self.pes * return_rows  # lossless: every row of every PE to one owner
-        return max(1, math.ceil(return_rows * self.capacity_factor))
 
     def heap_bytes(self, capacity: int, return_rows: int) -> int:
         """Symmetric heap bytes the receive and return buffers of both directions take for
         `capacity` receive rows and `return_rows` return rows (64-byte granules, as the heap
         reserves them)."""
-        element = torch.empty(0, dtype=self.dtype).element_size()
-
-        def granules(nbytes: int) -> int:
-            return max(64, (nbytes + 63) // 64 * 64)
-
-        return 2 * (granules(capacity * self.hidden_size * element)
-                    + granules(return_rows * self.hidden_size * element))
+        return self._buffers.heap_bytes(capacity, return_rows)
 
     @property
     def symmetric_bytes(self) -> int:
@@ -281,56 +187,21 @@ class MegaMoEResources:
         matrix and the counters."""
         if self._closed:
             return 0
-        return (self.heap_bytes(self.capacity, self.return_rows) if self.capacity else 0) + \
-            self.counts.numel() * 8 + self.counters.numel() * 8
+        return self._buffers.held_bytes + self._protocol.held_bytes
 
     def _resize(self, capacity: int, return_rows: int) -> None:
         """Collective: replaces both directions' buffers with ones of the given sizes."""
-        self._free_buffers()
-        self.capacity = self.return_rows = 0
-        heap = native.snapshot()["heap"]
-        needed = self.heap_bytes(capacity, return_rows)
-        if needed > heap["largest_free_block"]:
-            total = heap["heap_size"] - heap["largest_free_block"] + needed
-            raise ShmemError.make(
-                "OUT_OF_MEMORY", "mega_moe", "allocate",
-                assertion("the symmetric heap is too small for the MegaMoE buffers",
-                          needed_bytes=needed, largest_free_block=heap["largest_free_block"],
-                          heap_size=heap["heap_size"], receive_rows=capacity,
-                          return_rows=return_rows,
-                          set_HYPER_PARALLEL_SHMEM_HEAP_SIZE_to_at_least=total))
-        for direction in self._directions.values():
-            direction.recv = shmem.empty(capacity, self.hidden_size, dtype=self.dtype)
-            direction.returned = shmem.empty(return_rows, self.hidden_size, dtype=self.dtype)
-        self.capacity, self.return_rows = capacity, return_rows
+        self._buffers.resize(capacity, return_rows)
 
-    def _grown_sizes(self, layout: dict) -> tuple | None:
-        """(capacity, return_rows) this call needs the buffers grown to (at least 1.25x, never
-        shrinking), or None when they fit: the same answer on every PE."""
-        send, recv = max(1, layout["max_send_rows"]), max(1, layout["max_recv_rows"])
-        if send <= self.return_rows and recv <= self.capacity:
-            return None
-        return_rows = self.return_rows
-        if send > return_rows:
-            return_rows = max(send, math.ceil(return_rows * _GROWTH))
-        capacity = max(self.capacity, self._capacity_for(return_rows))
-        if recv > capacity:
-            capacity = max(recv, math.ceil(capacity * _GROWTH))
-        return capacity, return_rows
-
-    # ---- one call: dispatch, compute per local expert as its rows land, combine -------------
+    # ---- one call: dispatch, compute per local expert as its rows land, combine (_pipeline) --
 
     def exchange_counts(self, counts_local: torch.Tensor) -> torch.Tensor:
         """Collective: every PE's counts per expert, as a [P, E] int64 CPU tensor (on SHMEM;
         the layout is computed on the host)."""
-        started = time.perf_counter()
-        shmem.all_gather(self.counts, counts_local.to(torch.int64).contiguous())
-        out = self.counts.view(self.pes, self.num_experts).to("cpu", copy=True)
-        self.stats.exchange_s += time.perf_counter() - started
-        return out
+        return self._pipeline.exchange_counts(counts_local)
 
     def layout(self, counts: torch.Tensor) -> dict:
-        return native.moe_layout(counts.reshape(-1), self.num_experts, self.chunk_rows)
+        return self._protocol.layout(counts)
 
     def run(self, direction_name: str, rows: torch.Tensor, counts: torch.Tensor, layout: dict,
             compute, *, copy: bool = True) -> torch.Tensor:
@@ -344,7 +215,8 @@ class MegaMoEResources:
         writes the expert's results over it (same shape and dtype) and returns None, or
         returns them and they are copied there. The view is valid during the call only."""
         with self._holding():
-            return self._finish(self._begin(direction_name, rows, counts, layout, compute), copy)
+            return self._pipeline.finish(self._begin(direction_name, rows, counts, layout,
+                                                     compute), copy)
 
     def start(self, direction_name: str, rows: torch.Tensor, counts: torch.Tensor, layout: dict,
               compute) -> "PendingCall":
@@ -366,20 +238,22 @@ class MegaMoEResources:
         (no owner can send that call's results before this PE's rows of it left); read it
         before then, or copy it."""
         with self._holding():
-            if self._pending.get(pending.direction_name) is not pending:
-                raise ShmemError.make("INVALID_STATE", "mega_moe", "validate",
-                                      assertion("this MegaMoE call was already finished (or a "
-                                                "later start() of its direction finished it)"))
-            return self._finish(pending, copy)
+            if not self._pipeline.is_pending(pending):
+                raise shmem.ShmemError.make(
+                    "INVALID_STATE", "mega_moe", "validate",
+                    assertion("this MegaMoE call was already finished (or a later start() of "
+                              "its direction finished it)"))
+            return self._pipeline.finish(pending, copy)
 
     @contextlib.contextmanager
     def _holding(self):
         """Holds the resources for one step of a call; another thread in one at the same time
         gets INVALID_STATE."""
         if not self._lock.acquire(blocking=False):
-            raise ShmemError.make("INVALID_STATE", "mega_moe", "validate",
-                                  assertion("MegaMoE resources are already in a call on "
-                                            "another thread: one call at a time per resources"))
+            raise shmem.ShmemError.make(
+                "INVALID_STATE", "mega_moe", "validate",
+                assertion("MegaMoE resources are already in a call on another thread: one call "
+                          "at a time per resources"))
         try:
             yield
         finally:
@@ -387,129 +261,65 @@ class MegaMoEResources:
 
     def _begin(self, direction_name, rows, counts, layout, compute):
         if self._closed:
-            raise ShmemError.make("INVALID_STATE", "mega_moe", "validate",
-                                  assertion("MegaMoE resources are closed"))
+            raise shmem.ShmemError.make("INVALID_STATE", "mega_moe", "validate",
+                                        assertion("MegaMoE resources are closed"))
         if direction_name not in self._directions:
             raise ValueError(contract("direction_name", "'forward' or 'backward'",
                                       repr(direction_name)))
-        earlier = self._pending.get(direction_name)
-        if earlier is not None:
-            self._finish(earlier)
-        grown = self._grown_sizes(layout)
-        if grown is not None:
-            for pending in list(self._pending.values()):  # nothing may land in freed buffers
-                self._finish(pending)
-            self._resize(*grown)
-        pending = self._start(direction_name, rows, counts, layout, compute)
-        self._pending[direction_name] = pending
-        return pending
-
-    def _start(self, direction_name, rows, counts, layout, compute):
-        d = self._directions[direction_name]
-        locals_ = self.local_experts
-        for local in range(locals_):
-            d.dispatch_targets[local] += layout["expected_chunks"][local]
-            d.done_targets[local] += 1
-        d.return_target += self.num_experts
-        flat_counts = counts.reshape(-1)
-        started = time.perf_counter()
-        if d.free_target:  # every owner's previous combine out of its receive buffer is done
-            shmem.wait_signal(d.free_word, d.free_target, comparison="ge")
-        d.free_target += self.pes
-        # Dispatch on the caller's current stream (on the host's default stream: this thread,
-        # which has nothing else to do until rows land), first, so the rows leave before
-        # anything else runs; then the combine on its own stream, which sends each expert's
-        # results back as soon as that expert is done, while later experts compute.
-        native.moe_dispatch(rows, flat_counts, d.recv, d.dispatch_counters,
-                            self.num_experts, self.chunk_rows)
-
-        def combine() -> None:
-            # From the receive buffer, where the experts wrote their results; then this
-            # buffer is free for every PE's next dispatch.
-            native.moe_combine(d.recv, flat_counts, d.returned, d.return_counter,
-                               d.done_counters, list(d.done_targets), self.num_experts,
-                               self.chunk_rows)
-            for pe in range(self.pes):
-                shmem.signal(d.free_word, 1, pe, operation="add")
-
-        if self.combine_stream is not None:
-            with shmem.stream(self.combine_stream):
-                combine()
-        arrived_s = compute_s = 0.0
-        targets = d.dispatch_targets
-        for local in range(locals_):
-            shmem.wait_signal(d.dispatch_words[local], targets[local], comparison="ge")
-            arrived_s = time.perf_counter() - started
-            # A later expert still receiving: computation overlaps arrival. (Read where the
-            # counters are host memory; on a GPU the waits are queued and reading would stall.)
-            if local + 1 < locals_ and d.arrivals.is_cpu:
-                arrived = d.arrivals.tolist()
-                if any(arrived[j] < targets[j] for j in range(local + 1, locals_)):
-                    self.stats.started_early += 1
-            begin, count = layout["expert_row"][local], layout["expert_rows"][local]
-            tick = time.perf_counter()
-            if count:
-                received = d.recv[begin:begin + count]
-                result = compute(local, received)
-                if result is not None and result.data_ptr() != received.data_ptr():
-                    received.copy_(result)
-            compute_s += time.perf_counter() - tick
-            shmem.signal(d.done_words[local], 1, self.rank, operation="add")
-        done_at = time.perf_counter()
-        if self.combine_stream is None:
-            combine()  # every expert is done: the combine waits for nothing
-        self.stats.dispatch_s += arrived_s
-        self.stats.compute_s += compute_s
-        ended = time.perf_counter()
-        return PendingCall(direction_name, layout["send_rows"], started, done_at, ended)
-
-    def _finish(self, pending: "PendingCall", copy: bool = True) -> torch.Tensor:
-        del self._pending[pending.direction_name]
-        d = self._directions[pending.direction_name]
-        resumed = time.perf_counter()
-        shmem.wait_signal(d.return_word, d.return_target, comparison="ge")
-        out = d.returned[:pending.send_rows]
-        if copy:
-            out = out.clone()
-        if self.combine_stream is not None:
-            self.combine_stream.synchronize()
-        finished = time.perf_counter()
-        self.stats.calls += 1
-        self.stats.experts += self.local_experts
-        # The time between start() and finish() was the caller's: not the call's.
-        self.stats.overlapped_s += resumed - pending.ended_at
-        self.stats.wait_return_s += (pending.ended_at - pending.done_at) + (finished - resumed)
-        self.stats.run_s += (pending.ended_at - pending.started_at) + (finished - resumed)
-        return out
+        return self._pipeline.begin(direction_name, rows, counts, layout, compute)
 
     # ---- close ------------------------------------------------------------------------------
-
-    def _free_buffers(self) -> None:
-        for name in ("backward", "forward"):
-            direction = self._directions[name]
-            for attribute in ("returned", "recv"):
-                tensor = getattr(direction, attribute)
-                if tensor is not None:
-                    shmem.free(tensor)
-                    setattr(direction, attribute, None)
 
     def _release_after_failure(self) -> None:
         """After a failed construction: frees what exists and closes the handle, best effort."""
         try:
-            if hasattr(self, "_directions"):
-                self._free_buffers()
-            for name in ("counters", "counts"):
-                if getattr(self, name, None) is not None:
-                    shmem.free(getattr(self, name))
-                    setattr(self, name, None)
-        except ShmemError:
+            if self._buffers is not None:
+                self._buffers.free()
+            if self._protocol is not None:
+                self._protocol.free()
+        except shmem.ShmemError:
             pass
         finally:
             try:
                 self._handle.close()
-            except ShmemError:
+            except shmem.ShmemError:
                 pass
             self._closed = True
+
+    @property
+    def capacity(self) -> int:
+        """Receive rows per direction (0 before the buffers' first sizing)."""
+        return self._buffers.capacity
+
+    @property
+    def return_rows(self) -> int:
+        """Return rows per direction (0 before the buffers' first sizing)."""
+        return self._buffers.return_rows
+
+    @property
+    def counts(self) -> torch.Tensor | None:
+        """The count matrix the per-step count exchange fills (None once closed)."""
+        return self._protocol.counts
+
+    @property
+    def counters(self) -> torch.Tensor | None:
+        """The counters of both directions, one 64-byte line each (None once closed)."""
+        return self._protocol.counters
+
+    @property
+    def _directions(self) -> dict:
+        """Direction name -> its buffers and counters (a _protocol.Direction)."""
+        return self._protocol.directions
+
+    @property
+    def stats(self) -> PipelineStats:
+        """The pipeline's statistics since construction (assign a new PipelineStats to start
+        afresh)."""
+        return self._recorder.stats
+
+    @stats.setter
+    def stats(self, stats: PipelineStats) -> None:
+        self._recorder.stats = stats
 
     @property
     def closed(self) -> bool:
@@ -522,15 +332,10 @@ class MegaMoEResources:
         with self._holding():
             if self._closed:
                 return
-            for pending in list(self._pending.values()):  # begun by start(), not finished
-                self._finish(pending)
-            if self.combine_stream is not None:
-                self.combine_stream.synchronize()
+            self._pipeline.quiesce()  # finishes what start() began, syncs the combine stream
             shmem.barrier()
-            self._free_buffers()
-            shmem.free(self.counters)
-            shmem.free(self.counts)
-            self.counters = self.counts = None
+            self._buffers.free()
+            self._protocol.free()  # the counters, then the count matrix
             shmem.barrier()
             self._closed = True
             self._handle.close()

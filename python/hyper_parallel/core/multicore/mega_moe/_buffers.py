@@ -1,0 +1,108 @@
+"""MegaMoE's resident buffers: per direction (forward, backward) a receive buffer [C, H] (C:
+capacity in rows) and a return buffer [R, H] (R: the most rows any PE routes in one call), their
+sizing, their growth and the heap bytes they take.
+
+Sizing: R = max_tokens * top_k (or the first call's largest), C = P * R when lossless
+(capacity_factor=None: every row of every PE could go to one owner), else ceil(R *
+capacity_factor). When a call needs more (a PE routes more rows, an owner receives more than
+C), every PE sees the same counts, so every PE grows alike (at least 1.25x, never shrinking)
+before any row moves: nothing is dropped. A heap too small fails on every PE with the number of
+bytes needed (OUT_OF_MEMORY).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .. import shmem
+from ..shmem._runtime import assertion
+
+GROWTH = 1.25
+
+
+class Buffers:
+    """Both directions' receive and return buffers, `capacity` receive rows and `return_rows`
+    return rows each (0 and 0 until the first resize()).
+
+    `directions`: direction name -> the _protocol.Direction whose `recv` and `returned` these
+    buffers are. `heap`: a callable that returns the symmetric heap's state now (a dict with
+    heap_size and largest_free_block); resize() reads it once the old buffers are freed."""
+
+    def __init__(self, directions: dict, hidden_size: int, dtype: torch.dtype, pes: int,
+                 capacity_factor: float | None, heap) -> None:
+        self._directions = directions
+        self.hidden_size, self.dtype, self.pes = hidden_size, dtype, pes
+        self.capacity_factor = capacity_factor
+        self._heap = heap
+        self.capacity = 0      # receive rows
+        self.return_rows = 0   # return rows
+
+    def capacity_for(self, return_rows: int) -> int:
+        """The receive rows for `return_rows` return rows."""
+        if self.capacity_factor is None:
+            return self.pes * return_rows  # lossless: every row of every PE to one owner
+        return max(1, math.ceil(return_rows * self.capacity_factor))
+
+    def heap_bytes(self, capacity: int, return_rows: int) -> int:
+        """Symmetric heap bytes the receive and return buffers of both directions take for
+        `capacity` receive rows and `return_rows` return rows (64-byte granules, as the heap
+        reserves them)."""
+        element = torch.empty(0, dtype=self.dtype).element_size()
+
+        def granules(nbytes: int) -> int:
+            return max(64, (nbytes + 63) // 64 * 64)
+
+        return 2 * (granules(capacity * self.hidden_size * element)
+                    + granules(return_rows * self.hidden_size * element))
+
+    @property
+    def held_bytes(self) -> int:
+        """Symmetric heap bytes the buffers take now (0 before the first resize())."""
+        return self.heap_bytes(self.capacity, self.return_rows) if self.capacity else 0
+
+    def grown_sizes(self, layout: dict) -> tuple | None:
+        """(capacity, return_rows) this call needs the buffers grown to (at least 1.25x, never
+        shrinking), or None when they fit: the same answer on every PE."""
+        send, recv = max(1, layout["max_send_rows"]), max(1, layout["max_recv_rows"])
+        if send <= self.return_rows and recv <= self.capacity:
+            return None
+        return_rows = self.return_rows
+        if send > return_rows:
+            return_rows = max(send, math.ceil(return_rows * GROWTH))
+        capacity = max(self.capacity, self.capacity_for(return_rows))
+        if recv > capacity:
+            capacity = max(recv, math.ceil(capacity * GROWTH))
+        return capacity, return_rows
+
+    def resize(self, capacity: int, return_rows: int) -> None:
+        """Collective: replaces both directions' buffers with ones of the given sizes."""
+        self.free()
+        self.capacity = self.return_rows = 0
+        heap = self._heap()
+        needed = self.heap_bytes(capacity, return_rows)
+        if needed > heap["largest_free_block"]:
+            total = heap["heap_size"] - heap["largest_free_block"] + needed
+            raise shmem.ShmemError.make(
+                "OUT_OF_MEMORY", "mega_moe", "allocate",
+                assertion("the symmetric heap is too small for the MegaMoE buffers",
+                          needed_bytes=needed, largest_free_block=heap["largest_free_block"],
+                          heap_size=heap["heap_size"], receive_rows=capacity,
+                          return_rows=return_rows,
+                          set_HYPER_PARALLEL_SHMEM_HEAP_SIZE_to_at_least=total))
+        for direction in self._directions.values():
+            direction.recv = shmem.empty(capacity, self.hidden_size, dtype=self.dtype)
+            direction.returned = shmem.empty(return_rows, self.hidden_size, dtype=self.dtype)
+        self.capacity, self.return_rows = capacity, return_rows
+
+    def free(self) -> None:
+        """Collective: frees what exists of the buffers, in a fixed order (backward's, then
+        forward's; each direction's return buffer, then its receive buffer)."""
+        for name in ("backward", "forward"):
+            direction = self._directions[name]
+            for attribute in ("returned", "recv"):
+                tensor = getattr(direction, attribute)
+                if tensor is not None:
+                    shmem.free(tensor)
+                    setattr(direction, attribute, None)

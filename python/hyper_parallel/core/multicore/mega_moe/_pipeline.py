@@ -1,0 +1,128 @@
+"""MegaMoE's expert pipeline: one call, dispatch -> the local experts -> combine, in two halves.
+
+begin() (MegaMoEResources.start()) sends this PE's expert-sorted rows to their experts' owners,
+runs each local expert's computation as soon as its rows have landed and starts the combine,
+which sends each expert's results back (on a combine stream of its own, as soon as that expert
+is done, while later experts compute; without one, once every local expert is done). finish()
+waits for every result to come back. The caller's own work between the two halves fills the
+time this PE would otherwise wait for the other PEs' experts.
+
+The counters that order all this are _protocol's; the buffers, and their growth before a call
+that needs more, _buffers'. The pipeline reports what happens to a _stats.StatsRecorder (named
+events and spans) and reads no clock itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .. import shmem
+
+
+@dataclass
+class PendingCall:
+    """A call start() began and finish() ends (perf_counter() times)."""
+
+    direction_name: str
+    send_rows: int
+    started_at: float
+    done_at: float   # the last local expert done
+    ended_at: float  # start() returned
+
+
+class Pipeline:
+    """Runs the calls of both directions over `protocol` (a _protocol.Protocol) and `buffers`
+    (a _buffers.Buffers), the combine on `combine_stream` (a shmem.Stream, or None: on the
+    caller's stream after the last expert), reporting to `recorder` (a _stats.StatsRecorder).
+    At most one call per direction is pending (begun, not finished) at a time."""
+
+    def __init__(self, protocol, buffers, combine_stream, recorder) -> None:
+        self._protocol, self._buffers = protocol, buffers
+        self._combine_stream, self._recorder = combine_stream, recorder
+        self._pending = {}  # direction name -> the call start() began, not finished
+
+    def exchange_counts(self, counts_local: torch.Tensor) -> torch.Tensor:
+        """Collective: the per-step count exchange (_protocol.Protocol.exchange_counts)."""
+        with self._recorder.exchange():
+            return self._protocol.exchange_counts(counts_local)
+
+    def is_pending(self, pending: PendingCall) -> bool:
+        """Whether `pending` is its direction's call that nothing finished yet."""
+        return self._pending.get(pending.direction_name) is pending
+
+    def begin(self, direction_name: str, rows: torch.Tensor, counts: torch.Tensor,
+              layout: dict, compute) -> PendingCall:
+        """The first half of a call in `direction_name` (a valid one). An earlier call of the
+        direction that nothing finished is finished first (its results are dropped); when the
+        buffers must grow for this call, every pending call is finished first (nothing may
+        land in freed buffers) and they grow on every PE alike."""
+        earlier = self._pending.get(direction_name)
+        if earlier is not None:
+            self.finish(earlier)
+        grown = self._buffers.grown_sizes(layout)
+        if grown is not None:
+            for pending in list(self._pending.values()):  # nothing may land in freed buffers
+                self.finish(pending)
+            self._buffers.resize(*grown)
+        pending = self._start(direction_name, rows, counts, layout, compute)
+        self._pending[direction_name] = pending
+        return pending
+
+    def _start(self, direction_name, rows, counts, layout, compute) -> PendingCall:
+        protocol = self._protocol
+        d = protocol.directions[direction_name]
+        protocol.expect(d, layout)
+        flat_counts = counts.reshape(-1)
+        times = self._recorder.call()
+        protocol.wait_free(d)
+        # Dispatch on the caller's current stream (on the host's default stream: this thread,
+        # which has nothing else to do until rows land), first, so the rows leave before
+        # anything else runs; then the combine on its own stream, which sends each expert's
+        # results back as soon as that expert is done, while later experts compute.
+        protocol.dispatch(d, rows, flat_counts)
+        if self._combine_stream is not None:
+            with shmem.stream(self._combine_stream):
+                protocol.combine(d, flat_counts)
+        for local in range(protocol.local_experts):
+            protocol.wait_rows(d, local)
+            times.rows_arrived()
+            if protocol.later_rows_pending(d, local):  # computation overlaps arrival
+                times.started_early()
+            begin, count = layout["expert_row"][local], layout["expert_rows"][local]
+            with times.computing():
+                if count:
+                    received = d.recv[begin:begin + count]
+                    result = compute(local, received)
+                    if result is not None and result.data_ptr() != received.data_ptr():
+                        received.copy_(result)
+            protocol.expert_done(d, local)
+        times.experts_done()
+        if self._combine_stream is None:  # every expert is done: the combine waits for nothing
+            protocol.combine(d, flat_counts)
+        times.started()
+        return PendingCall(direction_name, layout["send_rows"], times.started_at, times.done_at,
+                           times.ended_at)
+
+    def finish(self, pending: PendingCall, copy: bool = True) -> torch.Tensor:
+        """The second half of `pending` (a pending call): waits for every result to come back
+        and returns them, copied (copy=True) or as the view of the return buffer."""
+        del self._pending[pending.direction_name]
+        d = self._protocol.directions[pending.direction_name]
+        with self._recorder.finishing(pending, self._protocol.local_experts):
+            self._protocol.wait_returned(d)
+            out = d.returned[:pending.send_rows]
+            if copy:
+                out = out.clone()
+            if self._combine_stream is not None:
+                self._combine_stream.synchronize()
+        return out
+
+    def quiesce(self) -> None:
+        """Finishes every call start() began and nothing finished (their results are dropped),
+        then synchronizes the combine stream."""
+        for pending in list(self._pending.values()):  # begun by start(), not finished
+            self.finish(pending)
+        if self._combine_stream is not None:
+            self._combine_stream.synchronize()
