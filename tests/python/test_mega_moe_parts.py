@@ -93,7 +93,7 @@ def test_assigning_new_stats_starts_afresh_mid_call():
 
 
 def _buffers(capacity_factor=None, heap=None, pes=2) -> Buffers:
-    return Buffers(_directions(), 64, torch.float32, pes, capacity_factor,
+    return Buffers(_directions(), 64, torch.float32, pes, capacity_factor, 64,
                    heap or (lambda: {"heap_size": 1 << 20, "largest_free_block": 1 << 20}))
 
 
@@ -107,6 +107,8 @@ def test_sizes_lossless_and_with_a_capacity_factor():
     assert _buffers(capacity_factor=0.01).capacity_for(1) == 1
     assert _buffers().heap_bytes(4096, 2048) == 2 * (4096 + 2048) * 64 * 4
     assert _buffers().heap_bytes(0, 1) == 2 * (64 + 256)          # a granule at least
+    coarse = Buffers(_directions(), 64, torch.float32, 2, None, 1024, lambda: {})
+    assert coarse.heap_bytes(0, 1) == 2 * (1024 + 1024)  # the granule the runtime reports
     assert _buffers().held_bytes == 0
 
 

@@ -17,7 +17,7 @@ import math
 import torch
 
 from .. import shmem
-from ..shmem._runtime import assertion
+from ..shmem.errors import assertion
 
 GROWTH = 1.25
 
@@ -27,14 +27,16 @@ class Buffers:
     return rows each (0 and 0 until the first resize()).
 
     `directions`: direction name -> the _protocol.Direction whose `recv` and `returned` these
-    buffers are. `heap`: a callable that returns the symmetric heap's state now (a dict with
+    buffers are. `granule`: the heap's allocation granule in bytes (shmem.backend_info()).
+    `heap`: a callable that returns the symmetric heap's state now (a dict with
     heap_size and largest_free_block); resize() reads it once the old buffers are freed."""
 
     def __init__(self, directions: dict, hidden_size: int, dtype: torch.dtype, pes: int,
-                 capacity_factor: float | None, heap) -> None:
+                 capacity_factor: float | None, granule: int, heap) -> None:
         self._directions = directions
         self.hidden_size, self.dtype, self.pes = hidden_size, dtype, pes
         self.capacity_factor = capacity_factor
+        self._granule = granule
         self._heap = heap
         self.capacity = 0      # receive rows
         self.return_rows = 0   # return rows
@@ -47,12 +49,13 @@ class Buffers:
 
     def heap_bytes(self, capacity: int, return_rows: int) -> int:
         """Symmetric heap bytes the receive and return buffers of both directions take for
-        `capacity` receive rows and `return_rows` return rows (64-byte granules, as the heap
+        `capacity` receive rows and `return_rows` return rows (whole granules, as the heap
         reserves them)."""
         element = torch.empty(0, dtype=self.dtype).element_size()
+        granule = self._granule
 
         def granules(nbytes: int) -> int:
-            return max(64, (nbytes + 63) // 64 * 64)
+            return max(granule, -(-nbytes // granule) * granule)
 
         return 2 * (granules(capacity * self.hidden_size * element)
                     + granules(return_rows * self.hidden_size * element))

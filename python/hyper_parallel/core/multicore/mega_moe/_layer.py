@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from ..shmem._runtime import contract
+from ..shmem.errors import contract
 from ._function import expert_parallel, swiglu
 from ._resources import MegaMoEResources
 

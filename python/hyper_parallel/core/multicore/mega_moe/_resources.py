@@ -30,7 +30,7 @@ import threading
 import torch
 
 from .. import shmem
-from ..shmem._runtime import assertion, contract, native
+from ..shmem.errors import assertion, contract
 from ._buffers import Buffers
 from ._pipeline import PendingCall, Pipeline
 from ._protocol import Protocol
@@ -124,8 +124,8 @@ class MegaMoEResources:
         self._protocol = self._buffers = None
         self._handle = shmem.acquire_shmem(group)
         try:
-            state = native.snapshot()
-            self.pes, self.rank = state["root_size"], state["root_rank"]
+            backend = shmem.backend_info()
+            self.pes, self.rank = shmem.n_pes(), shmem.my_pe()
             if num_experts % self.pes != 0:
                 raise ValueError(contract("num_experts", f"a multiple of the PE count {self.pes}",
                                           num_experts))
@@ -133,10 +133,9 @@ class MegaMoEResources:
             # Local, before any collective: a refused stream fails here, with no peer left in
             # a collective this PE will not enter.
             if overlap_combine is None:
-                # A device backend's streams run beside the caller; the host's need a CPU.
-                pinned = not str(state["wait"]["pinned"]).startswith("none")
-                overlap_combine = (state["backend"] != "host"
-                                   or _cpus_for_a_combine_thread(self.pes, pinned))
+                # A device's streams run beside the caller; a host heap's copies need a CPU.
+                overlap_combine = (not backend.host_addressable_heap
+                                   or _cpus_for_a_combine_thread(self.pes, backend.own_core))
                 self.combine_stream = _own_stream() if overlap_combine else None
             elif overlap_combine:
                 self.combine_stream = shmem.Stream()  # UNSUPPORTED_CAPABILITY without streams
@@ -148,7 +147,8 @@ class MegaMoEResources:
             self._protocol = Protocol(self.pes, self.rank, num_experts, chunk_rows)
             self._protocol.allocate()  # collective: the count matrix and the counters
             self._buffers = Buffers(self._protocol.directions, hidden_size, dtype, self.pes,
-                                    capacity_factor, lambda: native.snapshot()["heap"])
+                                    capacity_factor, backend.granule_bytes,
+                                    lambda: shmem.debug_state()["heap"])
             if max_tokens is not None:
                 self._resize(self._buffers.capacity_for(max_tokens * top_k), max_tokens * top_k)
             self._recorder = StatsRecorder()
