@@ -83,11 +83,13 @@ class MegaMoEResources:
 
     overlap_combine: True runs the combine on a stream of its own, which sends each expert's
     results back as soon as that expert is done while later experts compute; False runs it on
-    the caller's stream once every local expert is done. None (the default) overlaps where the
-    backend's streams are a device's (CUDA), and on the host backend only where the PE has a
-    second CPU of its own for the stream's executor (not where a PE has one core of its own,
-    its share of the machine: there the executor shares that core and measured slower). True
-    on a backend without streams raises UNSUPPORTED_CAPABILITY.
+    the caller's stream once every local expert is done. None (the default) overlaps on the host
+    backend only where the PE has a second CPU of its own for the stream's executor (not
+    where a PE has one core of its own, its share of the machine: there the executor shares
+    that core and measured slower); on a device heap it asks for a stream, and where the
+    backend has none of its own (CANN and CUDA, whose streams are the framework's) runs the
+    combine after the last expert. True on a backend without streams raises
+    UNSUPPORTED_CAPABILITY.
 
     Collective: every PE constructs it with the same arguments, in the same order as its other
     collective calls; a PE whose arguments differ makes every PE raise COLLECTIVE_MISMATCH
