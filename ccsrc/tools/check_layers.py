@@ -7,8 +7,11 @@ Every product file (tests, fakes and fuzz harnesses excepted) is assigned a laye
 each "..." include must go to the same layer or to one the table below allows. Two files may
 name what their layer otherwise may not: backends/builtin_backends.cc names every backend, and
 ops/collectives.cc every collective. The Runtime names no op at all: it neither includes ops/
-nor mentions the ops:: namespace; it runs whatever collective it is given. --graph prints the
-folder-level include graph that was found. Exits 1 naming every violation.
+nor mentions the ops:: namespace; it runs whatever collective it is given. The generic torch
+binding names no consumer: it neither includes ops/mega_moe/ nor mentions MegaMoE in code
+(mega_moe, MegaMoe, moe_...); a consumer's ops are bound in a folder of their own
+(bindings/mega_moe/), over the generic binding's headers. --graph prints the folder-level
+include graph that was found. Exits 1 naming every violation.
 """
 import pathlib
 import re
@@ -22,9 +25,11 @@ ALLOWED = {
     "backends/<vendor>": {"base", "data_plane", "backends"},
     "ops": {"base", "data_plane"},  # the list of collectives (ops/collectives.h)
     "ops/<op>": {"base", "data_plane"},
-    "ops/mega_moe": {"base", "data_plane"},  # a consumer: the binding includes it (for now)
+    "ops/mega_moe": {"base", "data_plane"},  # a consumer: only its own binding includes it
     "runtime": {"base", "data_plane", "backends"},
-    "bindings/torch": {"base", "data_plane", "backends", "runtime", "ops", "ops/mega_moe"},
+    "bindings/torch": {"base", "data_plane", "backends", "runtime", "ops"},
+    "bindings/mega_moe": {"base", "data_plane", "backends", "runtime", "ops/mega_moe",
+                          "bindings/torch"},
     "tools": {"base", "runtime", "backends", "ops"},
 }
 # The files that name every member of a layer: the backends a build provides, and its
@@ -35,6 +40,10 @@ REGISTRATIONS = {
 }
 # The Runtime runs collectives it is given: a mention of the ops namespace is a violation too.
 NAMES_NO_OP = "runtime"
+# layer -> the consumers it must not name in code (comments aside), by a pattern and a name.
+NAMES_NO_CONSUMER = {
+    "bindings/torch": [(re.compile(r"mega_?moe|\bmoe", re.IGNORECASE), "MegaMoE")],
+}
 SKIPPED = ("testing/", "tests/", "fuzz/")
 
 
@@ -75,9 +84,14 @@ def main() -> int:
         source = layer_of(relative)
         source_folder = relative.rsplit("/", 1)[0]
         for line_number, line in enumerate(path.read_text().splitlines(), 1):
-            if source == NAMES_NO_OP and re.search(r"\bops::", line.split("//")[0]):
+            code = line.split("//")[0]
+            if source == NAMES_NO_OP and re.search(r"\bops::", code):
                 violations.append(f"{relative}:{line_number}: runtime must not name an op "
                                   f"(ops::)")
+            for pattern, consumer in NAMES_NO_CONSUMER.get(source, []):
+                if pattern.search(code):
+                    violations.append(f"{relative}:{line_number}: {source} must not name a "
+                                      f"consumer ({consumer})")
             match = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
             if not match:
                 continue

@@ -18,6 +18,14 @@ CLEAN = {
     "runtime/runtime.cc": '#include "backends/backend.h"\n#include "data_plane/collective.h"\n'
                           "// ops:: in a comment names nothing\n",
     "bindings/torch/module.cc": '#include "ops/collectives.h"\n#include "runtime/runtime.cc"\n',
+    "bindings/torch/heap_tensors.h": '#include "runtime/runtime.cc"\n',
+    "ops/mega_moe/kernels.h": '#include "data_plane/collective.h"\n',
+    "bindings/mega_moe/mega_moe.h": "",
+    "bindings/mega_moe/mega_moe.cc": '#include "bindings/mega_moe/mega_moe.h"\n'
+                                     '#include "bindings/torch/heap_tensors.h"\n'
+                                     '#include "ops/mega_moe/kernels.h"\n'
+                                     '#include "runtime/runtime.cc"\n'
+                                     'm.def("moe_layout", &MoeLayoutDict);\n',
 }
 
 VIOLATIONS = {
@@ -32,6 +40,21 @@ VIOLATIONS = {
     "the binding includes a concrete op": (
         "bindings/torch/module.cc", '#include "ops/all_to_all/all_to_all.h"\n',
         "bindings/torch must not include ops/all_to_all/all_to_all.h"),
+    "the generic binding includes a consumer's op": (
+        "bindings/torch/module.cc", '#include "ops/mega_moe/kernels.h"\n',
+        "bindings/torch must not include ops/mega_moe/kernels.h"),
+    "the generic binding includes a consumer's binding": (
+        "bindings/torch/module.cc", '#include "bindings/mega_moe/mega_moe.h"\n',
+        "bindings/torch must not include bindings/mega_moe/mega_moe.h"),
+    "the generic binding names a consumer's op": (
+        "bindings/torch/module.cc", 'm.def("moe_layout", &MoeLayoutDict);\n',
+        "bindings/torch must not name a consumer (MegaMoE)"),
+    "the generic binding names a consumer's namespace": (
+        "bindings/torch/heap_tensors.h", "ops::MegaMoeLayout layout;\n",
+        "bindings/torch must not name a consumer (MegaMoE)"),
+    "a consumer's op includes its binding": (
+        "ops/mega_moe/kernels.h", '#include "bindings/mega_moe/mega_moe.h"\n',
+        "ops/mega_moe must not include bindings/mega_moe/mega_moe.h"),
     "an op includes another op": (
         "ops/all_to_all/all_to_all.h", '#include "ops/collectives.h"\n',
         "ops/<op> must not include ops/collectives.h"),
@@ -66,6 +89,11 @@ def main() -> int:
         print(failure, file=sys.stderr)
     print(f"{len(VIOLATIONS) + 1 - len(failures)} of {len(VIOLATIONS) + 1} cases as expected")
     return 1 if failures else 0
+
+
+def test_check_layers_refuses_every_forbidden_edge():
+    """The same cases under pytest."""
+    assert main() == 0
 
 
 if __name__ == "__main__":

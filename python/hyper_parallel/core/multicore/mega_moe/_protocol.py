@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import shmem
-from ..shmem._runtime import native
+from ._native import native
 
 COUNTER_ELEMENTS = 8  # int64 per counter: one 64-byte line
 

@@ -1,0 +1,181 @@
+// MegaMoE's layout, dispatch and combine from Python: the count matrix as a layout
+// (ops/mega_moe/layout.h) and the two fused kernels (ops/mega_moe/kernels.h) launched through
+// the Runtime on the current stream, over operands resolved by the generic binding's
+// protection chain (bindings/torch/heap_tensors.h). Includes ATen's Tensor, not torch's Python
+// headers.
+#include "bindings/mega_moe/mega_moe.h"
+
+#include <ATen/core/Tensor.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "bindings/torch/arguments.h"
+#include "bindings/torch/errors.h"
+#include "bindings/torch/heap_tensors.h"
+#include "bindings/torch/streams.h"
+#include "ops/mega_moe/kernels.h"
+#include "ops/mega_moe/layout.h"
+#include "runtime/runtime.h"
+
+namespace py = pybind11;
+
+namespace hyper_parallel::shmem::binding {
+namespace {
+
+// The count matrix [pes * experts] as a layout of rows of `row_bytes`.
+ops::MoeLayout MoeLayoutOf(std::string_view operation, const at::Tensor& counts, int experts,
+                           std::int64_t chunk_rows, std::uint64_t row_bytes) {
+  CheckCpu(operation, "counts", counts);
+  CheckContiguous(operation, "counts", counts);
+  if (counts.scalar_type() != at::kLong) {
+    Check(Contract(operation, "counts dtype", "torch.int64", c10::toString(counts.scalar_type())));
+  }
+  if (chunk_rows <= 0) {
+    Check(Contract(operation, "chunk_rows", "positive", std::to_string(chunk_rows)));
+  }
+  const std::int64_t* begin = counts.data_ptr<std::int64_t>();
+  ops::MoeLayout layout(
+      ops::MoeShape{Runtime::Process().size(), experts, row_bytes,
+                    static_cast<std::uint64_t>(chunk_rows)},
+      std::vector<std::int64_t>(begin, begin + counts.numel()));
+  Check(layout.Validate().At(operation, "validate"));
+  return layout;
+}
+
+// Rows of `rows` x hidden elements: a contiguous 2-D CPU tensor.
+void CheckRows(std::string_view operation, std::string_view name, const at::Tensor& tensor,
+               std::int64_t rows_at_least, const at::Tensor& like) {
+  CheckLocalDevice(operation, name, tensor);
+  CheckContiguous(operation, name, tensor);
+  if (tensor.dim() != 2 || tensor.size(0) < rows_at_least || tensor.size(1) != like.size(1) ||
+      tensor.scalar_type() != like.scalar_type()) {
+    Check(Contract(operation, std::string(name),
+                   "a 2-D " + std::string(c10::toString(like.scalar_type())) + " tensor of at "
+                   "least " + std::to_string(rows_at_least) + " rows of " +
+                       std::to_string(like.size(1)),
+                   Describe(tensor)));
+  }
+}
+
+// Counter rows: an int64 [n, 8] symmetric view (one 64-byte line per counter), n >= `count`.
+SymmetricView Counters(std::string_view operation, std::string_view name,
+                       const at::Tensor& tensor, std::int64_t count) {
+  const SymmetricView view = Symmetric(operation, name, tensor);
+  if (tensor.scalar_type() != at::kLong || tensor.dim() != 2 || tensor.size(1) != 8 ||
+      tensor.size(0) < count) {
+    Check(Contract(operation, std::string(name),
+                   "an int64 tensor of at least " + std::to_string(count) + " rows of 8",
+                   Describe(tensor)));
+  }
+  return view;
+}
+
+py::dict MoeLayoutDict(py::handle counts_arg, int experts, std::int64_t chunk_rows) {
+  const at::Tensor counts = TensorArg("counts", counts_arg);
+  const ops::MoeLayout layout = MoeLayoutOf("moe_layout", counts, experts, chunk_rows, 1);
+  const int rank = Runtime::Process().rank();
+  const int pes = layout.shape().pes;
+  const int locals = layout.shape().local_experts();
+  py::dict out;
+  std::int64_t most_sent = 0;
+  for (int pe = 0; pe < pes; ++pe) most_sent = std::max(most_sent, layout.SendRows(pe));
+  out["send_rows"] = layout.SendRows(rank);
+  out["max_send_rows"] = most_sent;
+  out["recv_rows"] = layout.RecvRows(rank);
+  out["max_recv_rows"] = layout.MaxRecvRows();
+  py::list expert_row, expert_rows, expected;
+  for (int l = 0; l < locals; ++l) {
+    expert_row.append(layout.ExpertRow(rank, l));
+    expert_rows.append(layout.ExpertRows(rank, l));
+    expected.append(layout.ExpectedChunks(rank, l));
+  }
+  out["expert_row"] = expert_row;
+  out["expert_rows"] = expert_rows;
+  out["expected_chunks"] = expected;
+  return out;
+}
+
+void MoeDispatch(py::handle rows_arg, py::handle counts_arg, py::handle recv_arg,
+                 py::handle counters_arg, int experts, std::int64_t chunk_rows) {
+  constexpr std::string_view kOp = "moe_dispatch";
+  const at::Tensor rows = TensorArg("rows", rows_arg);
+  const at::Tensor counts = TensorArg("counts", counts_arg);
+  const at::Tensor recv = TensorArg("recv", recv_arg);
+  const at::Tensor counters = TensorArg("counters", counters_arg);
+  if (rows.dim() != 2) Check(Contract(kOp, "rows", "a 2-D tensor", Describe(rows)));
+  const std::uint64_t row_bytes = rows.size(1) * rows.element_size();
+  const ops::MoeLayout layout = MoeLayoutOf(kOp, counts, experts, chunk_rows, row_bytes);
+  const int rank = Runtime::Process().rank();
+  CheckRows(kOp, "rows", rows, layout.SendRows(rank), rows);
+  CheckRows(kOp, "recv", recv, layout.MaxRecvRows(), rows);
+  const SymmetricView recv_view = Symmetric(kOp, "recv", recv);
+  const SymmetricView counter_view =
+      Counters(kOp, "counters", counters, layout.shape().local_experts());
+  const auto* source = static_cast<const std::byte*>(rows.data_ptr());
+  const StreamRef stream = CurrentStream();
+  const KeepAlive hold = Hold(stream, rows, counts);
+  py::gil_scoped_release no_gil;
+  Check(Runtime::Process().Launch(
+      kOp, {recv_view, counter_view}, stream,
+      [layout, source](data_plane::KernelApi& api, const std::vector<std::uint64_t>& at) {
+        return ops::Dispatch(api, layout, ops::DispatchPlan{source, at[0], at[1]});
+      },
+      hold));
+}
+
+void MoeCombine(py::handle results_arg, py::handle counts_arg, py::handle returned_arg,
+                py::handle return_counter_arg, py::handle done_arg,
+                std::vector<std::int64_t> done_targets, int experts, std::int64_t chunk_rows) {
+  constexpr std::string_view kOp = "moe_combine";
+  const at::Tensor results = TensorArg("results", results_arg);
+  const at::Tensor counts = TensorArg("counts", counts_arg);
+  const at::Tensor returned = TensorArg("returned", returned_arg);
+  const at::Tensor return_counter = TensorArg("return_counter", return_counter_arg);
+  const at::Tensor done = TensorArg("done", done_arg);
+  if (returned.dim() != 2) Check(Contract(kOp, "returned", "a 2-D tensor", Describe(returned)));
+  const std::uint64_t row_bytes = returned.size(1) * returned.element_size();
+  const ops::MoeLayout layout = MoeLayoutOf(kOp, counts, experts, chunk_rows, row_bytes);
+  const int rank = Runtime::Process().rank();
+  std::int64_t most_sent = 0;
+  for (int pe = 0; pe < layout.shape().pes; ++pe) most_sent = std::max(most_sent, layout.SendRows(pe));
+  CheckRows(kOp, "results", results, layout.RecvRows(rank), returned);
+  CheckRows(kOp, "returned", returned, most_sent, returned);
+  const SymmetricView returned_view = Symmetric(kOp, "returned", returned);
+  const SymmetricView counter_view = Counters(kOp, "return_counter", return_counter, 1);
+  const SymmetricView done_view = Counters(kOp, "done", done, layout.shape().local_experts());
+  if (static_cast<int>(done_targets.size()) != layout.shape().local_experts()) {
+    Check(Contract(kOp, "done_targets", std::to_string(layout.shape().local_experts()) + " targets",
+                   std::to_string(done_targets.size())));
+  }
+  const auto* source = static_cast<const std::byte*>(results.data_ptr());
+  const StreamRef stream = CurrentStream();
+  const KeepAlive hold = Hold(stream, results, counts);
+  py::gil_scoped_release no_gil;
+  Check(Runtime::Process().Launch(
+      kOp, {returned_view, counter_view, done_view}, stream,
+      [layout, source, targets = std::move(done_targets)](
+          data_plane::KernelApi& api, const std::vector<std::uint64_t>& at) {
+        return ops::Combine(api, layout, ops::CombinePlan{source, at[0], at[1], at[2], targets});
+      },
+      hold));
+}
+
+}  // namespace
+
+void RegisterMegaMoe(py::module_& m) {
+  m.def("moe_layout", &MoeLayoutDict, py::arg("counts"), py::arg("experts"),
+        py::arg("chunk_rows"), "This PE's view of a MegaMoE step's layout (ops/mega_moe).");
+  m.def("moe_dispatch", &MoeDispatch, py::arg("rows"), py::arg("counts"), py::arg("recv"),
+        py::arg("counters"), py::arg("experts"), py::arg("chunk_rows"));
+  m.def("moe_combine", &MoeCombine, py::arg("results"), py::arg("counts"), py::arg("returned"),
+        py::arg("return_counter"), py::arg("done"), py::arg("done_targets"), py::arg("experts"),
+        py::arg("chunk_rows"));
+}
+
+}  // namespace hyper_parallel::shmem::binding

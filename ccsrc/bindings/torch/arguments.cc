@@ -1,0 +1,86 @@
+// Python arguments to native values (arguments.h). Includes torch's Python variable header, for
+// THPVariable_Check and THPVariable_Unpack.
+#include "bindings/torch/arguments.h"
+
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <limits>
+
+#include "bindings/torch/errors.h"
+#include "runtime/runtime.h"
+
+namespace py = pybind11;
+
+namespace hyper_parallel::shmem::binding {
+
+std::string TypeName(py::handle value) {
+  return py::str(py::type::handle_of(value).attr("__name__"));
+}
+
+at::Tensor TensorArg(std::string_view name, py::handle value) {
+  if (!THPVariable_Check(value.ptr())) {
+    throw py::type_error(ContractText(name, "a torch.Tensor", TypeName(value)));
+  }
+  return THPVariable_Unpack(value.ptr());
+}
+
+std::int64_t IntArg(std::string_view name, py::handle value, bool* in_range) {
+  if (!PyLong_Check(value.ptr()) || PyBool_Check(value.ptr())) {
+    throw py::type_error(ContractText(name, "an int",
+                                      TypeName(value) + " " + std::string(py::repr(value))));
+  }
+  int overflow = 0;
+  const long long result = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  *in_range = overflow == 0;
+  return overflow == 0 ? result : 0;
+}
+
+std::int64_t ValueArg(py::handle value) {
+  bool in_range = true;
+  const std::int64_t result = IntArg("value", value, &in_range);
+  if (!in_range) {
+    throw py::value_error(
+        ContractText("value", "representable as int64", std::string(py::str(value))));
+  }
+  return result;
+}
+
+int PeArg(std::string_view operation, py::handle value) {
+  bool in_range = true;
+  const std::int64_t pe = IntArg("pe", value, &in_range);
+  if (!in_range || pe < std::numeric_limits<int>::min() || pe > std::numeric_limits<int>::max()) {
+    Check(Contract(operation, "pe", "in [0, " + std::to_string(Runtime::Process().size()) + ")",
+                   std::string(py::str(value))));
+  }
+  return static_cast<int>(pe);
+}
+
+std::string ChoiceArg(std::string_view name, py::handle value,
+                      std::initializer_list<std::string_view> choices) {
+  if (!PyUnicode_Check(value.ptr())) {
+    throw py::type_error(ContractText(name, "a str", TypeName(value)));
+  }
+  const std::string text = py::str(value);
+  std::string joined;
+  for (std::string_view choice : choices) {
+    if (text == choice) return text;
+    joined += (joined.empty() ? "" : ", ") + std::string(choice);
+  }
+  throw py::value_error(ContractText(name, "one of " + joined, std::string(py::repr(value))));
+}
+
+at::Tensor SignalArg(py::handle value) {
+  at::Tensor signal = TensorArg("sig", value);
+  if (signal.scalar_type() != at::kInt && signal.scalar_type() != at::kLong) {
+    throw py::type_error(ContractText(
+        "sig dtype", "torch.int32 or torch.int64",
+        "torch." + std::string(c10::getDtypeNames(signal.scalar_type()).first)));
+  }
+  if (signal.numel() != 1) {
+    throw py::value_error(
+        ContractText("sig", "a one-element tensor", std::to_string(signal.numel()) + " elements"));
+  }
+  return signal;
+}
+
+}  // namespace hyper_parallel::shmem::binding

@@ -1,0 +1,47 @@
+// Python arguments to native values. A mistake raises TypeError / ValueError in the contract
+// shape (errors.h), here, before anything native runs; what the protection chain decides
+// raises ShmemError. Checking in C++ keeps a call from Python to one crossing (the Python
+// wrappers only pass arguments through).
+//
+// The entries take such arguments as py::handle and convert them here, in the order their
+// checks must run, because pybind's casters name no argument in their errors and accept a bool
+// as an int. Arguments whose mistakes pybind's own casters may report (a str, a list of ints,
+// a dtype, an optional stream) go through those casters.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include "bindings/torch/export.h"
+
+namespace hyper_parallel::shmem::binding {
+
+/// The name of `value`'s type, for a message.
+HPS_BINDING_API std::string TypeName(pybind11::handle value);
+
+/// A torch.Tensor, else TypeError naming `name`.
+HPS_BINDING_API at::Tensor TensorArg(std::string_view name, pybind11::handle value);
+
+/// An int (not a bool), else TypeError; `in_range` false when it does not fit int64.
+HPS_BINDING_API std::int64_t IntArg(std::string_view name, pybind11::handle value,
+                                    bool* in_range);
+
+/// A signal value: an int representable as int64 (ValueError when it is not).
+HPS_BINDING_API std::int64_t ValueArg(pybind11::handle value);
+
+/// A PE: an int; one outside every PE range is the Runtime's INVALID_ARGUMENT, like -1.
+HPS_BINDING_API int PeArg(std::string_view operation, pybind11::handle value);
+
+/// One of `choices` (joined by ", " in the message).
+HPS_BINDING_API std::string ChoiceArg(std::string_view name, pybind11::handle value,
+                                      std::initializer_list<std::string_view> choices);
+
+/// A signal operand: a one-element int32/int64 tensor (its symmetry is checked natively).
+HPS_BINDING_API at::Tensor SignalArg(pybind11::handle value);
+
+}  // namespace hyper_parallel::shmem::binding

@@ -1,0 +1,27 @@
+// The parts of the generic module's Python API, one registration each: module.cc's init is
+// the list of them. Each adds its functions and classes to `m`; all live in the binding's
+// shared library. Includes pybind11 only, so a file that registers includes no torch.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include "bindings/torch/export.h"
+
+namespace hyper_parallel::shmem::binding {
+
+/// errors.cc: set_error_class and the translator of native errors (once per process).
+HPS_BINDING_API void RegisterErrors(pybind11::module_& m);
+/// bootstrap.cc: init (over a Python bootstrap object), shutdown, state.
+HPS_BINDING_API void RegisterBootstrap(pybind11::module_& m);
+/// heap_tensors.cc: empty, free, is_symmetric, default_alignment.
+HPS_BINDING_API void RegisterHeapTensors(pybind11::module_& m);
+/// primitives.cc: put, get, signal, put_signal, wait_signal, collective.
+HPS_BINDING_API void RegisterPrimitives(pybind11::module_& m);
+/// streams.cc: Stream, Event, set_current_stream.
+HPS_BINDING_API void RegisterStreams(pybind11::module_& m);
+/// diagnostics.cc: snapshot, log_level, timeout_seconds.
+HPS_BINDING_API void RegisterDiagnostics(pybind11::module_& m);
+/// ops.cc: the primitives as torch custom ops (nothing yet).
+HPS_BINDING_API void RegisterOps(pybind11::module_& m);
+
+}  // namespace hyper_parallel::shmem::binding

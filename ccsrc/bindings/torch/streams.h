@@ -1,0 +1,16 @@
+// The stream an operation is enqueued on: the calling thread's current stream, as every entry
+// of every module that links the binding's shared library reads it (streams.cc).
+#pragma once
+
+#include "backends/backend.h"
+#include "bindings/torch/export.h"
+
+namespace hyper_parallel::shmem::binding {
+
+/// The calling thread's current stream (a thread-local read, no lock: every entry checks the
+/// Runtime's state itself): the backend's own current stream where it has streams; torch's
+/// current CUDA stream on the current device where the backend uses CUDA's streams (the Runtime
+/// rejects a current device other than its own); else the backend's default stream.
+HPS_BINDING_API StreamRef CurrentStream();
+
+}  // namespace hyper_parallel::shmem::binding
