@@ -10,7 +10,9 @@ ops/collectives.cc every collective. The Runtime names no op at all: it neither 
 nor mentions the ops:: namespace; it runs whatever collective it is given. The generic torch
 binding names no consumer: it neither includes ops/mega_moe/ nor mentions MegaMoE in code
 (mega_moe, MegaMoe, moe_...); a consumer's ops are bound in a folder of their own
-(bindings/mega_moe/), over the generic binding's headers. --graph prints the folder-level
+(bindings/mega_moe/), over the generic binding's headers. base/ names no vendor or backend
+in code (cuda, cann, ascend, acl, nvidia, npu, gpu): the backends' names live with the backends
+(backends/backend_kind.h) and their settings are checked there. --graph prints the folder-level
 include graph that was found. Exits 1 naming every violation.
 """
 import pathlib
@@ -43,6 +45,11 @@ NAMES_NO_OP = "runtime"
 # layer -> the consumers it must not name in code (comments aside), by a pattern and a name.
 NAMES_NO_CONSUMER = {
     "bindings/torch": [(re.compile(r"mega_?moe|\bmoe", re.IGNORECASE), "MegaMoE")],
+}
+# layer -> the vendors it must not name in code (comments aside): base/ is shared by every layer
+# and holds no backend's name or setting.
+NAMES_NO_VENDOR = {
+    "base": re.compile(r"cuda|cann|ascend|\bacl|nvidia|\bnpu|\bgpu", re.IGNORECASE),
 }
 SKIPPED = ("testing/", "tests/", "fuzz/")
 
@@ -92,6 +99,10 @@ def main() -> int:
                 if pattern.search(code):
                     violations.append(f"{relative}:{line_number}: {source} must not name a "
                                       f"consumer ({consumer})")
+            vendor = NAMES_NO_VENDOR.get(source)
+            if vendor is not None and (found := vendor.search(code)):
+                violations.append(f"{relative}:{line_number}: {source} must not name a vendor "
+                                  f"({found.group(0)})")
             match = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
             if not match:
                 continue
