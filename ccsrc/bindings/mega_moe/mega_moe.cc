@@ -1,11 +1,15 @@
-// MegaMoE's layout, dispatch and combine from Python: the count matrix as a layout
-// (ops/mega_moe/layout.h) and the two fused kernels (ops/mega_moe/kernels.h) launched through
-// the Runtime on the current stream, over operands resolved by the generic binding's
-// protection chain (bindings/torch/heap_tensors.h). Includes ATen's Tensor, not torch's Python
-// headers.
-#include "bindings/mega_moe/mega_moe.h"
-
+// The MegaMoE extension module hyper_parallel_mega_moe_torch (the package's mega_moe/_native.py
+// imports it): MegaMoE's layout, dispatch and combine from Python. The count matrix becomes a
+// layout (ops/mega_moe/layout.h) and the two fused kernels (ops/mega_moe/kernels.h) are
+// launched through the Runtime on the current stream, over operands resolved by the generic
+// binding's protection chain (bindings/torch/heap_tensors.h). Includes ATen's Tensor, not
+// torch's Python headers.
+//
+// The module links the generic binding's shared library: the process Runtime, the heap tensors
+// and the translation of native errors are that library's, so it must be imported after the
+// generic module (_native.py imports the shmem package first).
 #include <ATen/core/Tensor.h>
+#include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
@@ -143,7 +147,9 @@ void MoeCombine(py::handle results_arg, py::handle counts_arg, py::handle return
   const ops::MoeLayout layout = MoeLayoutOf(kOp, counts, experts, chunk_rows, row_bytes);
   const int rank = Runtime::Process().rank();
   std::int64_t most_sent = 0;
-  for (int pe = 0; pe < layout.shape().pes; ++pe) most_sent = std::max(most_sent, layout.SendRows(pe));
+  for (int pe = 0; pe < layout.shape().pes; ++pe) {
+    most_sent = std::max(most_sent, layout.SendRows(pe));
+  }
   CheckRows(kOp, "results", results, layout.RecvRows(rank), returned);
   CheckRows(kOp, "returned", returned, most_sent, returned);
   const SymmetricView returned_view = Symmetric(kOp, "returned", returned);
@@ -166,8 +172,6 @@ void MoeCombine(py::handle results_arg, py::handle counts_arg, py::handle return
       hold));
 }
 
-}  // namespace
-
 void RegisterMegaMoe(py::module_& m) {
   m.def("moe_layout", &MoeLayoutDict, py::arg("counts"), py::arg("experts"),
         py::arg("chunk_rows"), "This PE's view of a MegaMoE step's layout (ops/mega_moe).");
@@ -178,4 +182,10 @@ void RegisterMegaMoe(py::module_& m) {
         py::arg("chunk_rows"));
 }
 
+}  // namespace
 }  // namespace hyper_parallel::shmem::binding
+
+PYBIND11_MODULE(hyper_parallel_mega_moe_torch, m) {
+  m.doc() = "Hyper-Parallel SHMEM MegaMoE native ops (use hyper_parallel.core.multicore.mega_moe)";
+  hyper_parallel::shmem::binding::RegisterMegaMoe(m);
+}

@@ -1,10 +1,11 @@
-// Python arguments to native values (arguments.h). Includes torch's Python variable header, for
-// THPVariable_Check and THPVariable_Unpack.
+// Python arguments to native values (arguments.h). Includes torch's pybind casters, for the
+// tensor's (torch's autograd headers are not needed).
 #include "bindings/torch/arguments.h"
 
-#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <limits>
+#include <utility>
 
 #include "bindings/torch/errors.h"
 #include "runtime/runtime.h"
@@ -18,10 +19,11 @@ std::string TypeName(py::handle value) {
 }
 
 at::Tensor TensorArg(std::string_view name, py::handle value) {
-  if (!THPVariable_Check(value.ptr())) {
+  py::detail::make_caster<at::Tensor> tensor;  // torch's: a torch.Tensor, or a subclass's
+  if (!tensor.load(value, /*convert=*/false)) {
     throw py::type_error(ContractText(name, "a torch.Tensor", TypeName(value)));
   }
-  return THPVariable_Unpack(value.ptr());
+  return py::detail::cast_op<at::Tensor>(std::move(tensor));
 }
 
 std::int64_t IntArg(std::string_view name, py::handle value, bool* in_range) {

@@ -4,9 +4,10 @@
 // wrappers only pass arguments through).
 //
 // The entries take such arguments as py::handle and convert them here, in the order their
-// checks must run, because pybind's casters name no argument in their errors and accept a bool
-// as an int. Arguments whose mistakes pybind's own casters may report (a str, a list of ints,
-// a dtype, an optional stream) go through those casters.
+// checks must run: a pybind signature's casters name no argument in their errors and accept a
+// bool as an int. A tensor still goes through torch's pybind caster (TensorArg). Arguments
+// whose mistakes pybind may report itself (a str, a list of ints, a dtype, an optional stream)
+// are typed in the entry's signature.
 #pragma once
 
 #include <ATen/core/Tensor.h>

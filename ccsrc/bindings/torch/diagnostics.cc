@@ -70,8 +70,9 @@ py::dict Snapshot() {
   Allocations(d.leaks, d.heap_base, &leaks);
   state["live_allocations"] = live;
   state["leaks"] = leaks;
-  state["latest_failure"] =
-      d.latest_failure.ok() ? py::object(py::none()) : py::object(py::str(d.latest_failure.ToString()));
+  state["latest_failure"] = d.latest_failure.ok()
+                                ? py::object(py::none())
+                                : py::object(py::str(d.latest_failure.ToString()));
   state["terminal_failure"] = d.terminal_failure.ok()
                                   ? py::object(py::none())
                                   : py::object(py::str(d.terminal_failure.ToString()));

@@ -69,7 +69,8 @@ std::optional<c10::Device> HeapTensorDevice() {
 // A symmetric operand: on the heap's device. A CPU tensor, or one whose storage empty() made
 // (on the heap's device by construction), passes without asking the Runtime; the protection
 // chain then resolves its allocation.
-void CheckOnHeapDevice(std::string_view operation, std::string_view name, const at::Tensor& tensor) {
+void CheckOnHeapDevice(std::string_view operation, std::string_view name,
+                       const at::Tensor& tensor) {
   if (tensor.defined() && (tensor.device().is_cpu() || ContextOf(tensor) != nullptr)) return;
   const c10::Device heap = HeapTensorDevice().value_or(c10::Device(c10::kCPU));
   if (!tensor.defined() || tensor.device() != heap) {
@@ -205,10 +206,10 @@ void CheckLocalDevice(std::string_view operation, std::string_view name, const a
   if (tensor.defined() && !known.has_value()) return;  // the Runtime's state fails the call
   const c10::Device heap = known.value_or(c10::Device(c10::kCPU));
   if (!tensor.defined() || tensor.device() != heap) {
-    Check(Contract(operation, name,
-                   heap.is_cpu() ? std::string("a tensor on the runtime's device (cpu)")
-                                 : "a tensor on the cpu or the runtime's device (" + heap.str() + ")",
-                   Describe(tensor)));
+    const std::string rule =
+        heap.is_cpu() ? std::string("a tensor on the runtime's device (cpu)")
+                      : "a tensor on the cpu or the runtime's device (" + heap.str() + ")";
+    Check(Contract(operation, name, rule, Describe(tensor)));
   }
 }
 

@@ -4,6 +4,7 @@
 // links the same shared library and so shares the process Runtime.
 #include <pybind11/pybind11.h>
 
+#include "bindings/torch/ops.h"
 #include "bindings/torch/registration.h"
 
 namespace binding = hyper_parallel::shmem::binding;
@@ -16,5 +17,5 @@ PYBIND11_MODULE(hyper_parallel_shmem_torch, m) {
   binding::RegisterPrimitives(m);
   binding::RegisterStreams(m);
   binding::RegisterDiagnostics(m);
-  binding::RegisterOps(m);
+  binding::RegisterOps();  // the primitives as torch custom ops
 }

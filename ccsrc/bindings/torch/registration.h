@@ -21,7 +21,6 @@ HPS_BINDING_API void RegisterPrimitives(pybind11::module_& m);
 HPS_BINDING_API void RegisterStreams(pybind11::module_& m);
 /// diagnostics.cc: snapshot, log_level, timeout_seconds.
 HPS_BINDING_API void RegisterDiagnostics(pybind11::module_& m);
-/// ops.cc: the primitives as torch custom ops (nothing yet).
-HPS_BINDING_API void RegisterOps(pybind11::module_& m);
+// The custom ops register with torch's dispatcher, not on the module: ops.h.
 
 }  // namespace hyper_parallel::shmem::binding
