@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fuzzes configuration parsing and the heap/registry bookkeeping with libFuzzer under ASan +
 # UBSan (ccsrc/fuzz/), installing clang and its libFuzzer runtime first when missing (as root).
-# Each harness runs for HPS_FUZZ_SECONDS (default 60) from a temporary copy of its committed
-# seed corpus (ccsrc/fuzz/corpus/<harness>/), so the repository's corpus never grows. Prints
+# Each harness runs for HPS_FUZZ_SECONDS (default 60), side by side with the others (one per
+# core), from a temporary copy of its committed seed corpus (ccsrc/fuzz/corpus/<harness>/), so
+# the repository's corpus never grows. Prints
 # one summary line per harness; exits non-zero if any harness crashed, keeping the input in
 # build-fuzz/crashes/<harness>/ and the log in build-fuzz/<harness>.log.
 #
@@ -85,18 +86,39 @@ cmake --build "$BUILD" --target "${targets[@]}"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+
+# One harness from a copy of its corpus; its exit code goes to $work/<name>.rc.
+fuzz_one() {
+  local name=$1 rc=0
+  mkdir -p "$work/$name" "$BUILD/crashes/$name"
+  cp -R "ccsrc/fuzz/corpus/$name/." "$work/$name/"
+  # -timeout: an input that runs this long is a hang and is reported like a crash.
+  "$BUILD/fuzz/${name}_fuzz" -max_total_time="$FUZZ_SECONDS" -timeout=30 \
+    -print_final_stats=1 -artifact_prefix="$BUILD/crashes/$name/" "$work/$name" \
+    >"$BUILD/$name.log" 2>&1 || rc=$?
+  echo "$rc" >"$work/$name.rc"
+}
+
+# The harnesses run side by side, one per core (libFuzzer's run is single-threaded), so each
+# still gets FUZZ_SECONDS of a core of its own while the whole step takes less.
+cores=$(nproc)
+running=0
+for name in "${harnesses[@]}"; do
+  echo "== fuzzing $name for ${FUZZ_SECONDS}s"
+  fuzz_one "$name" &
+  running=$((running + 1))
+  if ((running >= cores)); then
+    wait -n || true
+    running=$((running - 1))
+  fi
+done
+wait
+
 failed=0
 summary=()
 for name in "${harnesses[@]}"; do
-  echo "== fuzzing $name for ${FUZZ_SECONDS}s"
-  mkdir -p "$work/$name" "$BUILD/crashes/$name"
-  cp -R "ccsrc/fuzz/corpus/$name/." "$work/$name/"
   log="$BUILD/$name.log"
-  # -timeout: an input that runs this long is a hang and is reported like a crash.
-  rc=0
-  "$BUILD/fuzz/${name}_fuzz" -max_total_time="$FUZZ_SECONDS" -timeout=30 \
-    -print_final_stats=1 -artifact_prefix="$BUILD/crashes/$name/" "$work/$name" \
-    >"$log" 2>&1 || rc=$?
+  rc=$(cat "$work/$name.rc" 2>/dev/null || echo 1)
   executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
   per_second=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)
   if ((rc == 0)); then
