@@ -25,8 +25,6 @@ def _private_shmem_imports(path: pathlib.Path) -> list:
                 after = parts[parts.index("shmem") + 1:]
                 if any(part.startswith("_") for part in after):
                     found.append(f"{path.name}:{node.lineno}: from {module} import ...")
-            elif parts[-1] == "" or module in ("", ".."):
-                pass
             if module.endswith("shmem") and any(name.startswith("_") for name in names):
                 found.append(f"{path.name}:{node.lineno}: private names {names}")
         elif isinstance(node, ast.Attribute) and node.attr in ("snapshot",

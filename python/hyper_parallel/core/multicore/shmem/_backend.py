@@ -37,15 +37,22 @@ def backend_info() -> BackendInfo:
     return BackendInfo(**native.backend_description())
 
 
+def _ready_snapshot() -> dict:
+    """The native snapshot of a ready Runtime; outside a lifecycle, the description's
+    INVALID_STATE is raised instead."""
+    snapshot = native.snapshot()
+    if snapshot["state"] != "ready":
+        native.backend_description()  # raises INVALID_STATE naming the state
+    return snapshot
+
+
 def my_pe() -> int:
     """This PE's number in the root group (0 .. n_pes() - 1), as `pe=` arguments read it.
     Raises ShmemError INVALID_STATE outside a lifecycle."""
-    native.backend_description()  # raises outside a lifecycle
-    return int(native.snapshot()["root_rank"])
+    return int(_ready_snapshot()["root_rank"])
 
 
 def n_pes() -> int:
     """The number of PEs in the root group. Raises ShmemError INVALID_STATE outside a
     lifecycle."""
-    native.backend_description()
-    return int(native.snapshot()["root_size"])
+    return int(_ready_snapshot()["root_size"])
