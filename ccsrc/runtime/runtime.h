@@ -89,6 +89,37 @@ struct CollectiveOperands {
   std::string_view dtype;
 };
 
+/// A handle of a team: a subset of the Root WORLD's PEs with collectives of its own
+/// (docs/teams.md). Plain data: the Runtime checks it at every use, so a handle of an older
+/// lifecycle, of a destroyed team, or a destroyed handle is refused there.
+struct TeamHandle {
+  /// The lifecycle the team belongs to; 0 for a predefined team (world, node), which stands for
+  /// the current lifecycle's.
+  std::uint64_t lifecycle = 0;
+  /// The team's slot: its sync words and sequence (0: the world). -1: no team (a PE outside a
+  /// split's new team gets this).
+  int slot = -1;
+  /// This handle's own number (handles of the same ranks share one team); 0: predefined.
+  std::uint64_t id = 0;
+
+  bool valid() const { return slot >= 0; }
+  bool operator==(const TeamHandle&) const = default;
+};
+
+/// The world team's handle, valid in every lifecycle.
+inline constexpr TeamHandle kWorldTeam{0, 0, 0};
+
+/// What a team is, as DescribeTeam reports it.
+struct TeamInfo {
+  int slot = -1;
+  std::vector<int> pes;        ///< world PE numbers, in team-PE order
+  int my_pe = -1;              ///< this PE's team PE number
+  std::uint64_t sequence = 0;  ///< number of the team's latest collective
+  std::uint64_t first_sequence = 0;  ///< the number its first collective followed
+  int handles = 0;             ///< this PE's live handles of it (0: predefined)
+  bool predefined = false;
+};
+
 /// A consumer's fused kernel as Launch runs it: the kernel-side API and the heap offsets of
 /// the symmetric operands it declared, in the order it declared them.
 using LaunchKernel =
@@ -152,6 +183,13 @@ struct Diagnostics {
   int collectives_in_flight = 0;         ///< enqueued and not yet finished
   std::string collective_stream;         ///< the stream they are on ("" when none)
   int calls_in_flight = 0;               ///< entries executing outside the mutex right now
+  /// The teams this PE is in, by slot (the world first), with their collective state.
+  struct TeamRow {
+    TeamInfo info;
+    int in_flight = 0;       ///< its collectives enqueued and not yet finished
+    std::string stream;      ///< the stream they are on ("" when none)
+  };
+  std::vector<TeamRow> teams;
   WaitInfo wait;                         ///< the wait policy in force
   std::vector<BlockingOp> blocking;      ///< operations blocked right now, oldest first
 };
@@ -233,6 +271,51 @@ class Runtime {
   Status Launch(std::string_view name, const std::vector<SymmetricView>& operands,
                 StreamRef stream, LaunchKernel kernel, KeepAlive keep_alive = nullptr)
       EXCLUDES(mutex_);
+
+  // ---- teams (docs/teams.md) ---------------------------------------------------------------
+  // A team is a subset of the Root WORLD's PEs, numbered 0..n-1 in its own order, with a
+  // collective sequence, sync words and descriptor check of its own: collectives on disjoint
+  // teams run at the same time, and PEs of a team whose calls differ all get COLLECTIVE_MISMATCH
+  // naming the team. Creating a team is collective over its members (a split: over its parent
+  // too, which checks the arguments agree); handles of the same ranks share one team, which ends
+  // with its last handle. Every team ends at the last close. Refused: a handle of an older
+  // lifecycle (STALE_LIFECYCLE), a destroyed handle or team and a team this PE is not in
+  // (INVALID_ARGUMENT); a creation when every slot is taken (HYPER_PARALLEL_SHMEM_MAX_TEAMS,
+  // INVALID_STATE on every member alike).
+
+  /// The team of the PEs on this PE's host (every PE today: all PEs share one host, so it is
+  /// the world team).
+  Status NodeTeam(TeamHandle* out) EXCLUDES(mutex_);
+  /// Collective over `parent`'s PEs, with the same arguments on every one of them: the team of
+  /// parent PEs start, start + stride, ... (`size` of them), in that order. A PE outside it gets
+  /// an invalid handle (slot -1). A triplet outside the parent is INVALID_ARGUMENT on every PE
+  /// alike, before anything collective; arguments that differ across the parent are
+  /// COLLECTIVE_MISMATCH on every parent PE.
+  Status TeamSplitStrided(const TeamHandle& parent, int start, int stride, int size,
+                          TeamHandle* out) EXCLUDES(mutex_);
+  /// Collective over `parent`'s PEs: parent PE p has coordinates (p mod xrange, p div xrange);
+  /// `xteam` gets its row (the PEs with its y), `yteam` its column (the PEs with its x).
+  Status TeamSplit2d(const TeamHandle& parent, int xrange, TeamHandle* xteam, TeamHandle* yteam)
+      EXCLUDES(mutex_);
+  /// Collective over the members only: the team of world PEs `pes`, in that order (distinct,
+  /// this PE among them). The same team as a live one of the same ranks in the same order.
+  Status TeamCreate(const std::vector<int>& pes, TeamHandle* out) EXCLUDES(mutex_);
+  /// Collective over the team's PEs: ends this handle; the team ends with its last handle
+  /// (a predefined team never ends before the lifecycle does).
+  Status TeamDestroy(const TeamHandle& team) EXCLUDES(mutex_);
+  /// What `team` is now (INVALID_ARGUMENT for a refused handle).
+  Status DescribeTeam(const TeamHandle& team, TeamInfo* out) EXCLUDES(mutex_);
+  /// The world PE number of `team`'s PE `team_pe` (INVALID_ARGUMENT out of range).
+  Status TeamPe(const TeamHandle& team, int team_pe, int* world_pe) EXCLUDES(mutex_);
+  /// RunCollective over `team`: results in team-PE order.
+  Status RunCollective(const TeamHandle& team, const data_plane::Collective& collective,
+                       const CollectiveOperands& operands, StreamRef stream,
+                       KeepAlive keep_alive = nullptr) EXCLUDES(mutex_);
+  /// Launch for a kernel that works over `team`: its KernelApi numbers PEs in the team (rank()
+  /// is this PE's team PE, size() the team's size, and every PE argument is a team PE).
+  Status Launch(const TeamHandle& team, std::string_view name,
+                const std::vector<SymmetricView>& operands, StreamRef stream, LaunchKernel kernel,
+                KeepAlive keep_alive = nullptr) EXCLUDES(mutex_);
 
   /// The current stream of the calling thread on the Runtime's device. `operation` names the
   /// call that asks, in the error when the Runtime is not ready.
