@@ -9,8 +9,9 @@
 // Thread-safety: CreateHeap, OpenPeers and DestroyHeap are made by one thread while no other
 // call is in flight. Every other call may come from several threads at once: the Runtime
 // serialises validation, not execution, so that no thread waits while holding its mutex. The
-// Runtime never has two collectives (ExchangeDescriptors, LaunchCollective) of one PE in flight
-// on different streams. No backend holds a lock of its own across a wait or a stream
+// Runtime never has two collectives (ExchangeDescriptors, LaunchCollective) of one team in
+// flight on different streams; collectives of different teams (different slots) may run at
+// once, and team creations (ExchangeWithPeers) come one at a time. No backend holds a lock of its own across a wait or a stream
 // synchronisation either: a second thread's call must always get through. Work the backend
 // queues on an asynchronous stream runs later on that stream's executor; its failures are
 // reported by the stream, not by the call that queued it.
@@ -22,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,6 +83,9 @@ struct HeapSpec {
   BlockingOpTable* blocking_ops = nullptr;
   /// HYPER_PARALLEL_SHMEM_WAIT as given (the host backend's setting; checked at init).
   std::string wait = "auto";
+  /// Team slots (HYPER_PARALLEL_SHMEM_MAX_TEAMS): each has descriptor slots and epoch words of
+  /// its own beside the heap (slot 0: the world).
+  int teams = 1;
 };
 
 /// How this backend waits, as debug_state() shows it.
@@ -132,12 +137,24 @@ class Backend {
   /// device memory, which only the backend's operations reach.
   virtual bool HostAddressableHeap() const = 0;
 
-  /// Collective, on the calling thread: publishes this PE's descriptor of collective number
-  /// mine.sequence and returns every PE's descriptor of that number in rank order (checking
-  /// them is the caller's: MatchDescriptors). Bounded by the heap spec's timeout; a timeout
-  /// or a lost peer is terminal (see Health). `operation` names the call in diagnostics.
-  virtual Status ExchangeDescriptors(const CollectiveDescriptor& mine, std::string_view operation,
+  /// Collective over `group`, on the calling thread: publishes this PE's descriptor of the
+  /// group's collective number mine.sequence on the group's slot and returns every member's
+  /// descriptor of that number in member order (checking them is the caller's:
+  /// MatchDescriptors). Bounded by the heap spec's timeout; a timeout or a lost peer is
+  /// terminal (see Health). `operation` names the call in diagnostics.
+  virtual Status ExchangeDescriptors(const data_plane::CollectiveGroup& group,
+                                     const CollectiveDescriptor& mine, std::string_view operation,
                                      std::vector<CollectiveDescriptor>* all) = 0;
+
+  /// A members-only exchange (team creation, docs/teams.md), on the calling thread: sends
+  /// `mine` to every PE of `peers` (word 0 replaced by that peer's round) and returns, in the
+  /// same order, the words each of them sent this PE for the same round. A pair's round counts
+  /// the exchanges the two PEs made together, so each pair's rounds run in step however the
+  /// PEs' exchanges with others interleave (a mailbox per sender, two rounds deep). Bounded by
+  /// the timeout; a timeout or a lost peer is terminal.
+  virtual Status ExchangeWithPeers(std::span<const PeerRound> peers, const ExchangeWords& mine,
+                                   std::string_view operation,
+                                   std::vector<ExchangeWords>* theirs) = 0;
 
   /// Waits until every stream of this process has run what was queued on it (device
   /// quiescent). Fails only when a stream cannot drain within the timeout; failures of queued
@@ -199,14 +216,16 @@ class Backend {
   virtual Status Launch(StreamRef stream, std::string_view name, Kernel kernel,
                         KeepAlive keep_alive) = 0;
 
-  /// Collective: in order on `stream`, exchanges `descriptor` with every PE and matches them
-  /// (COLLECTIVE_MISMATCH on every PE, and `kernel` does not run, when the PEs' calls of this
-  /// number differ), then runs `kernel` like Launch. An empty `kernel` makes the agreement
-  /// alone the collective: the exchange publishes after every earlier write of this PE and
-  /// reads every peer's, so it is a barrier. Every collective unit runs this way
-  /// (data_plane/collective.h). `keep_alive` is held until it ran.
-  virtual Status LaunchCollective(StreamRef stream, const CollectiveDescriptor& descriptor,
-                                  std::string_view name, Kernel kernel, KeepAlive keep_alive) = 0;
+  /// Collective over `group`: in order on `stream`, exchanges `descriptor` with every member
+  /// and matches them (COLLECTIVE_MISMATCH on every member, and `kernel` does not run, when
+  /// the members' calls of this number differ), then runs `kernel` like Launch. An empty
+  /// `kernel` makes the agreement alone the collective: the exchange publishes after every
+  /// earlier write of this PE and reads every member's, so it is a barrier of the group. Every
+  /// collective unit runs this way (data_plane/collective.h). `keep_alive` is held until it
+  /// ran.
+  virtual Status LaunchCollective(StreamRef stream, const data_plane::CollectiveGroup& group,
+                                  const CollectiveDescriptor& descriptor, std::string_view name,
+                                  Kernel kernel, KeepAlive keep_alive) = 0;
 };
 
 }  // namespace hyper_parallel::shmem

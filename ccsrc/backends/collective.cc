@@ -7,6 +7,7 @@ namespace hyper_parallel::shmem {
 namespace {
 
 using data_plane::kAgreeAlignment;
+using data_plane::kAgreeArguments;
 using data_plane::kAgreeBytes;
 using data_plane::kAgreeDtype;
 using data_plane::kAgreeLocal;
@@ -33,6 +34,7 @@ const char* FirstDifference(const CollectiveDescriptor& a, const CollectiveDescr
   if ((a.fields & kAgreeDtype) && a.dtype != b.dtype) return "dtype";
   if ((a.fields & kAgreeOffset) && a.offset != b.offset) return "offset";
   if ((a.fields & kAgreeLocal) && a.local != b.local) return "local_outcome";
+  if ((a.fields & kAgreeArguments) && a.extra != b.extra) return "arguments";
   return nullptr;
 }
 
@@ -51,7 +53,9 @@ void CollectiveDescriptor::SetDtype(std::string_view name) { StoreName(&dtype, n
 
 std::string_view CollectiveDescriptor::dtype_name() const { return NameOf(dtype); }
 
-bool CollectiveDescriptor::DecidedByCoreWords() const { return (fields & kAgreeAlignment) == 0; }
+bool CollectiveDescriptor::DecidedByCoreWords() const {
+  return (fields & (kAgreeAlignment | kAgreeArguments)) == 0;
+}
 
 std::array<std::uint64_t, CollectiveDescriptor::kWords> CollectiveDescriptor::Pack() const {
   std::array<std::uint64_t, kWords> words{};
@@ -91,30 +95,59 @@ std::string CollectiveDescriptor::Describe() const {
   if (fields & kAgreeOffset) {
     text += " offset=" + (offset == kNoOffset ? std::string("-") : Hex(offset));
   }
+  if (fields & kAgreeArguments) {
+    text += " arguments=[";
+    for (std::size_t i = 0; i < extra.size(); ++i) {
+      if (i > 0) text += ",";
+      text += std::to_string(static_cast<std::int64_t>(extra[i]));
+    }
+    text += "]";
+  }
   if ((fields & kAgreeLocal) && local != ErrorCode::kOk) {
     text += " local=" + std::string(ErrorCodeName(local));
   }
   return text;
 }
 
+std::string GroupLabel(const data_plane::CollectiveGroup& group) {
+  if (group.sync_slot == 0) return "world";
+  std::string pes = "[";
+  for (int member = 0; member < group.size(); ++member) {
+    if (member > 0) pes += ",";
+    pes += std::to_string(group.pe(member));
+  }
+  return "team " + std::to_string(group.sync_slot) + " pes=" + pes + "]";
+}
+
 Status MatchDescriptors(const CollectiveDescriptor& mine,
-                        const std::vector<CollectiveDescriptor>& all) {
-  // Every PE compares against PE 0's call, so every PE names the same field.
+                        const std::vector<CollectiveDescriptor>& all,
+                        const data_plane::CollectiveGroup* group) {
+  // Every member compares against member 0's call, so every member names the same field.
   const CollectiveDescriptor& reference = all.empty() ? mine : all.front();
   const char* field = FirstDifference(reference, mine);
-  for (std::size_t pe = 1; field == nullptr && pe < all.size(); ++pe) {
-    field = FirstDifference(reference, all[pe]);
+  for (std::size_t member = 1; field == nullptr && member < all.size(); ++member) {
+    field = FirstDifference(reference, all[member]);
   }
   if (field == nullptr) return Status::Ok();
+  const bool team = group != nullptr && group->sync_slot != 0;
   std::string calls;
-  for (std::size_t pe = 0; pe < all.size(); ++pe) {
-    if (pe > 0) calls += "; ";
-    calls += "pe " + std::to_string(pe) + ": " + all[pe].Describe();
+  for (std::size_t member = 0; member < all.size(); ++member) {
+    if (member > 0) calls += "; ";
+    const int index = static_cast<int>(member);
+    const int pe = group != nullptr && index < group->size() ? group->pe(index) : index;
+    calls += "pe " + std::to_string(pe);
+    if (team) calls += " (team pe " + std::to_string(member) + ")";
+    calls += ": " + all[member].Describe();
   }
-  return Status::Assertion(ErrorCode::kCollectiveMismatch, "collective calls differ across PEs",
-                           {{"sequence", std::to_string(mine.sequence)},
-                            {"field", field},
-                            {"calls", calls}});
+  std::vector<Field> fields;
+  if (team) fields.push_back({"team", GroupLabel(*group)});
+  fields.push_back({"sequence", std::to_string(mine.sequence)});
+  fields.push_back({"field", field});
+  fields.push_back({"calls", calls});
+  return Status::Assertion(ErrorCode::kCollectiveMismatch,
+                           team ? "team collective calls differ across the team's PEs"
+                                : "collective calls differ across PEs",
+                           fields);
 }
 
 }  // namespace hyper_parallel::shmem

@@ -54,7 +54,9 @@ struct CollectiveDescriptor {
   std::uint64_t alignment = 0;  ///< empty only
   std::uint64_t offset = kNoOffset;  ///< heap offset of the allocation or output
   std::array<char, 16> dtype{};      ///< element type name, NUL-padded
-  std::array<std::uint64_t, 3> extra{};  ///< close: the Runtime's shutdown facts; not matched
+  /// close: the Runtime's shutdown facts (not matched); a team split: its arguments (matched,
+  /// kAgreeArguments).
+  std::array<std::uint64_t, 3> extra{};
 
   bool operator==(const CollectiveDescriptor&) const = default;
 
@@ -79,12 +81,26 @@ struct CollectiveDescriptor {
   std::string Describe() const;
 };
 
-/// Checks that every PE's descriptor (indexed by rank), `mine` among them, has the same kind and
-/// sequence number as PE 0's and the same value of every field PE 0's descriptor compares
-/// (generic over the fields: a collective declares them, data_plane/collective.h).
-/// COLLECTIVE_MISMATCH otherwise, naming the field and every PE's call; every PE that reads the
-/// same descriptors gets the same message.
+/// Checks that every member's descriptor (indexed by member), `mine` among them, has the same
+/// kind and sequence number as member 0's and the same value of every field member 0's
+/// descriptor compares (generic over the fields: a collective declares them,
+/// data_plane/collective.h). COLLECTIVE_MISMATCH otherwise, naming the field and every PE's
+/// call (and the team, for a group other than the world); every member that reads the same
+/// descriptors gets the same message. Without `group`, member i is PE i of the world.
 Status MatchDescriptors(const CollectiveDescriptor& mine,
-                        const std::vector<CollectiveDescriptor>& all);
+                        const std::vector<CollectiveDescriptor>& all,
+                        const data_plane::CollectiveGroup* group = nullptr);
+
+/// How errors and diagnostics name a group: "world", or "team 3 pes=[0,2]".
+std::string GroupLabel(const data_plane::CollectiveGroup& group);
+
+/// One peer of a members-only exchange and the round of it (Backend::ExchangeWithPeers).
+struct PeerRound {
+  int pe = 0;
+  std::uint64_t round = 0;
+};
+
+/// The words of one members-only exchange (word 0: the round).
+using ExchangeWords = std::array<std::uint64_t, CollectiveDescriptor::kWords>;
 
 }  // namespace hyper_parallel::shmem

@@ -67,7 +67,8 @@ class DeviceBackend::StreamKernelApi final : public data_plane::KernelApi {
   }
   void PublishEpoch(int pe, int slot, std::uint64_t epoch) override {
     Note(backend_.EnqueueSetWord(stream_, pe, Region::kControl,
-                                 backend_.layout_.Epoch(slot, rank()), SyncWord(epoch)));
+                                 backend_.layout_.Epoch(slot, backend_.spec_.rank),
+                                 SyncWord(epoch)));
   }
   Status WaitEpochs(int slot, std::uint64_t epoch, std::span<const int> sources,
                     std::string_view operation, std::string_view) override {
@@ -92,7 +93,7 @@ class DeviceBackend::StreamKernelApi final : public data_plane::KernelApi {
 
 void DeviceBackend::BeginHeap(const HeapSpec& spec) {
   spec_ = spec;
-  layout_ = DeviceControlLayout(spec.size);
+  layout_ = DeviceControlLayout(spec.size, spec.teams);
   terminal_.Reset();
 }
 
@@ -225,51 +226,107 @@ Status DeviceBackend::EnqueuePutBatchSignalled(void* stream,
   return Status::Ok();
 }
 
-Status DeviceBackend::Exchange(void* stream, const CollectiveDescriptor& mine,
-                               std::string_view operation,
+Status DeviceBackend::Exchange(void* stream, const data_plane::CollectiveGroup& group,
+                               const CollectiveDescriptor& mine, std::string_view operation,
                                std::vector<CollectiveDescriptor>* all) {
-  const int rank = spec_.rank, size = spec_.size;
+  const int rank = spec_.rank, size = spec_.size, team = group.sync_slot;
   const std::array<std::uint64_t, CollectiveDescriptor::kWords> words = mine.Pack();
   const std::int64_t number = SyncWord(mine.sequence);
   std::vector<std::uint64_t> table(static_cast<std::size_t>(size) * CollectiveDescriptor::kWords);
   Status status;
-  for (int pe = 0; status.ok() && pe < size; ++pe) {
-    Keep(&status, EnqueuePut(stream, pe, Region::kControl, layout_.Row(mine.sequence, rank),
+  for (int member = 0; status.ok() && member < group.size(); ++member) {
+    const int pe = group.pe(member);
+    Keep(&status, EnqueuePut(stream, pe, Region::kControl, layout_.Row(team, mine.sequence, rank),
                              words.data(), DeviceControlLayout::kRowBytes));
     if (status.ok()) {
-      Keep(&status, EnqueueSetWord(stream, pe, Region::kControl, layout_.Flag(mine.sequence, rank),
-                                   number));
+      Keep(&status, EnqueueSetWord(stream, pe, Region::kControl,
+                                   layout_.Flag(team, mine.sequence, rank), number));
     }
   }
-  for (int pe = 0; status.ok() && pe < size; ++pe) {
-    Keep(&status, EnqueueWaitAtLeast(stream, Region::kControl, layout_.Flag(mine.sequence, pe),
-                                     number,
-                                     std::string(operation) + " waiting for pe " +
-                                         std::to_string(pe) + "'s descriptor"));
+  const std::string prefix =
+      std::string(operation) + (team == 0 ? std::string() : " (" + GroupLabel(group) + ")");
+  for (int member = 0; status.ok() && member < group.size(); ++member) {
+    const int pe = group.pe(member);
+    Keep(&status, EnqueueWaitAtLeast(stream, Region::kControl,
+                                     layout_.Flag(team, mine.sequence, pe), number,
+                                     prefix + " waiting for pe " + std::to_string(pe) +
+                                         "'s descriptor"));
   }
   if (status.ok()) {
     Keep(&status, EnqueueGet(stream, table.data(), rank, Region::kControl,
-                             layout_.Row(mine.sequence, 0), table.size() * sizeof(std::uint64_t)));
+                             layout_.Row(team, mine.sequence, 0),
+                             table.size() * sizeof(std::uint64_t)));
   }
   // Always: the queued copies read `words` and write `table`, which live in this frame.
   Keep(&status, Synchronize(stream));
   HPS_RETURN_IF_ERROR(status);
   all->clear();
-  for (int pe = 0; pe < size; ++pe) {
+  for (int member = 0; member < group.size(); ++member) {
     std::array<std::uint64_t, CollectiveDescriptor::kWords> theirs;
-    std::copy_n(table.begin() + static_cast<std::ptrdiff_t>(pe) * CollectiveDescriptor::kWords,
+    std::copy_n(table.begin() + static_cast<std::ptrdiff_t>(group.pe(member)) *
+                                    CollectiveDescriptor::kWords,
                 CollectiveDescriptor::kWords, theirs.begin());
     all->push_back(CollectiveDescriptor::Unpack(theirs));
   }
   return Status::Ok();
 }
 
-Status DeviceBackend::ExchangeDescriptors(const CollectiveDescriptor& mine,
+Status DeviceBackend::ExchangeDescriptors(const data_plane::CollectiveGroup& group,
+                                          const CollectiveDescriptor& mine,
                                           std::string_view operation,
                                           std::vector<CollectiveDescriptor>* all) {
   void* own = nullptr;
   HPS_RETURN_IF_ERROR(ThreadStream(&own));
-  return Exchange(own, mine, operation, all);
+  return Exchange(own, group, mine, operation, all);
+}
+
+Status DeviceBackend::ExchangeWithPeers(std::span<const PeerRound> peers,
+                                        const ExchangeWords& mine, std::string_view operation,
+                                        std::vector<ExchangeWords>* theirs) {
+  void* stream = nullptr;
+  HPS_RETURN_IF_ERROR(ThreadStream(&stream));
+  const int rank = spec_.rank;
+  // One row per peer: word 0 carries that pair's round.
+  std::vector<ExchangeWords> sent(peers.size(), mine);
+  theirs->assign(peers.size(), ExchangeWords{});
+  Status status;
+  for (std::size_t i = 0; status.ok() && i < peers.size(); ++i) {
+    sent[i][0] = peers[i].round;
+    Keep(&status, EnqueuePut(stream, peers[i].pe, Region::kControl,
+                             layout_.OfferRow(peers[i].round, rank), sent[i].data(),
+                             DeviceControlLayout::kRowBytes));
+    if (status.ok()) {
+      Keep(&status, EnqueueSetWord(stream, peers[i].pe, Region::kControl,
+                                   layout_.OfferFlag(peers[i].round, rank),
+                                   SyncWord(peers[i].round)));
+    }
+  }
+  for (std::size_t i = 0; status.ok() && i < peers.size(); ++i) {
+    Keep(&status, EnqueueWaitAtLeast(stream, Region::kControl,
+                                     layout_.OfferFlag(peers[i].round, peers[i].pe),
+                                     SyncWord(peers[i].round),
+                                     std::string(operation) + " waiting for pe " +
+                                         std::to_string(peers[i].pe)));
+    if (status.ok()) {
+      Keep(&status, EnqueueGet(stream, (*theirs)[i].data(), rank, Region::kControl,
+                               layout_.OfferRow(peers[i].round, peers[i].pe),
+                               DeviceControlLayout::kRowBytes));
+    }
+  }
+  // Always: the queued copies read `sent` and write `theirs`.
+  Keep(&status, Synchronize(stream));
+  // The pairs' rounds are out of step after a failed exchange: terminal.
+  if (!status.ok()) return Latch(std::move(status));
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    if ((*theirs)[i][0] != peers[i].round) {
+      return Latch(Status::Assertion(
+          ErrorCode::kCollectiveMismatch, "a PE is ahead in the members-only exchanges with this PE",
+          {{"operation", std::string(operation)}, {"pe", std::to_string(peers[i].pe)},
+           {"round", std::to_string(peers[i].round)},
+           {"their_round", std::to_string((*theirs)[i][0])}}));
+    }
+  }
+  return Status::Ok();
 }
 
 Status DeviceBackend::RunKernel(void* stream, const Kernel& kernel) {
@@ -287,7 +344,8 @@ Status DeviceBackend::Launch(StreamRef stream, std::string_view name, Kernel ker
   return std::move(status).At(name, "execute");
 }
 
-Status DeviceBackend::LaunchCollective(StreamRef stream, const CollectiveDescriptor& descriptor,
+Status DeviceBackend::LaunchCollective(StreamRef stream, const data_plane::CollectiveGroup& group,
+                                       const CollectiveDescriptor& descriptor,
                                        std::string_view name, Kernel kernel, KeepAlive) {
   // The caller's earlier work first: the descriptors are published after it.
   Status status = stream.native != nullptr ? Synchronize(stream.native) : Status::Ok();
@@ -295,9 +353,10 @@ Status DeviceBackend::LaunchCollective(StreamRef stream, const CollectiveDescrip
   if (status.ok()) status = ThreadStream(&own);
   if (status.ok()) {
     std::vector<CollectiveDescriptor> all;
-    Status exchanged = Exchange(own, descriptor, name, &all);
+    Status exchanged = Exchange(own, group, descriptor, name, &all);
     // The PEs' collective sequences are out of step after a failed exchange: terminal.
-    status = exchanged.ok() ? MatchDescriptors(descriptor, all) : Latch(std::move(exchanged));
+    status = exchanged.ok() ? MatchDescriptors(descriptor, all, &group)
+                            : Latch(std::move(exchanged));
   }
   if (status.ok() && kernel) {  // no kernel: the agreement was the collective (a barrier)
     status = RunKernel(own, kernel);

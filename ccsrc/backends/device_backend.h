@@ -27,14 +27,17 @@
 // widths; optionally batched puts. And its heap: CreateHeap, OpenPeers, DestroyHeap (which calls
 // ReleaseStreams), LocalHeapBase.
 //
-// Control block, beside each PE's heap (DeviceControlLayout):
-//   descriptors [2][P][kWords] uint64   collective n's descriptor rows in slot n % 2
-//   flags       [2][P]        sync words, 64 bytes apart: a row's flag (n) once it is written
-//   epochs      [kEpochSlots][P] sync words, 64 bytes apart: the kernel-side API's op epochs
-// A collective writes its row into slot n % 2 at every PE, then raises its flag there (stream
-// order: row before flag), waits until every PE's flag here reached n, and reads the rows back.
-// A PE writes slot n % 2 again (for n + 2) only after every PE raised its flag for n + 1, which
-// each does only after it read n: no row is overwritten before it was read. Sync words carry the
+// Control block, beside each PE's heap (DeviceControlLayout), for T team slots:
+//   descriptors [T][2][P][kWords] uint64  team t's collective n's descriptor rows in [t][n % 2]
+//   flags       [T][2][P]     sync words, 64 bytes apart: a row's flag (n) once it is written
+//   epochs      [T][P]        sync words, 64 bytes apart: the kernel-side API's op epochs
+//   offers      [2][P][kWords] uint64  members-only exchange rows, by sender and round % 2
+//   offer flags [2][P]        sync words: a sender's round once its row is written
+// A collective of team t writes its row into [t][n % 2] at every member, then raises its flag
+// there (stream order: row before flag), waits until every member's flag here reached n, and
+// reads the rows back. A PE writes [t][n % 2] again (for n + 2) only after every member raised
+// its flag for n + 1, which each does only after it read n: no row is overwritten before it
+// was read. The members-only exchange keeps the same rule per pair of PEs and their rounds. Sync words carry the
 // number's low 31 bits (they fit a vendor's 32-bit signals and grow for two billion
 // collectives); numbers only grow; the block starts zeroed.
 //
@@ -65,28 +68,42 @@ struct DeviceControlLayout {
   static constexpr std::uint64_t kLine = 64;
   static constexpr std::uint64_t kRowBytes = CollectiveDescriptor::kWords * sizeof(std::uint64_t);
 
-  explicit DeviceControlLayout(int size = 1) : pes(static_cast<std::uint64_t>(size)) {
-    flags = (2 * pes * kRowBytes + kLine - 1) / kLine * kLine;
-    epochs = flags + 2 * pes * kLine;
-    bytes = epochs + static_cast<std::uint64_t>(data_plane::kEpochSlots) * pes * kLine;
+  explicit DeviceControlLayout(int size = 1, int team_slots = 1)
+      : pes(static_cast<std::uint64_t>(size)), teams(static_cast<std::uint64_t>(team_slots)) {
+    flags = (teams * 2 * pes * kRowBytes + kLine - 1) / kLine * kLine;
+    epochs = flags + teams * 2 * pes * kLine;
+    offers = epochs + teams * pes * kLine;
+    offer_flags = (offers + 2 * pes * kRowBytes + kLine - 1) / kLine * kLine;
+    bytes = offer_flags + 2 * pes * kLine;
   }
 
   /// Offsets inside the block.
-  std::uint64_t Row(std::uint64_t sequence, int pe) const {
-    return (sequence % 2 * pes + static_cast<std::uint64_t>(pe)) * kRowBytes;
+  std::uint64_t Row(int team, std::uint64_t sequence, int pe) const {
+    return ((Team(team) * 2 + sequence % 2) * pes + static_cast<std::uint64_t>(pe)) * kRowBytes;
   }
-  std::uint64_t Flag(std::uint64_t sequence, int pe) const {
-    return flags + (sequence % 2 * pes + static_cast<std::uint64_t>(pe)) * kLine;
+  std::uint64_t Flag(int team, std::uint64_t sequence, int pe) const {
+    return flags + ((Team(team) * 2 + sequence % 2) * pes + static_cast<std::uint64_t>(pe)) * kLine;
   }
-  std::uint64_t Epoch(int slot, int source) const {
-    return epochs +
-           (static_cast<std::uint64_t>(slot) * pes + static_cast<std::uint64_t>(source)) * kLine;
+  std::uint64_t Epoch(int team, int source) const {
+    return epochs + (Team(team) * pes + static_cast<std::uint64_t>(source)) * kLine;
+  }
+  std::uint64_t OfferRow(std::uint64_t round, int source) const {
+    return offers + (round % 2 * pes + static_cast<std::uint64_t>(source)) * kRowBytes;
+  }
+  std::uint64_t OfferFlag(std::uint64_t round, int source) const {
+    return offer_flags + (round % 2 * pes + static_cast<std::uint64_t>(source)) * kLine;
   }
 
   std::uint64_t pes = 1;
+  std::uint64_t teams = 1;
   std::uint64_t flags = 0;
   std::uint64_t epochs = 0;
+  std::uint64_t offers = 0;
+  std::uint64_t offer_flags = 0;
   std::uint64_t bytes = 0;
+
+ private:
+  static std::uint64_t Team(int team) { return static_cast<std::uint64_t>(team); }
 };
 
 /// The caller's streams work was enqueued on, and the operands it holds, until the next Quiesce.
@@ -113,8 +130,11 @@ class DeviceBackend : public Backend {
  public:
   ~DeviceBackend() override = default;
 
-  Status ExchangeDescriptors(const CollectiveDescriptor& mine, std::string_view operation,
+  Status ExchangeDescriptors(const data_plane::CollectiveGroup& group,
+                             const CollectiveDescriptor& mine, std::string_view operation,
                              std::vector<CollectiveDescriptor>* all) final;
+  Status ExchangeWithPeers(std::span<const PeerRound> peers, const ExchangeWords& mine,
+                           std::string_view operation, std::vector<ExchangeWords>* theirs) final;
   Status Quiesce() final;
   StreamRef CurrentStream() const final { return StreamRef{}; }
   bool RunsInline(StreamRef stream) const final { return stream.native == nullptr; }
@@ -135,8 +155,9 @@ class DeviceBackend : public Backend {
                     Comparison comparison, std::int64_t value) final;
   Status Launch(StreamRef stream, std::string_view name, Kernel kernel,
                 KeepAlive keep_alive) final;
-  Status LaunchCollective(StreamRef stream, const CollectiveDescriptor& descriptor,
-                          std::string_view name, Kernel kernel, KeepAlive keep_alive) final;
+  Status LaunchCollective(StreamRef stream, const data_plane::CollectiveGroup& group,
+                          const CollectiveDescriptor& descriptor, std::string_view name,
+                          Kernel kernel, KeepAlive keep_alive) final;
 
  protected:
   /// The memory an enqueued operation addresses at a PE: its heap, or its control block.
@@ -205,7 +226,8 @@ class DeviceBackend : public Backend {
   template <class Enqueue>
   Status OnStream(StreamRef stream, KeepAlive keep_alive, Enqueue enqueue);
   // The descriptor exchange on `stream`, synchronised before it returns.
-  Status Exchange(void* stream, const CollectiveDescriptor& mine, std::string_view operation,
+  Status Exchange(void* stream, const data_plane::CollectiveGroup& group,
+                  const CollectiveDescriptor& mine, std::string_view operation,
                   std::vector<CollectiveDescriptor>* all);
   // Runs a kernel's body on `stream` in the custom-op call site.
   Status RunKernel(void* stream, const Kernel& kernel);

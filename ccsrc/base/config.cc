@@ -87,6 +87,9 @@ Status Config::FromEnvironment(const EnvLookup& env, Config* out) {
     }
     config.quarantine_bytes = bytes;
   }
+  if (auto text = env(kEnvMaxTeams)) {
+    HPS_RETURN_IF_ERROR(ParsePositiveDecimal(kEnvMaxTeams, *text, kMaxMaxTeams, &config.max_teams));
+  }
   *out = config;
   return Status::Ok();
 }

@@ -27,6 +27,7 @@ inline constexpr std::string_view kEnvBackend = "HYPER_PARALLEL_SHMEM_BACKEND";
 inline constexpr std::string_view kEnvCopyWorkers = "HYPER_PARALLEL_SHMEM_COPY_WORKERS";
 inline constexpr std::string_view kEnvWait = "HYPER_PARALLEL_SHMEM_WAIT";
 inline constexpr std::string_view kEnvQuarantineBytes = "HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES";
+inline constexpr std::string_view kEnvMaxTeams = "HYPER_PARALLEL_SHMEM_MAX_TEAMS";
 
 /// Log levels of HYPER_PARALLEL_SHMEM_LOG_LEVEL: 0 debug, 1 info, 2 error.
 enum class LogLevel : std::uint8_t { kDebug = 0, kInfo = 1, kError = 2 };
@@ -47,6 +48,9 @@ struct Config {
   /// About 11 days; keeps deadline arithmetic in nanoseconds far from overflow.
   static constexpr std::uint64_t kMaxTimeoutSec = 1'000'000;
   static constexpr std::uint64_t kMaxCopyWorkers = 64;
+  static constexpr std::uint64_t kDefaultMaxTeams = 64;
+  /// A creation's free-slot mask must fit its exchange (docs/teams.md).
+  static constexpr std::uint64_t kMaxMaxTeams = 256;
 
   std::uint64_t heap_bytes = kDefaultHeapBytes;
   std::uint64_t timeout_sec = kDefaultTimeoutSec;
@@ -61,6 +65,9 @@ struct Config {
   /// Bytes of freed heap held back from reuse (HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES; 0: off);
   /// unset means an eighth of the heap.
   std::optional<std::uint64_t> quarantine_bytes;
+  /// Team slots per PE, the world's included (HYPER_PARALLEL_SHMEM_MAX_TEAMS): each has its
+  /// own sync words beside the heap.
+  std::uint64_t max_teams = kDefaultMaxTeams;
 
   /// The quarantine budget in force.
   std::uint64_t quarantine() const { return quarantine_bytes.value_or(heap_bytes / 8); }

@@ -93,7 +93,18 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES", "-1"},
                       BadValue{"HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES", "00"},
                       BadValue{"HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES", "1MiB"},
-                      BadValue{"HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES", "70368744177665"}));
+                      BadValue{"HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES", "70368744177665"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_MAX_TEAMS", "0"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_MAX_TEAMS", "257"}));
+
+TEST(Config, MaxTeamsDefaultsTo64AndAcceptsUpTo256) {
+  Config config;
+  ASSERT_TRUE(Config::FromEnvironment(Env({}), &config).ok());
+  EXPECT_EQ(config.max_teams, 64u);
+  ASSERT_TRUE(Config::FromEnvironment(Env({{"HYPER_PARALLEL_SHMEM_MAX_TEAMS", "256"}}), &config)
+                  .ok());
+  EXPECT_EQ(config.max_teams, 256u);
+}
 
 TEST(Config, TheQuarantineDefaultsToAnEighthOfTheHeapAndZeroTurnsItOff) {
   Config config;

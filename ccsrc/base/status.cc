@@ -44,6 +44,11 @@ Status Status::Contract(ErrorCode code, std::string_view what, std::string_view 
 
 Status Status::Assertion(ErrorCode code, std::string_view fact,
                          std::initializer_list<Field> fields) {
+  return Assertion(code, fact, std::vector<Field>(fields));
+}
+
+Status Status::Assertion(ErrorCode code, std::string_view fact,
+                         const std::vector<Field>& fields) {
   std::string message(fact);
   const char* separator = ": ";
   for (const Field& field : fields) {

@@ -19,6 +19,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace hyper_parallel::shmem {
 
@@ -73,6 +74,9 @@ class Status {
   /// A state assertion: "<fact>: k=v, k=v".
   static Status Assertion(ErrorCode code, std::string_view fact,
                           std::initializer_list<Field> fields = {});
+  /// The same, with fields gathered at run time.
+  static Status Assertion(ErrorCode code, std::string_view fact,
+                          const std::vector<Field>& fields);
 
   bool ok() const { return rep_ == nullptr; }
   ErrorCode code() const { return rep_ ? rep_->code : ErrorCode::kOk; }

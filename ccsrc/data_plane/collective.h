@@ -15,8 +15,8 @@
 //
 // Collectives run over a group of PEs (CollectiveGroup): its members' PE numbers in the group's
 // order, this PE's place among them, and the epoch slot its collectives publish their arrivals
-// on. The group owns the sequence of collective numbers its calls take. Today the group is
-// always the Root WORLD; teams (subsets of PEs) are groups of their own.
+// on. The group owns the sequence of collective numbers its calls take: the Root WORLD is one
+// group, and every team (a subset of the PEs, docs/teams.md) is a group of its own.
 //
 // Synchronisation inside a kernel uses the call's collective number as a monotonic epoch on the
 // group's sync slot (KernelApi::PublishEpoch / WaitEpochs): numbers only grow, and every
@@ -49,6 +49,7 @@ enum AgreedField : unsigned {
   kAgreeOffset = 1u << 2,     ///< the heap offset of the symmetric operand
   kAgreeDtype = 1u << 3,      ///< the element type's name
   kAgreeLocal = 1u << 4,      ///< the outcome of each PE's local step (empty)
+  kAgreeArguments = 1u << 5,  ///< up to three integer arguments (a team split's triplet)
 };
 
 /// The PEs a collective runs over.
@@ -57,7 +58,8 @@ struct CollectiveGroup {
   std::shared_ptr<const std::vector<int>> pes;
   /// This PE's index in `pes`.
   int index = 0;
-  /// The epoch slot (< kEpochSlots) this group's collectives publish their arrivals on.
+  /// The group's team slot: its descriptor slots and the epoch slot its collectives publish
+  /// their arrivals on (0: the Root WORLD).
   int sync_slot = 0;
 
   int size() const { return pes ? static_cast<int>(pes->size()) : 0; }

@@ -55,16 +55,17 @@ struct SignalledPut {
   std::int64_t add = 0;
 };
 
-/// Epoch slots per PE for the runtime's collectives: each group of PEs publishes its
-/// collectives' arrivals on a slot of its own (data_plane/collective.h); the Root WORLD's is
-/// slot 0.
-inline constexpr int kEpochSlots = 1;
+/// Epoch slots: each team (group of PEs, data_plane/collective.h) publishes its collectives'
+/// arrivals on the slot of its own team slot; the Root WORLD's is slot 0. A backend has as many
+/// as the lifecycle's team slots (HYPER_PARALLEL_SHMEM_MAX_TEAMS).
+inline constexpr int kWorldEpochSlot = 0;
 
 class KernelApi {
  public:
   virtual ~KernelApi() = default;
 
-  /// This PE's index in the Root WORLD and the number of PEs.
+  /// This PE's index in the Root WORLD and the number of PEs (a team's kernel: this PE's team
+  /// PE and the team's size, TeamKernelApi).
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
@@ -102,7 +103,7 @@ class KernelApi {
     }
   }
 
-  /// Publishes `epoch` on this PE's epoch slot `slot` (< kEpochSlots) at PE `pe`, after every
+  /// Publishes `epoch` on this PE's epoch slot `slot` (a team slot) at PE `pe`, after every
   /// block this kernel put to `pe` before (data before signal).
   virtual void PublishEpoch(int pe, int slot, std::uint64_t epoch) = 0;
 

@@ -3,10 +3,10 @@
 // (the backend's name, the host backend's wait setting) against the backends' own tables.
 //
 // Input layout, chosen so that seeds are mostly readable text:
-//   byte 0        which variables are set: bit i for kVariables[i] (bits 6-7 are ignored), so
-//                 '@' sets none and '_' the first five
+//   byte 0        which variables are set: bit i for kVariables[i] (all eight bits), so
+//                 '@' sets the seventh only and '_' the first five and the seventh
 //   the rest      fields separated by NUL (an environment value cannot hold one): field i is
-//                 the value of kVariables[i] when its bit is set; field 6, when present, is
+//                 the value of kVariables[i] when its bit is set; field 8, when present, is
 //                 up to 8 little-endian bytes of an extra `max` for ParsePositiveDecimal
 // Fields 0-5 are also fed to ParsePositiveDecimal directly, set or not, under the production
 // limits, the edges of uint64 and the extra max.
@@ -29,9 +29,9 @@
 namespace hyper_parallel::shmem {
 namespace {
 
-constexpr std::array<std::string_view, 7> kVariables = {
+constexpr std::array<std::string_view, 8> kVariables = {
     kEnvHeapSize, kEnvTimeoutSec, kEnvLogLevel, kEnvBackend, kEnvCopyWorkers, kEnvWait,
-    kEnvQuarantineBytes};
+    kEnvQuarantineBytes, kEnvMaxTeams};
 
 struct FuzzEnvironment {
   std::array<std::optional<std::string>, kVariables.size()> values;
@@ -199,6 +199,7 @@ ReferenceOutcome ReferenceConfig(const FuzzEnvironment& env) {
       outcome.invalid.push_back(6);
     }
   }
+  decimal(7, Config::kMaxMaxTeams, &config.max_teams);
   if (outcome.invalid.empty()) outcome.config = config;
   return outcome;
 }
@@ -214,6 +215,8 @@ void CheckConfigRanges(const Config& config) {
   HPS_FUZZ_CHECK(config.copy_workers <= Config::kMaxCopyWorkers,
                  "copy_workers " + std::to_string(config.copy_workers));
   HPS_FUZZ_CHECK(LogLevelName(config.log_level) != "UNKNOWN", "log level out of the enum");
+  HPS_FUZZ_CHECK(config.max_teams >= 1 && config.max_teams <= Config::kMaxMaxTeams,
+                 "max_teams " + std::to_string(config.max_teams));
 }
 
 struct Parsed {
@@ -249,6 +252,7 @@ void CheckFromEnvironment(const FuzzEnvironment& env) {
   sentinel.copy_workers = 63;
   sentinel.wait = "sentinel-wait";
   sentinel.quarantine_bytes = 99;
+  sentinel.max_teams = 7;
 
   const Parsed first = ParseOnce(env, sentinel);
   const Parsed second = ParseOnce(env, sentinel);
@@ -278,6 +282,9 @@ void CheckFromEnvironment(const FuzzEnvironment& env) {
     HPS_FUZZ_CHECK(got.quarantine_bytes == want.quarantine_bytes,
                    "quarantine_bytes " + std::to_string(got.quarantine()) + ", expected " +
                        std::to_string(want.quarantine()));
+    HPS_FUZZ_CHECK(got.max_teams == want.max_teams,
+                   "max_teams " + std::to_string(got.max_teams) + ", expected " +
+                       std::to_string(want.max_teams));
     HPS_FUZZ_CHECK(got == want, "Config::operator== disagrees with the fields");
     CheckConfigRanges(got);
     for (std::size_t i = 0; i < kVariables.size(); ++i) {

@@ -9,6 +9,7 @@
 
 #include "backends/registry.h"
 #include "data_plane/pe_address.h"
+#include "data_plane/team_kernel_api.h"
 #include "base/log.h"
 
 namespace hyper_parallel::shmem {
@@ -32,7 +33,7 @@ std::string InitRecord(const Config& config, std::string_view backend, const Dev
   std::ostringstream text;
   text << "heap_bytes=" << config.heap_bytes << ";timeout_sec=" << config.timeout_sec
        << ";backend=" << backend << ";device_type=" << static_cast<int>(device.type)
-       << ";quarantine_bytes=" << config.quarantine()
+       << ";quarantine_bytes=" << config.quarantine() << ";max_teams=" << config.max_teams
        << ";size=" << size << ";global_ranks=" << JoinInts(global_ranks);
   return text.str();
 }
@@ -111,21 +112,6 @@ std::chrono::milliseconds Runtime::timeout() const {
   return config_.timeout();
 }
 
-// Counts an entry that executes outside the mutex, so a shutdown never tears the heap down
-// under it. Constructed under the mutex (the count is read there), destroyed anywhere.
-class Runtime::CallScope {
- public:
-  explicit CallScope(Runtime* runtime) : runtime_(runtime) {
-    runtime_->calls_in_flight_.fetch_add(1, std::memory_order_relaxed);
-  }
-  ~CallScope() { runtime_->calls_in_flight_.fetch_sub(1, std::memory_order_release); }
-  CallScope(const CallScope&) = delete;
-  CallScope& operator=(const CallScope&) = delete;
-
- private:
-  Runtime* runtime_;
-};
-
 Status Runtime::KeepFailureLocked(Status status, std::string_view operation,
                                   std::string_view phase, bool backend_work) {
   if (backend_work && backend_) {
@@ -152,10 +138,11 @@ void Runtime::RollBackInit() {
   rank_ = -1;
   size_ = 0;
   global_ranks_.clear();
-  world_ = data_plane::CollectiveGroup{};
-  collective_sequence_ = 0;
+  teams_.clear();
+  slot_high_.clear();
+  pair_rounds_.clear();
+  creating_team_ = false;
   collectives_in_flight_.store(0);
-  collective_owner_ = CollectiveOwner{};
   backend_name_.clear();
   state_ = RuntimeState::kUninitialized;
 }
@@ -268,7 +255,7 @@ Status Runtime::Init(InitOptions options) {
   };
 
   HeapSpec spec{rank,    size, config.heap_bytes, timeout, static_cast<int>(config.copy_workers),
-                &blocking_ops_, config.wait};
+                &blocking_ops_, config.wait, static_cast<int>(config.max_teams)};
   std::string handle;
   std::vector<std::string> handles;
   Status created = backend->CreateHeap(spec, &handle);
@@ -292,7 +279,14 @@ Status Runtime::Init(InitOptions options) {
   {
     auto members = std::make_shared<std::vector<int>>(size);
     for (int pe = 0; pe < size; ++pe) (*members)[pe] = pe;
-    world_ = data_plane::CollectiveGroup{std::move(members), rank, /*sync_slot=*/0};
+    auto world = std::make_shared<TeamState>();
+    world->group = data_plane::CollectiveGroup{std::move(members), rank, /*sync_slot=*/0};
+    world->predefined = true;
+    teams_.assign(config.max_teams, nullptr);
+    teams_[0] = std::move(world);
+    slot_high_.assign(config.max_teams, 0);
+    pair_rounds_.assign(static_cast<std::size_t>(size), 0);
+    creating_team_ = false;
   }
   bootstrap_ = std::move(options.bootstrap);
   backend_ = std::move(backend);
@@ -302,9 +296,7 @@ Status Runtime::Init(InitOptions options) {
   allocator_.SetQuarantine(config.quarantine());
   registry_.BeginLifecycle();
   heap_lifecycle_.store(registry_.lifecycle(), std::memory_order_release);
-  collective_sequence_ = 0;
   collectives_in_flight_.store(0);
-  collective_owner_ = CollectiveOwner{};
   latest_failure_ = Status::Ok();  // diagnostics describe this lifecycle
   state_ = RuntimeState::kReady;
   HPS_LOG_INFO("runtime ready: lifecycle=" + std::to_string(registry_.lifecycle()) +
@@ -359,18 +351,27 @@ Status Runtime::Shutdown() {
     return RejectLocked(std::move(ready), kOp, "state");
   }
   std::uint64_t sequence = 0;
-  HPS_REJECT_IF_ERROR(WaitForOtherCollectives(kOp), kOp, "state");
-  HPS_REJECT_IF_ERROR(ClaimCollective(OwnerOf({}, true), kOp, &sequence), kOp, "state");
+  HPS_REJECT_IF_ERROR(WaitForOtherCollectives(World(), kOp), kOp, "state");
+  HPS_REJECT_IF_ERROR(ClaimCollective(World(), OwnerOf({}, true), kOp, &sequence), kOp, "state");
   // Close the gate: from here on every other entry is refused, so nothing new is queued while
   // the streams drain. Calls still executing on other threads make this PE refuse.
   state_ = RuntimeState::kClosing;
-  const int other_calls = calls_in_flight_.load(std::memory_order_acquire);
+  int other_calls = calls_in_flight_.load(std::memory_order_acquire);
   Backend* backend = backend_.get();
+  const data_plane::CollectiveGroup world_group = World().group;
   std::optional<CallScope> call;
   call.emplace(this);  // a terminal shutdown on another thread waits for this one
   lock.Unlock();
   const Status drained = backend->Quiesce();
   lock.Lock();
+  // A team collective another thread runs on its default stream right now is a call in flight
+  // too (queued ones drained above).
+  for (std::size_t slot = 1; slot < teams_.size(); ++slot) {
+    const TeamState* team = teams_[slot].get();
+    if (team != nullptr && team->in_flight.load() > 0 && team->owner.stream == nullptr) {
+      ++other_calls;
+    }
+  }
 
   AdoptOrphans();  // work that just drained may have dropped the last reference to a leak
   const std::vector<AllocationRecord> leaks = registry_.Leaked();
@@ -384,10 +385,10 @@ Status Runtime::Shutdown() {
   mine.extra[kLeakDigest] = LeakDigest(leaks);
   lock.Unlock();
   std::vector<CollectiveDescriptor> all;
-  Status agreed = backend->ExchangeDescriptors(mine, kOp, &all);
+  Status agreed = backend->ExchangeDescriptors(world_group, mine, kOp, &all);
   if (agreed.ok()) agreed = MatchDescriptors(mine, all);
   lock.Lock();
-  ReleaseCollectiveLocked();
+  ReleaseCollectiveLocked(World());
   call.reset();
 
   auto refuse = [&](Status reason, std::string_view phase) {
@@ -540,43 +541,47 @@ std::string Runtime::OwnerLabel(const CollectiveOwner& owner) const {
   return backend_ ? backend_->StreamLabel(StreamRef{owner.stream}) : "a stream";
 }
 
-Status Runtime::ClaimCollective(const CollectiveOwner& owner, std::string_view operation,
-                                std::uint64_t* sequence) {
-  const int in_flight = collectives_in_flight_.load();
-  if (in_flight > 0 && !(collective_owner_ == owner)) {
+Status Runtime::ClaimCollective(TeamState& team, const CollectiveOwner& owner,
+                                std::string_view operation, std::uint64_t* sequence) {
+  const int in_flight = team.in_flight.load();
+  if (in_flight > 0 && !(team.owner == owner)) {
+    std::vector<Field> fields{{"operation", std::string(operation)}};
+    if (team.group.sync_slot != 0) fields.push_back({"team", GroupLabel(team.group)});
+    fields.push_back({"this_stream", OwnerLabel(owner)});
+    fields.push_back({"in_flight_on", OwnerLabel(team.owner)});
+    fields.push_back({"in_flight", std::to_string(in_flight)});
+    fields.push_back({"latest_sequence", std::to_string(team.sequence)});
     return Status::Assertion(
         ErrorCode::kInvalidState,
         "a collective of this PE is already in flight on another stream; keep a PE's "
-        "collectives on one stream at a time (synchronize that stream first)",
-        {{"operation", std::string(operation)},
-         {"this_stream", OwnerLabel(owner)},
-         {"in_flight_on", OwnerLabel(collective_owner_)},
-         {"in_flight", std::to_string(in_flight)},
-         {"latest_sequence", std::to_string(collective_sequence_)}});
+        "collectives of one team on one stream at a time (synchronize that stream first)",
+        fields);
   }
-  collective_owner_ = owner;
+  team.owner = owner;
+  team.in_flight.fetch_add(1);
   collectives_in_flight_.fetch_add(1);
-  *sequence = ++collective_sequence_;
+  *sequence = ++team.sequence;
+  std::uint64_t& high = slot_high_[static_cast<std::size_t>(team.group.sync_slot)];
+  high = std::max(high, team.sequence);
   return Status::Ok();
 }
 
-Status Runtime::WaitForOtherCollectives(std::string_view operation) {
+Status Runtime::WaitForOtherCollectives(TeamState& team, std::string_view operation) {
   const CollectiveOwner mine{nullptr, CurrentThreadId()};
   // Collectives queued on asynchronous streams finish by themselves: wait for them. One
-  // running on another thread's default stream is a race between threads: refuse at once.
-  if (collectives_in_flight_.load() > 0 && !(collective_owner_ == mine) &&
-      collective_owner_.stream != nullptr) {
+  // running on another thread's default stream is a race between threads: the claim refuses.
+  if (team.in_flight.load() > 0 && !(team.owner == mine) && team.owner.stream != nullptr) {
     BlockingOpTable::Scope scope = blocking_ops_.Enter(
         operation, DefaultStreamLabel(),
-        [label = OwnerLabel(collective_owner_)] {
+        [label = OwnerLabel(team.owner)] {
           return "collectives queued on " + label + " to finish";
         });
     collective_waiters_.fetch_add(1);
     const auto deadline = std::chrono::steady_clock::now() + config_.timeout();
     bool done = true;
-    while (collectives_in_flight_.load() != 0 && state_ == RuntimeState::kReady) {
-      if (!collectives_done_.WaitUntil(&mutex_, deadline) &&
-          collectives_in_flight_.load() != 0 && state_ == RuntimeState::kReady) {
+    while (team.in_flight.load() != 0 && state_ == RuntimeState::kReady) {
+      if (!collectives_done_.WaitUntil(&mutex_, deadline) && team.in_flight.load() != 0 &&
+          state_ == RuntimeState::kReady) {
         done = false;
         break;
       }
@@ -587,34 +592,37 @@ Status Runtime::WaitForOtherCollectives(std::string_view operation) {
       return Status::Assertion(ErrorCode::kTimeout,
                                "collectives queued on another stream did not finish in time",
                                {{"operation", std::string(operation)},
-                                {"in_flight_on", OwnerLabel(collective_owner_)},
+                                {"in_flight_on", OwnerLabel(team.owner)},
                                 {"timeout_ms", std::to_string(config_.timeout().count())}});
     }
   }
   return Status::Ok();
 }
 
-void Runtime::ReleaseCollective() {
-  if (collectives_in_flight_.fetch_sub(1) != 1 || collective_waiters_.load() == 0) return;
+void Runtime::ReleaseCollective(TeamState& team) {
+  collectives_in_flight_.fetch_sub(1);
+  if (team.in_flight.fetch_sub(1) != 1 || collective_waiters_.load() == 0) return;
   // Taking the mutex orders this wake after the waiter's predicate check (it holds the mutex
   // from the check until it sleeps), so the wake is never lost.
   MutexLock lock(&mutex_);
   collectives_done_.SignalAll();
 }
 
-void Runtime::ReleaseCollectiveLocked() {
-  if (collectives_in_flight_.fetch_sub(1) != 1 || collective_waiters_.load() == 0) return;
+void Runtime::ReleaseCollectiveLocked(TeamState& team) {
+  collectives_in_flight_.fetch_sub(1);
+  if (team.in_flight.fetch_sub(1) != 1 || collective_waiters_.load() == 0) return;
   collectives_done_.SignalAll();
 }
 
-KeepAlive Runtime::CollectiveTicket(KeepAlive inner) {
+KeepAlive Runtime::CollectiveTicket(KeepAlive inner, std::shared_ptr<TeamState> team) {
   struct Ticket {
     Runtime* runtime;
+    std::shared_ptr<TeamState> team;
     KeepAlive inner;
-    ~Ticket() { runtime->ReleaseCollective(); }
+    ~Ticket() { runtime->ReleaseCollective(*team); }
   };
   // Built in place: a moved-from temporary would release the claim early.
-  return std::shared_ptr<const Ticket>(new Ticket{this, std::move(inner)});
+  return std::shared_ptr<const Ticket>(new Ticket{this, std::move(team), std::move(inner)});
 }
 
 Status Runtime::Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocation* out,
@@ -623,7 +631,7 @@ Status Runtime::Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocatio
   MutexLock lock(&mutex_);
   HPS_REJECT_IF_ERROR(CheckReady(kOp), kOp, "state");
   AdoptOrphans();
-  HPS_REJECT_IF_ERROR(WaitForOtherCollectives(kOp), kOp, "state");
+  HPS_REJECT_IF_ERROR(WaitForOtherCollectives(World(), kOp), kOp, "state");
   // Every PE's heap has seen the same agreed allocations and frees, so a request one PE cannot
   // place (bad alignment, no room) fails alike on every PE: rejected here, before anything
   // collective, and without taking a collective number.
@@ -633,13 +641,13 @@ Status Runtime::Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocatio
   CollectiveDescriptor mine = CollectiveDescriptor::Of(
       "empty", data_plane::kAgreeBytes | data_plane::kAgreeAlignment | data_plane::kAgreeOffset |
                    data_plane::kAgreeLocal);
-  HPS_REJECT_IF_ERROR(ClaimCollective(OwnerOf({}, true), kOp, &mine.sequence), kOp, "state");
+  HPS_REJECT_IF_ERROR(ClaimCollective(World(), OwnerOf({}, true), kOp, &mine.sequence), kOp, "state");
   // Only collectives change the allocator, and this PE has one in flight: the block is still
   // free when it is committed below.
   mine.bytes = bytes;
   mine.alignment = alignment;
   mine.offset = block.offset;
-  HPS_REJECT_IF_ERROR(Agree(kOp, mine), kOp, "agree");
+  HPS_REJECT_IF_ERROR(Agree(World(), kOp, mine), kOp, "agree");
   allocator_.Commit(block);
 
   const AllocationId id =
@@ -651,18 +659,22 @@ Status Runtime::Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocatio
   return Status::Ok();
 }
 
-Status Runtime::Agree(std::string_view operation, const CollectiveDescriptor& mine) {
+Status Runtime::Agree(TeamState& team, std::string_view operation,
+                      const CollectiveDescriptor& mine) {
   Backend& backend = *backend_;
+  // Kept alive while the mutex is released (another thread may end the team meanwhile).
+  const std::shared_ptr<TeamState> hold = teams_[static_cast<std::size_t>(team.group.sync_slot)];
+  const data_plane::CollectiveGroup group = team.group;
   std::vector<CollectiveDescriptor> all;
   Status agreed;
   {
     CallScope call(this);
     mutex_.Unlock();
-    agreed = backend.ExchangeDescriptors(mine, operation, &all);
-    if (agreed.ok()) agreed = MatchDescriptors(mine, all);
+    agreed = backend.ExchangeDescriptors(group, mine, operation, &all);
+    if (agreed.ok()) agreed = MatchDescriptors(mine, all, &group);
     mutex_.Lock();
   }
-  ReleaseCollectiveLocked();
+  ReleaseCollectiveLocked(team);
   if (!agreed.ok()) {
     if (Status health = backend_->Health(); !health.ok()) EnterTerminal(health);
   }
@@ -689,16 +701,16 @@ Status Runtime::Free(const SymmetricView& whole, std::string_view note) {
   }
   HPS_REJECT_IF_ERROR(drained, kOp, "quiesce");
   HPS_REJECT_IF_ERROR(CheckReady(kOp), kOp, "state");
-  HPS_REJECT_IF_ERROR(WaitForOtherCollectives(kOp), kOp, "state");
+  HPS_REJECT_IF_ERROR(WaitForOtherCollectives(World(), kOp), kOp, "state");
   // Another thread may have freed it meanwhile.
   HPS_REJECT_IF_ERROR(ResolveOperand(whole, &offset, &record, ErrorCode::kDoubleFree), kOp,
                       "validate");
   CollectiveDescriptor mine =
       CollectiveDescriptor::Of("free", data_plane::kAgreeBytes | data_plane::kAgreeOffset);
-  HPS_REJECT_IF_ERROR(ClaimCollective(OwnerOf({}, true), kOp, &mine.sequence), kOp, "state");
+  HPS_REJECT_IF_ERROR(ClaimCollective(World(), OwnerOf({}, true), kOp, &mine.sequence), kOp, "state");
   mine.bytes = record.bytes;
   mine.offset = record.offset;
-  HPS_REJECT_IF_ERROR(Agree(kOp, mine), kOp, "agree");
+  HPS_REJECT_IF_ERROR(Agree(World(), kOp, mine), kOp, "agree");
   // Poison: a stale alias (a numpy array, a DLPack capsule) reads NaN in every IEEE float
   // dtype (all bits set) and -1 in signed integers, not the data it had; no queued work of any
   // PE touches the allocation any more (each drained before agreeing).
@@ -851,18 +863,27 @@ Status Runtime::WaitSignal(const SymmetricView& signal, SignalWidth width, std::
 Status Runtime::RunCollective(const data_plane::Collective& collective,
                               const CollectiveOperands& operands, StreamRef stream,
                               KeepAlive keep_alive) {
+  return RunCollective(kWorldTeam, collective, operands, stream, std::move(keep_alive));
+}
+
+Status Runtime::RunCollective(const TeamHandle& team_handle,
+                              const data_plane::Collective& collective,
+                              const CollectiveOperands& operands, StreamRef stream,
+                              KeepAlive keep_alive) {
   const std::string_view op = collective.name();
   MutexLock lock(&mutex_);
   HPS_REJECT_IF_ERROR(CheckReady(op), op, "state");
+  std::shared_ptr<TeamState> team;
+  HPS_REJECT_IF_ERROR(ResolveTeam(team_handle, &team), op, "validate");
   data_plane::CollectivePlan plan;
-  plan.group = world_;
+  plan.group = team->group;
   CollectiveDescriptor mine = CollectiveDescriptor::Of(op, collective.AgreedFields());
   if (collective.TakesOperands()) {
     AllocationRecord record;
     HPS_REJECT_IF_ERROR(ResolveOperand(operands.output, &plan.output_offset, &record), op,
                         "validate");
     data_plane::CollectiveCall call;
-    call.group = world_;
+    call.group = team->group;
     call.output = operands.output.data;
     call.output_bytes = operands.output.bytes;
     call.input = operands.input;
@@ -878,39 +899,58 @@ Status Runtime::RunCollective(const data_plane::Collective& collective,
     mine.SetDtype(operands.dtype);
   }
   const bool runs_inline = backend_->CollectiveRunsInline(stream);
-  HPS_REJECT_IF_ERROR(ClaimCollective(OwnerOf(stream, runs_inline), op, &mine.sequence), op,
-                      "state");
+  HPS_REJECT_IF_ERROR(ClaimCollective(*team, OwnerOf(stream, runs_inline), op, &mine.sequence),
+                      op, "state");
   plan.sequence = mine.sequence;
   Kernel kernel;
   if (collective.HasKernel()) {
     kernel = [&collective, plan](data_plane::KernelApi& api) { return collective.Run(api, plan); };
   }
   if (!runs_inline) {  // only enqueued: cannot wait
-    return ConcludeLocked(backend_->LaunchCollective(stream, mine, op, std::move(kernel),
-                                                     CollectiveTicket(std::move(keep_alive))),
-                          op, "execute");
+    return ConcludeLocked(
+        backend_->LaunchCollective(stream, team->group, mine, op, std::move(kernel),
+                                   CollectiveTicket(std::move(keep_alive), team)),
+        op, "execute");
   }
   // The claim keeps the heap mapped meanwhile (a shutdown waits for collectives in flight).
   Backend* backend = backend_.get();
   lock.Unlock();
-  Status done =
-      backend->LaunchCollective(stream, mine, op, std::move(kernel), std::move(keep_alive));
-  ReleaseCollective();
+  Status done = backend->LaunchCollective(stream, team->group, mine, op, std::move(kernel),
+                                          std::move(keep_alive));
+  ReleaseCollective(*team);
   return ConcludeOutside(std::move(done), op, "execute");
 }
 
 Status Runtime::Launch(std::string_view name, const std::vector<SymmetricView>& operands,
                        StreamRef stream, LaunchKernel kernel, KeepAlive keep_alive) {
+  return Launch(kWorldTeam, name, operands, stream, std::move(kernel), std::move(keep_alive));
+}
+
+Status Runtime::Launch(const TeamHandle& team_handle, std::string_view name,
+                       const std::vector<SymmetricView>& operands, StreamRef stream,
+                       LaunchKernel kernel, KeepAlive keep_alive) {
   constexpr std::string_view kOp = "launch";
   MutexLock lock(&mutex_);
   HPS_REJECT_IF_ERROR(CheckReady(kOp), kOp, "state");
+  std::shared_ptr<TeamState> team;
+  HPS_REJECT_IF_ERROR(ResolveTeam(team_handle, &team), kOp, "validate");
   std::vector<std::uint64_t> offsets(operands.size());
   for (std::size_t i = 0; i < operands.size(); ++i) {
     AllocationRecord record;
     HPS_REJECT_IF_ERROR(ResolveOperand(operands[i], &offsets[i], &record), kOp, "validate");
   }
-  Kernel run = [kernel = std::move(kernel), offsets = std::move(offsets)](
-                   data_plane::KernelApi& api) { return kernel(api, offsets); };
+  Kernel run;
+  if (team->group.sync_slot == 0) {
+    run = [kernel = std::move(kernel), offsets = std::move(offsets)](data_plane::KernelApi& api) {
+      return kernel(api, offsets);
+    };
+  } else {  // the kernel sees team PEs (data_plane/team_kernel_api.h)
+    run = [kernel = std::move(kernel), offsets = std::move(offsets),
+           group = team->group](data_plane::KernelApi& api) {
+      data_plane::TeamKernelApi team_api(api, group);
+      return kernel(team_api, offsets);
+    };
+  }
   // A kernel may wait: outside the mutex unless it is only enqueued.
   return Execute(kOp, /*small=*/false, stream, [&](Backend& backend) {
     return backend.Launch(stream, name, std::move(run), std::move(keep_alive));
@@ -1014,10 +1054,21 @@ Diagnostics Runtime::Snapshot() {
     d.leaks = registry_.Leaked();
     d.latest_failure = latest_failure_;
     d.terminal_failure = terminal_;
-    d.collective_sequence = collective_sequence_;
-    d.collectives_in_flight = collectives_in_flight_.load();
-    d.collective_stream =
-        d.collectives_in_flight > 0 ? OwnerLabel(collective_owner_) : std::string();
+    if (!teams_.empty()) {
+      TeamState& world = World();
+      d.collective_sequence = world.sequence;
+      d.collectives_in_flight = world.in_flight.load();
+      d.collective_stream =
+          d.collectives_in_flight > 0 ? OwnerLabel(world.owner) : std::string();
+    }
+    for (const std::shared_ptr<TeamState>& team : teams_) {
+      if (team == nullptr) continue;
+      Diagnostics::TeamRow row;
+      DescribeTeamLocked(*team, &row.info);
+      row.in_flight = team->in_flight.load();
+      row.stream = row.in_flight > 0 ? OwnerLabel(team->owner) : std::string();
+      d.teams.push_back(std::move(row));
+    }
     d.calls_in_flight = calls_in_flight_.load(std::memory_order_acquire);
     if (backend_) d.wait = backend_->Wait();
     d.wait.mode = config_.wait;

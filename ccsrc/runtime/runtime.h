@@ -32,6 +32,7 @@
 // Shutdown first wait (bounded) for collectives queued on asynchronous streams to finish.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -359,8 +360,35 @@ class Runtime {
     long thread = 0;
     bool operator==(const CollectiveOwner&) const = default;
   };
-  // Counts an entry executing outside the mutex until it returns.
-  class CallScope;
+  // Counts an entry executing outside the mutex until it returns, so a shutdown never tears
+  // the heap down under it. Constructed under the mutex (the count is read there), destroyed
+  // anywhere.
+  class CallScope {
+   public:
+    explicit CallScope(Runtime* runtime) : runtime_(runtime) {
+      runtime_->calls_in_flight_.fetch_add(1, std::memory_order_relaxed);
+    }
+    ~CallScope() { runtime_->calls_in_flight_.fetch_sub(1, std::memory_order_release); }
+    CallScope(const CallScope&) = delete;
+    CallScope& operator=(const CallScope&) = delete;
+
+   private:
+    Runtime* runtime_;
+  };
+
+  // One team this PE is in (the world in slot 0; docs/teams.md): its group, its sequence of
+  // collective numbers and who has its collectives in flight. Shared with the tickets of its
+  // queued collectives, which release their claims wherever they end. Every member but
+  // `in_flight` is guarded by the Runtime's mutex.
+  struct TeamState {
+    data_plane::CollectiveGroup group;
+    bool predefined = false;               // the world: it ends with the lifecycle only
+    std::uint64_t first_sequence = 0;      // the number its first collective follows
+    std::uint64_t sequence = 0;            // number of its latest collective
+    std::vector<std::uint64_t> handles;    // this PE's live handles of it
+    std::atomic<int> in_flight{0};         // claimed under the mutex, released anywhere
+    CollectiveOwner owner;
+  };
 
   // Entry check: Ready, healthy and on the frozen device.
   Status CheckReady(std::string_view operation) REQUIRES(mutex_);
@@ -379,20 +407,42 @@ class Runtime {
 
   CollectiveOwner OwnerOf(StreamRef stream, bool runs_inline) const;
   std::string OwnerLabel(const CollectiveOwner& owner) const REQUIRES(mutex_);
-  // Takes the next collective number of the Root WORLD for `owner`, or INVALID_STATE when a
-  // collective of another owner is in flight.
-  Status ClaimCollective(const CollectiveOwner& owner, std::string_view operation,
-                         std::uint64_t* sequence) REQUIRES(mutex_);
-  // Before a blocking host collective claims: waits (bounded, releasing the mutex) for
-  // collectives queued on asynchronous streams to finish; refuses at once when one runs on
-  // another thread's default stream. Holds the mutex again on return.
-  Status WaitForOtherCollectives(std::string_view operation) REQUIRES(mutex_);
-  // Ends one claimed collective: one atomic decrement; the mutex is taken only to wake a host
-  // collective waiting for the last one to end (the Locked form: the caller holds it).
-  void ReleaseCollective() EXCLUDES(mutex_);
-  void ReleaseCollectiveLocked() REQUIRES(mutex_);
-  // Holds `inner` and releases the collective claim when the queued work that owns it is done.
-  KeepAlive CollectiveTicket(KeepAlive inner);
+  // Takes the next collective number of `team` for `owner`, or INVALID_STATE when a
+  // collective of the team by another owner is in flight.
+  Status ClaimCollective(TeamState& team, const CollectiveOwner& owner,
+                         std::string_view operation, std::uint64_t* sequence) REQUIRES(mutex_);
+  // Before a blocking host collective of `team` claims: waits (bounded, releasing the mutex)
+  // for the team's collectives queued on asynchronous streams to finish. Holds the mutex again
+  // on return.
+  Status WaitForOtherCollectives(TeamState& team, std::string_view operation) REQUIRES(mutex_);
+  // Ends one claimed collective of `team`: atomic decrements; the mutex is taken only to wake
+  // a host collective waiting for the last one to end (the Locked form: the caller holds it).
+  void ReleaseCollective(TeamState& team) EXCLUDES(mutex_);
+  void ReleaseCollectiveLocked(TeamState& team) REQUIRES(mutex_);
+  // Holds `inner` and releases the claim on `team` when the queued work that owns it is done.
+  KeepAlive CollectiveTicket(KeepAlive inner, std::shared_ptr<TeamState> team);
+
+  // The team a handle names, or why it is refused (docs/teams.md).
+  Status ResolveTeam(const TeamHandle& handle, std::shared_ptr<TeamState>* out) const
+      REQUIRES(mutex_);
+  TeamState& World() REQUIRES(mutex_) { return *teams_[0]; }
+  void DescribeTeamLocked(const TeamState& team, TeamInfo* out) const REQUIRES(mutex_);
+  // INVALID_STATE while another thread of this PE creates, splits or destroys a team; else
+  // marks one in progress (the caller clears creating_team_ when it is done).
+  Status BeginTeamChange(std::string_view operation) REQUIRES(mutex_);
+  // The members-only part of every team creation: agrees with the other members of `pes`
+  // (world PEs, this PE among them) on a free slot and the sequence it starts from, or on the
+  // live team of the same ranks, and hands out a new handle. Releases the mutex while it
+  // exchanges; holds it on entry and on return.
+  Status MakeTeam(const std::vector<int>& pes, std::string_view operation, TeamHandle* out)
+      REQUIRES(mutex_);
+  // One members-only exchange of MakeTeam: the next round with each other member.
+  Status ExchangeOffer(const std::vector<int>& pes, const ExchangeWords& mine,
+                       std::string_view operation, std::vector<ExchangeWords>* theirs)
+      REQUIRES(mutex_);
+  // The parent-collective part of a split: agrees on the kind and arguments across `parent`.
+  Status AgreeSplit(TeamState& parent, std::string_view operation,
+                    std::array<std::uint64_t, 3> arguments) REQUIRES(mutex_);
 
   // The failure helpers, by what they conclude and where they run. Each returns `status`; on
   // failure it is tagged with where it happened and kept as the latest failure. Inline so the
@@ -433,10 +483,11 @@ class Runtime {
     }                                                                                     \
   } while (false)
 
-  // The exchange of an empty/free descriptor claimed under the mutex: outside it, counted as
-  // a call in flight; then releases the claim and turns a terminal failure into Failed. Holds
-  // the mutex on entry and on return.
-  Status Agree(std::string_view operation, const CollectiveDescriptor& mine) REQUIRES(mutex_);
+  // The exchange of a host collective's descriptor (empty, free, a split, a destroy) claimed
+  // on `team` under the mutex: outside it, counted as a call in flight; then releases the
+  // claim and turns a terminal failure into Failed. Holds the mutex on entry and on return.
+  Status Agree(TeamState& team, std::string_view operation, const CollectiveDescriptor& mine)
+      REQUIRES(mutex_);
   // Runs work that `execute(backend)` performs: under the mutex when it cannot wait (`small`
   // host work, or only enqueued), else outside it, counted as a call in flight. Holds the
   // mutex on entry and on return; the outcome is concluded either way.
@@ -471,16 +522,20 @@ class Runtime {
   Status latest_failure_ GUARDED_BY(mutex_);
   Status terminal_ GUARDED_BY(mutex_);  // set with state_ = kFailed
 
-  // The Root WORLD as a group of PEs (data_plane/collective.h): every PE, in rank order, its
-  // collectives' sync slot, and below the sequence of numbers its collectives take and who
-  // has them in flight. A team will be a group with a sequence of its own.
-  data_plane::CollectiveGroup world_ GUARDED_BY(mutex_);
-  std::uint64_t collective_sequence_ GUARDED_BY(mutex_) = 0;
-  // Claimed (incremented) under mutex_, released anywhere; seq_cst with collective_waiters_,
-  // so a release either sees a waiter or the waiter sees the release.
+  // The teams this PE is in, by slot (null: a free slot); slot 0 is the Root WORLD (every PE,
+  // in rank order). Each has its own sequence of collective numbers (docs/teams.md).
+  std::vector<std::shared_ptr<TeamState>> teams_ GUARDED_BY(mutex_);
+  // The highest collective number any team of this PE used on each slot this lifecycle: a new
+  // team in a slot continues above every member's (their control words only grow).
+  std::vector<std::uint64_t> slot_high_ GUARDED_BY(mutex_);
+  // The members-only exchanges this PE made with each PE this lifecycle (team creation).
+  std::vector<std::uint64_t> pair_rounds_ GUARDED_BY(mutex_);
+  std::uint64_t next_team_handle_ GUARDED_BY(mutex_) = 0;
+  bool creating_team_ GUARDED_BY(mutex_) = false;  // one creation at a time per PE
+  // Every team's claims together, claimed under mutex_ and released anywhere; seq_cst with
+  // collective_waiters_, so a release either sees a waiter or the waiter sees the release.
   std::atomic<int> collectives_in_flight_{0};
   std::atomic<int> collective_waiters_{0};
-  CollectiveOwner collective_owner_ GUARDED_BY(mutex_);
   std::atomic<int> calls_in_flight_{0};
   std::atomic<std::uint64_t> heap_lifecycle_{0};  // lifecycle whose heap is mapped; 0: none
   BlockingOpTable blocking_ops_;

@@ -83,14 +83,27 @@ std::string FakeBackend::StreamLabel(StreamRef stream) const {
   return stream.native == nullptr ? DefaultStreamLabel() : "fake stream " + Hex(stream.native);
 }
 
-Status FakeBackend::ExchangeDescriptors(const CollectiveDescriptor& mine, std::string_view,
+Status FakeBackend::ExchangeDescriptors(const data_plane::CollectiveGroup& group,
+                                        const CollectiveDescriptor& mine, std::string_view,
                                         std::vector<CollectiveDescriptor>* all) {
   HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kExchange));
   HPS_RETURN_IF_ERROR(panel_->Health());
   std::lock_guard<std::mutex> lock(panel_->mutex);
   panel_->descriptors.push_back(mine);
-  all->assign(std::max(1, panel_->exchange_size), mine);
+  all->assign(group.sync_slot == 0 ? std::max(1, panel_->exchange_size) : group.size(), mine);
   if (panel_->tamper_peers) panel_->tamper_peers(all);
+  return Status::Ok();
+}
+
+Status FakeBackend::ExchangeWithPeers(std::span<const PeerRound> peers, const ExchangeWords& mine,
+                                      std::string_view, std::vector<ExchangeWords>* theirs) {
+  HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kExchange));
+  HPS_RETURN_IF_ERROR(panel_->Health());
+  theirs->clear();
+  for (const PeerRound& peer : peers) {  // every peer echoes this PE's words
+    theirs->push_back(mine);
+    theirs->back()[0] = peer.round;
+  }
   return Status::Ok();
 }
 
@@ -206,7 +219,8 @@ class FakeKernelApi final : public data_plane::KernelApi {
 
 }  // namespace
 
-Status FakeBackend::LaunchCollective(StreamRef stream, const CollectiveDescriptor& descriptor,
+Status FakeBackend::LaunchCollective(StreamRef stream, const data_plane::CollectiveGroup& group,
+                                     const CollectiveDescriptor& descriptor,
                                      std::string_view name, Kernel kernel, KeepAlive keep_alive) {
   HPS_RETURN_IF_ERROR(panel_->Enter(FakeCall::kLaunchCollective));
   if (stream.native != nullptr) {
@@ -214,8 +228,8 @@ Status FakeBackend::LaunchCollective(StreamRef stream, const CollectiveDescripto
     panel_->queued.push_back(std::move(keep_alive));
   }
   std::vector<CollectiveDescriptor> all;
-  Status status = ExchangeDescriptors(descriptor, name, &all);
-  if (status.ok()) status = MatchDescriptors(descriptor, all);
+  Status status = ExchangeDescriptors(group, descriptor, name, &all);
+  if (status.ok()) status = MatchDescriptors(descriptor, all, &group);
   if (status.ok() && kernel) {  // no kernel: the agreement is the collective (a barrier)
     FakeKernelApi api(heap_);
     status = kernel(api);

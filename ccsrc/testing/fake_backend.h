@@ -102,8 +102,12 @@ class FakeBackend final : public Backend {
   Status DestroyHeap() override;
   std::byte* LocalHeapBase() const override { return heap_; }
   bool HostAddressableHeap() const override { return panel_->host_addressable; }
-  Status ExchangeDescriptors(const CollectiveDescriptor& mine, std::string_view operation,
+  Status ExchangeDescriptors(const data_plane::CollectiveGroup& group,
+                             const CollectiveDescriptor& mine, std::string_view operation,
                              std::vector<CollectiveDescriptor>* all) override;
+  Status ExchangeWithPeers(std::span<const PeerRound> peers, const ExchangeWords& mine,
+                           std::string_view operation,
+                           std::vector<ExchangeWords>* theirs) override;
   Status Quiesce() override { return panel_->Enter(FakeCall::kQuiesce); }
   StreamRef CurrentStream() const override { return StreamRef{}; }
   bool RunsInline(StreamRef stream) const override { return stream.native == nullptr; }
@@ -121,8 +125,9 @@ class FakeBackend final : public Backend {
                    SignalOp op, std::int64_t value, int pe, KeepAlive keep_alive) override;
   Status WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
                     Comparison comparison, std::int64_t value) override;
-  Status LaunchCollective(StreamRef stream, const CollectiveDescriptor& descriptor,
-                          std::string_view name, Kernel kernel, KeepAlive keep_alive) override;
+  Status LaunchCollective(StreamRef stream, const data_plane::CollectiveGroup& group,
+                          const CollectiveDescriptor& descriptor, std::string_view name,
+                          Kernel kernel, KeepAlive keep_alive) override;
   Status Launch(StreamRef stream, std::string_view name, Kernel kernel,
                 KeepAlive keep_alive) override;
 

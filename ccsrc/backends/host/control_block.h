@@ -8,53 +8,106 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <new>
 
 #include "backends/collective.h"
 #include "backends/host/doorbell.h"
-#include "data_plane/kernel_api.h"
 
 namespace hyper_parallel::shmem::host {
 
 /// The largest Root WORLD the host backend serves (one machine).
 inline constexpr int kMaxHostPes = 256;
 
-/// Synchronisation points an op kernel can publish epochs on (see HostDevice::Publish): the
-/// kernel-side API's epoch slots.
-inline constexpr int kOpSlots = data_plane::kEpochSlots;
-
 inline constexpr std::uint64_t kControlMagic = 0x4850534d43544c31ull;  // "HPSMCTL1"
-inline constexpr std::uint32_t kControlVersion = 5;
+inline constexpr std::uint32_t kControlVersion = 6;
 
 struct alignas(64) PaddedCounter {
   std::atomic<std::uint64_t> value{0};
 };
 
-/// One published collective descriptor (see backends/collective.h): `sequence` (word 0) is
-/// stored last (release) and read first (acquire). Its first cache line holds the core words
-/// every collective compares, so a barrier reads one line per peer.
+/// One published collective descriptor (see backends/collective.h), or one members-only
+/// exchange's words: `sequence` (word 0) is stored last (release) and read first (acquire). Its
+/// first cache line holds the core words every collective compares, so a barrier reads one line
+/// per peer.
 struct alignas(64) CollectiveSlot {
   std::atomic<std::uint64_t> sequence{0};
   std::atomic<std::uint64_t> words[CollectiveDescriptor::kWords - 1] = {};
 };
 
+/// The fixed head of a control block; the per-team and per-peer arrays follow it
+/// (ControlLayout).
 struct ControlBlock {
   std::uint64_t magic = kControlMagic;
   std::uint32_t version = kControlVersion;
   std::int32_t rank = 0;
   std::int32_t size = 0;
+  std::int32_t teams = 0;
   std::uint64_t heap_bytes = 0;
 
   alignas(64) Doorbell doorbell;
   /// The peer whose exit made this PE terminal (-1: none); written once by the owner's peer
   /// monitor, so a PE that sees this one exit can name the first cause (see liveness.h).
   alignas(64) std::atomic<std::int32_t> lost_peer{-1};
-  /// The descriptor of this PE's collective n lives in slot n % 2: a PE publishes n + 2 only
-  /// after every peer published n + 1, which each does only after it read n.
-  CollectiveSlot collective[2];
-  /// op_epochs[slot][src]: the latest epoch PE src published to this PE for an op's sync
-  /// point `slot` (see HostDevice); written by src only.
-  PaddedCounter op_epochs[kOpSlots][kMaxHostPes];
+};
+
+/// Where the arrays of a control block of `teams` team slots and `pes` PEs lie, after the head:
+///   collective [teams][2]   CollectiveSlot: this PE's descriptor of its team-slot t's
+///                           collective n lives in [t][n % 2]; it publishes n + 2 only after
+///                           every member published n + 1, which each does only after it read n
+///   epochs     [teams][pes] PaddedCounter: the latest epoch PE src published to this PE on
+///                           team slot t (the kernel-side API's epochs, see HostDevice)
+///   offers     [pes][2]     CollectiveSlot: the members-only exchange words PE src sent this PE
+///                           for its round r with this PE, in [src][r % 2] (team creation)
+/// Every array is written by one PE per element (its owner or its source) and read by others.
+struct ControlLayout {
+  ControlLayout(int teams, int pes)
+      : teams(static_cast<std::uint64_t>(teams)), pes(static_cast<std::uint64_t>(pes)) {
+    collective = (sizeof(ControlBlock) + 63) / 64 * 64;
+    epochs = collective + this->teams * 2 * sizeof(CollectiveSlot);
+    offers = epochs + this->teams * this->pes * sizeof(PaddedCounter);
+    bytes = offers + this->pes * 2 * sizeof(CollectiveSlot);
+  }
+
+  /// Constructs the arrays of a zeroed block in place (the owner, before anyone maps it).
+  void Construct(ControlBlock* block) const {
+    auto* base = reinterpret_cast<std::byte*>(block);
+    for (std::uint64_t i = 0; i < teams * 2; ++i) {
+      new (base + collective + i * sizeof(CollectiveSlot)) CollectiveSlot();
+    }
+    for (std::uint64_t i = 0; i < teams * pes; ++i) {
+      new (base + epochs + i * sizeof(PaddedCounter)) PaddedCounter();
+    }
+    for (std::uint64_t i = 0; i < pes * 2; ++i) {
+      new (base + offers + i * sizeof(CollectiveSlot)) CollectiveSlot();
+    }
+  }
+
+  CollectiveSlot& Collective(ControlBlock* block, int team, std::uint64_t sequence) const {
+    return At<CollectiveSlot>(block, collective, static_cast<std::uint64_t>(team) * 2 + sequence % 2);
+  }
+  PaddedCounter& Epoch(ControlBlock* block, int team, int source) const {
+    return At<PaddedCounter>(block, epochs,
+                             static_cast<std::uint64_t>(team) * pes + static_cast<std::uint64_t>(source));
+  }
+  CollectiveSlot& Offer(ControlBlock* block, int source, std::uint64_t round) const {
+    return At<CollectiveSlot>(block, offers, static_cast<std::uint64_t>(source) * 2 + round % 2);
+  }
+
+  std::uint64_t teams;
+  std::uint64_t pes;
+  std::uint64_t collective = 0;
+  std::uint64_t epochs = 0;
+  std::uint64_t offers = 0;
+  std::uint64_t bytes = 0;
+
+ private:
+  template <class T>
+  static T& At(ControlBlock* block, std::uint64_t array, std::uint64_t index) {
+    return *std::launder(reinterpret_cast<T*>(reinterpret_cast<std::byte*>(block) + array +
+                                              index * sizeof(T)));
+  }
 };
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free,

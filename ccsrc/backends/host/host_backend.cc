@@ -148,7 +148,12 @@ Status HostBackend::CreateHeap(const HeapSpec& spec, std::string* local_handle) 
   latch_.Reset();
   wait_policy_ = WaitPolicy::For(wait_mode_, spec.size, UsableCores());
   heap_region_bytes_ = RoundUp(spec.heap_bytes, PageSize());
-  segment_bytes_ = heap_region_bytes_ + RoundUp(sizeof(ControlBlock), PageSize());
+  if (spec.teams < 1) {
+    return Status::Contract(ErrorCode::kInvalidArgument, "team slots", "at least 1",
+                            std::to_string(spec.teams));
+  }
+  segment_bytes_ = heap_region_bytes_ +
+                   RoundUp(ControlLayout(spec.teams, spec.size).bytes, PageSize());
 
   // The creator's pid in the name lets a test tell this job's segments from everyone else's.
   const std::string name = std::string(kSegmentNamePrefix) + std::to_string(spec.rank) + "." +
@@ -176,8 +181,10 @@ Status HostBackend::CreateHeap(const HeapSpec& spec, std::string* local_handle) 
   }
   mappings_[spec.rank] = Mapping{base, segment_bytes_};
   auto* control = new (base + heap_region_bytes_) ControlBlock();
+  ControlLayout(spec.teams, spec.size).Construct(control);
   control->rank = spec.rank;
   control->size = spec.size;
+  control->teams = spec.teams;
   control->heap_bytes = spec.heap_bytes;
 
   SegmentHandle handle;
@@ -233,7 +240,7 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
     mappings_[pe] = Mapping{base, segment_bytes_};
     const ControlBlock* control = PeerControl(pe);
     if (control->magic != kControlMagic || control->version != kControlVersion ||
-        control->rank != pe) {
+        control->rank != pe || control->teams != spec_.teams) {
       return Status::Assertion(ErrorCode::kBackendError, "peer control block is not valid",
                                {{"pe", std::to_string(pe)}, {"magic", Hex(control->magic)},
                                 {"version", std::to_string(control->version)}});
@@ -248,7 +255,8 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
     heaps[pe] = PeerHeapBase(pe);
     controls[pe] = PeerControl(pe);
   }
-  device_ = std::make_unique<HostDevice>(spec_.rank, spec_.size, spec_.timeout, wait_policy_,
+  device_ = std::make_unique<HostDevice>(spec_.rank, spec_.size, spec_.teams, spec_.timeout,
+                                         wait_policy_,
                                          std::move(heaps), std::move(controls), workers_.get(),
                                          &latch_, spec_.blocking_ops);
   if (wait_mode_ == WaitMode::kAuto) {
@@ -313,11 +321,19 @@ ControlBlock* HostBackend::PeerControl(int pe) const {
                          : std::launder(reinterpret_cast<ControlBlock*>(base + heap_region_bytes_));
 }
 
-Status HostBackend::ExchangeDescriptors(const CollectiveDescriptor& mine,
+Status HostBackend::ExchangeDescriptors(const data_plane::CollectiveGroup& group,
+                                        const CollectiveDescriptor& mine,
                                         std::string_view operation,
                                         std::vector<CollectiveDescriptor>* all) {
   RequireCallable<HostCall::kExchange, CallSite::kHostThread>();
-  return device_->Exchange<CallSite::kHostThread>(mine, operation, nullptr, all);
+  return device_->Exchange<CallSite::kHostThread>(group, mine, operation, nullptr, all);
+}
+
+Status HostBackend::ExchangeWithPeers(std::span<const PeerRound> peers, const ExchangeWords& mine,
+                                      std::string_view operation,
+                                      std::vector<ExchangeWords>* theirs) {
+  RequireCallable<HostCall::kExchange, CallSite::kHostThread>();
+  return device_->ExchangeWithPeers<CallSite::kHostThread>(peers, mine, operation, theirs);
 }
 
 WaitInfo HostBackend::Wait() const {
@@ -440,16 +456,18 @@ Status HostBackend::WaitSignal(StreamRef stream, std::uint64_t offset, SignalWid
   });
 }
 
-Status HostBackend::LaunchCollective(StreamRef stream, const CollectiveDescriptor& descriptor,
+Status HostBackend::LaunchCollective(StreamRef stream, const data_plane::CollectiveGroup& group,
+                                     const CollectiveDescriptor& descriptor,
                                      std::string_view name, Kernel kernel, KeepAlive keep_alive) {
   const HostDevice* device = device_.get();
   const auto* host_stream = static_cast<const HostStream*>(stream.native);
-  return Submit(stream, "launch", [device, host_stream, descriptor, kernel = std::move(kernel),
+  return Submit(stream, "launch", [device, host_stream, group, descriptor,
+                                   kernel = std::move(kernel),
                                    label = std::string(name),
                                    hold = std::move(keep_alive)]<CallSite kSite>() {
     // The exchange publishes this PE's arrival after its earlier writes and acquires every
     // peer's: without a kernel it is the barrier.
-    Status status = device->ExchangeAndMatch<kSite>(descriptor, label, host_stream);
+    Status status = device->ExchangeAndMatch<kSite>(group, descriptor, label, host_stream);
     if (status.ok() && kernel) {
       HostKernelApi<kSite> api(*device, host_stream);
       status = kernel(api);

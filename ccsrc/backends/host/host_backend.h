@@ -62,8 +62,12 @@ class HostBackend final : public Backend {
   std::byte* LocalHeapBase() const override;
   bool HostAddressableHeap() const override { return true; }
 
-  Status ExchangeDescriptors(const CollectiveDescriptor& mine, std::string_view operation,
+  Status ExchangeDescriptors(const data_plane::CollectiveGroup& group,
+                             const CollectiveDescriptor& mine, std::string_view operation,
                              std::vector<CollectiveDescriptor>* all) override;
+  Status ExchangeWithPeers(std::span<const PeerRound> peers, const ExchangeWords& mine,
+                           std::string_view operation,
+                           std::vector<ExchangeWords>* theirs) override;
   Status Quiesce() override;
   StreamRef CurrentStream() const override;
   bool RunsInline(StreamRef stream) const override { return stream.native == nullptr; }
@@ -85,7 +89,8 @@ class HostBackend final : public Backend {
                    SignalOp op, std::int64_t value, int pe, KeepAlive keep_alive) override;
   Status WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
                     Comparison comparison, std::int64_t value) override;
-  Status LaunchCollective(StreamRef stream, const CollectiveDescriptor& descriptor,
+  Status LaunchCollective(StreamRef stream, const data_plane::CollectiveGroup& group,
+                          const CollectiveDescriptor& descriptor,
                           std::string_view name, Kernel kernel, KeepAlive keep_alive) override;
   Status Launch(StreamRef stream, std::string_view name, Kernel kernel,
                 KeepAlive keep_alive) override;

@@ -43,32 +43,37 @@ Status HostDevice::Timeout(int slot, std::uint64_t epoch, const std::vector<int>
                             {"timeout_ms", std::to_string(timeout_.count())}});
 }
 
-std::string HostDevice::MissingExchange(std::uint64_t sequence) const {
-  const int slot = static_cast<int>(sequence % 2);
+std::string HostDevice::MissingExchange(const data_plane::CollectiveGroup& group,
+                                        std::uint64_t sequence) const {
   std::string missing = "[";
-  for (int pe = 0; pe < size_; ++pe) {
-    if (PublishedSequence(pe, slot) >= sequence) continue;
+  for (int member = 0; member < group.size(); ++member) {
+    const int pe = group.pe(member);
+    if (PublishedSequence(pe, group.sync_slot, sequence) >= sequence) continue;
     if (missing.size() > 1) missing += ',';
     missing += std::to_string(pe);
   }
   return missing + "]";
 }
 
-Status HostDevice::ExchangeTimeout(const CollectiveDescriptor& mine) const {
+Status HostDevice::ExchangeTimeout(const data_plane::CollectiveGroup& group,
+                                   const CollectiveDescriptor& mine) const {
+  std::vector<Field> fields;
+  fields.push_back({"pe", std::to_string(rank_)});
+  if (group.sync_slot != 0) fields.push_back({"team", GroupLabel(group)});
+  fields.push_back({"collective", mine.Describe()});
+  fields.push_back({"missing_pes", MissingExchange(group, mine.sequence)});
+  fields.push_back({"timeout_ms", std::to_string(timeout_.count())});
   return Status::Assertion(ErrorCode::kTimeout,
-                           "collective call timed out waiting for PEs to enter it",
-                           {{"pe", std::to_string(rank_)},
-                            {"collective", mine.Describe()},
-                            {"missing_pes", MissingExchange(mine.sequence)},
-                            {"timeout_ms", std::to_string(timeout_.count())}});
+                           "collective call timed out waiting for PEs to enter it", fields);
 }
 
-Status HostDevice::ReadDescriptors(std::uint64_t sequence,
+Status HostDevice::ReadDescriptors(const data_plane::CollectiveGroup& group,
+                                   std::uint64_t sequence,
                                    std::vector<CollectiveDescriptor>* all) const {
-  const int slot = static_cast<int>(sequence % 2);
-  all->assign(size_, CollectiveDescriptor{});
-  for (int pe = 0; pe < size_; ++pe) {
-    const CollectiveSlot& theirs = controls_[pe]->collective[slot];
+  all->assign(static_cast<std::size_t>(group.size()), CollectiveDescriptor{});
+  for (int member = 0; member < group.size(); ++member) {
+    const int pe = group.pe(member);
+    const CollectiveSlot& theirs = layout_.Collective(controls_[pe], group.sync_slot, sequence);
     std::array<std::uint64_t, CollectiveDescriptor::kWords> words{};
     words[0] = theirs.sequence.load(std::memory_order_acquire);
     for (int i = 1; i < CollectiveDescriptor::kWords; ++i) {
@@ -79,13 +84,15 @@ Status HostDevice::ReadDescriptors(std::uint64_t sequence,
     std::atomic_thread_fence(std::memory_order_acquire);
     if (words[0] != sequence ||
         theirs.sequence.load(std::memory_order_relaxed) != sequence) {
+      std::vector<Field> fields;
+      if (group.sync_slot != 0) fields.push_back({"team", GroupLabel(group)});
+      fields.push_back({"sequence", std::to_string(sequence)});
+      fields.push_back({"pe", std::to_string(pe)});
+      fields.push_back({"their_sequence", std::to_string(words[0])});
       return Status::Assertion(ErrorCode::kCollectiveMismatch,
-                               "a PE is ahead in the sequence of collective calls",
-                               {{"sequence", std::to_string(sequence)},
-                                {"pe", std::to_string(pe)},
-                                {"their_sequence", std::to_string(words[0])}});
+                               "a PE is ahead in the sequence of collective calls", fields);
     }
-    (*all)[pe] = CollectiveDescriptor::Unpack(words);
+    (*all)[static_cast<std::size_t>(member)] = CollectiveDescriptor::Unpack(words);
   }
   return Status::Ok();
 }
@@ -95,12 +102,13 @@ std::string HostDevice::CounterText(std::uint64_t offset, std::int64_t target) c
          ", observed=" + std::to_string(ReadCounter(rank_, offset));
 }
 
-bool HostDevice::CoreWordsMatch(const CollectiveDescriptor& mine) const {
+bool HostDevice::CoreWordsMatch(const data_plane::CollectiveGroup& group,
+                                const CollectiveDescriptor& mine) const {
   const auto words = mine.Pack();
-  const int slot = static_cast<int>(mine.sequence % 2);
-  for (int pe = 0; pe < size_; ++pe) {
+  for (int member = 0; member < group.size(); ++member) {
+    const int pe = group.pe(member);
     if (pe == rank_) continue;
-    const CollectiveSlot& theirs = controls_[pe]->collective[slot];
+    const CollectiveSlot& theirs = layout_.Collective(controls_[pe], group.sync_slot, mine.sequence);
     if (theirs.sequence.load(std::memory_order_acquire) != mine.sequence) return false;
     for (int i = 1; i < CollectiveDescriptor::kCoreWords; ++i) {
       if (theirs.words[i - 1].load(std::memory_order_relaxed) != words[i]) return false;

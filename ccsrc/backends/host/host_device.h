@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -39,11 +40,13 @@ class HostStream;
 
 class HostDevice {
  public:
-  HostDevice(int rank, int size, std::chrono::milliseconds timeout, WaitPolicy wait_policy,
-             std::vector<std::byte*> heap_bases, std::vector<ControlBlock*> controls,
-             CopyWorkers* workers, FailureLatch* latch, BlockingOpTable* blocking_ops)
+  HostDevice(int rank, int size, int teams, std::chrono::milliseconds timeout,
+             WaitPolicy wait_policy, std::vector<std::byte*> heap_bases,
+             std::vector<ControlBlock*> controls, CopyWorkers* workers, FailureLatch* latch,
+             BlockingOpTable* blocking_ops)
       : rank_(rank),
         size_(size),
+        layout_(teams, size),
         timeout_(timeout),
         wait_policy_(wait_policy),
         heap_bases_(std::move(heap_bases)),
@@ -70,7 +73,7 @@ class HostDevice {
   template <CallSite kSite>
   void Publish(int pe, int slot, std::uint64_t epoch) const {
     RequireCallable<HostCall::kAtomicSignal, kSite>();
-    controls_[pe]->op_epochs[slot][rank_].value.store(epoch, std::memory_order_release);
+    layout_.Epoch(controls_[pe], slot, rank_).value.store(epoch, std::memory_order_release);
     Ring<kSite>(&controls_[pe]->doorbell);
   }
 
@@ -112,7 +115,7 @@ class HostDevice {
 
   /// The epoch `source` last published to this PE on `slot`.
   std::uint64_t Observed(int slot, int source) const {
-    return controls_[rank_]->op_epochs[slot][source].value.load(std::memory_order_acquire);
+    return layout_.Epoch(controls_[rank_], slot, source).value.load(std::memory_order_acquire);
   }
 
   /// Waits until every PE in `sources` published at least `epoch` on `slot`. On timeout
@@ -145,62 +148,135 @@ class HostDevice {
   }
 
   /// Exchange() for a caller that only needs the verdict (the collective units): compares the
-  /// peers' core words in place, with no allocation, and builds the descriptors (for the
+  /// members' core words in place, with no allocation, and builds the descriptors (for the
   /// COLLECTIVE_MISMATCH message of MatchDescriptors) only when something differs.
   template <CallSite kSite>
-  Status ExchangeAndMatch(const CollectiveDescriptor& mine, std::string_view operation,
+  Status ExchangeAndMatch(const data_plane::CollectiveGroup& group,
+                          const CollectiveDescriptor& mine, std::string_view operation,
                           const HostStream* stream) const {
-    HPS_RETURN_IF_ERROR(Publish<kSite>(mine, operation, stream));
-    if (mine.DecidedByCoreWords() && CoreWordsMatch(mine)) return Status::Ok();
+    HPS_RETURN_IF_ERROR(Publish<kSite>(group, mine, operation, stream));
+    if (mine.DecidedByCoreWords() && CoreWordsMatch(group, mine)) return Status::Ok();
     std::vector<CollectiveDescriptor> all;
-    HPS_RETURN_IF_ERROR(ReadDescriptors(mine.sequence, &all));
-    return MatchDescriptors(mine, all);
+    HPS_RETURN_IF_ERROR(ReadDescriptors(group, mine.sequence, &all));
+    return MatchDescriptors(mine, all, &group);
   }
 
-  /// Collective: publishes `mine` (collective number mine.sequence) in this PE's control block,
-  /// waits until every PE published its descriptor for the same number, and returns all of
-  /// them in rank order. Publishing releases every write this thread made before; reading
-  /// acquires the peers', so the exchange is also a barrier. TIMEOUT (latched) names the PEs
-  /// that never arrived; the latched failure is returned when a peer is lost meanwhile.
+  /// Collective over `group`: publishes `mine` (the group's collective number mine.sequence)
+  /// on the group's slot of this PE's control block, waits until every member published its
+  /// descriptor for the same number, and returns all of them in member order. Publishing
+  /// releases every write this thread made before; reading acquires the members', so the
+  /// exchange is also a barrier of the group. TIMEOUT (latched) names the PEs that never
+  /// arrived; the latched failure is returned when a peer is lost meanwhile.
   template <CallSite kSite>
-  Status Exchange(const CollectiveDescriptor& mine, std::string_view operation,
-                  const HostStream* stream, std::vector<CollectiveDescriptor>* all) const {
-    HPS_RETURN_IF_ERROR(Publish<kSite>(mine, operation, stream));
-    return ReadDescriptors(mine.sequence, all);
+  Status Exchange(const data_plane::CollectiveGroup& group, const CollectiveDescriptor& mine,
+                  std::string_view operation, const HostStream* stream,
+                  std::vector<CollectiveDescriptor>* all) const {
+    HPS_RETURN_IF_ERROR(Publish<kSite>(group, mine, operation, stream));
+    return ReadDescriptors(group, mine.sequence, all);
   }
 
   /// The first half of an exchange: publishes `mine` and waits (bounded, abortable) until every
-  /// PE published its descriptor of the same number.
+  /// member published its descriptor of the same number.
   template <CallSite kSite>
-  Status Publish(const CollectiveDescriptor& mine, std::string_view operation,
-                 const HostStream* stream) const {
+  Status Publish(const data_plane::CollectiveGroup& group, const CollectiveDescriptor& mine,
+                 std::string_view operation, const HostStream* stream) const {
     RequireCallable<HostCall::kExchange, kSite>();
     const std::uint64_t sequence = mine.sequence;
-    const int slot = static_cast<int>(sequence % 2);
+    const int team = group.sync_slot;
     const auto words = mine.Pack();
-    CollectiveSlot& own = controls_[rank_]->collective[slot];
+    CollectiveSlot& own = layout_.Collective(controls_[rank_], team, sequence);
     for (int i = 1; i < CollectiveDescriptor::kWords; ++i) {
       own.words[i - 1].store(words[i], std::memory_order_relaxed);
     }
     own.sequence.store(sequence, std::memory_order_release);
-    for (int pe = 0; pe < size_; ++pe) {
-      if (pe != rank_) Ring<kSite>(&controls_[pe]->doorbell);
+    for (int member = 0; member < group.size(); ++member) {
+      if (const int pe = group.pe(member); pe != rank_) Ring<kSite>(&controls_[pe]->doorbell);
     }
     auto everyone = [&] {
-      for (int pe = 0; pe < size_; ++pe) {
-        if (PublishedSequence(pe, slot) < sequence) return false;
+      for (int member = 0; member < group.size(); ++member) {
+        if (PublishedSequence(group.pe(member), team, sequence) < sequence) return false;
       }
       return true;
     };
     auto notice = [&] {
-      return Register(operation, stream, [this, mine] {
-        return "collective=" + mine.Describe() + ", missing_pes=" + MissingExchange(mine.sequence);
+      return Register(operation, stream, [this, group, mine] {
+        return (group.sync_slot == 0 ? std::string() : GroupLabel(group) + ", ") +
+               "collective=" + mine.Describe() +
+               ", missing_pes=" + MissingExchange(group, mine.sequence);
       });
     };
     const WaitOutcome outcome = WaitUntil<kSite>(&controls_[rank_]->doorbell, everyone,
                                                  timeout_, wait_policy_, latch_->flag(), notice);
     if (outcome == WaitOutcome::kAborted) return latch_->Get();
-    if (outcome == WaitOutcome::kTimedOut) return Latched(ExchangeTimeout(mine));
+    if (outcome == WaitOutcome::kTimedOut) return Latched(ExchangeTimeout(group, mine));
+    return Status::Ok();
+  }
+
+  /// A members-only exchange (Backend::ExchangeWithPeers): writes `mine` into every peer's
+  /// mailbox for this PE (its round's half, word 0 the round, stored last), then waits
+  /// (bounded, abortable) until every peer's words for the same round arrived here, and
+  /// returns them in `peers` order.
+  template <CallSite kSite>
+  Status ExchangeWithPeers(std::span<const PeerRound> peers, const ExchangeWords& mine,
+                           std::string_view operation, std::vector<ExchangeWords>* theirs) const {
+    RequireCallable<HostCall::kExchange, kSite>();
+    for (const PeerRound& peer : peers) {
+      CollectiveSlot& box = layout_.Offer(controls_[peer.pe], rank_, peer.round);
+      for (int i = 1; i < CollectiveDescriptor::kWords; ++i) {
+        box.words[i - 1].store(mine[i], std::memory_order_relaxed);
+      }
+      box.sequence.store(peer.round, std::memory_order_release);
+      Ring<kSite>(&controls_[peer.pe]->doorbell);
+    }
+    auto arrived = [&](const PeerRound& peer) {
+      return layout_.Offer(controls_[rank_], peer.pe, peer.round)
+                 .sequence.load(std::memory_order_acquire) >= peer.round;
+    };
+    auto everyone = [&] {
+      for (const PeerRound& peer : peers) {
+        if (!arrived(peer)) return false;
+      }
+      return true;
+    };
+    auto missing = [&] {
+      std::string text = "[";
+      for (const PeerRound& peer : peers) {
+        if (arrived(peer)) continue;
+        if (text.size() > 1) text += ',';
+        text += std::to_string(peer.pe);
+      }
+      return text + "]";
+    };
+    auto notice = [&] {
+      return Register(operation, nullptr, [missing] { return "missing_pes=" + missing(); });
+    };
+    const WaitOutcome outcome = WaitUntil<kSite>(&controls_[rank_]->doorbell, everyone,
+                                                 timeout_, wait_policy_, latch_->flag(), notice);
+    if (outcome == WaitOutcome::kAborted) return latch_->Get();
+    if (outcome == WaitOutcome::kTimedOut) {
+      return Latched(Status::Assertion(ErrorCode::kTimeout,
+                                       std::string(operation) + " timed out waiting for PEs",
+                                       {{"pe", std::to_string(rank_)},
+                                        {"missing_pes", missing()},
+                                        {"timeout_ms", std::to_string(timeout_.count())}}));
+    }
+    theirs->assign(peers.size(), ExchangeWords{});
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+      const CollectiveSlot& box = layout_.Offer(controls_[rank_], peers[i].pe, peers[i].round);
+      ExchangeWords& words = (*theirs)[i];
+      words[0] = box.sequence.load(std::memory_order_acquire);
+      for (int w = 1; w < CollectiveDescriptor::kWords; ++w) {
+        words[w] = box.words[w - 1].load(std::memory_order_relaxed);
+      }
+      if (words[0] != peers[i].round) {
+        return Latched(Status::Assertion(
+            ErrorCode::kCollectiveMismatch,
+            "a PE is ahead in the members-only exchanges with this PE",
+            {{"operation", std::string(operation)}, {"pe", std::to_string(peers[i].pe)},
+             {"round", std::to_string(peers[i].round)},
+             {"their_round", std::to_string(words[0])}}));
+      }
+    }
     return Status::Ok();
   }
 
@@ -218,20 +294,24 @@ class HostDevice {
 
  private:
   static void CopyBytes(void* destination, const void* source, std::uint64_t bytes);
-  std::uint64_t PublishedSequence(int pe, int slot) const {
-    return controls_[pe]->collective[slot].sequence.load(std::memory_order_acquire);
+  std::uint64_t PublishedSequence(int pe, int team, std::uint64_t sequence) const {
+    return layout_.Collective(controls_[pe], team, sequence).sequence.load(std::memory_order_acquire);
   }
-  Status ReadDescriptors(std::uint64_t sequence, std::vector<CollectiveDescriptor>* all) const;
+  Status ReadDescriptors(const data_plane::CollectiveGroup& group, std::uint64_t sequence,
+                         std::vector<CollectiveDescriptor>* all) const;
   std::atomic_ref<std::int64_t> Counter(int pe, std::uint64_t offset) const {
     return std::atomic_ref<std::int64_t>(*reinterpret_cast<std::int64_t*>(heap_bases_[pe] + offset));
   }
   // "0x40 expected>=3 observed=2" for diagnostics.
   std::string CounterText(std::uint64_t offset, std::int64_t target) const;
   // True when every PE's core words equal `mine`'s (so the descriptors certainly match).
-  bool CoreWordsMatch(const CollectiveDescriptor& mine) const;
-  std::string MissingExchange(std::uint64_t sequence) const;
+  bool CoreWordsMatch(const data_plane::CollectiveGroup& group,
+                      const CollectiveDescriptor& mine) const;
+  std::string MissingExchange(const data_plane::CollectiveGroup& group,
+                              std::uint64_t sequence) const;
   std::string MissingSources(int slot, std::uint64_t epoch, const std::vector<int>& sources) const;
-  Status ExchangeTimeout(const CollectiveDescriptor& mine) const;
+  Status ExchangeTimeout(const data_plane::CollectiveGroup& group,
+                         const CollectiveDescriptor& mine) const;
   Status Timeout(int slot, std::uint64_t epoch, const std::vector<int>& sources,
                  std::string_view operation, std::string_view waiting_for) const;
   // Latches `failure` (the first terminal failure wins) and returns it.
@@ -242,6 +322,7 @@ class HostDevice {
 
   int rank_;
   int size_;
+  ControlLayout layout_;
   std::chrono::milliseconds timeout_;
   WaitPolicy wait_policy_;
   std::vector<std::byte*> heap_bases_;

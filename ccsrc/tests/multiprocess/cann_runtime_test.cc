@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/multiprocess/device_backend_checks.h"
+#include "tests/multiprocess/team_checks.h"
 
 namespace hyper_parallel::shmem::testing {
 namespace {
@@ -60,6 +61,7 @@ TEST_P(CannRuntime, RmaCollectivesAndKernelsOverTheFakeVendorLibrary) {
     CHECK_PE_OK(ctx, Rt().RequireHostAddressableHeap("empty"));
     CheckDeviceBackend(ctx, /*refuses_wide_signals=*/true);
     CheckDeviceAllToAll(ctx);
+    if (ctx.size >= 4) CheckTeams(ctx);
     FreeAllAndShutdown(ctx);
     return 0;
   });
@@ -116,6 +118,7 @@ TEST(CannRuntimeLifecycle, ReinitCyclesDeviceDriftAndAFinalizeThatFails) {
 
 INSTANTIATE_TEST_SUITE_P(Generations, CannRuntime,
                          ::testing::Values(Case{2, HPS_FAKE_CANN_V1_5}, Case{3, HPS_FAKE_CANN_V1_5},
+                                           Case{4, HPS_FAKE_CANN_V1_5},
                                            Case{2, HPS_FAKE_CANN_V1_0}),
                          [](const ::testing::TestParamInfo<Case>& param) {
                            return std::to_string(param.param.pes) + "pes_" +

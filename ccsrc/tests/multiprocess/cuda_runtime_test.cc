@@ -17,6 +17,7 @@
 #include "testing/fake_cuda/require_cuda.h"
 #include "tests/multiprocess/cuda_layers.h"
 #include "tests/multiprocess/device_backend_checks.h"
+#include "tests/multiprocess/team_checks.h"
 
 namespace hyper_parallel::shmem::testing {
 namespace {
@@ -72,6 +73,7 @@ TEST_P(CudaRuntime, RmaCollectivesAndKernels) {
       CHECK_PE(ctx, batches == 2, std::to_string(batches) + " batched copies");
     }
     CheckDeviceAllToAll(ctx);
+    if (ctx.size >= 4) CheckTeams(ctx);
     // Signal words are 64-bit here.
     Allocation word = MustAllocate(ctx, 8);
     const Status narrow = Rt().Signal(Sub(word, 0, 4), SignalWidth::k32, 1, ctx.rank,
