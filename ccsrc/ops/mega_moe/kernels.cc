@@ -2,15 +2,31 @@
 
 #include <algorithm>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "data_plane/pe_address.h"
 
 namespace hyper_parallel::shmem::ops {
+namespace {
+
+// The layout must count the PEs the kernel runs over (the team of its launch): a layout of
+// another size would name PEs that are not there, or leave some out.
+Status CheckTeamSize(const data_plane::KernelApi& api, const MoeShape& shape,
+                     std::string_view kernel) {
+  if (shape.pes == api.size()) return Status::Ok();
+  return Status::Contract(ErrorCode::kInvalidArgument, std::string(kernel) + " layout PEs",
+                          "the PE count of the team it runs over (" + std::to_string(api.size()) +
+                              ")",
+                          std::to_string(shape.pes));
+}
+
+}  // namespace
 
 Status Dispatch(data_plane::KernelApi& api, const MoeLayout& layout, const DispatchPlan& plan) {
   HPS_RETURN_IF_ERROR(layout.Validate());
   const MoeShape& shape = layout.shape();
+  HPS_RETURN_IF_ERROR(CheckTeamSize(api, shape, "moe dispatch"));
   const int rank = api.rank();
   const int locals = shape.local_experts();
   const auto chunk = static_cast<std::int64_t>(shape.chunk_rows);
@@ -40,6 +56,7 @@ Status Dispatch(data_plane::KernelApi& api, const MoeLayout& layout, const Dispa
 Status Combine(data_plane::KernelApi& api, const MoeLayout& layout, const CombinePlan& plan) {
   HPS_RETURN_IF_ERROR(layout.Validate());
   const MoeShape& shape = layout.shape();
+  HPS_RETURN_IF_ERROR(CheckTeamSize(api, shape, "moe combine"));
   const int rank = api.rank();
   const int locals = shape.local_experts();
   if (static_cast<int>(plan.done_targets.size()) != locals) {
