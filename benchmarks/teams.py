@@ -1,0 +1,198 @@
+"""Teams: collectives over two disjoint teams of 2 running at once, beside one team alone, the
+world of 2, and gloo subgroups, in one run (docs/benchmarks.md, "Teams").
+
+    python benchmarks/teams.py [--reps 15] [--calls 20] [--bytes 1048576] [--out bench-results]
+
+The driver starts two jobs through the package's launcher, one process per PE, each PE with
+one torch intra-op thread:
+  - 4 PEs split into rows {0,1} and {2,3} (shmem.team_split_2d(TEAM_WORLD, 2)) and the same
+    rank pairs as gloo subgroups. For each of barrier, all_gather and all_to_all (--bytes per PE
+    and call): "teams": both rows run the call at once; "alone": row {0,1} runs it while row
+    {2,3} waits at a barrier; "gloo": both rows run it at once on their subgroups.
+  - 2 PEs: "world": the same calls over the whole world of 2 (shmem and gloo).
+A sample is the mean time per call of --calls back-to-back calls after a world barrier; a PE's
+figure is the median of --reps samples after warm-up, and the job's is the slowest PE's. The
+driver prints a table with the ratios taken in this run, writes teams.json and teams.png to
+--out, and says what 2 cores allow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OPS = ("barrier", "all_gather", "all_to_all")
+
+
+# ---- PE side ------------------------------------------------------------------------------
+
+def _pe(args) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from hyper_parallel.core.multicore import shmem
+    from hyper_parallel.core.multicore.shmem.launch import init_process_group_from_environment
+
+    torch.set_num_threads(1)
+    init_process_group_from_environment()
+    rank, size = dist.get_rank(), dist.get_world_size()
+    handle = shmem.acquire_shmem()
+    elements = args.bytes // 4
+    if size == 4:
+        row, _column = shmem.team_split_2d(shmem.TEAM_WORLD, 2)
+        groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
+        gloo_group = groups[rank // 2]
+        team, n = row, 2
+    else:
+        team, n, gloo_group = None, size, None
+    out = shmem.empty(n * elements, dtype=torch.float32)
+    inp = torch.full((n * elements,), float(rank), dtype=torch.float32)
+    gloo_out = torch.empty(n * elements, dtype=torch.float32)
+
+    def shmem_call(op):
+        if op == "barrier":
+            return lambda: shmem.barrier(team=team)
+        if op == "all_gather":
+            return lambda: shmem.all_gather(out, inp[:elements], team=team)
+        return lambda: shmem.all_to_all(out, inp, team=team)
+
+    def gloo_call(op):
+        if op == "barrier":
+            return lambda: dist.barrier(group=gloo_group)
+        if op == "all_gather":
+            return lambda: dist.all_gather_into_tensor(gloo_out, inp[:elements], group=gloo_group)
+        return lambda: dist.all_to_all_single(gloo_out, inp, group=gloo_group)
+
+    def sample(call, active: bool) -> float:
+        shmem.barrier()
+        start = time.perf_counter()
+        if active:
+            for _ in range(args.calls):
+                call()
+        elapsed = (time.perf_counter() - start) / args.calls
+        shmem.barrier()
+        return elapsed
+
+    def measure(call, active: bool) -> float:
+        for _ in range(2):
+            sample(call, active)
+        samples = [sample(call, active) for _ in range(args.reps)]
+        mine = torch.tensor([statistics.median(samples) if active else 0.0], dtype=torch.float64)
+        dist.all_reduce(mine, op=dist.ReduceOp.MAX)
+        return mine.item() * 1e6
+
+    results = []
+    for op in OPS:
+        if size == 4:
+            figures = {"teams": measure(shmem_call(op), True),
+                       "alone": measure(shmem_call(op), rank < 2),
+                       "gloo": measure(gloo_call(op), True)}
+        else:
+            figures = {"world": measure(shmem_call(op), True),
+                       "gloo_world": measure(gloo_call(op), True)}
+        results.append({"op": op, "pes": size, "bytes": args.bytes, **figures})
+    if rank == 0:
+        for line in results:
+            print("RESULT " + json.dumps(line), flush=True)
+    shmem.free(out)
+    if size == 4:
+        row.destroy()
+        _column.destroy()
+    handle.close()
+    dist.destroy_process_group()
+
+
+# ---- driver -------------------------------------------------------------------------------
+
+def _launch(pes: int, args) -> list:
+    command = [sys.executable, "-m", "hyper_parallel.core.multicore.shmem.launch", "--nproc",
+               str(pes), "--timeout", "900", os.path.abspath(__file__), "--pe", "--reps",
+               str(args.reps), "--calls", str(args.calls), "--bytes", str(args.bytes)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        sys.stderr.write(done.stdout + done.stderr)
+        raise SystemExit(f"the {pes}-PE job failed (exit {done.returncode})")
+    return [json.loads(line[len("RESULT "):]) for line in done.stdout.splitlines()
+            if line.startswith("RESULT ")]
+
+
+def _plot(rows: list, path: str) -> bool:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    series = ("world", "alone", "teams", "gloo")
+    figure, axis = plt.subplots(figsize=(7, 3.6))
+    width = 0.2
+    for i, name in enumerate(series):
+        axis.bar([x + i * width for x in range(len(rows))], [row[name] for row in rows], width,
+                 label=name)
+    axis.set_xticks([x + 1.5 * width for x in range(len(rows))], [row["op"] for row in rows])
+    axis.set_yscale("log")
+    axis.set_ylabel("µs per call (log)")
+    axis.set_title(f"teams of 2, {rows[0]['bytes'] >> 10} KiB per PE (lower is better)")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    return True
+
+
+def _drive(args) -> int:
+    start = time.monotonic()
+    four = {row["op"]: row for row in _launch(4, args)}
+    two = {row["op"]: row for row in _launch(2, args)}
+    rows = [{**four[op], **{k: v for k, v in two[op].items() if k in ("world", "gloo_world")}}
+            for op in OPS]
+    cores = os.cpu_count() or 1
+    print(f"teams of 2 on 4 PEs, {args.bytes} bytes per PE, {cores} cores; "
+          f"µs per call (slowest PE, median of {args.reps} samples of {args.calls} calls)")
+    print(f"{'op':<11} {'world of 2':>11} {'one team':>9} {'two teams':>10} {'gloo subgr.':>11}"
+          f" {'two/one':>8} {'gloo/teams':>10}")
+    for row in rows:
+        print(f"{row['op']:<11} {row['world']:>11.1f} {row['alone']:>9.1f} {row['teams']:>10.1f}"
+              f" {row['gloo']:>11.1f} {row['teams'] / row['alone']:>7.2f}x"
+              f" {row['gloo'] / row['teams']:>9.1f}x")
+    for row in rows:
+        if row["op"] != "barrier":
+            speedup = row["gloo"] / row["teams"]
+            print(f"target {row['op']}: >= 10x gloo subgroups at {args.bytes >> 10} KiB per PE: "
+                  f"{speedup:.1f}x, {'met' if speedup >= 10 else 'missed'}")
+    print(f"target: two concurrent teams within 1.2x of one team alone, where cores allow: "
+          f"4 PEs on {cores} cores " +
+          ("share them, so two busy teams cannot run beside each other without slowing down"
+           if cores < 4 else "each have a core"))
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "teams.json")
+    with open(path, "w") as handle:
+        json.dump({"cores": cores, "reps": args.reps, "calls": args.calls, "rows": rows,
+                   "seconds": round(time.monotonic() - start, 1)}, handle, indent=1)
+    figure = os.path.join(args.out, "teams.png")
+    print(f"wrote {path}" + (f", {figure}" if _plot(rows, figure) else " (no plot: matplotlib "
+                                                                      "is missing)"))
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--bytes", type=int, default=1 << 20, help="bytes per PE and call")
+    parser.add_argument("--out", default="bench-results")
+    parser.add_argument("--pe", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.pe:
+        _pe(args)
+        return 0
+    return _drive(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
