@@ -31,6 +31,10 @@ constexpr int kWordCount = 2, kWordDigest = 3, kWordValue = 4, kWordMask = 6, kM
 static_assert(kWordMask + kMaskWords <= CollectiveDescriptor::kWords);
 static_assert(Config::kMaxMaxTeams <= 64 * kMaskWords);
 
+// A handle's number carries the PE that made it (rank + 1) above this bit, so that a handle
+// of another PE's team (which this PE is not in) is told apart from one of this PE's own.
+constexpr int kHandleOwnerShift = 40;
+
 std::uint64_t Digest(const std::vector<int>& pes) {
   std::uint64_t digest = 1469598103934665603ull;
   for (int pe : pes) {
@@ -113,6 +117,13 @@ Status Runtime::ResolveTeam(const TeamHandle& handle, std::shared_ptr<TeamState>
                             "a handle the runtime handed out",
                             "slot " + std::to_string(handle.slot) + ", handle " +
                                 std::to_string(handle.id));
+  }
+  if (handle.id != 0 &&
+      handle.id >> kHandleOwnerShift != static_cast<std::uint64_t>(rank_) + 1) {
+    return Status::Contract(ErrorCode::kInvalidArgument, "team", "a team this PE is in",
+                            "a handle made on PE " +
+                                std::to_string(static_cast<std::int64_t>(
+                                    handle.id >> kHandleOwnerShift) - 1));
   }
   const std::shared_ptr<TeamState>& team = teams_[slot];
   if (team == nullptr) {
@@ -203,7 +214,8 @@ Status Runtime::MakeTeam(const std::vector<int>& pes, std::string_view operation
                              "team creation calls differ across the new team's PEs",
                              {{"field", field}, {"pes", JoinPes(pes)}, {"calls", calls}});
   }
-  const std::uint64_t id = ++next_team_handle_;
+  const std::uint64_t id =
+      (static_cast<std::uint64_t>(rank_) + 1) << kHandleOwnerShift | ++next_team_handle_;
   if (existing >= 0) {  // the same ranks: a new handle of the live team
     teams_[static_cast<std::size_t>(existing)]->handles.push_back(id);
     *out = TeamHandle{registry_.lifecycle(), existing, id};

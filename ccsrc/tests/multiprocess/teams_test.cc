@@ -111,6 +111,17 @@ TEST(Teams, CreationsWhoseArgumentsDifferFailOnEveryPe) {
       CHECK_PE_OK(ctx, Rt().TeamCreate({0, 1}, &team));
       CHECK_PE_OK(ctx, Rt().TeamDestroy(team));
     }
+    // A handle of another PE's team: this PE is not in it.
+    TeamHandle row, column;
+    CHECK_PE_OK(ctx, Rt().TeamSplit2d(kWorldTeam, 2, &row, &column));
+    TeamHandle theirs = row;
+    theirs.id = (row.id & ((1ull << 40) - 1)) | static_cast<std::uint64_t>((ctx.rank + 2) % 4 + 1) << 40;
+    const Status foreign = Rt().RunCollective(theirs, CollectiveNamed("barrier"), {}, {});
+    CHECK_PE(ctx, foreign.code() == ErrorCode::kInvalidArgument &&
+                      Contains(foreign.message(), "a team this PE is in"),
+             foreign.ToString());
+    CHECK_PE_OK(ctx, Rt().TeamDestroy(row));
+    CHECK_PE_OK(ctx, Rt().TeamDestroy(column));
     // A list without this PE, and a PE out of range, are refused before anything collective.
     CHECK_PE(ctx, Rt().TeamCreate({(ctx.rank + 1) % 4}, &team).code() ==
                       ErrorCode::kInvalidArgument,
@@ -125,7 +136,7 @@ TEST(Teams, CreationsWhoseArgumentsDifferFailOnEveryPe) {
 
 TEST(Teams, TheSlotLimitIsAClearErrorOnEveryMemberAndAFreedSlotIsReused) {
   PeLaunch launch = LaunchPes(4, "30", 8 << 20, 120s);
-  launch.env["HYPER_PARALLEL_SHMEM_MAX_TEAMS"] = "3";  // the world and two more
+  launch.env.emplace("HYPER_PARALLEL_SHMEM_MAX_TEAMS", "3");  // the world and two more
   EXPECT_ALL_PES_PASS(RunPes(launch, [](PeContext& ctx) {
     CHECK_PE_OK(ctx, ctx.InitRuntime());
     TeamHandle row, column, third;
