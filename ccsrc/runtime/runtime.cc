@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -359,8 +358,7 @@ Status Runtime::Shutdown() {
   int other_calls = calls_in_flight_.load(std::memory_order_acquire);
   Backend* backend = backend_.get();
   const data_plane::CollectiveGroup world_group = World().group;
-  std::optional<CallScope> call;
-  call.emplace(this);  // a terminal shutdown on another thread waits for this one
+  auto call = std::make_unique<CallScope>(this);  // a terminal shutdown elsewhere waits for it
   lock.Unlock();
   const Status drained = backend->Quiesce();
   lock.Lock();

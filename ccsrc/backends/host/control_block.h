@@ -62,12 +62,12 @@ struct ControlBlock {
 ///                           for its round r with this PE, in [src][r % 2] (team creation)
 /// Every array is written by one PE per element (its owner or its source) and read by others.
 struct ControlLayout {
-  ControlLayout(int teams, int pes)
-      : teams(static_cast<std::uint64_t>(teams)), pes(static_cast<std::uint64_t>(pes)) {
+  ControlLayout(int team_slots, int pe_count)
+      : teams(static_cast<std::uint64_t>(team_slots)), pes(static_cast<std::uint64_t>(pe_count)) {
     collective = (sizeof(ControlBlock) + 63) / 64 * 64;
-    epochs = collective + this->teams * 2 * sizeof(CollectiveSlot);
-    offers = epochs + this->teams * this->pes * sizeof(PaddedCounter);
-    bytes = offers + this->pes * 2 * sizeof(CollectiveSlot);
+    epochs = collective + teams * 2 * sizeof(CollectiveSlot);
+    offers = epochs + teams * pes * sizeof(PaddedCounter);
+    bytes = offers + pes * 2 * sizeof(CollectiveSlot);
   }
 
   /// Constructs the arrays of a zeroed block in place (the owner, before anyone maps it).
