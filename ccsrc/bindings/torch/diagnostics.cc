@@ -1,6 +1,6 @@
 // Process-local diagnostics for Python: the Runtime's snapshot as the dict debug_state()
-// builds on, the running backend's description (shmem.backend_info()), the log level in force
-// and the timeout. Includes pybind11 only, no torch. Not
+// builds on (its teams too), the running backend's description (shmem.backend_info()), the
+// log level in force and the timeout. Includes pybind11 only, no torch. Not
 // collective; the snapshot is taken without the GIL.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -54,6 +54,7 @@ py::dict Snapshot() {
   config["backend"] = d.config.backend;
   config["wait"] = d.config.wait;
   config["quarantine_bytes"] = d.config.quarantine();
+  config["max_teams"] = d.config.max_teams;
   state["config"] = config;
   state["heap_base"] = reinterpret_cast<std::uintptr_t>(d.heap_base);
   py::dict heap;
@@ -82,6 +83,21 @@ py::dict Snapshot() {
   collectives["stream"] = d.collective_stream.empty() ? py::object(py::none())
                                                       : py::object(py::str(d.collective_stream));
   state["collectives"] = collectives;
+  py::list teams;  // the teams this PE is in, by slot (the world first)
+  for (const Diagnostics::TeamRow& row : d.teams) {
+    py::dict entry;
+    entry["slot"] = row.info.slot;
+    entry["pes"] = row.info.pes;
+    entry["my_pe"] = row.info.my_pe;
+    entry["predefined"] = row.info.predefined;
+    entry["handles"] = row.info.handles;
+    entry["sequence"] = row.info.sequence;
+    entry["first_sequence"] = row.info.first_sequence;
+    entry["in_flight"] = row.in_flight;
+    entry["stream"] = row.stream.empty() ? py::object(py::none()) : py::object(py::str(row.stream));
+    teams.append(entry);
+  }
+  state["teams"] = teams;
   state["calls_in_flight"] = d.calls_in_flight;
   py::dict wait;
   wait["mode"] = d.wait.mode;

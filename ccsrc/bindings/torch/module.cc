@@ -17,5 +17,6 @@ PYBIND11_MODULE(hyper_parallel_shmem_torch, m) {
   binding::RegisterPrimitives(m);
   binding::RegisterStreams(m);
   binding::RegisterDiagnostics(m);
+  binding::RegisterTeams(m);
   binding::RegisterOps();  // the primitives as torch custom ops
 }

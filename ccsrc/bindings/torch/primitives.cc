@@ -2,7 +2,9 @@
 // wait_signal, and collective (a collective unit of ops/collectives.h run by name). Each
 // converts its arguments (arguments.h), resolves its operands through the protection chain
 // (heap_tensors.h) and calls the Runtime; policy stays in the Runtime. Every call that may
-// block releases the GIL. Includes ATen's Tensor, not torch's Python headers.
+// block releases the GIL. An optional team (teams.h) makes a PE argument a team PE and runs a
+// collective over the team; None takes the world path, with no lookup of its own. Includes
+// ATen's Tensor, not torch's Python headers.
 #include <ATen/core/Tensor.h>
 #include <pybind11/pybind11.h>
 
@@ -16,6 +18,7 @@
 #include "bindings/torch/heap_tensors.h"
 #include "bindings/torch/registration.h"
 #include "bindings/torch/streams.h"
+#include "bindings/torch/teams.h"
 #include "ops/collectives.h"
 #include "runtime/runtime.h"
 
@@ -56,10 +59,17 @@ Status Run(std::uint64_t bytes, Call call) {
   return call();
 }
 
-void Put(py::handle dst, py::handle src, py::handle pe_arg) {
+// The world PE a `pe` argument names: itself without a team, else the team's PE `pe`.
+int TargetPe(std::string_view operation, py::handle pe_arg, py::handle team) {
+  const int pe = PeArg(operation, pe_arg);
+  if (team.is_none()) [[likely]] return pe;
+  return WorldPe(operation, team, pe);
+}
+
+void Put(py::handle dst, py::handle src, py::handle pe_arg, py::handle team) {
   const at::Tensor destination = TensorArg("dst", dst);
   const at::Tensor source = TensorArg("src", src);
-  const int pe = PeArg("put", pe_arg);
+  const int pe = TargetPe("put", pe_arg, team);
   const SymmetricView view = Symmetric("put", "dst", destination);
   const void* local = Local("put", "src", source);
   CheckMatches("put", "src", source, "dst", destination);
@@ -69,10 +79,10 @@ void Put(py::handle dst, py::handle src, py::handle pe_arg) {
   }));
 }
 
-void Get(py::handle dst, py::handle src, py::handle pe_arg) {
+void Get(py::handle dst, py::handle src, py::handle pe_arg, py::handle team) {
   const at::Tensor destination = TensorArg("dst", dst);
   const at::Tensor source = TensorArg("src", src);
-  const int pe = PeArg("get", pe_arg);
+  const int pe = TargetPe("get", pe_arg, team);
   const SymmetricView view = Symmetric("get", "src", source);
   void* local = Local("get", "dst", destination);
   CheckMatches("get", "dst", destination, "src", source);
@@ -90,10 +100,11 @@ SignalWidth Width(std::string_view operation, const at::Tensor& signal) {
   return SignalWidth::k64;
 }
 
-void Signal(py::handle sig, py::handle value_arg, py::handle pe_arg, py::handle operation) {
+void Signal(py::handle sig, py::handle value_arg, py::handle pe_arg, py::handle operation,
+            py::handle team) {
   const at::Tensor signal = SignalArg(sig);
   const std::int64_t value = ValueArg(value_arg);
-  const int pe = PeArg("signal", pe_arg);
+  const int pe = TargetPe("signal", pe_arg, team);
   const SignalOp op = SignalOpArg(operation);
   const SignalWidth width = Width("signal", signal);
   const SymmetricView view = Symmetric("signal", "sig", signal);
@@ -101,12 +112,12 @@ void Signal(py::handle sig, py::handle value_arg, py::handle pe_arg, py::handle 
 }
 
 void PutSignal(py::handle dst, py::handle src, py::handle sig, py::handle value_arg,
-               py::handle pe_arg, py::handle operation) {
+               py::handle pe_arg, py::handle operation, py::handle team) {
   const at::Tensor signal = SignalArg(sig);
   const at::Tensor destination = TensorArg("dst", dst);
   const at::Tensor source = TensorArg("src", src);
   const std::int64_t value = ValueArg(value_arg);
-  const int pe = PeArg("put_signal", pe_arg);
+  const int pe = TargetPe("put_signal", pe_arg, team);
   const SignalOp op = SignalOpArg(operation);
   const SymmetricView view = Symmetric("put_signal", "dst", destination);
   const void* local = Local("put_signal", "src", source);
@@ -139,10 +150,12 @@ void WaitSignal(py::handle sig, py::handle value_arg, py::handle comparison_arg)
   Check(Runtime::Process().WaitSignal(view, width, value, chosen, stream));
 }
 
-// Runs the collective unit called `name` (ops/collectives.h) over the Root WORLD: with no
-// operand (barrier), or with a symmetric output and a local input of the same dtype, whose
-// sizes the collective's own checks count in elements.
-void RunCollective(const std::string& name, py::handle output_arg, py::handle input_arg) {
+// Runs the collective unit called `name` (ops/collectives.h) over the Root WORLD, or over
+// `team` when it is not None (results in team-PE order): with no operand (barrier), or with a
+// symmetric output and a local input of the same dtype, whose sizes the collective's own
+// checks count in elements.
+void RunCollective(const std::string& name, py::handle output_arg, py::handle input_arg,
+                   py::handle team_arg) {
   const data_plane::Collective* collective = ops::FindCollective(name);
   if (collective == nullptr) {
     std::string names;
@@ -151,10 +164,13 @@ void RunCollective(const std::string& name, py::handle output_arg, py::handle in
     }
     Check(Contract("collective", "collective", "one of this build's (" + names + ")", name));
   }
+  const bool world = team_arg.is_none();
+  const TeamHandle team = world ? kWorldTeam : TeamArgument(team_arg);
   const StreamRef stream = CurrentStream();
   if (!collective->TakesOperands()) {
     py::gil_scoped_release no_gil;
-    Check(Runtime::Process().RunCollective(*collective, {}, stream));
+    Check(world ? Runtime::Process().RunCollective(*collective, {}, stream)
+                : Runtime::Process().RunCollective(team, *collective, {}, stream));
     return;
   }
   const std::string_view op = collective->name();
@@ -170,24 +186,28 @@ void RunCollective(const std::string& name, py::handle output_arg, py::handle in
   const CollectiveOperands operands{
       view, local, ByteSize(input), static_cast<std::uint64_t>(output.element_size()),
       c10::getDtypeNames(output.scalar_type()).first};
+  KeepAlive hold = Hold(stream, output, input);
   py::gil_scoped_release no_gil;
-  Check(Runtime::Process().RunCollective(*collective, operands, stream,
-                                         Hold(stream, output, input)));
+  Check(world ? Runtime::Process().RunCollective(*collective, operands, stream, std::move(hold))
+              : Runtime::Process().RunCollective(team, *collective, operands, stream,
+                                                 std::move(hold)));
 }
 
 }  // namespace
 
 void RegisterPrimitives(py::module_& m) {
-  m.def("put", &Put, py::arg("dst"), py::arg("src"), py::arg("pe"));
-  m.def("get", &Get, py::arg("dst"), py::arg("src"), py::arg("pe"));
+  // team: None (the world) or a shmem.Team, whose PE numbers `pe` then is.
+  m.def("put", &Put, py::arg("dst"), py::arg("src"), py::arg("pe"), py::arg("team") = py::none());
+  m.def("get", &Get, py::arg("dst"), py::arg("src"), py::arg("pe"), py::arg("team") = py::none());
   m.def("signal", &Signal, py::arg("sig"), py::arg("value"), py::arg("pe"),
-        py::arg("operation"));
+        py::arg("operation"), py::arg("team") = py::none());
   m.def("put_signal", &PutSignal, py::arg("dst"), py::arg("src"), py::arg("sig"), py::arg("value"),
-        py::arg("pe"), py::arg("operation"));
+        py::arg("pe"), py::arg("operation"), py::arg("team") = py::none());
   m.def("wait_signal", &WaitSignal, py::arg("sig"), py::arg("value"), py::arg("comparison"));
   m.def("collective", &RunCollective, py::arg("name"), py::arg("output") = py::none(),
-        py::arg("input") = py::none(),
-        "Runs the collective called `name` (barrier, all_gather, all_to_all, ...).");
+        py::arg("input") = py::none(), py::arg("team") = py::none(),
+        "Runs the collective called `name` (barrier, all_gather, all_to_all, ...) over the "
+        "world, or over `team`.");
 }
 
 }  // namespace hyper_parallel::shmem::binding
