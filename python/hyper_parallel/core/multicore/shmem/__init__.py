@@ -10,6 +10,14 @@
     shmem.free(out); shmem.free(t)            # collective
     handle.close()                            # last handle shuts down (collective)
 
+Teams are subsets of the PEs with collectives of their own (barrier, all_gather and all_to_all
+take team=; put, get, signal and put_signal read pe as a team PE number with team=):
+
+    row, column = shmem.team_split_2d(shmem.TEAM_WORLD, 2)  # collective over the parent
+    shmem.all_gather(out[: 2 * 1024], t[rank], team=row)   # row PEs' inputs, in team order
+    with shmem.team(group) as g:              # a process group's ranks (collective over them)
+        shmem.barrier(team=g)                 # leaving the block destroys the team
+
 shmem.my_pe(), shmem.n_pes() and shmem.backend_info() (a BackendInfo) describe this PE and the
 running backend; shmem.errors holds ShmemError and the two message shapes for layers built on
 shmem.
@@ -38,6 +46,7 @@ from ._api import (
 from ._backend import BackendInfo, backend_info, my_pe, n_pes
 from ._debug import DebugState, debug_state
 from ._lifecycle import Handle, acquire_shmem
+from ._teams import TEAM_NODE, TEAM_WORLD, Team, team, team_split_2d, team_split_strided
 from .errors import ShmemError
 from . import _exports, errors
 
@@ -50,6 +59,9 @@ __all__ = [
     "Handle",
     "ShmemError",
     "Stream",
+    "TEAM_NODE",
+    "TEAM_WORLD",
+    "Team",
     "acquire_shmem",
     "all_gather",
     "all_to_all",
@@ -68,5 +80,8 @@ __all__ = [
     "signal",
     "stream",
     "synchronize",
+    "team",
+    "team_split_2d",
+    "team_split_strided",
     "wait_signal",
 ]

@@ -6,7 +6,8 @@ byte range, PE range, alignment) raises ShmemError with the native error code. T
 functions (put, get, signal, put_signal, wait_signal, and the collectives barrier, all_gather and
 all_to_all) pass their arguments straight to the native module, which checks them in C++: one
 crossing per call is what keeps the Python path of a ping-pong short. empty and free check
-theirs here.
+theirs here. `team=` (a shmem.Team, _teams.py) runs a collective over the team and makes a `pe`
+a team PE number; None, the default, is the world, with no lookup of its own.
 """
 
 from __future__ import annotations
@@ -14,11 +15,15 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
+from typing import TYPE_CHECKING
 
 import torch
 
 from . import _debug
 from ._runtime import contract, native
+
+if TYPE_CHECKING:
+    from ._teams import Team
 
 
 def _type_name(value: object) -> str:
@@ -80,28 +85,33 @@ def free(tensor: torch.Tensor) -> None:
     native.free(tensor, _debug.allocation_note(tuple(tensor.shape), tensor.dtype))
 
 
-def put(dst: torch.Tensor, src: torch.Tensor, pe: int) -> None:
-    """Copies local src into dst (symmetric) on PE pe, on the current stream."""
-    native.put(dst, src, pe)
+def put(dst: torch.Tensor, src: torch.Tensor, pe: int, *, team: Team | None = None) -> None:
+    """Copies local src into dst (symmetric) on PE pe, on the current stream. With a team, pe
+    is a PE number of that team."""
+    native.put(dst, src, pe, team)
 
 
-def get(dst: torch.Tensor, src: torch.Tensor, pe: int) -> None:
-    """Copies src (symmetric) on PE pe into local dst, on the current stream."""
-    native.get(dst, src, pe)
+def get(dst: torch.Tensor, src: torch.Tensor, pe: int, *, team: Team | None = None) -> None:
+    """Copies src (symmetric) on PE pe into local dst, on the current stream. With a team, pe
+    is a PE number of that team."""
+    native.get(dst, src, pe, team)
 
 
-def signal(sig: torch.Tensor, value: int, pe: int, *, operation: str = "set") -> None:
+def signal(sig: torch.Tensor, value: int, pe: int, *, operation: str = "set",
+           team: Team | None = None) -> None:
     """Sets or adds value to the one-element int32/int64 symmetric sig on PE pe, after every
-    earlier write of this stream (data before signal). operation is "set" or "add"."""
-    native.signal(sig, value, pe, operation)
+    earlier write of this stream (data before signal). operation is "set" or "add". With a
+    team, pe is a PE number of that team."""
+    native.signal(sig, value, pe, operation, team)
 
 
 def put_signal(dst: torch.Tensor, src: torch.Tensor, sig: torch.Tensor, value: int, pe: int, *,
-               operation: str = "set") -> None:
+               operation: str = "set", team: Team | None = None) -> None:
     """put(dst, src, pe) then signal(sig, value, pe, operation=...) as one call: the data is
     visible on PE pe before the signal is (what a producer writing a tile and raising its
-    consumer's counter needs), for one validation and one enqueue."""
-    native.put_signal(dst, src, sig, value, pe, operation)
+    consumer's counter needs), for one validation and one enqueue. With a team, pe is a PE
+    number of that team."""
+    native.put_signal(dst, src, sig, value, pe, operation, team)
 
 
 def wait_signal(sig: torch.Tensor, value: int, *, comparison: str = "eq") -> None:
@@ -110,12 +120,17 @@ def wait_signal(sig: torch.Tensor, value: int, *, comparison: str = "eq") -> Non
     native.wait_signal(sig, value, comparison)
 
 
-def barrier() -> None:
-    """Collective: afterwards every PE's earlier puts are visible everywhere."""
-    native.collective("barrier")
+def barrier(team: Team | None = None) -> None:
+    """Collective: afterwards every PE's earlier puts are visible everywhere.
+
+    With a team (a shmem.Team), collective over the team's PEs only: afterwards the earlier
+    puts of every team PE are visible on every team PE.
+    """
+    native.collective("barrier", None, None, team)
 
 
-def all_gather(output: torch.Tensor, input: torch.Tensor) -> None:  # noqa: A002 (torch's name)
+def all_gather(output: torch.Tensor, input: torch.Tensor,  # noqa: A002 (torch's name)
+               team: Team | None = None) -> None:
     """Collective: every PE's input lands in slot root_rank of every PE's output.
 
     The contract of torch.distributed.all_gather_into_tensor: output is symmetric and
@@ -123,11 +138,15 @@ def all_gather(output: torch.Tensor, input: torch.Tensor) -> None:  # noqa: A002
     any contiguous CPU tensor that does not overlap output. When it has completed on the
     stream, the local output holds every input in rank order and input may be reused. Zero
     elements: validated, then nothing.
+
+    With a team, collective over the team's PEs: the group size is the team's, and the output
+    holds the team PEs' inputs in team-PE order.
     """
-    native.collective("all_gather", output, input)
+    native.collective("all_gather", output, input, team)
 
 
-def all_to_all(output: torch.Tensor, input: torch.Tensor) -> None:  # noqa: A002 (torch's name)
+def all_to_all(output: torch.Tensor, input: torch.Tensor,  # noqa: A002 (torch's name)
+               team: Team | None = None) -> None:
     """Collective: block j of PE i's input lands as block i of PE j's output.
 
     The contract of torch.distributed.all_to_all_single without split sizes (OpenSHMEM's
@@ -136,8 +155,11 @@ def all_to_all(output: torch.Tensor, input: torch.Tensor) -> None:  # noqa: A002
     cut, flattened, into root-size equal blocks. When it has completed on the stream, the local
     output holds block i of PE i's input at block i, and input may be reused. Zero elements:
     validated, then nothing. PEs whose calls differ (size, dtype) all raise COLLECTIVE_MISMATCH.
+
+    With a team, collective over the team's PEs: blocks are cut by the team's size and i, j
+    are team PE numbers.
     """
-    native.collective("all_to_all", output, input)
+    native.collective("all_to_all", output, input, team)
 
 
 # ---- host streams -------------------------------------------------------------------------

@@ -53,9 +53,12 @@ def debug_state() -> DebugState:
     (heap_size, allocated, max_allocated, remaining, largest_free_block, quarantined,
     quarantined_blocks), live_allocations and
     leaks (id, base, bytes, alignment), collectives (sequence: the number of this PE's latest
-    collective; in_flight; stream: where they are queued), calls_in_flight (calls executing
-    now), wait (the wait policy in force: mode, spin_us, yield_us, sleeps, pinned: the core the
-    initialising thread was pinned to, or why not), blocked (each operation blocked now: operation, stream, since, waited_s, and
+    collective; in_flight; stream: where they are queued), teams (the teams this PE is in, by
+    slot, the world first: slot, pes in world numbering, my_pe in the team, predefined,
+    handles this PE holds, sequence and first_sequence of its collectives, in_flight, stream),
+    calls_in_flight (calls executing now), wait (the wait policy in force: mode, spin_us,
+    yield_us, sleeps, pinned: the core the initialising thread was pinned to, or why not),
+    blocked (each operation blocked now: operation, stream, since, waited_s, and
     waiting_for, e.g. the signal address, comparison, expected and observed value, or the
     collective and the PEs that have not arrived), latest_failure (the text of the latest
     native error, or None) and terminal_failure (why the runtime is failed, or None).
@@ -66,7 +69,7 @@ def debug_state() -> DebugState:
     state["reference_count"] = _lifecycle.reference_count()
     for key in ("lifecycle", "root_rank", "root_size", "global_ranks", "device", "backend",
                 "config", "heap_base", "heap", "live_allocations", "leaks", "collectives",
-                "calls_in_flight", "wait"):
+                "teams", "calls_in_flight", "wait"):
         state[key] = snapshot[key]
     state["blocked"] = _blocked(snapshot["blocked"])
     state["latest_failure"] = snapshot["latest_failure"]
