@@ -15,7 +15,7 @@ pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh
 
 FIELDS = ["state", "reference_count", "lifecycle", "root_rank", "root_size", "global_ranks",
           "device", "backend", "config", "heap_base", "heap", "live_allocations", "leaks",
-          "collectives", "calls_in_flight", "wait", "blocked", "latest_failure",
+          "collectives", "teams", "calls_in_flight", "wait", "blocked", "latest_failure",
           "terminal_failure"]
 
 
@@ -32,7 +32,7 @@ def _fields_and_repr(rank, size):
         assert state["device"] == "cpu:0" and state["backend"] == "host"
         assert state["config"] == {"heap_size": 268435456, "timeout_sec": 30, "log_level": 2,
                                    "backend": "auto", "wait": "auto",
-                                   "quarantine_bytes": 268435456 // 8}
+                                   "quarantine_bytes": 268435456 // 8, "max_teams": 64}
         wait = state["wait"]
         assert wait["mode"] == "auto" and wait["sleeps"] is True and wait["yield_us"] == 100.0
         cores = os.cpu_count()
@@ -53,6 +53,9 @@ def _fields_and_repr(rank, size):
              "alignment": 256}]
         assert state["leaks"] == [] and state["latest_failure"] is None
         assert state["collectives"] == {"sequence": 1, "in_flight": 0, "stream": None}
+        assert state["teams"] == [{"slot": 0, "pes": list(range(size)), "my_pe": rank,
+                                   "predefined": True, "handles": 0, "sequence": 1,
+                                   "first_sequence": 0, "in_flight": 0, "stream": None}]
         assert state["calls_in_flight"] == 0 and state["blocked"] == []
         assert state["terminal_failure"] is None
         text = repr(state)
