@@ -289,9 +289,9 @@ class Runtime {
   Status NodeTeam(TeamHandle* out) EXCLUDES(mutex_);
   /// Collective over `parent`'s PEs, with the same arguments on every one of them: the team of
   /// parent PEs start, start + stride, ... (`size` of them), in that order. A PE outside it gets
-  /// an invalid handle (slot -1). A triplet outside the parent is INVALID_ARGUMENT on every PE
-  /// alike, before anything collective; arguments that differ across the parent are
-  /// COLLECTIVE_MISMATCH on every parent PE.
+  /// an invalid handle (slot -1). Arguments that differ across the parent are
+  /// COLLECTIVE_MISMATCH on every parent PE; then a triplet outside the parent is
+  /// INVALID_ARGUMENT on every PE alike (judged after that agreement, so all judge the same).
   Status TeamSplitStrided(const TeamHandle& parent, int start, int stride, int size,
                           TeamHandle* out) EXCLUDES(mutex_);
   /// Collective over `parent`'s PEs: parent PE p has coordinates (p mod xrange, p div xrange);
