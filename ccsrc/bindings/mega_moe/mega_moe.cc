@@ -8,6 +8,11 @@
 // The module links the generic binding's shared library: the process Runtime, the heap tensors
 // and the translation of native errors are that library's, so it must be imported after the
 // generic module (_native.py imports the shmem package first).
+//
+// Every native takes an optional `team` (None: the world team; a shmem Team): the layout counts
+// the team's PEs, in team-PE order, and the kernels are launched over the team
+// (Runtime::Launch(team, ...)), so their KernelApi numbers PEs in the team and MegaMoE runs
+// expert parallel over it unchanged.
 #include <ATen/core/Tensor.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -23,6 +28,7 @@
 #include "bindings/torch/errors.h"
 #include "bindings/torch/heap_tensors.h"
 #include "bindings/torch/streams.h"
+#include "bindings/torch/teams.h"
 #include "ops/mega_moe/kernels.h"
 #include "ops/mega_moe/layout.h"
 #include "runtime/runtime.h"
@@ -32,9 +38,26 @@ namespace py = pybind11;
 namespace hyper_parallel::shmem::binding {
 namespace {
 
-// The count matrix [pes * experts] as a layout of rows of `row_bytes`.
-ops::MoeLayout MoeLayoutOf(std::string_view operation, const at::Tensor& counts, int experts,
-                           std::int64_t chunk_rows, std::uint64_t row_bytes) {
+// The team a MegaMoE native runs over: its handle, its size and this PE's number in it.
+struct MoeTeam {
+  TeamHandle handle;
+  int pes = 0;
+  int rank = -1;
+};
+
+MoeTeam MoeTeamOf(std::string_view operation, py::handle team_arg) {
+  MoeTeam team{TeamArgument(team_arg)};
+  TeamInfo info;
+  Check(Runtime::Process().DescribeTeam(team.handle, &info).At(operation, "validate"));
+  team.pes = static_cast<int>(info.pes.size());
+  team.rank = info.my_pe;
+  return team;
+}
+
+// The count matrix [pes * experts] (pes: the team's) as a layout of rows of `row_bytes`.
+ops::MoeLayout MoeLayoutOf(std::string_view operation, const MoeTeam& team,
+                           const at::Tensor& counts, int experts, std::int64_t chunk_rows,
+                           std::uint64_t row_bytes) {
   CheckCpu(operation, "counts", counts);
   CheckContiguous(operation, "counts", counts);
   if (counts.scalar_type() != at::kLong) {
@@ -45,7 +68,7 @@ ops::MoeLayout MoeLayoutOf(std::string_view operation, const at::Tensor& counts,
   }
   const std::int64_t* begin = counts.data_ptr<std::int64_t>();
   ops::MoeLayout layout(
-      ops::MoeShape{Runtime::Process().size(), experts, row_bytes,
+      ops::MoeShape{team.pes, experts, row_bytes,
                     static_cast<std::uint64_t>(chunk_rows)},
       std::vector<std::int64_t>(begin, begin + counts.numel()));
   Check(layout.Validate().At(operation, "validate"));
@@ -80,10 +103,12 @@ SymmetricView Counters(std::string_view operation, std::string_view name,
   return view;
 }
 
-py::dict MoeLayoutDict(py::handle counts_arg, int experts, std::int64_t chunk_rows) {
+py::dict MoeLayoutDict(py::handle counts_arg, int experts, std::int64_t chunk_rows,
+                       py::handle team_arg) {
   const at::Tensor counts = TensorArg("counts", counts_arg);
-  const ops::MoeLayout layout = MoeLayoutOf("moe_layout", counts, experts, chunk_rows, 1);
-  const int rank = Runtime::Process().rank();
+  const MoeTeam team = MoeTeamOf("moe_layout", team_arg);
+  const ops::MoeLayout layout = MoeLayoutOf("moe_layout", team, counts, experts, chunk_rows, 1);
+  const int rank = team.rank;
   const int pes = layout.shape().pes;
   const int locals = layout.shape().local_experts();
   py::dict out;
@@ -106,7 +131,8 @@ py::dict MoeLayoutDict(py::handle counts_arg, int experts, std::int64_t chunk_ro
 }
 
 void MoeDispatch(py::handle rows_arg, py::handle counts_arg, py::handle recv_arg,
-                 py::handle counters_arg, int experts, std::int64_t chunk_rows) {
+                 py::handle counters_arg, int experts, std::int64_t chunk_rows,
+                 py::handle team_arg) {
   constexpr std::string_view kOp = "moe_dispatch";
   const at::Tensor rows = TensorArg("rows", rows_arg);
   const at::Tensor counts = TensorArg("counts", counts_arg);
@@ -114,8 +140,9 @@ void MoeDispatch(py::handle rows_arg, py::handle counts_arg, py::handle recv_arg
   const at::Tensor counters = TensorArg("counters", counters_arg);
   if (rows.dim() != 2) Check(Contract(kOp, "rows", "a 2-D tensor", Describe(rows)));
   const std::uint64_t row_bytes = rows.size(1) * rows.element_size();
-  const ops::MoeLayout layout = MoeLayoutOf(kOp, counts, experts, chunk_rows, row_bytes);
-  const int rank = Runtime::Process().rank();
+  const MoeTeam team = MoeTeamOf(kOp, team_arg);
+  const ops::MoeLayout layout = MoeLayoutOf(kOp, team, counts, experts, chunk_rows, row_bytes);
+  const int rank = team.rank;
   CheckRows(kOp, "rows", rows, layout.SendRows(rank), rows);
   CheckRows(kOp, "recv", recv, layout.MaxRecvRows(), rows);
   const SymmetricView recv_view = Symmetric(kOp, "recv", recv);
@@ -126,7 +153,7 @@ void MoeDispatch(py::handle rows_arg, py::handle counts_arg, py::handle recv_arg
   const KeepAlive hold = Hold(stream, rows, counts);
   py::gil_scoped_release no_gil;
   Check(Runtime::Process().Launch(
-      kOp, {recv_view, counter_view}, stream,
+      team.handle, kOp, {recv_view, counter_view}, stream,
       [layout, source](data_plane::KernelApi& api, const std::vector<std::uint64_t>& at) {
         return ops::Dispatch(api, layout, ops::DispatchPlan{source, at[0], at[1]});
       },
@@ -135,7 +162,8 @@ void MoeDispatch(py::handle rows_arg, py::handle counts_arg, py::handle recv_arg
 
 void MoeCombine(py::handle results_arg, py::handle counts_arg, py::handle returned_arg,
                 py::handle return_counter_arg, py::handle done_arg,
-                std::vector<std::int64_t> done_targets, int experts, std::int64_t chunk_rows) {
+                std::vector<std::int64_t> done_targets, int experts, std::int64_t chunk_rows,
+                py::handle team_arg) {
   constexpr std::string_view kOp = "moe_combine";
   const at::Tensor results = TensorArg("results", results_arg);
   const at::Tensor counts = TensorArg("counts", counts_arg);
@@ -144,8 +172,9 @@ void MoeCombine(py::handle results_arg, py::handle counts_arg, py::handle return
   const at::Tensor done = TensorArg("done", done_arg);
   if (returned.dim() != 2) Check(Contract(kOp, "returned", "a 2-D tensor", Describe(returned)));
   const std::uint64_t row_bytes = returned.size(1) * returned.element_size();
-  const ops::MoeLayout layout = MoeLayoutOf(kOp, counts, experts, chunk_rows, row_bytes);
-  const int rank = Runtime::Process().rank();
+  const MoeTeam team = MoeTeamOf(kOp, team_arg);
+  const ops::MoeLayout layout = MoeLayoutOf(kOp, team, counts, experts, chunk_rows, row_bytes);
+  const int rank = team.rank;
   std::int64_t most_sent = 0;
   for (int pe = 0; pe < layout.shape().pes; ++pe) {
     most_sent = std::max(most_sent, layout.SendRows(pe));
@@ -164,7 +193,7 @@ void MoeCombine(py::handle results_arg, py::handle counts_arg, py::handle return
   const KeepAlive hold = Hold(stream, results, counts);
   py::gil_scoped_release no_gil;
   Check(Runtime::Process().Launch(
-      kOp, {returned_view, counter_view, done_view}, stream,
+      team.handle, kOp, {returned_view, counter_view, done_view}, stream,
       [layout, source, targets = std::move(done_targets)](
           data_plane::KernelApi& api, const std::vector<std::uint64_t>& at) {
         return ops::Combine(api, layout, ops::CombinePlan{source, at[0], at[1], at[2], targets});
@@ -174,12 +203,14 @@ void MoeCombine(py::handle results_arg, py::handle counts_arg, py::handle return
 
 void RegisterMegaMoe(py::module_& m) {
   m.def("moe_layout", &MoeLayoutDict, py::arg("counts"), py::arg("experts"),
-        py::arg("chunk_rows"), "This PE's view of a MegaMoE step's layout (ops/mega_moe).");
+        py::arg("chunk_rows"), py::arg("team") = py::none(),
+        "This PE's view of a MegaMoE step's layout over `team` (None: the world).");
   m.def("moe_dispatch", &MoeDispatch, py::arg("rows"), py::arg("counts"), py::arg("recv"),
-        py::arg("counters"), py::arg("experts"), py::arg("chunk_rows"));
+        py::arg("counters"), py::arg("experts"), py::arg("chunk_rows"),
+        py::arg("team") = py::none());
   m.def("moe_combine", &MoeCombine, py::arg("results"), py::arg("counts"), py::arg("returned"),
         py::arg("return_counter"), py::arg("done"), py::arg("done_targets"), py::arg("experts"),
-        py::arg("chunk_rows"));
+        py::arg("chunk_rows"), py::arg("team") = py::none());
 }
 
 }  // namespace
