@@ -13,11 +13,16 @@ too; nothing on the layer's path goes through gloo.
     y.sum().backward()                                            # expert grads stay local
     layer.close(); resources.close()                              # collective, explicit
 
+EP x DP: group=ep_group runs a layer expert parallel over a smaller process group (its shmem
+team), the heap and every allocation staying the WORLD's; expert_data_parallel_groups(ep_size)
+makes the EP and DP groups (see _groups and docs/mega_moe.md).
+
 References: dense_moe (one process, every expert) and AllToAllMoE (the same layer over
 torch.distributed.all_to_all_single), built from the same weights.
 """
 
 from ._function import expert_parallel, swiglu
+from ._groups import expert_data_parallel_groups
 from ._layer import MegaMoE, route
 from ._pipeline import PendingCall
 from ._resources import MegaMoEResources
@@ -32,6 +37,7 @@ __all__ = [
     "PendingCall",
     "PipelineStats",
     "dense_moe",
+    "expert_data_parallel_groups",
     "expert_parallel",
     "from_mixtral",
     "from_qwen2_moe",

@@ -8,6 +8,13 @@ capacity_factor). When a call needs more (a PE routes more rows, an owner receiv
 C), every PE sees the same counts, so every PE grows alike (at least 1.25x, never shrinking)
 before any row moves: nothing is dropped. A heap too small fails on every PE with the number of
 bytes needed (OUT_OF_MEMORY).
+
+Over a team (an expert-parallel group smaller than the WORLD) the buffers are still WORLD
+allocations, but only the team's PEs see a call's counts: the first sizing takes the largest
+need of every PE of the WORLD (every PE's first call, one WORLD all-gather), and a later call
+that needs more raises INVALID_STATE on every PE of its team alike, before any row moves
+(growing would need every EP group at a call only one of them makes). max_tokens sizes them at
+construction; lossless, they never grow while no PE routes more rows than that.
 """
 
 from __future__ import annotations
@@ -29,15 +36,18 @@ class Buffers:
     `directions`: direction name -> the _protocol.Direction whose `recv` and `returned` these
     buffers are. `granule`: the heap's allocation granule in bytes (shmem.backend_info()).
     `heap`: a callable that returns the symmetric heap's state now (a dict with
-    heap_size and largest_free_block); resize() reads it once the old buffers are freed."""
+    heap_size and largest_free_block); resize() reads it once the old buffers are freed.
+    `agree`: over a team, a callable that returns the elementwise largest of every WORLD PE's
+    list of ints (collective over the WORLD); None over the WORLD (every PE sees the counts)."""
 
     def __init__(self, directions: dict, hidden_size: int, dtype: torch.dtype, pes: int,
-                 capacity_factor: float | None, granule: int, heap) -> None:
+                 capacity_factor: float | None, granule: int, heap, *, agree=None) -> None:
         self._directions = directions
         self.hidden_size, self.dtype, self.pes = hidden_size, dtype, pes
         self.capacity_factor = capacity_factor
         self._granule = granule
         self._heap = heap
+        self._agree = agree
         self.capacity = 0      # receive rows
         self.return_rows = 0   # return rows
 
@@ -78,6 +88,22 @@ class Buffers:
         if recv > capacity:
             capacity = max(recv, math.ceil(capacity * GROWTH))
         return capacity, return_rows
+
+    def agreed_sizes(self, grown: tuple) -> tuple:
+        """The sizes to grow to, given grown_sizes()'s answer on this PE: that answer over the
+        WORLD; over a team, at the first sizing the largest of every WORLD PE's (collective
+        over the WORLD), and later INVALID_STATE (every PE of the team alike)."""
+        if self._agree is None:
+            return grown
+        if self.capacity == 0:  # every PE's first call: one WORLD all-gather
+            return tuple(self._agree(list(grown)))
+        raise shmem.ShmemError.make(
+            "INVALID_STATE", "mega_moe", "validate",
+            assertion("a MegaMoE call over a team needs larger buffers, which grow only with "
+                      "every PE of the WORLD: size them with MegaMoEResources(max_tokens=...), "
+                      "or use capacity_factor=None",
+                      receive_rows=grown[0], capacity=self.capacity, return_rows_needed=grown[1],
+                      return_rows=self.return_rows))
 
     def resize(self, capacity: int, return_rows: int) -> None:
         """Collective: replaces both directions' buffers with ones of the given sizes."""

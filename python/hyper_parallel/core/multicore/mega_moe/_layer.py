@@ -11,17 +11,11 @@ import torch.nn as nn
 
 from ..shmem.errors import contract
 from ._function import expert_parallel, swiglu
+from ._groups import check_ep_group, ep_group_of
 from ._resources import MegaMoEResources
 
 _EXPERT_KEYS = ("gate_proj", "up_proj", "down_proj")
 _SHARED_KEYS = ("shared_gate_proj", "shared_up_proj", "shared_down_proj", "shared_expert_gate")
-
-
-def _group_size_rank(group) -> tuple:
-    if not (dist.is_available() and dist.is_initialized()):
-        return 1, 0
-    group = dist.group.WORLD if group is None else group
-    return dist.get_world_size(group), dist.get_rank(group)
 
 
 def route(logits: torch.Tensor, top_k: int, normalize_topk: bool) -> tuple:
@@ -37,13 +31,15 @@ def route(logits: torch.Tensor, top_k: int, normalize_topk: bool) -> tuple:
 
 
 class MegaMoE(nn.Module):
-    """An expert-parallel MoE layer over the PEs of `group` (None: the whole WORLD).
+    """An expert-parallel MoE layer over the PEs of `group` (None: the whole WORLD; a smaller
+    torch.distributed group: expert parallel over its shmem team, see _groups).
 
     MegaMoE(hidden_size, intermediate_size, num_experts, top_k, *, shared_intermediate_size=0,
             gated_shared_expert=False, normalize_topk=True, capacity_factor=None, group=None,
             resources=None, dtype=torch.float32)
 
-    E routed SwiGLU experts in contiguous blocks (PE p owns experts [p*L, (p+1)*L), L = E/P),
+    E routed SwiGLU experts in contiguous blocks (the group's rank p, its team PE, owns experts
+    [p*L, (p+1)*L), L = E/P),
     top-k routing in fp32, an optional always-on shared SwiGLU expert (scaled by
     sigmoid(x shared_expert_gate^T) when gated). forward(x) takes [T, H] or [B, S, H] and
     returns the same shape; forward_routed(x, topk_ids, topk_weights) skips the router.
@@ -52,6 +48,10 @@ class MegaMoE(nn.Module):
     `resources` (a MegaMoEResources of the same shape) lets layers share their resident
     buffers; without it the layer makes its own at its first forward and close() frees them.
     Every call is collective over the group: every PE runs the same layers in the same order.
+    The group fits when this rank is in it and its size divides num_experts (else ValueError
+    here). Over a group smaller than the WORLD the resources' construction stays collective
+    over every PE (the symmetric heap is the WORLD's): every EP group builds the same layers in
+    the same order, as data-parallel replicas do.
     """
 
     def __init__(self, hidden_size: int, intermediate_size: int, num_experts: int, top_k: int, *,
@@ -70,16 +70,19 @@ class MegaMoE(nn.Module):
                 raise ValueError(contract(name, f"at least {least}", value))
         if top_k > num_experts:
             raise ValueError(contract("top_k", f"at most num_experts ({num_experts})", top_k))
-        pes, rank = _group_size_rank(group)
-        if num_experts % pes != 0:
-            raise ValueError(contract("num_experts", f"a multiple of the group size {pes}",
-                                      num_experts))
+        ep = ep_group_of(group)
+        check_ep_group(ep, num_experts)  # this rank in the group, its size dividing E
+        pes, rank = ep.size, ep.rank
         if resources is not None and (resources.hidden_size, resources.num_experts,
                                       resources.top_k, resources.dtype) != (
                                           hidden_size, num_experts, top_k, dtype):
             raise ValueError(contract("resources", f"of hidden_size {hidden_size}, num_experts "
                                       f"{num_experts}, top_k {top_k}, dtype {dtype}",
                                       repr(resources)))
+        if resources is not None and tuple(resources.ranks) != ep.ranks:
+            raise ValueError(contract("resources", f"built over the layer's group (global ranks "
+                                      f"{list(ep.ranks)})",
+                                      f"resources over global ranks {list(resources.ranks)}"))
         self.hidden_size, self.intermediate_size = hidden_size, intermediate_size
         self.num_experts, self.top_k, self.normalize_topk = num_experts, top_k, normalize_topk
         self.shared_intermediate_size = shared_intermediate_size

@@ -63,6 +63,7 @@ class Pipeline:
             self.finish(earlier)
         grown = self._buffers.grown_sizes(layout)
         if grown is not None:
+            grown = self._buffers.agreed_sizes(grown)  # over a team: the WORLD's, or raises
             for pending in list(self._pending.values()):  # nothing may land in freed buffers
                 self.finish(pending)
             self._buffers.resize(*grown)

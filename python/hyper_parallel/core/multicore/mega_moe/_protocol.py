@@ -63,24 +63,37 @@ class Direction:
 class Protocol:
     """The count matrix, the counters of both directions and the operations on them, for `pes`
     PEs (this one `rank`) and `num_experts` experts in blocks of num_experts / pes per PE.
-    allocate() makes the symmetric memory (collective), free() frees it."""
+    allocate() makes the symmetric memory (collective), free() frees it.
 
-    def __init__(self, pes: int, rank: int, num_experts: int, chunk_rows: int) -> None:
+    `team`: the shmem Team the PEs are (None: the WORLD). PE numbers are the team's; the count
+    exchange, the barriers, the signals and the kernels run over it. The symmetric memory is
+    allocated and freed over the WORLD (the heap is the WORLD's)."""
+
+    def __init__(self, pes: int, rank: int, num_experts: int, chunk_rows: int, *,
+                 team=None) -> None:
         self.pes, self.rank = pes, rank
         self.num_experts, self.chunk_rows = num_experts, chunk_rows
         self.local_experts = num_experts // pes
+        self.team = team
+        # The keyword of the shmem calls that take a team: none over the WORLD (as before teams).
+        self._over = {} if team is None else {"team": team}
         self.counts = self.counters = None
         self.directions = {}
 
+    def barrier(self) -> None:
+        """Collective over the team: every PE's puts and signals so far are visible."""
+        shmem.barrier(**self._over)
+
     def allocate(self) -> None:
-        """Collective: the count matrix, then the counters, zeroed on every PE before a barrier,
-        and each direction's views of them."""
+        """Collective: the count matrix, then the counters (over the WORLD), zeroed on every PE
+        before a barrier (the team's: only its PEs add to them), and each direction's views of
+        them."""
         self.counts = shmem.empty(self.pes * self.num_experts, dtype=torch.int64)
         L = self.local_experts
         per_direction = 2 * L + 2
         self.counters = shmem.empty(2 * per_direction, COUNTER_ELEMENTS, dtype=torch.int64)
         self.counters.zero_()
-        shmem.barrier()  # zeroed on every PE before any peer adds to them
+        self.barrier()  # zeroed on every PE before any peer adds to them
         self.directions = {"forward": Direction(0), "backward": Direction(per_direction)}
         for direction in self.directions.values():
             direction.dispatch_targets = [0] * L
@@ -110,14 +123,16 @@ class Protocol:
     # ---- the count exchange and the layout --------------------------------------------------
 
     def exchange_counts(self, counts_local: torch.Tensor) -> torch.Tensor:
-        """Collective: every PE's counts per expert, as a [P, E] int64 CPU tensor."""
-        shmem.all_gather(self.counts, counts_local.to(torch.int64).contiguous())
+        """Collective over the team: every PE's counts per expert, as a [P, E] int64 CPU
+        tensor (rows in team-PE order)."""
+        shmem.all_gather(self.counts, counts_local.to(torch.int64).contiguous(), **self._over)
         return self.counts.view(self.pes, self.num_experts).to("cpu", copy=True)
 
     def layout(self, counts: torch.Tensor) -> dict:
         """The layout of a call (the same on every PE, from the same counts): each PE's send
         rows, each local expert's rows and where they land, the chunks each expects."""
-        return native.moe_layout(counts.reshape(-1), self.num_experts, self.chunk_rows)
+        return native.moe_layout(counts.reshape(-1), self.num_experts, self.chunk_rows,
+                                 team=self.team)
 
     # ---- one call ---------------------------------------------------------------------------
 
@@ -140,7 +155,7 @@ class Protocol:
         """Sends this PE's expert-sorted rows into their owners' receive buffers, raising the
         owners' dispatch counters (on the current stream)."""
         native.moe_dispatch(rows, flat_counts, d.recv, d.dispatch_counters,
-                            self.num_experts, self.chunk_rows)
+                            self.num_experts, self.chunk_rows, team=self.team)
 
     def combine(self, d: Direction, flat_counts: torch.Tensor) -> None:
         """Sends each local expert's results back once it is done, from the receive buffer,
@@ -148,9 +163,9 @@ class Protocol:
         (on the current stream)."""
         native.moe_combine(d.recv, flat_counts, d.returned, d.return_counter,
                            d.done_counters, list(d.done_targets), self.num_experts,
-                           self.chunk_rows)
+                           self.chunk_rows, team=self.team)
         for pe in range(self.pes):
-            shmem.signal(d.free_word, 1, pe, operation="add")
+            shmem.signal(d.free_word, 1, pe, operation="add", **self._over)
 
     def wait_rows(self, d: Direction, local: int) -> None:
         """Waits until every row of local expert `local` has landed."""
@@ -168,7 +183,7 @@ class Protocol:
 
     def expert_done(self, d: Direction, local: int) -> None:
         """Local expert `local` has written its results: the combine may send them."""
-        shmem.signal(d.done_words[local], 1, self.rank, operation="add")
+        shmem.signal(d.done_words[local], 1, self.rank, operation="add", **self._over)
 
     def wait_returned(self, d: Direction) -> None:
         """Waits until every result of this PE's rows is back in its return buffer."""

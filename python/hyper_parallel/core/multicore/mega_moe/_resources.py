@@ -15,10 +15,22 @@ This class puts them together: it validates the arguments, checks that every PE 
 same resources, chooses the combine stream, holds the resources for one call at a time, and
 owns the lifecycle.
 
+Over an expert-parallel group smaller than the WORLD (group=pg) the calls run over the
+group's shmem team: the count exchange, the barriers, the dispatch and combine kernels and
+the protocol's signals, with PEs numbered in the team. The handle is the WORLD's and every
+allocation stays collective over every PE: construction (which also checks over the WORLD
+that every PE's group can be an EP group and that every PE built the same resources),
+the buffers' first sizing and close() are collective over the WORLD, in the same order on
+every PE (every EP group builds the same layers in the same order, as data-parallel replicas
+do). The buffers then do not grow: growing them would need every EP group at once, at a call
+only one group makes, so a call that needs more raises (size them with max_tokens, or keep
+the lossless default capacity_factor=None, which never grows while no PE routes more rows).
+
 close() (explicit, or the context manager; never from garbage collection) finishes a call
-that start() began and nothing finished, synchronizes the combine stream, passes a barrier,
-frees the buffers in a fixed order, passes a barrier and closes the handle: every PE must
-create and close its resources in the same order.
+that start() began and nothing finished, synchronizes the combine stream, passes a barrier
+(the team's), frees the buffers in a fixed order, passes a barrier (the WORLD's), destroys
+the team and closes the handle: every PE must create and close its resources in the same
+order.
 """
 
 from __future__ import annotations
@@ -32,12 +44,14 @@ import torch
 from .. import shmem
 from ..shmem.errors import assertion, contract
 from ._buffers import Buffers
+from ._groups import FITS, NOT_A_MEMBER, ep_group_of
 from ._pipeline import PendingCall, Pipeline
 from ._protocol import Protocol
 from ._stats import PipelineStats, StatsRecorder
 
 _CONFIG_FIELDS = ("hidden_size", "num_experts", "top_k", "dtype", "chunk_rows",
                   "capacity_permille", "max_tokens", "pes")
+_GROUP_FIELD = "group"  # checked first: every PE's group can be an EP group
 
 
 def _cpus_for_a_combine_thread(pes: int, pinned: bool) -> bool:
@@ -121,36 +135,46 @@ class MegaMoEResources:
         self.hidden_size, self.num_experts, self.top_k = hidden_size, num_experts, top_k
         self.dtype, self.capacity_factor, self.chunk_rows = dtype, capacity_factor, chunk_rows
         dtype_code = _dtype_code(dtype)
+        ep = ep_group_of(group)  # local: a group of another type fails before any collective
+        self.group, self.ranks = group, ep.ranks
+        self.pes, self.rank = ep.size, ep.rank  # the EP group's (its team's) PEs, this PE's
         self._lock = threading.Lock()
         self._closed = False
-        self._protocol = self._buffers = None
-        self._handle = shmem.acquire_shmem(group)
+        self._protocol = self._buffers = self._team = None
+        self._handle = shmem.acquire_shmem()  # the WORLD's: the symmetric heap is world-wide
         try:
             backend = shmem.backend_info()
-            self.pes, self.rank = shmem.n_pes(), shmem.my_pe()
-            if num_experts % self.pes != 0:
-                raise ValueError(contract("num_experts", f"a multiple of the PE count {self.pes}",
-                                          num_experts))
-            self.local_experts = num_experts // self.pes
+            world = shmem.n_pes()
             # Local, before any collective: a refused stream fails here, with no peer left in
             # a collective this PE will not enter.
             if overlap_combine is None:
-                # A device's streams run beside the caller; a host heap's copies need a CPU.
+                # A device's streams run beside the caller; a host heap's copies need a CPU
+                # (every PE of the machine shares its cores, whatever its group).
                 overlap_combine = (not backend.host_addressable_heap
-                                   or _cpus_for_a_combine_thread(self.pes, backend.own_core))
+                                   or _cpus_for_a_combine_thread(world, backend.own_core))
                 self.combine_stream = _own_stream() if overlap_combine else None
             elif overlap_combine:
                 self.combine_stream = shmem.Stream()  # UNSUPPORTED_CAPABILITY without streams
             else:
                 self.combine_stream = None
-            self._check_agreement([hidden_size, num_experts, top_k, dtype_code, chunk_rows,
-                                   -1 if capacity_factor is None else round(capacity_factor * 1000),
-                                   -1 if max_tokens is None else max_tokens, self.pes])
-            self._protocol = Protocol(self.pes, self.rank, num_experts, chunk_rows)
+            # Over the WORLD: every PE's group can be an EP group (else every PE raises alike)
+            # and every PE built the same resources (their buffers are WORLD allocations).
+            problem = ep.problem(num_experts)
+            self._check_agreement([problem, ep.size], [
+                hidden_size, num_experts, top_k, dtype_code, chunk_rows,
+                -1 if capacity_factor is None else round(capacity_factor * 1000),
+                -1 if max_tokens is None else max_tokens, ep.size])
+            self.local_experts = num_experts // self.pes
+            if not ep.world:
+                self._team = shmem.team(group)  # collective over the group's members
+                self._check_team(ep)
+            self._protocol = Protocol(self.pes, self.rank, num_experts, chunk_rows,
+                                      team=self._team)
             self._protocol.allocate()  # collective: the count matrix and the counters
             self._buffers = Buffers(self._protocol.directions, hidden_size, dtype, self.pes,
                                     capacity_factor, backend.granule_bytes,
-                                    lambda: shmem.debug_state()["heap"])
+                                    lambda: shmem.debug_state()["heap"],
+                                    agree=None if self._team is None else self._world_max)
             if max_tokens is not None:
                 self._resize(self._buffers.capacity_for(max_tokens * top_k), max_tokens * top_k)
             self._recorder = StatsRecorder()
@@ -160,22 +184,60 @@ class MegaMoEResources:
             self._release_after_failure()
             raise
 
+    @property
+    def team(self):
+        """The shmem Team the calls run over (None: the WORLD's, group None or the WORLD)."""
+        return self._team
+
     # ---- agreement, and the buffers' sizes ---------------------------------------------------
 
-    def _check_agreement(self, mine: list) -> None:
-        gathered = shmem.empty(self.pes * len(mine), dtype=torch.int64)
+    def _gather_world(self, mine: list) -> list:
+        """Collective over the WORLD: every PE's list of ints `mine`, in PE order."""
+        world = shmem.n_pes()
+        gathered = shmem.empty(world * len(mine), dtype=torch.int64)
         try:
             shmem.all_gather(gathered, torch.tensor(mine, dtype=torch.int64))
-            table = gathered.view(self.pes, len(mine)).tolist()
+            return gathered.view(world, len(mine)).tolist()
         finally:
             shmem.free(gathered)
+
+    def _world_max(self, mine: list) -> list:
+        """Collective over the WORLD: the elementwise largest of every PE's `mine` (the
+        buffers' first sizing over a team: every EP group sizes its buffers alike)."""
+        return [max(column) for column in zip(*self._gather_world(mine))]
+
+    def _check_agreement(self, group: list, config: list) -> None:
+        """`group`: why this PE's group cannot be an EP group (FITS when it can) and its size;
+        `config`: the configuration fields. Every PE raises alike: ValueError when a PE's group
+        cannot be an EP group, COLLECTIVE_MISMATCH naming the first field the PEs disagree on."""
+        table = self._gather_world(group + config)
+        unfit = [(pe, row[0], row[1]) for pe, row in enumerate(table) if row[0] != FITS]
+        if unfit:
+            why = "; ".join(
+                f"PE {pe}: a group without this rank" if problem == NOT_A_MEMBER else
+                f"PE {pe}: a group of {size} PEs, which does not divide num_experts "
+                f"({self.num_experts})" for pe, problem, size in unfit)
+            raise ValueError(contract(
+                _GROUP_FIELD, "on every PE an expert-parallel group: one with this rank in it, "
+                "whose size divides num_experts", why))
         for index, name in enumerate(_CONFIG_FIELDS):
-            values = [row[index] for row in table]
+            values = [row[len(group) + index] for row in table]
             if len(set(values)) > 1:
                 raise shmem.ShmemError.make(
                     "COLLECTIVE_MISMATCH", "mega_moe", "validate",
                     assertion("PEs built MegaMoE resources with different configurations",
                               field=name, values_by_pe=values))
+
+    def _check_team(self, ep) -> None:
+        """The team numbers its PEs as the group numbers its ranks (the layer takes its experts
+        by its rank in the group, the kernels by its team PE)."""
+        team = self._team
+        if (team.n_pes, team.my_pe, tuple(team.pes)) != (ep.size, ep.rank, tuple(ep.ranks)):
+            raise shmem.ShmemError.make(
+                "INVALID_STATE", "mega_moe", "validate",
+                assertion("the group's shmem team numbers its PEs unlike the group its ranks",
+                          team_pes=list(team.pes), team_pe=team.my_pe,
+                          group_ranks=list(ep.ranks), group_rank=ep.rank))
 
     def heap_bytes(self, capacity: int, return_rows: int) -> int:
         """Symmetric heap bytes the receive and return buffers of both directions take for
@@ -283,10 +345,20 @@ class MegaMoEResources:
             pass
         finally:
             try:
+                self._destroy_team()
+            except shmem.ShmemError:
+                pass
+            try:
                 self._handle.close()
             except shmem.ShmemError:
                 pass
             self._closed = True
+
+    def _destroy_team(self) -> None:
+        """Collective over the team's PEs: ends this resources' handle of the team."""
+        team, self._team = self._team, None
+        if team is not None:
+            team.destroy()
 
     @property
     def capacity(self) -> int:
@@ -328,19 +400,22 @@ class MegaMoEResources:
         return self._closed
 
     def close(self) -> None:
-        """Collective: quiesce, barrier, free in a fixed order, barrier, close the handle.
-        Idempotent. Call it after every backward finished, before the process group is
-        destroyed."""
+        """Collective: quiesce, barrier (the team's), free in a fixed order (over the WORLD),
+        barrier (the WORLD's), destroy the team, close the handle. Idempotent. Call it after
+        every backward finished, before the process group is destroyed."""
         with self._holding():
             if self._closed:
                 return
             self._pipeline.quiesce()  # finishes what start() began, syncs the combine stream
-            shmem.barrier()
+            self._protocol.barrier()  # no PE of the team sends into these buffers any more
             self._buffers.free()
             self._protocol.free()  # the counters, then the count matrix
             shmem.barrier()
             self._closed = True
-            self._handle.close()
+            try:
+                self._destroy_team()
+            finally:
+                self._handle.close()
 
     def __enter__(self) -> "MegaMoEResources":
         return self
@@ -350,5 +425,6 @@ class MegaMoEResources:
 
     def __repr__(self) -> str:
         return (f"MegaMoEResources(hidden_size={self.hidden_size}, num_experts={self.num_experts}, "
-                f"top_k={self.top_k}, dtype={self.dtype}, capacity={self.capacity}, "
+                f"top_k={self.top_k}, dtype={self.dtype}, ranks={list(self.ranks)}, "
+                f"capacity={self.capacity}, "
                 f"return_rows={self.return_rows}, closed={self._closed})")

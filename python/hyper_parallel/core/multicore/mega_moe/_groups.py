@@ -1,0 +1,115 @@
+"""Expert-parallel (EP) groups: which PEs a MegaMoE layer runs over, and the data-parallel
+(DP) groups beside them.
+
+A MegaMoE layer runs expert parallel over the PEs of a torch.distributed process group (None:
+the whole WORLD). Over a group smaller than the WORLD its SHMEM traffic runs over the group's
+shmem team (shmem.team(group)): the count exchange, barriers, dispatch and combine, with the
+experts owned and numbered by team PE (= the rank in the group). The symmetric heap stays the
+WORLD's: the resources' allocations (and their construction) are collective over every PE,
+in the same order, so every EP group builds the same layers in the same order, as DP replicas
+do.
+
+A group can be an EP group of a layer with E experts when this rank is in it and its size
+divides E. expert_data_parallel_groups(ep_size) makes the usual grid: EP groups of ep_size
+consecutive ranks and DP groups of the ranks with the same place in their EP group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch.distributed as dist
+
+from ..shmem.errors import contract
+
+# Why a group cannot be an EP group (the codes travel between PEs in the resources' check).
+FITS, NOT_A_MEMBER, SIZE_DOES_NOT_DIVIDE = 0, 1, 2
+_WHY = {NOT_A_MEMBER: "a group without this rank",
+        SIZE_DOES_NOT_DIVIDE: "a group whose size does not divide num_experts"}
+
+
+@dataclass(frozen=True)
+class EpGroup:
+    """The EP group of this rank: its global ranks in group-rank order, this rank's place in it
+    (-1 when this rank is not in it) and whether it is the whole WORLD."""
+
+    ranks: tuple
+    rank: int
+    world: bool
+
+    @property
+    def size(self) -> int:
+        return len(self.ranks)
+
+    def problem(self, num_experts: int) -> int:
+        """FITS, or why this group cannot be the EP group of `num_experts` experts."""
+        if self.rank < 0:
+            return NOT_A_MEMBER
+        if num_experts % self.size != 0:
+            return SIZE_DOES_NOT_DIVIDE
+        return FITS
+
+    def describe(self, problem: int) -> str:
+        return f"{_WHY[problem]} (global ranks {list(self.ranks)})"
+
+
+def ep_group_of(group) -> EpGroup:
+    """The EP group `group` (a torch.distributed ProcessGroup, or None for the whole WORLD)
+    names for this rank. Without torch.distributed: the one process."""
+    if not (dist.is_available() and dist.is_initialized()):
+        if group is not None:
+            raise ValueError(contract("group", "None when torch.distributed is not initialised",
+                                      type(group).__name__))
+        return EpGroup((0,), 0, True)
+    world = dist.get_world_size()
+    if group is None or group is dist.group.WORLD:
+        return EpGroup(tuple(range(world)), dist.get_rank(), True)
+    if group is dist.GroupMember.NON_GROUP_MEMBER:
+        # new_group() hands this to the processes outside the group: its ranks are unknown here.
+        return EpGroup((), -1, False)
+    if not isinstance(group, dist.ProcessGroup):
+        raise TypeError(contract("group", "a torch.distributed ProcessGroup or None",
+                                 type(group).__name__))
+    members = dist.get_process_group_ranks(group)
+    ranks = tuple(sorted(members, key=lambda rank: dist.get_group_rank(group, rank)))
+    me = dist.get_rank()
+    rank = ranks.index(me) if me in ranks else -1
+    return EpGroup(ranks, rank, ranks == tuple(range(world)))
+
+
+def check_ep_group(ep: EpGroup, num_experts: int) -> None:
+    """Raises ValueError, at a layer's construction, when `ep` cannot be the EP group of
+    `num_experts` experts on this rank."""
+    problem = ep.problem(num_experts)
+    if problem == NOT_A_MEMBER:
+        raise ValueError(contract("group", "a process group this rank is in (an expert-parallel "
+                                  "group of it)", ep.describe(problem)))
+    if problem == SIZE_DOES_NOT_DIVIDE:
+        raise ValueError(contract("num_experts", f"a multiple of the group size {ep.size}",
+                                  num_experts))
+
+
+def expert_data_parallel_groups(ep_size: int) -> tuple:
+    """(ep_group, dp_group) of this rank on the grid of WORLD = ep_size x (world / ep_size):
+    EP groups of consecutive ranks [i * ep_size, (i + 1) * ep_size), DP groups of the ranks with
+    the same place in their EP group (ranks j, j + ep_size, ...). Collective over the WORLD
+    (torch.distributed.new_group for every group, in the same order on every rank). With
+    ep_size = world: (None, None) (EP over the WORLD, no DP replicas)."""
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    if isinstance(ep_size, bool) or not isinstance(ep_size, int) or ep_size < 1 \
+            or world % ep_size:
+        raise ValueError(contract("ep_size", f"a positive divisor of the world size {world}",
+                                  repr(ep_size)))
+    if ep_size == world:
+        return None, None
+    rank = dist.get_rank()
+    ep_group = dp_group = None
+    for first in range(0, world, ep_size):
+        group = dist.new_group(list(range(first, first + ep_size)))
+        if first <= rank < first + ep_size:
+            ep_group = group
+    for place in range(ep_size):
+        group = dist.new_group(list(range(place, world, ep_size)))
+        if rank % ep_size == place:
+            dp_group = group
+    return ep_group, dp_group
