@@ -10,6 +10,13 @@ Nothing is downloaded: tokens are synthetic.
 Training step (both paths alike): zero_grad, forward, backward, all-reduce and average the
 dense (non-expert) gradients over the world, scale the expert gradients (already summed over
 every PE's tokens at their owner) by 1/world, AdamW.
+
+EP x DP: MoEDecoder(..., group=ep_group, dp_group=dp_group) (expert_data_parallel_groups(ep)
+makes both) runs its MoE layers expert parallel over the EP group; each EP group is a
+data-parallel replica of the experts. The dense gradients are averaged over the world as
+before; an expert's gradient, summed at its owner over its EP group's tokens, is summed over
+the DP group (the expert's replicas) and divided by the world size: the same scale as the
+dense ones, the gradient of the mean loss over every PE's tokens.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ._groups import ep_group_of, expert_data_parallel_groups
 from ._layer import MegaMoE
 from ._resources import MegaMoEResources
 from .reference import AllToAllMoE
@@ -101,18 +109,27 @@ class DecoderLayer(nn.Module):
 
 class MoEDecoder(nn.Module):
     """The decoder with path "shmem" (MegaMoE, one MegaMoEResources shared by its layers) or
-    "a2a" (AllToAllMoE). The same seed gives bitwise the same initial parameters on both."""
+    "a2a" (AllToAllMoE). The same seed gives bitwise the same initial parameters on both.
+
+    `group`: the expert-parallel group of the MoE layers (None: the world); `dp_group`: the
+    data-parallel group of this rank's experts (the ranks with the same place in their EP
+    groups; None when EP is the world), which reduce_gradients sums the expert gradients over.
+    """
 
     def __init__(self, config: DecoderConfig, path: str, *, seed: int = 0,
-                 resources: MegaMoEResources | None = None) -> None:
+                 resources: MegaMoEResources | None = None, group=None,
+                 dp_group=None) -> None:
         super().__init__()
         if path not in ("shmem", "a2a"):
             raise ValueError(f"path must be one of shmem, a2a, but got {path!r}")
         self.config, self.path = config, path
+        self.group, self.dp_group = group, dp_group
+        _check_dp_group(ep_group_of(group), dp_group)
         self.resources = resources
         if path == "shmem" and resources is None:
             self.resources = MegaMoEResources(config.hidden_size, config.num_experts, config.top_k,
-                                              max_tokens=config.batch * config.sequence)
+                                              max_tokens=config.batch * config.sequence,
+                                              group=group)
         self._owns_resources = path == "shmem" and resources is None
         torch.manual_seed(seed)
         self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
@@ -122,7 +139,7 @@ class MoEDecoder(nn.Module):
                           else (AllToAllMoE, {}))
             moe = cls(config.hidden_size, config.intermediate_size, config.num_experts,
                       config.top_k, shared_intermediate_size=config.shared_intermediate_size,
-                      gated_shared_expert=True, **extra)
+                      gated_shared_expert=True, group=group, **extra)
             layers.append(DecoderLayer(config, moe))
         self.layers = nn.ModuleList(layers)
         self.norm = RMSNorm(config.hidden_size)
@@ -171,24 +188,56 @@ def synthetic_tokens(config: DecoderConfig, rank: int, step: int) -> torch.Tenso
     return torch.randint(0, config.vocab_size, (config.batch, config.sequence), generator=generator)
 
 
-def reduce_gradients(model: MoEDecoder) -> None:
-    """Averages the dense gradients over the world (one all-reduce of them flattened, as a
-    data-parallel trainer's bucket would); scales the expert gradients (summed over every PE's
-    tokens at their owner) by 1/world, so both are gradients of the mean loss."""
+def _check_dp_group(ep, dp_group) -> None:
+    """EP over the world needs no DP group; EP over a smaller group needs the DP group of its
+    experts' replicas, of world / EP ranks with this one among them."""
+    if not dist.is_initialized():
+        return
+    world = dist.get_world_size()
+    if ep.world:
+        if dp_group is not None and dist.get_world_size(dp_group) != 1:
+            raise ValueError(f"dp_group must be None when the expert-parallel group is the "
+                             f"world, but got a group of {dist.get_world_size(dp_group)} ranks")
+        return
+    if dp_group is None or dp_group is dist.GroupMember.NON_GROUP_MEMBER:
+        raise ValueError("dp_group must be the data-parallel group of this rank's experts (the "
+                         "ranks with the same place in their expert-parallel groups) when the "
+                         "expert-parallel group is smaller than the world, but got "
+                         + ("None" if dp_group is None else "a group without this rank"))
+    size = dist.get_world_size(dp_group)
+    if ep.size * size != world:
+        raise ValueError(f"dp_group must have world / EP = {world // max(1, ep.size)} ranks "
+                         f"(EP {ep.size}, world {world}), but got {size}")
+
+
+def _all_reduce_flat(grads: list, group) -> None:
+    """Sums `grads` over `group` in one all-reduce of them flattened (as a data-parallel
+    trainer's bucket would)."""
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat, group=group)
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset:offset + g.numel()].view_as(g))
+        offset += g.numel()
+
+
+def reduce_gradients(model: MoEDecoder, dp_group=None) -> None:
+    """Averages the dense gradients over the world (one all-reduce of them flattened);
+    the expert gradients, summed at their owner over its EP group's tokens, are summed over
+    the DP group (`dp_group`, default the model's; none when EP is the world) and divided by
+    the world size, so both are gradients of the mean loss over every PE's tokens."""
     world = dist.get_world_size() if dist.is_initialized() else 1
+    dp_group = model.dp_group if dp_group is None else dp_group
     dense = [p.grad for p in model.dense_parameters() if p.grad is not None]
     if dense and world > 1:
-        flat = torch.cat([g.reshape(-1) for g in dense])
-        dist.all_reduce(flat)
-        offset = 0
-        for g in dense:
-            g.copy_(flat[offset:offset + g.numel()].view_as(g))
-            offset += g.numel()
+        _all_reduce_flat(dense, None)
     for g in dense:
         g /= world
-    for p in model.expert_parameters():
-        if p.grad is not None:
-            p.grad /= world
+    experts = [p.grad for p in model.expert_parameters() if p.grad is not None]
+    if experts and dp_group is not None and dist.get_world_size(dp_group) > 1:
+        _all_reduce_flat(experts, dp_group)
+    for g in experts:
+        g /= world
 
 
 def train_step(model: MoEDecoder, optimizer: torch.optim.Optimizer, tokens: torch.Tensor) -> tuple:
@@ -215,5 +264,6 @@ def tolerance_report(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(((a - b).abs() / (b.abs() + 1e-6)).max()) if a.numel() else 0.0
 
 
-__all__ = ["DecoderConfig", "MoEDecoder", "make_optimizer", "parameter_count",
-           "reduce_gradients", "synthetic_tokens", "train_step", "tolerance_report"]
+__all__ = ["DecoderConfig", "MoEDecoder", "expert_data_parallel_groups", "make_optimizer",
+           "parameter_count", "reduce_gradients", "synthetic_tokens", "train_step",
+           "tolerance_report"]
