@@ -129,13 +129,13 @@ def _plot(rows: list, path: str) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    series = ("world", "alone", "teams", "gloo")
+    series = ("world", "gloo_world", "alone", "teams", "gloo")
     figure, axis = plt.subplots(figsize=(7, 3.6))
-    width = 0.2
+    width = 0.16
     for i, name in enumerate(series):
         axis.bar([x + i * width for x in range(len(rows))], [row[name] for row in rows], width,
                  label=name)
-    axis.set_xticks([x + 1.5 * width for x in range(len(rows))], [row["op"] for row in rows])
+    axis.set_xticks([x + 2 * width for x in range(len(rows))], [row["op"] for row in rows])
     axis.set_yscale("log")
     axis.set_ylabel("µs per call (log)")
     axis.set_title(f"teams of 2, {rows[0]['bytes'] >> 10} KiB per PE (lower is better)")
@@ -154,12 +154,13 @@ def _drive(args) -> int:
     cores = os.cpu_count() or 1
     print(f"teams of 2 on 4 PEs, {args.bytes} bytes per PE, {cores} cores; "
           f"µs per call (slowest PE, median of {args.reps} samples of {args.calls} calls)")
-    print(f"{'op':<11} {'world of 2':>11} {'one team':>9} {'two teams':>10} {'gloo subgr.':>11}"
-          f" {'two/one':>8} {'gloo/teams':>10}")
+    print(f"{'op':<11} {'world of 2':>11} {'gloo world':>11} {'one team':>9} {'two teams':>10}"
+          f" {'gloo subgr.':>11} {'two/one':>8} {'gloo/teams':>10} {'gloo/world':>10}")
     for row in rows:
-        print(f"{row['op']:<11} {row['world']:>11.1f} {row['alone']:>9.1f} {row['teams']:>10.1f}"
-              f" {row['gloo']:>11.1f} {row['teams'] / row['alone']:>7.2f}x"
-              f" {row['gloo'] / row['teams']:>9.1f}x")
+        print(f"{row['op']:<11} {row['world']:>11.1f} {row['gloo_world']:>11.1f}"
+              f" {row['alone']:>9.1f} {row['teams']:>10.1f} {row['gloo']:>11.1f}"
+              f" {row['teams'] / row['alone']:>7.2f}x {row['gloo'] / row['teams']:>9.1f}x"
+              f" {row['gloo_world'] / row['world']:>9.1f}x")
     for row in rows:
         if row["op"] != "barrier":
             speedup = row["gloo"] / row["teams"]
