@@ -129,17 +129,19 @@ def _plot(rows: list, path: str) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    series = ("world", "gloo_world", "alone", "teams", "gloo")
+    series = {"world": "shmem, world of 2", "gloo_world": "gloo, world of 2",
+              "alone": "shmem, one team of 2", "teams": "shmem, two teams at once",
+              "gloo": "gloo, two subgroups at once"}
     figure, axis = plt.subplots(figsize=(7, 3.6))
     width = 0.16
-    for i, name in enumerate(series):
+    for i, (name, label) in enumerate(series.items()):
         axis.bar([x + i * width for x in range(len(rows))], [row[name] for row in rows], width,
-                 label=name)
+                 label=label)
     axis.set_xticks([x + 2 * width for x in range(len(rows))], [row["op"] for row in rows])
     axis.set_yscale("log")
     axis.set_ylabel("µs per call (log)")
     axis.set_title(f"teams of 2, {rows[0]['bytes'] >> 10} KiB per PE (lower is better)")
-    axis.legend()
+    axis.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     return True
