@@ -333,29 +333,6 @@ def test_a_host_combine_stream_only_where_the_pe_has_a_second_cpu(monkeypatch, a
     assert _resources._cpus_for_a_combine_thread(pes, pinned) is expected
 
 
-def _under_autocast(rank, size):
-    torch.manual_seed(9)
-    with MegaMoEResources(H, 2 * size, 2) as resources:
-        layer = MegaMoE(H, I, 2 * size, 2, shared_intermediate_size=IS, resources=resources)
-        x = _tokens(rank, 11).requires_grad_(True)
-        y32 = layer(x)
-        y32.sum().backward()
-        g32 = x.grad.clone()
-        x.grad = None
-        # The experts compute in the layer's dtype with autocast off; the rest follows autocast.
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            y = layer(x)
-        y.float().sum().backward()
-        assert torch.isfinite(y).all() and torch.isfinite(x.grad).all()
-        assert torch.allclose(y.float(), y32, rtol=5e-2, atol=5e-2), (y.float() - y32).abs().max()
-        assert torch.allclose(x.grad, g32, rtol=5e-2, atol=5e-2), (x.grad - g32).abs().max()
-    return True
-
-
-def test_the_layer_runs_under_autocast(pes):
-    assert all(pes(2).run(_under_autocast, timeout=300))
-
-
 def _checkpointed(rank, size):
     """Activation checkpointing: the layers' forward runs again during the backward (a forward
     call while the next layer's backward call may be pending), on every PE alike."""

@@ -10,12 +10,19 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from ..shmem.errors import contract
+from ._buffers import ROW_DTYPES
 from ._function import expert_parallel, swiglu
 from ._groups import check_ep_group, ep_group_of
 from ._resources import MegaMoEResources
 
 _EXPERT_KEYS = ("gate_proj", "up_proj", "down_proj")
 _SHARED_KEYS = ("shared_gate_proj", "shared_up_proj", "shared_down_proj", "shared_expert_gate")
+
+
+def _dtype_check(dtype) -> None:
+    if dtype not in ROW_DTYPES:
+        raise TypeError(contract("dtype", "one of torch.float64, torch.float32, torch.bfloat16, "
+                                 "torch.float16", dtype))
 
 
 def route(logits: torch.Tensor, top_k: int, normalize_topk: bool) -> tuple:
@@ -52,6 +59,15 @@ class MegaMoE(nn.Module):
     here). Over a group smaller than the WORLD the resources' construction stays collective
     over every PE (the symmetric heap is the WORLD's): every EP group builds the same layers in
     the same order, as data-parallel replicas do.
+
+    Mixed precision: `dtype` is the parameters' and the buffers' (float64, float32, bfloat16 or
+    float16). Under torch.autocast the routed experts compute in the autocast dtype, as
+    torch.nn.Linear does, and their rows travel in it (compute_dtype()); the router's logits
+    and the shared expert follow autocast like any matmul; routing and the weighted sum of the
+    experts' outputs are in fp32, and the output has x's dtype. .to(dtype) (and .half(),
+    .float(), ...) converts the parameters and the layer's own buffers (freed at the next call
+    or close(), new ones made at that call); a layer given shared resources raises ValueError
+    at once instead, naming the supported way.
     """
 
     def __init__(self, hidden_size: int, intermediate_size: int, num_experts: int, top_k: int, *,
@@ -70,6 +86,7 @@ class MegaMoE(nn.Module):
                 raise ValueError(contract(name, f"at least {least}", value))
         if top_k > num_experts:
             raise ValueError(contract("top_k", f"at most num_experts ({num_experts})", top_k))
+        _dtype_check(dtype)
         ep = ep_group_of(group)
         check_ep_group(ep, num_experts)  # this rank in the group, its size dividing E
         pes, rank = ep.size, ep.rank
@@ -91,6 +108,7 @@ class MegaMoE(nn.Module):
         self.pes, self.rank, self.local_experts = pes, rank, num_experts // pes
         self._resources = resources
         self._owns_resources = resources is None
+        self._retired = []  # own resources of a dtype before a conversion, to close
         L, H, I, Is = self.local_experts, hidden_size, intermediate_size, shared_intermediate_size
         self.router = nn.Parameter(torch.empty(num_experts, H, dtype=dtype))
         self.gate_proj = nn.Parameter(torch.empty(L, I, H, dtype=dtype))
@@ -179,7 +197,16 @@ class MegaMoE(nn.Module):
     def resources(self) -> MegaMoEResources | None:
         return self._resources
 
+    def compute_dtype(self, device_type: str = "cpu") -> torch.dtype:
+        """The dtype the routed experts compute in, and their rows travel in: under
+        torch.autocast(device_type) the autocast dtype (as torch.nn.Linear computes there),
+        else the layer's dtype."""
+        if torch.is_autocast_enabled(device_type):
+            return torch.get_autocast_dtype(device_type)
+        return self.dtype
+
     def _ensure_resources(self) -> MegaMoEResources:
+        self._close_retired()
         if self._resources is None:
             self._resources = MegaMoEResources(
                 self.hidden_size, self.num_experts, self.top_k, dtype=self.dtype,
@@ -210,13 +237,15 @@ class MegaMoE(nn.Module):
         resources = self._ensure_resources()
         order = torch.argsort(flat_ids, stable=True)
         token = order // k
-        counts = resources.exchange_counts(torch.bincount(flat_ids, minlength=self.num_experts))
+        compute = self.compute_dtype(x.device.type)
+        counts = resources.exchange_counts(torch.bincount(flat_ids, minlength=self.num_experts),
+                                           compute)
         layout = resources.layout(counts)
         # The rows x[token] go out; the shared expert runs between the two halves of the
         # call: while this PE waits for the other PEs' experts (forward and backward).
         results, shared = expert_parallel(x, token, self.gate_proj, self.up_proj,
                                           self.down_proj, resources, counts, layout,
-                                          between=lambda: self._shared_expert(x))
+                                          between=lambda: self._shared_expert(x), dtype=compute)
         weights = topk_weights.reshape(-1)[order].float()
         out = torch.zeros(tokens, self.hidden_size, dtype=torch.float32, device=x.device).index_add(
             0, token, results.float() * weights[:, None])
@@ -237,9 +266,41 @@ class MegaMoE(nn.Module):
     def close(self) -> None:
         """Frees the layer's own resources (collective); shared resources are their owner's to
         close. Idempotent."""
+        self._close_retired()
         if self._owns_resources and self._resources is not None:
             self._resources.close()
             self._resources = None
+
+    def _close_retired(self) -> None:
+        """Closes (collective) the layer's own resources of its dtype before a conversion."""
+        while self._retired:
+            self._retired.pop(0).close()
+
+    def _apply(self, fn, recurse=True):
+        """torch.nn.Module's conversions (.to(dtype), .half(), .bfloat16(), .float(), ...). A
+        change of the layer's dtype converts its parameters and its buffers: the layer's own
+        resources of the old dtype are closed (collective, like their construction) at its next
+        call or close(), and new ones in the new dtype are made at that call. With resources
+        given to the layer (shared), ValueError at once, before anything is converted: build
+        MegaMoEResources(..., dtype=<new>) and layers of that dtype, or use torch.autocast,
+        under which the experts compute in the autocast dtype with the parameters unchanged."""
+        probe = fn(torch.empty(0, dtype=self.dtype))  # what the conversion makes of the dtype
+        new = probe.dtype if isinstance(probe, torch.Tensor) else self.dtype
+        if new != self.dtype:
+            if not self._owns_resources:
+                raise ValueError(contract(
+                    "a conversion of a MegaMoE layer with shared resources", "to its resources' "
+                    f"dtype {self.dtype}: build MegaMoEResources(..., dtype={new}) and the layers "
+                    f"with dtype={new}, or run under torch.autocast (the experts then compute "
+                    f"in the autocast dtype)", new))
+            _dtype_check(new)
+        result = super()._apply(fn, recurse)
+        if new != self.dtype:
+            self.dtype = new
+            if self._resources is not None:  # closed at the next call (collective)
+                self._retired.append(self._resources)
+                self._resources = None
+        return result
 
     def __enter__(self) -> "MegaMoE":
         return self

@@ -104,7 +104,7 @@ class AllToAllMoE(MegaMoE):
         flat_ids = topk_ids.reshape(-1).to(torch.int64)
         order = torch.argsort(flat_ids, stable=True)
         token = order // k
-        rows = x[token].to(self.dtype)
+        rows = x[token].to(self.compute_dtype(x.device.type))  # the autocast dtype under it
         counts = torch.bincount(flat_ids, minlength=self.num_experts)
         started = CommClock.now(x)
         received_counts = torch.empty_like(counts)
