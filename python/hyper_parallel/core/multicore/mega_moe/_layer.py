@@ -43,7 +43,7 @@ class MegaMoE(nn.Module):
 
     MegaMoE(hidden_size, intermediate_size, num_experts, top_k, *, shared_intermediate_size=0,
             gated_shared_expert=False, normalize_topk=True, capacity_factor=None, group=None,
-            resources=None, dtype=torch.float32)
+            resources=None, dtype=torch.float32, gate=None)
 
     E routed SwiGLU experts in contiguous blocks (the group's rank p, its team PE, owns experts
     [p*L, (p+1)*L), L = E/P),
@@ -60,6 +60,18 @@ class MegaMoE(nn.Module):
     over every PE (the symmetric heap is the WORLD's): every EP group builds the same layers in
     the same order, as data-parallel replicas do.
 
+    Routing: by default the layer's own `router` weight, softmax and top-k in fp32
+    (normalize_topk: see route()). `gate`, a router module, routes instead: gate(x [T, H])
+    returns (logits [T, E], top-k weights [T, k], top-k ids [T, k]) and holds the router's
+    weight [E, H] as gate.weight, which is then the layer's router (load_dense_weights and
+    dense_weights() take and give it as "router"; reset_parameters() initialises it) and the
+    layer has no `router` parameter. transformers' routers are such modules (mega_moe.hf keeps
+    a block's own, so that transformers still records its logits). After each forward,
+    `router_logits` holds that call's logits [T, E] (in the graph: an aux loss on them reaches
+    the router; see mega_moe.losses), `tokens_per_expert` the rows this PE routed to each
+    expert [E] and `group_tokens_per_expert` those of every PE of the group [E] (from the count
+    exchange, no extra communication).
+
     Mixed precision: `dtype` is the parameters' and the buffers' (float64, float32, bfloat16 or
     float16). Under torch.autocast the routed experts compute in the autocast dtype, as
     torch.nn.Linear does, and their rows travel in it (compute_dtype()); the router's logits
@@ -74,7 +86,7 @@ class MegaMoE(nn.Module):
                  shared_intermediate_size: int = 0, gated_shared_expert: bool = False,
                  normalize_topk: bool = True, capacity_factor: float | None = None, group=None,
                  resources: MegaMoEResources | None = None,
-                 dtype: torch.dtype = torch.float32) -> None:
+                 dtype: torch.dtype = torch.float32, gate: nn.Module | None = None) -> None:
         super().__init__()
         for name, value, least in (("hidden_size", hidden_size, 1),
                                    ("intermediate_size", intermediate_size, 1),
@@ -110,7 +122,19 @@ class MegaMoE(nn.Module):
         self._owns_resources = resources is None
         self._retired = []  # own resources of a dtype before a conversion, to close
         L, H, I, Is = self.local_experts, hidden_size, intermediate_size, shared_intermediate_size
-        self.router = nn.Parameter(torch.empty(num_experts, H, dtype=dtype))
+        if gate is None:
+            self.router = nn.Parameter(torch.empty(num_experts, H, dtype=dtype))
+            self.gate = None
+        else:  # a router module of the caller's (transformers' routers): it holds the weight
+            weight = getattr(gate, "weight", None)
+            if not isinstance(weight, torch.Tensor) or tuple(weight.shape) != (num_experts, H):
+                raise ValueError(contract("gate", f"a router module with a weight of shape "
+                                          f"({num_experts}, {H})", type(gate).__name__ if weight
+                                          is None else tuple(weight.shape)))
+            self.gate = gate
+        self.router_logits = None  # the last forward's, [T, E], for an aux loss
+        self.tokens_per_expert = None  # the last call's rows per expert from this PE, [E]
+        self.group_tokens_per_expert = None  # ... from every PE of the group, [E]
         self.gate_proj = nn.Parameter(torch.empty(L, I, H, dtype=dtype))
         self.up_proj = nn.Parameter(torch.empty(L, I, H, dtype=dtype))
         self.down_proj = nn.Parameter(torch.empty(L, H, I, dtype=dtype))
@@ -172,12 +196,12 @@ class MegaMoE(nn.Module):
                 raise ValueError(contract(name, f"a tensor of shape {shape}", got))
         first, last = self.rank * self.local_experts, (self.rank + 1) * self.local_experts
         for name, value in given.items():
-            target = getattr(self, name)
+            target = self._router_weight() if name == "router" else getattr(self, name)
             target.copy_(value[first:last] if name in _EXPERT_KEYS else value)
 
     def dense_weights(self) -> dict:
         """Collective over the group: the full weights, as load_dense_weights takes them."""
-        out = {"router": self.router.detach().clone()}
+        out = {"router": self._router_weight().detach().clone()}
         for name in _EXPERT_KEYS:
             shard = getattr(self, name).detach().contiguous()
             if self.pes == 1:
@@ -190,6 +214,10 @@ class MegaMoE(nn.Module):
             if hasattr(self, name):
                 out[name] = getattr(self, name).detach().clone()
         return out
+
+    def _router_weight(self) -> torch.Tensor:
+        """The router's weight [E, H]: the layer's `router`, or its gate module's weight."""
+        return self.router if self.gate is None else self.gate.weight
 
     # ---- forward ----------------------------------------------------------------------------
 
@@ -216,8 +244,12 @@ class MegaMoE(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         flat = x.reshape(-1, self.hidden_size)
-        ids, weights = route(flat.float() @ self.router.float().t(), self.top_k,
-                             self.normalize_topk)
+        if self.gate is None:
+            logits = flat.float() @ self._router_weight().float().t()
+            ids, weights = route(logits, self.top_k, self.normalize_topk)
+        else:
+            logits, weights, ids = self.gate(flat)
+        self.router_logits = logits
         return self.forward_routed(flat, ids, weights).reshape(shape)
 
     def forward_routed(self, x: torch.Tensor, topk_ids: torch.Tensor,
@@ -238,8 +270,9 @@ class MegaMoE(nn.Module):
         order = torch.argsort(flat_ids, stable=True)
         token = order // k
         compute = self.compute_dtype(x.device.type)
-        counts = resources.exchange_counts(torch.bincount(flat_ids, minlength=self.num_experts),
-                                           compute)
+        local_counts = torch.bincount(flat_ids, minlength=self.num_experts)
+        counts = resources.exchange_counts(local_counts, compute)
+        self.tokens_per_expert, self.group_tokens_per_expert = local_counts, counts.sum(0)
         layout = resources.layout(counts)
         # The rows x[token] go out; the shared expert runs between the two halves of the
         # call: while this PE waits for the other PEs' experts (forward and backward).
