@@ -2,8 +2,9 @@
 built from their configs (no download), their sparse MoE blocks swapped for MegaMoE layers,
 against the unmodified model (logits, loss, aux_loss, router logits and every gradient, the
 experts' summed over the PEs) and against the same swap on the all-to-all layer; the reverse
-conversion loaded by a fresh model; the 4.x per-expert layout; the Switch aux loss and z-loss
-against transformers' and by hand; keys, models and configs it refuses, by name."""
+conversion loaded by a fresh model; bf16 models, autocast and model.to(torch.bfloat16) through
+the swap; the 4.x per-expert layout; the Switch aux loss and z-loss against transformers' and by
+hand; keys, models and configs it refuses, by name."""
 
 from __future__ import annotations
 
@@ -179,6 +180,44 @@ def test_the_reverse_conversion_gives_a_state_dict_transformers_loads(pes, size)
 
 def test_the_reverse_conversion_of_mixtral_on_two_pes(pes):
     assert all(pes(2).run(_reverse, "mixtral", timeout=300))
+
+
+def _bf16(rank, size):
+    """A bf16 model swaps into bf16 layers; an fp32 swap converted with model.to(bf16) and one
+    run under autocast agree with the unmodified model's to bf16's rounding."""
+    reference = _model("qwen2_moe")
+    ids = _batch(rank)
+    ref32 = reference(ids).logits
+    half = copy.deepcopy(reference).to(torch.bfloat16)
+    swapped = copy.deepcopy(reference)
+    layers = hf.replace_moe_blocks(swapped)
+    half_layers = hf.replace_moe_blocks(copy.deepcopy(half))
+    try:
+        assert all(layer.dtype == torch.bfloat16 for layer in half_layers)  # the weights' dtype
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            auto = swapped(ids).logits
+            auto_ref = reference(ids).logits
+        assert torch.allclose(auto.float(), auto_ref.float(), rtol=5e-2, atol=5e-2), (
+            (auto.float() - auto_ref.float()).abs().max())
+        swapped.to(torch.bfloat16)  # converts the layers and their own buffers
+        assert all(layer.dtype == torch.bfloat16 and layer.gate.weight.dtype == torch.bfloat16
+                   for layer in layers)
+        out = swapped(ids).logits
+        assert out.dtype == torch.bfloat16 and layers[0].resources.dtype == torch.bfloat16
+        expected = half(ids).logits.float()
+        assert torch.allclose(out.float(), expected, rtol=5e-2, atol=5e-2), (
+            (out.float() - expected).abs().max())
+        assert (out.float() - ref32).abs().max() > 1e-4  # it did compute in bf16
+    finally:
+        hf.close(layers)
+        hf.close(half_layers)
+    assert shmem.debug_state()["live_allocations"] == []
+    return True
+
+
+@pytest.mark.parametrize("size", [1, 2])
+def test_bf16_models_and_autocast_through_the_swap(pes, size):
+    assert all(pes(size).run(_bf16, timeout=300))
 
 
 def test_the_per_expert_layout_still_loads_and_keys_are_named():
