@@ -23,9 +23,9 @@ if int(transformers.__version__.split(".")[0]) < 5:
                 allow_module_level=True)
 
 from hyper_parallel.core.multicore import shmem  # noqa: E402
-from hyper_parallel.core.multicore.mega_moe import (AllToAllMoE, MegaMoE, from_mixtral,  # noqa: E402
-                                                    from_qwen2_moe, hf, router_z_loss,
-                                                    switch_aux_loss, to_mixtral, to_qwen2_moe)
+from hyper_parallel.core.multicore.mega_moe import (  # noqa: E402
+    AllToAllMoE, MegaMoE, from_mixtral, from_qwen2_moe, hf, router_z_loss, switch_aux_loss,
+    to_mixtral, to_qwen2_moe)
 
 LAYERS, EXPERTS, TOP_K = 2, 4, 2
 
@@ -320,7 +320,8 @@ def _refusals(rank, size):
     if size > 1:
         with pytest.raises(ValueError, match=r"num_experts"):
             hf.replace_moe_blocks(odd)
-        assert all(type(layer.mlp).__name__ == "MixtralSparseMoeBlock" for layer in odd.model.layers)
+        assert all(type(layer.mlp).__name__ == "MixtralSparseMoeBlock"
+                   for layer in odd.model.layers)
     return True
 
 

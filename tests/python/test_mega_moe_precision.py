@@ -98,7 +98,7 @@ def _under_autocast(rank, size):
         for name in ("gate_proj", "up_proj", "down_proj"):
             mine, theirs = getattr(layer, name).grad, every[name].grad[local]
             diffs[name] = (mine - theirs).abs().max().item()
-            assert torch.allclose(mine, theirs, rtol=2e-2, atol=2e-3), (name, (mine - theirs).abs().max())
+            assert torch.allclose(mine, theirs, rtol=2e-2, atol=2e-3), (name, diffs[name])
         # The all-to-all layer under the same autocast computes as MegaMoE does.
         torch.manual_seed(9)
         a2a = AllToAllMoE(H, I, experts, 2, shared_intermediate_size=IS, gated_shared_expert=True)
@@ -147,7 +147,8 @@ def _to_dtype(rank, size):
         dense = layer.dense_weights()
         assert dense["gate_proj"].dtype == BF16
         yr = _dense(layer, dense, xb.detach())
-        assert torch.allclose(y.float(), yr.float(), rtol=1e-2, atol=1e-2), (y.float() - yr.float()).abs().max()
+        assert torch.allclose(y.float(), yr.float(), rtol=1e-2, atol=1e-2), (
+            (y.float() - yr.float()).abs().max())
         y.float().sum().backward()
         assert layer.gate_proj.grad.dtype == BF16 and torch.isfinite(layer.gate_proj.grad).all()
         assert xb.grad.dtype == BF16
