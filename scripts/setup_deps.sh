@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on a fresh Debian/Ubuntu machine, skipping what is
 # already there: a C++20 compiler, CMake, Ninja and GoogleTest (Debian's libgtest-dev), then
-# torch 2.13.0 (pinned: a looser spec could fetch a multi-GB CUDA build), scikit-build-core
-# and pytest. System packages need root; otherwise the script says what is missing.
+# torch 2.13.0 (pinned: a looser spec could fetch a multi-GB CUDA build), scikit-build-core,
+# pytest and transformers 5.23.0 (the tests of mega_moe.hf build tiny models from their configs;
+# pinned: the block layouts they swap are this version's). System packages need root;
+# otherwise the script says what is missing.
 set -euo pipefail
 PYTHON=${PYTHON:-python3}
 
@@ -26,6 +28,8 @@ python_missing=()
 "$PYTHON" -c "import torch" 2>/dev/null || python_missing+=("torch==2.13.0")
 "$PYTHON" -c "import scikit_build_core" 2>/dev/null || python_missing+=("scikit-build-core>=0.10")
 "$PYTHON" -c "import pytest" 2>/dev/null || python_missing+=("pytest")
+"$PYTHON" -c "import sys, transformers; sys.exit(transformers.__version__ != '5.23.0')" \
+  2>/dev/null || python_missing+=("transformers==5.23.0")
 if ((${#python_missing[@]})); then
   echo "installing Python packages: ${python_missing[*]}"
   "$PYTHON" -m pip install -q "${python_missing[@]}"

@@ -1,7 +1,8 @@
 """MegaMoE on 1-4 PEs against the dense single-process computation of the same layer and the
 all-to-all layer built from the same weights: forward, gradients of the input, the router,
 the shared expert and every expert weight, routing corner cases, capacity growth, resources
-shared by layers, close and reopen, a heap too small, weight interchange."""
+shared by layers, close and reopen, a heap too small, weight interchange, the router logits and
+token counts the layer keeps for aux losses."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from helpers import expect_shmem_error
 from hyper_parallel.core.multicore import shmem
 from hyper_parallel.core.multicore.mega_moe import (AllToAllMoE, MegaMoE, MegaMoEResources,
                                                     dense_moe, from_mixtral, from_qwen2_moe,
-                                                    to_mixtral, to_qwen2_moe)
+                                                    router_z_loss, switch_aux_loss, to_mixtral,
+                                                    to_qwen2_moe)
 
 pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh)
 
@@ -333,27 +335,47 @@ def test_a_host_combine_stream_only_where_the_pe_has_a_second_cpu(monkeypatch, a
     assert _resources._cpus_for_a_combine_thread(pes, pinned) is expected
 
 
-def _under_autocast(rank, size):
-    torch.manual_seed(9)
-    with MegaMoEResources(H, 2 * size, 2) as resources:
-        layer = MegaMoE(H, I, 2 * size, 2, shared_intermediate_size=IS, resources=resources)
-        x = _tokens(rank, 11).requires_grad_(True)
-        y32 = layer(x)
-        y32.sum().backward()
-        g32 = x.grad.clone()
-        x.grad = None
-        # The experts compute in the layer's dtype with autocast off; the rest follows autocast.
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            y = layer(x)
-        y.float().sum().backward()
-        assert torch.isfinite(y).all() and torch.isfinite(x.grad).all()
-        assert torch.allclose(y.float(), y32, rtol=5e-2, atol=5e-2), (y.float() - y32).abs().max()
-        assert torch.allclose(x.grad, g32, rtol=5e-2, atol=5e-2), (x.grad - g32).abs().max()
+def _router_outputs(rank, size):
+    import torch.distributed as dist
+    torch.manual_seed(6)
+    experts = 2 * size
+    with MegaMoEResources(H, experts, 2) as resources:
+        layer = MegaMoE(H, I, experts, 2, resources=resources)
+        assert layer.router_logits is None and layer.tokens_per_expert is None
+        dense = layer.dense_weights()
+        x = _tokens(rank, 13)
+        y = layer(x)
+        logits = layer.router_logits  # this call's, in the graph
+        assert logits.shape == (13, experts) and logits.requires_grad
+        assert torch.allclose(logits, x @ dense["router"].t(), rtol=1e-6, atol=1e-6)
+        chosen = logits.topk(2, dim=-1).indices
+        assert torch.equal(layer.tokens_per_expert,
+                           torch.bincount(chosen.reshape(-1), minlength=experts))
+        every = layer.tokens_per_expert.clone()
+        dist.all_reduce(every)  # what the count exchange gave, without communicating again
+        assert torch.equal(layer.group_tokens_per_expert, every)
+        # Aux losses on the kept logits reach the router, as on the dense layer's logits.
+        (y.sum() + 0.1 * switch_aux_loss(logits, 2) + 0.01 * router_z_loss(logits)).backward()
+        weights = _leaf(dense)
+        yr = _dense(layer, weights, x)
+        dense_logits = x @ weights["router"].t()
+        (yr.sum() + 0.1 * switch_aux_loss(dense_logits, 2)
+         + 0.01 * router_z_loss(dense_logits)).backward()
+        assert _close(layer.router.grad, weights["router"].grad, atol=1e-5)
+        without = _leaf(dense)
+        _dense(layer, without, x).sum().backward()
+        assert not _close(without["router"].grad, weights["router"].grad, atol=1e-5)
+        # The all-to-all layer counts alike.
+        torch.manual_seed(6)
+        a2a = AllToAllMoE(H, I, experts, 2)
+        a2a(x)
+        assert torch.equal(a2a.tokens_per_expert, layer.tokens_per_expert)
+        assert torch.equal(a2a.router_logits, logits.detach())
     return True
 
 
-def test_the_layer_runs_under_autocast(pes):
-    assert all(pes(2).run(_under_autocast, timeout=300))
+def test_the_layer_keeps_its_router_logits_and_token_counts_for_aux_losses(pes):
+    assert all(pes(2).run(_router_outputs, timeout=300))
 
 
 def _checkpointed(rank, size):
@@ -426,8 +448,9 @@ def _weights_round_trip(rank, size):
     mixtral = MegaMoE(H, I, 2 * size, 2)
     mixtral.load_dense_weights(**from_mixtral(to_mixtral(dense)))
     assert torch.equal(mixtral.dense_weights()["gate_proj"], dense["gate_proj"])
-    assert set(to_mixtral(dense)) == {"gate.weight"} | {
+    assert set(to_mixtral(dense, layout="per_expert")) == {"gate.weight"} | {
         f"experts.{e}.{w}.weight" for e in range(2 * size) for w in ("w1", "w2", "w3")}
+    assert set(to_mixtral(dense)) == {"gate.weight", "experts.gate_up_proj", "experts.down_proj"}
     with pytest.raises(ValueError, match=r"gate_proj must be a tensor of shape"):
         layer.load_dense_weights(**{**dense, "gate_proj": dense["gate_proj"][:1]})
     return True

@@ -1,6 +1,6 @@
 """MegaMoEResources' pieces on their own, in one process without a runtime: the statistics
-recorder against a clock the test drives, the buffers' sizing, growth and OUT_OF_MEMORY text
-against a heap the test describes, the protocol's targets and its arrival check, and the
+recorder against a clock the test drives, the buffers' sizing, growth, OUT_OF_MEMORY text
+against a heap the test describes and their views in a narrower row dtype, the protocol's targets and its arrival check, and the
 pipeline's order of protocol steps and statistics events over a protocol that logs them."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 
 from helpers import expect_shmem_error
 from hyper_parallel.core.multicore.mega_moe import PendingCall, PipelineStats
-from hyper_parallel.core.multicore.mega_moe._buffers import Buffers
+from hyper_parallel.core.multicore.mega_moe._buffers import Buffers, _rows_view
 from hyper_parallel.core.multicore.mega_moe._pipeline import Pipeline
 from hyper_parallel.core.multicore.mega_moe._protocol import Direction, Protocol
 from hyper_parallel.core.multicore.mega_moe._stats import StatsRecorder
@@ -112,6 +112,22 @@ def test_sizes_lossless_and_with_a_capacity_factor():
     assert _buffers().held_bytes == 0
 
 
+def test_buffers_hold_rows_of_their_dtype_or_a_narrower_one_in_views_of_one_allocation():
+    fp32 = _buffers()
+    assert [fp32.holds(t) for t in (torch.float32, torch.bfloat16, torch.float16)] == [True] * 3
+    assert not fp32.holds(torch.float64) and not fp32.holds(torch.int32)
+    assert not fp32.holds(torch.float8_e4m3fn)  # 1 byte, but no row dtype of the layer's
+    bf16 = Buffers(_directions(), 64, torch.bfloat16, 2, None, 64, lambda: {})
+    assert bf16.holds(torch.float16) and not bf16.holds(torch.float32)
+    allocation = torch.zeros(4, 6)
+    view = _rows_view(allocation, torch.bfloat16)
+    assert view.shape == (4, 6) and view.dtype == torch.bfloat16 and view.is_contiguous()
+    assert view.untyped_storage().data_ptr() == allocation.untyped_storage().data_ptr()
+    view.fill_(1.0)  # the first half of the allocation's bytes, nothing past them
+    assert allocation.view(-1)[12:].eq(0).all() and allocation.view(-1)[:12].ne(0).all()
+    assert _rows_view(allocation, torch.float32) is allocation
+
+
 def test_growth_is_alike_everywhere_at_least_a_quarter_and_never_shrinks():
     buffers = _buffers(capacity_factor=0.5)
     assert buffers.grown_sizes(_layout(0, 0)) == (1, 1)          # nothing yet: one row
@@ -187,14 +203,21 @@ class _LoggedProtocol:
 
 
 class _Fits:
+    def __init__(self) -> None:
+        self.used = []
+
     def grown_sizes(self, layout):
         return None
+
+    def use(self, direction_name, dtype):
+        self.used.append((direction_name, dtype))
 
 
 def test_the_pipeline_runs_each_expert_as_its_rows_land_and_reports_as_it_goes():
     log, clock = [], _Clock()
     recorder = StatsRecorder(clock)
-    pipeline = Pipeline(_LoggedProtocol(log), _Fits(), None, recorder)
+    buffers = _Fits()
+    pipeline = Pipeline(_LoggedProtocol(log), buffers, None, recorder)
     layout = {"expert_row": [0, 1], "expert_rows": [1, 3], "send_rows": 3}
 
     def compute(local, received):
@@ -202,7 +225,9 @@ def test_the_pipeline_runs_each_expert_as_its_rows_land_and_reports_as_it_goes()
         clock.now += 1.0
         return received * 10 if local else None
 
-    pending = pipeline.begin("forward", None, torch.zeros(2, 4), layout, compute)
+    rows = torch.zeros(3, 2, dtype=torch.bfloat16)
+    pending = pipeline.begin("forward", rows, torch.zeros(2, 4), layout, compute)
+    assert buffers.used == [("forward", torch.bfloat16)]  # the buffers viewed in the rows' dtype
     assert log == [("expect",), ("wait_free",), ("dispatch",),
                    ("wait_rows", 0), ("later_rows_pending", 0), ("compute", 0, 1),
                    ("expert_done", 0),

@@ -17,6 +17,10 @@ EP x DP: group=ep_group runs a layer expert parallel over a smaller process grou
 team), the heap and every allocation staying the WORLD's; expert_data_parallel_groups(ep_size)
 makes the EP and DP groups (see _groups and docs/mega_moe.md).
 
+Hugging Face: mega_moe.hf.replace_moe_blocks(model) swaps a transformers Qwen2-MoE, Qwen3-MoE
+or Mixtral model's sparse MoE blocks for MegaMoE layers (convert: the weight layouts; losses:
+the Switch aux loss and the z-loss on the router logits the layers keep).
+
 References: dense_moe (one process, every expert) and AllToAllMoE (the same layer over
 torch.distributed.all_to_all_single), built from the same weights.
 """
@@ -28,6 +32,7 @@ from ._pipeline import PendingCall
 from ._resources import MegaMoEResources
 from ._stats import PipelineStats
 from .convert import from_mixtral, from_qwen2_moe, to_mixtral, to_qwen2_moe
+from .losses import router_z_loss, switch_aux_loss
 from .reference import AllToAllMoE, dense_moe
 
 __all__ = [
@@ -42,7 +47,9 @@ __all__ = [
     "from_mixtral",
     "from_qwen2_moe",
     "route",
+    "router_z_loss",
     "swiglu",
+    "switch_aux_loss",
     "to_mixtral",
     "to_qwen2_moe",
 ]

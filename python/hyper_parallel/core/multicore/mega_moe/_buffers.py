@@ -15,6 +15,11 @@ need of every PE of the WORLD (every PE's first call, one WORLD all-gather), and
 that needs more raises INVALID_STATE on every PE of its team alike, before any row moves
 (growing would need every EP group at a call only one of them makes). max_tokens sizes them at
 construction; lossless, they never grow while no PE routes more rows than that.
+
+Row dtype: the buffers are allocated in the resources' dtype, and a call runs in its rows'
+dtype, that one or a narrower one (use()): under torch.autocast a float32 layer's experts
+compute in bfloat16 and its rows travel as bfloat16, in views of the same allocations (a row
+then takes half the bytes; the sizes in rows do not change).
 """
 
 from __future__ import annotations
@@ -24,9 +29,20 @@ import math
 import torch
 
 from .. import shmem
-from ..shmem.errors import assertion
+from ..shmem.errors import assertion, contract
 
 GROWTH = 1.25
+ROW_DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
+
+
+def _rows_view(allocation: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The allocation's rows [rows, hidden] as rows of `dtype` (no wider): a view of its first
+    bytes, the same symmetric allocation."""
+    if allocation.dtype == dtype:
+        return allocation
+    rows, hidden = allocation.shape
+    flat = allocation.view(-1).view(torch.uint8)[:rows * hidden * dtype.itemsize]
+    return flat.view(dtype).view(rows, hidden)
 
 
 class Buffers:
@@ -50,6 +66,22 @@ class Buffers:
         self._agree = agree
         self.capacity = 0      # receive rows
         self.return_rows = 0   # return rows
+        self._allocations = {}  # direction name -> (recv, returned), in self.dtype
+
+    def holds(self, dtype: torch.dtype) -> bool:
+        """Whether a call may run in rows of `dtype`: float64, float32, bfloat16 or float16,
+        no wider than the buffers' own."""
+        return dtype in ROW_DTYPES and dtype.itemsize <= self.dtype.itemsize
+
+    def use(self, direction_name: str, dtype: torch.dtype) -> None:
+        """Makes the direction's `recv` and `returned` the views of its allocations in rows of
+        `dtype` (holds(dtype)): the same rows, in the first bytes of each allocation."""
+        if not self.holds(dtype):
+            raise ValueError(contract("dtype", f"float64, float32, bfloat16 or float16, no "
+                                      f"wider than the buffers' {self.dtype}", dtype))
+        direction = self._directions[direction_name]
+        recv, returned = self._allocations[direction_name]
+        direction.recv, direction.returned = _rows_view(recv, dtype), _rows_view(returned, dtype)
 
     def capacity_for(self, return_rows: int) -> int:
         """The receive rows for `return_rows` return rows."""
@@ -120,9 +152,10 @@ class Buffers:
                           heap_size=heap["heap_size"], receive_rows=capacity,
                           return_rows=return_rows,
                           set_HYPER_PARALLEL_SHMEM_HEAP_SIZE_to_at_least=total))
-        for direction in self._directions.values():
+        for name, direction in self._directions.items():
             direction.recv = shmem.empty(capacity, self.hidden_size, dtype=self.dtype)
             direction.returned = shmem.empty(return_rows, self.hidden_size, dtype=self.dtype)
+            self._allocations[name] = (direction.recv, direction.returned)
         self.capacity, self.return_rows = capacity, return_rows
 
     def free(self) -> None:
@@ -130,8 +163,8 @@ class Buffers:
         forward's; each direction's return buffer, then its receive buffer)."""
         for name in ("backward", "forward"):
             direction = self._directions[name]
-            for attribute in ("returned", "recv"):
-                tensor = getattr(direction, attribute)
+            recv, returned = self._allocations.pop(name, (direction.recv, direction.returned))
+            direction.recv = direction.returned = None
+            for tensor in (returned, recv):
                 if tensor is not None:
                     shmem.free(tensor)
-                    setattr(direction, attribute, None)

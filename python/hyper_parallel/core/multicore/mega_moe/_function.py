@@ -16,8 +16,14 @@ runs between them, forward and backward, while this PE waits for the other PEs' 
 
 The SwiGLU's backward is written out (the same products autograd would form, in the same
 orientation) instead of running autograd's engine once per expert: an engine call per expert
-costs more than a small expert's arithmetic. The experts compute in the layer's dtype, with
-autocast off (their results are written into the layer's buffers with out=).
+costs more than a small expert's arithmetic.
+
+Mixed precision: the experts compute in the call's dtype (expert_parallel's `dtype`: MegaMoE
+gives the autocast dtype under torch.autocast, else its own), as torch.nn.Linear does under
+autocast: the rows and a copy of the weights in that dtype, the products in it, the weights'
+gradients computed in it and returned in the weights' own dtype. The rows travel in it too
+(the resources' buffers viewed in it), and the experts write their results over the received
+rows with out=, so autocast itself is off inside (every operand has that dtype already).
 """
 
 from __future__ import annotations
@@ -78,11 +84,14 @@ class _Handoff:
     """What the two halves of one expert-parallel call pass each other: the pending SHMEM
     call, and what the backward needs."""
 
-    __slots__ = ("resources", "counts", "layout", "keep", "copy_out", "pending", "saved",
-                 "weights", "grads")
+    __slots__ = ("resources", "counts", "layout", "keep", "copy_out", "dtype", "weight_dtypes",
+                 "pending", "saved", "weights", "grads")
 
-    def __init__(self, resources, counts, layout, keep: bool, copy_out: bool) -> None:
+    def __init__(self, resources, counts, layout, keep: bool, copy_out: bool,
+                 dtype: torch.dtype) -> None:
         self.resources, self.counts, self.layout = resources, counts, layout
+        self.dtype = dtype  # the experts compute, and the rows travel, in it
+        self.weight_dtypes = None  # the weights' own dtypes: their gradients are returned so
         self.keep = keep  # a backward may come: the forward keeps what it needs
         self.copy_out = copy_out  # the results outlive the call (autograd may keep them)
         self.pending = self.saved = self.weights = self.grads = None
@@ -98,9 +107,11 @@ class _DispatchAndCompute(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, token, gate, up, down, handoff):
         keep = handoff.keep
-        rows = x[token].to(gate.dtype)
+        rows = x[token].to(handoff.dtype)
         saved = [None] * gate.shape[0]
-        gate, up, down = gate.detach(), up.detach(), down.detach()
+        handoff.weight_dtypes = (gate.dtype, up.dtype, down.dtype)
+        # In the call's dtype (a copy under autocast, as autocast casts nn.Linear's weight).
+        gate, up, down = (w.detach().to(handoff.dtype) for w in (gate, up, down))
 
         def compute(local, received):
             saved[local] = _swiglu_into(received, gate[local], up[local], down[local], keep)
@@ -127,7 +138,8 @@ class _DispatchAndCompute(torch.autograd.Function):
             shape, dtype, device = ctx.x_like
             grad_x = torch.zeros(shape, dtype=dtype, device=device).index_add_(
                 0, token, grad_rows.to(dtype))
-        d_gate, d_up, d_down = handoff.grads
+        d_gate, d_up, d_down = (grad.to(dtype) for grad, dtype in zip(handoff.grads,
+                                                                       handoff.weight_dtypes))
         handoff.pending = handoff.grads = handoff.weights = None
         return grad_x, None, d_gate, d_up, d_down, None
 
@@ -165,11 +177,13 @@ class _Combine(torch.autograd.Function):
         return torch.zeros((), dtype=grad_rows.dtype, device=grad_rows.device), None
 
 
-def expert_parallel(x, token, gate, up, down, resources, counts, layout, between=None):
+def expert_parallel(x, token, gate, up, down, resources, counts, layout, between=None, *,
+                    dtype=None):
     """x [T, H] and token [N] (int64: the token of each of this PE's routed rows, the rows
-    sorted by expert) -> (the experts' outputs for the rows x[token], [N, H] in the experts'
-    dtype; between()'s result or None); gate/up/down [L, I, H] / [L, I, H] / [L, H, I]: this
-    PE's local experts' weights.
+    sorted by expert) -> (the experts' outputs for the rows x[token], [N, H] in `dtype`;
+    between()'s result or None); gate/up/down [L, I, H] / [L, I, H] / [L, H, I]: this
+    PE's local experts' weights. `dtype` (None: the weights'): the dtype the experts compute
+    in and the rows travel in, the one given to resources.exchange_counts for `counts`.
 
     `between` is called once this PE's experts are done and their results are on their way
     back, before waiting for the other PEs' results: what it computes (with autograd, like
@@ -185,7 +199,8 @@ def expert_parallel(x, token, gate, up, down, resources, counts, layout, between
     grad = torch.is_grad_enabled()
     keep = grad and any(t.requires_grad for t in (x, gate, up, down))
     # Without grad mode nothing keeps the results: they are the view of the return buffer.
-    handoff = _Handoff(resources, counts, layout, keep, copy_out=grad)
+    handoff = _Handoff(resources, counts, layout, keep, copy_out=grad,
+                       dtype=gate.dtype if dtype is None else dtype)
     link = _DispatchAndCompute.apply(x, token, gate, up, down, handoff)
     extra = between() if between is not None else None
     return _Combine.apply(link, handoff), extra

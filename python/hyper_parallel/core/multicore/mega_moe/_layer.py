@@ -10,12 +10,19 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from ..shmem.errors import contract
+from ._buffers import ROW_DTYPES
 from ._function import expert_parallel, swiglu
 from ._groups import check_ep_group, ep_group_of
 from ._resources import MegaMoEResources
 
 _EXPERT_KEYS = ("gate_proj", "up_proj", "down_proj")
 _SHARED_KEYS = ("shared_gate_proj", "shared_up_proj", "shared_down_proj", "shared_expert_gate")
+
+
+def _dtype_check(dtype) -> None:
+    if dtype not in ROW_DTYPES:
+        raise TypeError(contract("dtype", "one of torch.float64, torch.float32, torch.bfloat16, "
+                                 "torch.float16", dtype))
 
 
 def route(logits: torch.Tensor, top_k: int, normalize_topk: bool) -> tuple:
@@ -36,7 +43,7 @@ class MegaMoE(nn.Module):
 
     MegaMoE(hidden_size, intermediate_size, num_experts, top_k, *, shared_intermediate_size=0,
             gated_shared_expert=False, normalize_topk=True, capacity_factor=None, group=None,
-            resources=None, dtype=torch.float32)
+            resources=None, dtype=torch.float32, gate=None)
 
     E routed SwiGLU experts in contiguous blocks (the group's rank p, its team PE, owns experts
     [p*L, (p+1)*L), L = E/P),
@@ -52,13 +59,34 @@ class MegaMoE(nn.Module):
     here). Over a group smaller than the WORLD the resources' construction stays collective
     over every PE (the symmetric heap is the WORLD's): every EP group builds the same layers in
     the same order, as data-parallel replicas do.
+
+    Routing: by default the layer's own `router` weight, softmax and top-k in fp32
+    (normalize_topk: see route()). `gate`, a router module, routes instead: gate(x [T, H])
+    returns (logits [T, E], top-k weights [T, k], top-k ids [T, k]) and holds the router's
+    weight [E, H] as gate.weight, which is then the layer's router (load_dense_weights and
+    dense_weights() take and give it as "router"; reset_parameters() initialises it) and the
+    layer has no `router` parameter. transformers' routers are such modules (mega_moe.hf keeps
+    a block's own, so that transformers still records its logits). After each forward,
+    `router_logits` holds that call's logits [T, E] (in the graph: an aux loss on them reaches
+    the router; see mega_moe.losses), `tokens_per_expert` the rows this PE routed to each
+    expert [E] and `group_tokens_per_expert` those of every PE of the group [E] (from the count
+    exchange, no extra communication).
+
+    Mixed precision: `dtype` is the parameters' and the buffers' (float64, float32, bfloat16 or
+    float16). Under torch.autocast the routed experts compute in the autocast dtype, as
+    torch.nn.Linear does, and their rows travel in it (compute_dtype()); the router's logits
+    and the shared expert follow autocast like any matmul; routing and the weighted sum of the
+    experts' outputs are in fp32, and the output has x's dtype. .to(dtype) (and .half(),
+    .float(), ...) converts the parameters and the layer's own buffers (freed at the next call
+    or close(), new ones made at that call); a layer given shared resources raises ValueError
+    at once instead, naming the supported way.
     """
 
     def __init__(self, hidden_size: int, intermediate_size: int, num_experts: int, top_k: int, *,
                  shared_intermediate_size: int = 0, gated_shared_expert: bool = False,
                  normalize_topk: bool = True, capacity_factor: float | None = None, group=None,
                  resources: MegaMoEResources | None = None,
-                 dtype: torch.dtype = torch.float32) -> None:
+                 dtype: torch.dtype = torch.float32, gate: nn.Module | None = None) -> None:
         super().__init__()
         for name, value, least in (("hidden_size", hidden_size, 1),
                                    ("intermediate_size", intermediate_size, 1),
@@ -70,6 +98,7 @@ class MegaMoE(nn.Module):
                 raise ValueError(contract(name, f"at least {least}", value))
         if top_k > num_experts:
             raise ValueError(contract("top_k", f"at most num_experts ({num_experts})", top_k))
+        _dtype_check(dtype)
         ep = ep_group_of(group)
         check_ep_group(ep, num_experts)  # this rank in the group, its size dividing E
         pes, rank = ep.size, ep.rank
@@ -91,8 +120,21 @@ class MegaMoE(nn.Module):
         self.pes, self.rank, self.local_experts = pes, rank, num_experts // pes
         self._resources = resources
         self._owns_resources = resources is None
+        self._retired = []  # own resources of a dtype before a conversion, to close
         L, H, I, Is = self.local_experts, hidden_size, intermediate_size, shared_intermediate_size
-        self.router = nn.Parameter(torch.empty(num_experts, H, dtype=dtype))
+        if gate is None:
+            self.router = nn.Parameter(torch.empty(num_experts, H, dtype=dtype))
+            self.gate = None
+        else:  # a router module of the caller's (transformers' routers): it holds the weight
+            weight = getattr(gate, "weight", None)
+            if not isinstance(weight, torch.Tensor) or tuple(weight.shape) != (num_experts, H):
+                raise ValueError(contract("gate", f"a router module with a weight of shape "
+                                          f"({num_experts}, {H})", type(gate).__name__ if weight
+                                          is None else tuple(weight.shape)))
+            self.gate = gate
+        self.router_logits = None  # the last forward's, [T, E], for an aux loss
+        self.tokens_per_expert = None  # the last call's rows per expert from this PE, [E]
+        self.group_tokens_per_expert = None  # ... from every PE of the group, [E]
         self.gate_proj = nn.Parameter(torch.empty(L, I, H, dtype=dtype))
         self.up_proj = nn.Parameter(torch.empty(L, I, H, dtype=dtype))
         self.down_proj = nn.Parameter(torch.empty(L, H, I, dtype=dtype))
@@ -154,12 +196,12 @@ class MegaMoE(nn.Module):
                 raise ValueError(contract(name, f"a tensor of shape {shape}", got))
         first, last = self.rank * self.local_experts, (self.rank + 1) * self.local_experts
         for name, value in given.items():
-            target = getattr(self, name)
+            target = self._router_weight() if name == "router" else getattr(self, name)
             target.copy_(value[first:last] if name in _EXPERT_KEYS else value)
 
     def dense_weights(self) -> dict:
         """Collective over the group: the full weights, as load_dense_weights takes them."""
-        out = {"router": self.router.detach().clone()}
+        out = {"router": self._router_weight().detach().clone()}
         for name in _EXPERT_KEYS:
             shard = getattr(self, name).detach().contiguous()
             if self.pes == 1:
@@ -173,13 +215,26 @@ class MegaMoE(nn.Module):
                 out[name] = getattr(self, name).detach().clone()
         return out
 
+    def _router_weight(self) -> torch.Tensor:
+        """The router's weight [E, H]: the layer's `router`, or its gate module's weight."""
+        return self.router if self.gate is None else self.gate.weight
+
     # ---- forward ----------------------------------------------------------------------------
 
     @property
     def resources(self) -> MegaMoEResources | None:
         return self._resources
 
+    def compute_dtype(self, device_type: str = "cpu") -> torch.dtype:
+        """The dtype the routed experts compute in, and their rows travel in: under
+        torch.autocast(device_type) the autocast dtype (as torch.nn.Linear computes there),
+        else the layer's dtype."""
+        if torch.is_autocast_enabled(device_type):
+            return torch.get_autocast_dtype(device_type)
+        return self.dtype
+
     def _ensure_resources(self) -> MegaMoEResources:
+        self._close_retired()
         if self._resources is None:
             self._resources = MegaMoEResources(
                 self.hidden_size, self.num_experts, self.top_k, dtype=self.dtype,
@@ -189,8 +244,12 @@ class MegaMoE(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         flat = x.reshape(-1, self.hidden_size)
-        ids, weights = route(flat.float() @ self.router.float().t(), self.top_k,
-                             self.normalize_topk)
+        if self.gate is None:
+            logits = flat.float() @ self._router_weight().float().t()
+            ids, weights = route(logits, self.top_k, self.normalize_topk)
+        else:
+            logits, weights, ids = self.gate(flat)
+        self.router_logits = logits
         return self.forward_routed(flat, ids, weights).reshape(shape)
 
     def forward_routed(self, x: torch.Tensor, topk_ids: torch.Tensor,
@@ -210,13 +269,16 @@ class MegaMoE(nn.Module):
         resources = self._ensure_resources()
         order = torch.argsort(flat_ids, stable=True)
         token = order // k
-        counts = resources.exchange_counts(torch.bincount(flat_ids, minlength=self.num_experts))
+        compute = self.compute_dtype(x.device.type)
+        local_counts = torch.bincount(flat_ids, minlength=self.num_experts)
+        counts = resources.exchange_counts(local_counts, compute)
+        self.tokens_per_expert, self.group_tokens_per_expert = local_counts, counts.sum(0)
         layout = resources.layout(counts)
         # The rows x[token] go out; the shared expert runs between the two halves of the
         # call: while this PE waits for the other PEs' experts (forward and backward).
         results, shared = expert_parallel(x, token, self.gate_proj, self.up_proj,
                                           self.down_proj, resources, counts, layout,
-                                          between=lambda: self._shared_expert(x))
+                                          between=lambda: self._shared_expert(x), dtype=compute)
         weights = topk_weights.reshape(-1)[order].float()
         out = torch.zeros(tokens, self.hidden_size, dtype=torch.float32, device=x.device).index_add(
             0, token, results.float() * weights[:, None])
@@ -237,9 +299,41 @@ class MegaMoE(nn.Module):
     def close(self) -> None:
         """Frees the layer's own resources (collective); shared resources are their owner's to
         close. Idempotent."""
+        self._close_retired()
         if self._owns_resources and self._resources is not None:
             self._resources.close()
             self._resources = None
+
+    def _close_retired(self) -> None:
+        """Closes (collective) the layer's own resources of its dtype before a conversion."""
+        while self._retired:
+            self._retired.pop(0).close()
+
+    def _apply(self, fn, recurse=True):
+        """torch.nn.Module's conversions (.to(dtype), .half(), .bfloat16(), .float(), ...). A
+        change of the layer's dtype converts its parameters and its buffers: the layer's own
+        resources of the old dtype are closed (collective, like their construction) at its next
+        call or close(), and new ones in the new dtype are made at that call. With resources
+        given to the layer (shared), ValueError at once, before anything is converted: build
+        MegaMoEResources(..., dtype=<new>) and layers of that dtype, or use torch.autocast,
+        under which the experts compute in the autocast dtype with the parameters unchanged."""
+        probe = fn(torch.empty(0, dtype=self.dtype))  # what the conversion makes of the dtype
+        new = probe.dtype if isinstance(probe, torch.Tensor) else self.dtype
+        if new != self.dtype:
+            if not self._owns_resources:
+                raise ValueError(contract(
+                    "a conversion of a MegaMoE layer with shared resources", "to its resources' "
+                    f"dtype {self.dtype}: build MegaMoEResources(..., dtype={new}) and the layers "
+                    f"with dtype={new}, or run under torch.autocast (the experts then compute "
+                    f"in the autocast dtype)", new))
+            _dtype_check(new)
+        result = super()._apply(fn, recurse)
+        if new != self.dtype:
+            self.dtype = new
+            if self._resources is not None:  # closed at the next call (collective)
+                self._retired.append(self._resources)
+                self._resources = None
+        return result
 
     def __enter__(self) -> "MegaMoE":
         return self

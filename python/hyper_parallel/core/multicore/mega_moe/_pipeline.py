@@ -43,10 +43,10 @@ class Pipeline:
         self._combine_stream, self._recorder = combine_stream, recorder
         self._pending = {}  # direction name -> the call start() began, not finished
 
-    def exchange_counts(self, counts_local: torch.Tensor) -> torch.Tensor:
+    def exchange_counts(self, counts_local: torch.Tensor, dtype_code: int) -> tuple:
         """Collective: the per-step count exchange (_protocol.Protocol.exchange_counts)."""
         with self._recorder.exchange():
-            return self._protocol.exchange_counts(counts_local)
+            return self._protocol.exchange_counts(counts_local, dtype_code)
 
     def is_pending(self, pending: PendingCall) -> bool:
         """Whether `pending` is its direction's call that nothing finished yet."""
@@ -57,7 +57,8 @@ class Pipeline:
         """The first half of a call in `direction_name` (a valid one). An earlier call of the
         direction that nothing finished is finished first (its results are dropped); when the
         buffers must grow for this call, every pending call is finished first (nothing may
-        land in freed buffers) and they grow on every PE alike."""
+        land in freed buffers) and they grow on every PE alike. The direction's buffers are
+        then viewed in the rows' dtype (_buffers.Buffers.use)."""
         earlier = self._pending.get(direction_name)
         if earlier is not None:
             self.finish(earlier)
@@ -67,6 +68,7 @@ class Pipeline:
             for pending in list(self._pending.values()):  # nothing may land in freed buffers
                 self.finish(pending)
             self._buffers.resize(*grown)
+        self._buffers.use(direction_name, rows.dtype)  # the rows travel in their own dtype
         pending = self._start(direction_name, rows, counts, layout, compute)
         self._pending[direction_name] = pending
         return pending

@@ -3,7 +3,9 @@ and the monotonic counters that order one call's dispatch, experts and combine, 
 call's dispatch after them.
 
 Symmetric memory of the protocol, allocated once:
-  - the count matrix [P, E] the per-step count exchange (shmem.all_gather) fills;
+  - the count matrix [P, E + 1] the per-step count exchange (shmem.all_gather) fills: each
+    PE's counts per expert, then the code of the dtype its rows travel in (every PE checks
+    that they agree before any row moves);
   - counters, one 64-byte line each: per direction, a dispatch counter and a "done" counter
     per local expert, one return counter and one "free" counter. They are monotonic (targets
     grow, nothing is reset), so no step zeroes anything a peer may be writing.
@@ -88,7 +90,7 @@ class Protocol:
         """Collective: the count matrix, then the counters (over the WORLD), zeroed on every PE
         before a barrier (the team's: only its PEs add to them), and each direction's views of
         them."""
-        self.counts = shmem.empty(self.pes * self.num_experts, dtype=torch.int64)
+        self.counts = shmem.empty(self.pes * (self.num_experts + 1), dtype=torch.int64)
         L = self.local_experts
         per_direction = 2 * L + 2
         self.counters = shmem.empty(2 * per_direction, COUNTER_ELEMENTS, dtype=torch.int64)
@@ -122,11 +124,14 @@ class Protocol:
 
     # ---- the count exchange and the layout --------------------------------------------------
 
-    def exchange_counts(self, counts_local: torch.Tensor) -> torch.Tensor:
-        """Collective over the team: every PE's counts per expert, as a [P, E] int64 CPU
-        tensor (rows in team-PE order)."""
-        shmem.all_gather(self.counts, counts_local.to(torch.int64).contiguous(), **self._over)
-        return self.counts.view(self.pes, self.num_experts).to("cpu", copy=True)
+    def exchange_counts(self, counts_local: torch.Tensor, dtype_code: int) -> tuple:
+        """Collective over the team: (every PE's counts per expert, as a [P, E] int64 CPU
+        tensor, rows in team-PE order; every PE's `dtype_code`, a list in team-PE order)."""
+        counts_local = counts_local.reshape(-1).to(torch.int64)
+        mine = torch.cat([counts_local, counts_local.new_tensor([dtype_code])])
+        shmem.all_gather(self.counts, mine, **self._over)
+        table = self.counts.view(self.pes, self.num_experts + 1).to("cpu", copy=True)
+        return table[:, :self.num_experts].contiguous(), table[:, self.num_experts].tolist()
 
     def layout(self, counts: torch.Tensor) -> dict:
         """The layout of a call (the same on every PE, from the same counts): each PE's send

@@ -80,12 +80,14 @@ def _own_stream():
         return None
 
 
+_DTYPES = ("float32", "float64", "bfloat16", "float16")
+
+
 def _dtype_code(dtype: torch.dtype) -> int:
-    names = ("float32", "float64", "bfloat16", "float16")
     name = str(dtype).replace("torch.", "")
-    if name not in names:
-        raise TypeError(contract("dtype", "one of torch." + ", torch.".join(names), dtype))
-    return names.index(name)
+    if name not in _DTYPES:
+        raise TypeError(contract("dtype", "one of torch." + ", torch.".join(_DTYPES), dtype))
+    return _DTYPES.index(name)
 
 
 class MegaMoEResources:
@@ -259,10 +261,31 @@ class MegaMoEResources:
 
     # ---- one call: dispatch, compute per local expert as its rows land, combine (_pipeline) --
 
-    def exchange_counts(self, counts_local: torch.Tensor) -> torch.Tensor:
+    def exchange_counts(self, counts_local: torch.Tensor,
+                        dtype: torch.dtype | None = None) -> torch.Tensor:
         """Collective: every PE's counts per expert, as a [P, E] int64 CPU tensor (on SHMEM;
-        the layout is computed on the host)."""
-        return self._pipeline.exchange_counts(counts_local)
+        the layout is computed on the host). `dtype` (None: the resources' dtype) is the dtype
+        the call's rows travel in, its dtype or a narrower floating one (under torch.autocast
+        a float32 layer's rows travel in the autocast dtype): every PE checks that every PE
+        gave the same before any row moves, and raises alike COLLECTIVE_MISMATCH field=dtype
+        when not (one PE under autocast, another not), ValueError when the buffers cannot hold
+        it."""
+        dtype = self.dtype if dtype is None else dtype
+        # A dtype the buffers cannot hold is sent as -1: every PE raises alike after the exchange.
+        code = _dtype_code(dtype) if self._buffers.holds(dtype) else -1
+        counts, codes = self._pipeline.exchange_counts(counts_local, code)
+        if len(set(codes)) > 1:
+            raise shmem.ShmemError.make(
+                "COLLECTIVE_MISMATCH", "mega_moe", "validate",
+                assertion("PEs made a MegaMoE call with rows of different dtypes (is autocast "
+                          "on for some PEs only?)", field="dtype",
+                          values_by_pe=[_DTYPES[c] if c >= 0 else "unsupported" for c in codes]))
+        if code < 0:
+            raise ValueError(contract(
+                "the call's dtype", f"{self.dtype} or a narrower one of float32, bfloat16, "
+                f"float16 (the buffers' own; build the resources, or MegaMoE, with "
+                f"dtype={dtype} instead)", dtype))
+        return counts
 
     def layout(self, counts: torch.Tensor) -> dict:
         return self._protocol.layout(counts)
@@ -330,6 +353,10 @@ class MegaMoEResources:
         if direction_name not in self._directions:
             raise ValueError(contract("direction_name", "'forward' or 'backward'",
                                       repr(direction_name)))
+        if not self._buffers.holds(rows.dtype):
+            raise ValueError(contract("rows", f"rows of {self.dtype} or a narrower one of "
+                                      f"float32, bfloat16, float16 (the buffers' own)",
+                                      rows.dtype))
         return self._pipeline.begin(direction_name, rows, counts, layout, compute)
 
     # ---- close ------------------------------------------------------------------------------

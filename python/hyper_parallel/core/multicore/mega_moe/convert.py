@@ -1,14 +1,23 @@
 """Dense weights of existing MoE blocks, in and out of MegaMoE's load_dense_weights() /
 dense_weights() form.
 
-The state_dict key layouts of Hugging Face transformers' sparse MoE blocks, per expert:
+The state_dict keys of Hugging Face transformers' sparse MoE blocks (one block's: the keys
+under its prefix, e.g. model.layers.0.mlp.):
 
-  Qwen2-MoE (Qwen2MoeSparseMoeBlock): gate.weight [E, H]; experts.<e>.gate_proj / up_proj /
-    down_proj.weight; shared_expert.gate_proj / up_proj / down_proj.weight;
-    shared_expert_gate.weight [1, H]. Its config's norm_topk_prob is MegaMoE's normalize_topk
-    (False by default there), the shared expert is gated.
-  Mixtral (MixtralSparseMoeBlock): gate.weight [E, H]; experts.<e>.w1 (gate) / w3 (up) /
-    w2 (down).weight. It renormalises the top-k (normalize_topk=True) and has no shared expert.
+  transformers 5.x, the fused layout (Qwen2MoeSparseMoeBlock, Qwen3MoeSparseMoeBlock,
+    MixtralSparseMoeBlock): gate.weight [E, H] (the router); experts.gate_up_proj [E, 2I, H],
+    each expert's gate rows first, then its up rows; experts.down_proj [E, H, I].
+  transformers 4.x, per expert: Qwen2-MoE and Qwen3-MoE experts.<e>.gate_proj / up_proj /
+    down_proj.weight; Mixtral experts.<e>.w1 (gate) / w3 (up) / w2 (down).weight.
+  Qwen2-MoE's shared expert, either way: shared_expert.gate_proj / up_proj / down_proj.weight
+    and its gate shared_expert_gate.weight [1, H]. Qwen3-MoE and Mixtral have none.
+
+from_qwen2_moe (also Qwen3-MoE's) and from_mixtral read either layout and raise ValueError
+naming every key they do not know and every key that is missing; to_qwen2_moe and to_mixtral
+write the fused layout (layout="per_expert": the 4.x one), which a transformers 5.x block
+loads with load_state_dict. The routing is the config's, not the weights': MegaMoE's
+normalize_topk is Qwen's norm_topk_prob (False by default there); Mixtral renormalises
+(True). mega_moe.hf swaps whole models' blocks with these.
 
     layer.load_dense_weights(**from_qwen2_moe(block.state_dict()))
     block.load_state_dict(to_qwen2_moe(layer.dense_weights()))
@@ -20,55 +29,122 @@ import re
 
 import torch
 
-_QWEN_EXPERT = {"gate_proj": "gate_proj", "up_proj": "up_proj", "down_proj": "down_proj"}
-_MIXTRAL_EXPERT = {"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}
+_PER_EXPERT = {"qwen": {"gate_proj": "gate_proj", "up_proj": "up_proj", "down_proj": "down_proj"},
+               "mixtral": {"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}}
+_FUSED = ("experts.gate_up_proj", "experts.down_proj")
+_SHARED = {"shared_gate_proj": "shared_expert.gate_proj.weight",
+           "shared_up_proj": "shared_expert.up_proj.weight",
+           "shared_down_proj": "shared_expert.down_proj.weight"}
+_SHARED_GATE = ("shared_expert_gate", "shared_expert_gate.weight")
+_EXPERT_KEY = re.compile(r"experts\.(\d+)\.(\w+)\.weight")
+_SHOWN = 8  # keys named in a message, at most
 
 
-def _experts(state: dict, names: dict) -> dict:
-    indices = sorted({int(m.group(1)) for key in state
-                      if (m := re.match(r"experts\.(\d+)\.", key))})
-    if not indices or indices != list(range(len(indices))):
-        raise ValueError(f"experts.<e> keys must number the experts 0..E-1, but got {indices}")
-    return {ours: torch.stack([state[f"experts.{e}.{theirs}.weight"] for e in indices])
-            for ours, theirs in names.items()}
+def _names(keys) -> str:
+    keys = sorted(keys)
+    more = f" and {len(keys) - _SHOWN} more" if len(keys) > _SHOWN else ""
+    return ", ".join(keys[:_SHOWN]) + more
 
 
-def from_qwen2_moe(state: dict) -> dict:
-    """load_dense_weights() arguments from a Qwen2-MoE sparse MoE block's state_dict."""
-    dense = {"router": state["gate.weight"], **_experts(state, _QWEN_EXPERT)}
-    if "shared_expert.gate_proj.weight" in state:
-        dense.update(shared_gate_proj=state["shared_expert.gate_proj.weight"],
-                     shared_up_proj=state["shared_expert.up_proj.weight"],
-                     shared_down_proj=state["shared_expert.down_proj.weight"])
-    if "shared_expert_gate.weight" in state:
-        dense["shared_expert_gate"] = state["shared_expert_gate.weight"]
+def _from_block(state: dict, family: str, block: str, shared: bool) -> dict:
+    """load_dense_weights() arguments from one block's state_dict, either layout."""
+    if not isinstance(state, dict):
+        raise TypeError(f"{block}'s state_dict must be a dict, but got {type(state).__name__}")
+    keys = set(state)
+    names = _PER_EXPERT[family]
+    per_expert = {key: m for key in keys if (m := _EXPERT_KEY.fullmatch(key))
+                  and m.group(2) in names.values()}
+    fused = keys & set(_FUSED)
+    known = {"gate.weight"} | fused | set(per_expert)
+    if shared:
+        known |= keys & (set(_SHARED.values()) | {_SHARED_GATE[1]})
+    unknown = keys - known
+    if unknown:
+        hint = ""
+        if any(key.endswith(".gate.weight") for key in unknown):
+            hint = (" (a whole model's keys? pass one block's, without its prefix: {k[len(p):]: v "
+                    "for k, v in state.items() if k.startswith(p)} for p = 'model.layers.0.mlp.')")
+        raise ValueError(f"{block} keys not known in either layout (5.x fused: gate.weight, "
+                         f"{', '.join(_FUSED)}; 4.x per expert: experts.<e>."
+                         f"{{{','.join(names.values())}}}.weight"
+                         f"{'; the shared expert' if shared else ''}): {_names(unknown)}{hint}")
+    if fused and per_expert:
+        raise ValueError(f"{block} keys mix the fused layout ({_names(fused)}) and the "
+                         f"per-expert one ({_names(per_expert)})")
+    dense = {}
+    if per_expert:
+        indices = sorted({int(m.group(1)) for m in per_expert.values()})
+        experts = indices[-1] + 1
+        required = {f"experts.{e}.{theirs}.weight" for e in range(experts)
+                    for theirs in names.values()}
+    else:
+        required = set(_FUSED)
+    required.add("gate.weight")
+    if shared and keys & set(_SHARED.values()):  # the shared expert: all of it or none
+        required |= set(_SHARED.values())
+    missing = required - keys
+    if missing:
+        raise ValueError(f"{block} keys missing: {_names(missing)}")
+    dense["router"] = state["gate.weight"]
+    if per_expert:
+        for ours, theirs in names.items():
+            dense[ours] = torch.stack([state[f"experts.{e}.{theirs}.weight"]
+                                       for e in range(experts)])
+    else:
+        gate_up, down = state["experts.gate_up_proj"], state["experts.down_proj"]
+        if gate_up.dim() != 3 or gate_up.shape[1] % 2:
+            raise ValueError(f"{block}'s experts.gate_up_proj must be [E, 2I, H], but got "
+                             f"{tuple(gate_up.shape)}")
+        dense["gate_proj"], dense["up_proj"] = gate_up.chunk(2, dim=1)  # gate rows first
+        dense["down_proj"] = down
+    if shared:
+        for ours, theirs in _SHARED.items():
+            if theirs in state:
+                dense[ours] = state[theirs]
+        if _SHARED_GATE[1] in state:
+            dense[_SHARED_GATE[0]] = state[_SHARED_GATE[1]]
     return dense
 
 
-def to_qwen2_moe(dense: dict) -> dict:
-    """A Qwen2-MoE sparse MoE block's state_dict from dense_weights()."""
+def _to_block(dense: dict, family: str, layout: str) -> dict:
+    if layout not in ("fused", "per_expert"):
+        raise ValueError(f"layout must be 'fused' or 'per_expert', but got {layout!r}")
     state = {"gate.weight": dense["router"]}
-    for e in range(dense["gate_proj"].shape[0]):
-        for ours, theirs in _QWEN_EXPERT.items():
-            state[f"experts.{e}.{theirs}.weight"] = dense[ours][e]
-    if "shared_gate_proj" in dense:
-        state["shared_expert.gate_proj.weight"] = dense["shared_gate_proj"]
-        state["shared_expert.up_proj.weight"] = dense["shared_up_proj"]
-        state["shared_expert.down_proj.weight"] = dense["shared_down_proj"]
-    if "shared_expert_gate" in dense:
-        state["shared_expert_gate.weight"] = dense["shared_expert_gate"]
+    if layout == "fused":
+        state["experts.gate_up_proj"] = torch.cat([dense["gate_proj"], dense["up_proj"]], dim=1)
+        state["experts.down_proj"] = dense["down_proj"]
+    else:
+        for e in range(dense["gate_proj"].shape[0]):
+            for ours, theirs in _PER_EXPERT[family].items():
+                state[f"experts.{e}.{theirs}.weight"] = dense[ours][e]
+    return state
+
+
+def from_qwen2_moe(state: dict) -> dict:
+    """load_dense_weights() arguments from a Qwen2-MoE (or Qwen3-MoE) sparse MoE block's
+    state_dict, in the fused (5.x) or the per-expert (4.x) layout."""
+    return _from_block(state, "qwen", "Qwen2-MoE/Qwen3-MoE block", shared=True)
+
+
+def to_qwen2_moe(dense: dict, *, layout: str = "fused") -> dict:
+    """A Qwen2-MoE (or Qwen3-MoE) sparse MoE block's state_dict from dense_weights(), in the
+    fused (5.x) or the per-expert (4.x) layout."""
+    state = _to_block(dense, "qwen", layout)
+    for ours, theirs in _SHARED.items():
+        if ours in dense:
+            state[theirs] = dense[ours]
+    if _SHARED_GATE[0] in dense:
+        state[_SHARED_GATE[1]] = dense[_SHARED_GATE[0]]
     return state
 
 
 def from_mixtral(state: dict) -> dict:
-    """load_dense_weights() arguments from a Mixtral sparse MoE block's state_dict."""
-    return {"router": state["gate.weight"], **_experts(state, _MIXTRAL_EXPERT)}
+    """load_dense_weights() arguments from a Mixtral sparse MoE block's state_dict, in the
+    fused (5.x) or the per-expert (4.x) layout."""
+    return _from_block(state, "mixtral", "Mixtral block", shared=False)
 
 
-def to_mixtral(dense: dict) -> dict:
-    """A Mixtral sparse MoE block's state_dict from dense_weights()."""
-    state = {"gate.weight": dense["router"]}
-    for e in range(dense["gate_proj"].shape[0]):
-        for ours, theirs in _MIXTRAL_EXPERT.items():
-            state[f"experts.{e}.{theirs}.weight"] = dense[ours][e]
-    return state
+def to_mixtral(dense: dict, *, layout: str = "fused") -> dict:
+    """A Mixtral sparse MoE block's state_dict from dense_weights(), in the fused (5.x) or the
+    per-expert (4.x) layout."""
+    return _to_block(dense, "mixtral", layout)

@@ -104,8 +104,9 @@ class AllToAllMoE(MegaMoE):
         flat_ids = topk_ids.reshape(-1).to(torch.int64)
         order = torch.argsort(flat_ids, stable=True)
         token = order // k
-        rows = x[token].to(self.dtype)
+        rows = x[token].to(self.compute_dtype(x.device.type))  # the autocast dtype under it
         counts = torch.bincount(flat_ids, minlength=self.num_experts)
+        self.tokens_per_expert = counts
         started = CommClock.now(x)
         received_counts = torch.empty_like(counts)
         dist.all_to_all_single(received_counts, counts, group=self.group)  # [P * L] by source
