@@ -17,6 +17,11 @@ EP x DP: group=ep_group runs a layer expert parallel over a smaller process grou
 team), the heap and every allocation staying the WORLD's; expert_data_parallel_groups(ep_size)
 makes the EP and DP groups (see _groups and docs/mega_moe.md).
 
+Training: the expert weights are DTensors (Shard(0) over the EP group's mesh, global shapes):
+torch.distributed.checkpoint saves and reshards them; prepare_ddp(model, dp_group) before
+DistributedDataParallel(model) keeps DDP off them and reduces their gradients; clip_grad_norm_
+clips by the global norm (docs/mega_moe.md).
+
 References: dense_moe (one process, every expert) and AllToAllMoE (the same layer over
 torch.distributed.all_to_all_single), built from the same weights.
 """
@@ -27,6 +32,7 @@ from ._layer import MegaMoE, route
 from ._pipeline import PendingCall
 from ._resources import MegaMoEResources
 from ._stats import PipelineStats
+from ._training import clip_grad_norm_, prepare_ddp
 from .convert import from_mixtral, from_qwen2_moe, to_mixtral, to_qwen2_moe
 from .reference import AllToAllMoE, dense_moe
 
@@ -36,11 +42,13 @@ __all__ = [
     "MegaMoEResources",
     "PendingCall",
     "PipelineStats",
+    "clip_grad_norm_",
     "dense_moe",
     "expert_data_parallel_groups",
     "expert_parallel",
     "from_mixtral",
     "from_qwen2_moe",
+    "prepare_ddp",
     "route",
     "swiglu",
     "to_mixtral",
