@@ -18,6 +18,7 @@ import sys
 
 import pytest
 import torch
+from torch.distributed.tensor import DTensor
 
 from hyper_parallel.core.multicore.mega_moe.model import (DecoderConfig, MoEDecoder,
                                                           make_optimizer, reduce_gradients,
@@ -29,12 +30,22 @@ RTOL, ATOL = 1e-5, 1e-6
 STEPS = 3
 
 
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """This PE's shard of a DTensor (an expert weight or its gradient); a plain tensor itself."""
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
 def _within(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return torch.allclose(a, b, rtol=RTOL, atol=ATOL)
+    return torch.allclose(_local(a), _local(b), rtol=RTOL, atol=ATOL)
 
 
 def _worst(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = _local(a), _local(b)
     return float((a - b).abs().max()) if a.numel() else 0.0
+
+
+def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return torch.equal(_local(a), _local(b))
 
 
 def _train_both(rank, size):
@@ -45,7 +56,7 @@ def _train_both(rank, size):
     try:
         ours, theirs = shmem_model.state_dict(), a2a_model.state_dict()
         assert ours.keys() == theirs.keys()
-        unequal = [name for name in ours if not torch.equal(ours[name], theirs[name])]
+        unequal = [name for name in ours if not _equal(ours[name], theirs[name])]
         assert not unequal, f"stage 1: initial parameters differ: {unequal}"
         optimizers = make_optimizer(shmem_model), make_optimizer(a2a_model)
         named = dict(shmem_model.named_parameters()), dict(a2a_model.named_parameters())
@@ -84,9 +95,11 @@ def _train_both(rank, size):
         stats = shmem_model.resources.stats
         assert stats.calls == 2 * config.layers * STEPS, stats
         assert a2a_model.communication_s() > 0
-        # The expert weights are shards: this PE's local experts only.
+        # The expert weights are DTensors of global shape; this PE holds its experts' rows.
         local = config.num_experts // size
-        assert shmem_model.layers[0].moe.gate_proj.shape[0] == local
+        gate = shmem_model.layers[0].moe.gate_proj
+        assert isinstance(gate, DTensor) and gate.shape[0] == config.num_experts
+        assert gate.to_local().shape[0] == local
         return worst
     finally:
         shmem_model.close()
