@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from ._groups import ep_group_of, expert_data_parallel_groups
 from ._layer import MegaMoE, local_tensor
 from ._resources import MegaMoEResources
+from ._training import clip_grad_norm_
 from .reference import AllToAllMoE
 
 EXPERT_PARAMETERS = ("gate_proj", "up_proj", "down_proj")
@@ -159,9 +160,7 @@ class MoEDecoder(nn.Module):
 
     def loss(self, tokens: torch.Tensor) -> tuple:
         logits = self(tokens)
-        loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
-                               tokens[:, 1:].reshape(-1))
-        return loss, logits
+        return lm_loss(logits, tokens), logits
 
     def expert_parameters(self) -> list:
         return [getattr(layer.moe, name) for layer in self.layers for name in EXPERT_PARAMETERS]
@@ -187,6 +186,11 @@ class MoEDecoder(nn.Module):
         if self._owns_resources and self.resources is not None:
             self.resources.close()
             self.resources = None
+
+
+def lm_loss(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of the logits [B, S, V] against the next tokens (shifted labels)."""
+    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
 
 
 def synthetic_tokens(config: DecoderConfig, rank: int, step: int) -> torch.Tensor:
@@ -257,6 +261,19 @@ def train_step(model: MoEDecoder, optimizer: torch.optim.Optimizer, tokens: torc
     return loss.detach(), logits.detach()
 
 
+def ddp_train_step(ddp: nn.parallel.DistributedDataParallel, optimizer: torch.optim.Optimizer,
+                   tokens: torch.Tensor, max_norm: float = 1.0) -> tuple:
+    """The training step under DDP(prepare_ddp(model, dp_group)): zero_grad, forward through DDP,
+    backward (DDP averages the dense gradients, prepare_ddp's reduction the experts'),
+    mega_moe.clip_grad_norm_ to max_norm, AdamW: (loss, the gradients' total norm)."""
+    optimizer.zero_grad(set_to_none=False)
+    loss = lm_loss(ddp(tokens), tokens)
+    loss.backward()
+    norm = clip_grad_norm_(ddp.module.parameters(), max_norm)
+    optimizer.step()
+    return loss.detach(), norm
+
+
 def make_optimizer(model: MoEDecoder) -> torch.optim.Optimizer:
     """AdamW (lr 1e-3, weight decay 0.01) with two parameter groups: the dense parameters, then
     the expert DTensors (one group holding both fails under foreach, torch's default on GPUs)."""
@@ -312,6 +329,6 @@ def tolerance_report(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(((a - b).abs() / (b.abs() + 1e-6)).max()) if a.numel() else 0.0
 
 
-__all__ = ["DecoderConfig", "MoEDecoder", "expert_data_parallel_groups", "load_checkpoint",
-           "make_optimizer", "parameter_count", "reduce_gradients", "save_checkpoint", "synthetic_tokens", "train_step",
-           "tolerance_report"]
+__all__ = ["DecoderConfig", "MoEDecoder", "ddp_train_step", "expert_data_parallel_groups",
+           "lm_loss", "load_checkpoint", "make_optimizer", "parameter_count", "reduce_gradients",
+           "save_checkpoint", "synthetic_tokens", "train_step", "tolerance_report"]
