@@ -80,7 +80,10 @@ def _against_dense(rank, size, experts, top_k, tokens_by_rank, normalize, gated,
             (_dense(layer, every, xs) * gs).sum().backward()
         local = slice(rank * layer.local_experts, (rank + 1) * layer.local_experts)
         for name in ("gate_proj", "up_proj", "down_proj"):
-            assert _close(getattr(layer, name).grad, every[name].grad[local], atol=1e-5), name
+            # Expert weights are DTensors of global shape; this PE's shard is to_local().
+            param = getattr(layer, name)
+            assert tuple(param.shape) == tuple(every[name].shape), (name, param.shape)
+            assert _close(param.grad.to_local(), every[name].grad[local], atol=1e-5), name
         # The all-to-all layer from the same weights agrees with the dense one.
         torch.manual_seed(7)
         a2a = AllToAllMoE(H, I, experts, top_k, shared_intermediate_size=IS,
@@ -91,7 +94,8 @@ def _against_dense(rank, size, experts, top_k, tokens_by_rank, normalize, gated,
         assert _close(ya, yr), (ya - yr).abs().max()
         assert _close(xa.grad, xr.grad)
         for name in ("gate_proj", "up_proj", "down_proj"):
-            assert _close(getattr(a2a, name).grad, every[name].grad[local], atol=1e-5), name
+            assert _close(getattr(a2a, name).grad.to_local(), every[name].grad[local],
+                          atol=1e-5), name
         stats = resources.stats
         assert stats.calls == 2 and stats.experts == 2 * layer.local_experts
     return True
@@ -129,7 +133,8 @@ def _skewed(rank, size):
         every_row = sum(11 + pe for pe in range(size))
         assert resources.capacity >= every_row, (resources.capacity, every_row)
         if rank != 0:
-            assert not layer.gate_proj.grad.any(), "a PE that received nothing has zero grads"
+            assert not layer.gate_proj.grad.to_local().any(), \
+                "a PE that received nothing has zero grads"
     return True
 
 

@@ -18,6 +18,7 @@ import sys
 
 import pytest
 import torch
+from torch.distributed.tensor import DTensor
 
 from hyper_parallel.core.multicore.mega_moe.model import (DecoderConfig, MoEDecoder,
                                                           make_optimizer, reduce_gradients,
@@ -29,12 +30,22 @@ RTOL, ATOL = 1e-5, 1e-6
 STEPS = 3
 
 
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """This PE's shard of a DTensor (an expert weight or its gradient); a plain tensor itself."""
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
 def _within(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return torch.allclose(a, b, rtol=RTOL, atol=ATOL)
+    return torch.allclose(_local(a), _local(b), rtol=RTOL, atol=ATOL)
 
 
 def _worst(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = _local(a), _local(b)
     return float((a - b).abs().max()) if a.numel() else 0.0
+
+
+def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return torch.equal(_local(a), _local(b))
 
 
 def _train_both(rank, size):
@@ -45,7 +56,7 @@ def _train_both(rank, size):
     try:
         ours, theirs = shmem_model.state_dict(), a2a_model.state_dict()
         assert ours.keys() == theirs.keys()
-        unequal = [name for name in ours if not torch.equal(ours[name], theirs[name])]
+        unequal = [name for name in ours if not _equal(ours[name], theirs[name])]
         assert not unequal, f"stage 1: initial parameters differ: {unequal}"
         optimizers = make_optimizer(shmem_model), make_optimizer(a2a_model)
         named = dict(shmem_model.named_parameters()), dict(a2a_model.named_parameters())
@@ -84,9 +95,11 @@ def _train_both(rank, size):
         stats = shmem_model.resources.stats
         assert stats.calls == 2 * config.layers * STEPS, stats
         assert a2a_model.communication_s() > 0
-        # The expert weights are shards: this PE's local experts only.
+        # The expert weights are DTensors of global shape; this PE holds its experts' rows.
         local = config.num_experts // size
-        assert shmem_model.layers[0].moe.gate_proj.shape[0] == local
+        gate = shmem_model.layers[0].moe.gate_proj
+        assert isinstance(gate, DTensor) and gate.shape[0] == config.num_experts
+        assert gate.to_local().shape[0] == local
         return worst
     finally:
         shmem_model.close()
@@ -116,3 +129,76 @@ def test_the_demo_prints_both_paths_losses_side_by_side():
     bad = subprocess.run([sys.executable, "-m", "hyper_parallel.core.multicore.mega_moe.demo",
                           "--steps", "0"], capture_output=True, text=True, timeout=60, cwd="/")
     assert bad.returncode == 2 and "--steps must be in [1, 1000], but got 0" in bad.stderr
+
+
+# ---- training under DDP, checkpointed and resumed at another EP size ---------------------------
+
+RESUME_STEPS, CUT, MAX_NORM = 6, 3, 0.5
+
+
+def _ddp_model(config, size, ep_size):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from hyper_parallel.core.multicore.mega_moe import expert_data_parallel_groups, prepare_ddp
+
+    ep, dp = expert_data_parallel_groups(ep_size)
+    model = MoEDecoder(config, "shmem", seed=41, group=ep, dp_group=dp)
+    return model, make_optimizer(model), ep, dp, (lambda: DDP(prepare_ddp(model, dp_group=dp))), dist
+
+
+def _run(config, rank, size, ep_size, steps, path=None, save_at=None):
+    """Trains at EP ep_size (DP = size / ep_size) under DDP with clipping over `steps`; with
+    `path`: loads it first, or saves there after step save_at. Returns {step: (mean loss over
+    the world, total norm)}."""
+    from hyper_parallel.core.multicore.mega_moe.model import (ddp_train_step, load_checkpoint,
+                                                              save_checkpoint)
+
+    model, optimizer, ep, dp, wrap, dist = _ddp_model(config, size, ep_size)
+    out = {}
+    try:
+        if path is not None and save_at is None:
+            load_checkpoint(model, optimizer, path)
+        ddp = wrap()
+        for step in steps:
+            loss, norm = ddp_train_step(ddp, optimizer, synthetic_tokens(config, rank, step),
+                                        MAX_NORM)
+            mean = loss.clone()
+            dist.all_reduce(mean)
+            out[step] = (float(mean) / size, float(norm))
+            if step == save_at:
+                save_checkpoint(model, optimizer, path)
+        del ddp
+        return out
+    finally:
+        model.close()
+        for group in (ep, dp):
+            if group is not None:
+                dist.destroy_process_group(group)
+
+
+def _resume(rank, size, path):
+    torch.set_num_threads(1)
+    config = DecoderConfig(num_experts=4, layers=2, top_k=2, sequence=24, batch=2)
+    whole = _run(config, rank, size, size, range(RESUME_STEPS))
+    first = _run(config, rank, size, size, range(CUT), path, save_at=CUT - 1)
+    second = _run(config, rank, size, size // 2, range(CUT, RESUME_STEPS), path)
+    return whole, {**first, **second}
+
+
+def test_ddp_training_checkpointed_at_ep_4_resumes_at_ep_2_by_dp_2(pes, tmp_path):
+    """On 4 PEs: the decoder under DDP (prepare_ddp) with clip_grad_norm_ in its step, run
+    uninterrupted at EP 4, and run 3 steps at EP 4, saved with DCP, resumed at EP 2 x DP 2 for 3
+    more: the same loss curve (the four-stage tolerance) and the same clipped norms."""
+    results = pes(4).run(_resume, str(tmp_path / "ckpt"), timeout=600)
+    whole, resumed = results[0]
+    assert all(r == results[0] for r in results), "every PE saw the same mean losses and norms"
+    assert sorted(whole) == sorted(resumed) == list(range(RESUME_STEPS))
+    for step in range(RESUME_STEPS):
+        (loss_w, norm_w), (loss_r, norm_r) = whole[step], resumed[step]
+        assert abs(loss_r - loss_w) <= ATOL + RTOL * abs(loss_w), (step, loss_w, loss_r)
+        assert abs(norm_r - norm_w) <= 1e-5 * abs(norm_w), (step, norm_w, norm_r)
+        if step < CUT:
+            assert (loss_r, norm_r) == (loss_w, norm_w), "the same run up to the checkpoint"
+    assert any(norm > MAX_NORM for _, norm in whole.values()), "the steps clip"
+    assert whole[RESUME_STEPS - 1][0] < whole[0][0], "the loss falls"

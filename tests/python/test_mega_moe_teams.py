@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.distributed.tensor import DTensor
 import torch.distributed as dist
 
 from helpers import expect_shmem_error
@@ -110,7 +111,8 @@ def _ep_dp_layer(rank, size, ep_size, tokens_by_rank, chunk_rows):
         place = rank - first
         local = slice(place * layer.local_experts, (place + 1) * layer.local_experts)
         for name in ("gate_proj", "up_proj", "down_proj"):
-            assert _close(getattr(layer, name).grad, every[name].grad[local], atol=1e-5), name
+            assert _close(getattr(layer, name).grad.to_local(), every[name].grad[local],
+                          atol=1e-5), name
         # The all-to-all layer over the same group, from the same weights.
         torch.manual_seed(7)
         a2a = AllToAllMoE(H, I, experts, 2, shared_intermediate_size=IS,
@@ -120,11 +122,12 @@ def _ep_dp_layer(rank, size, ep_size, tokens_by_rank, chunk_rows):
         (ya * g).sum().backward()
         assert _close(y, ya) and _close(x.grad, xa.grad)
         report["bitwise_vs_a2a"] = bool(torch.equal(y, ya) and torch.equal(x.grad, xa.grad)
-                                        and all(torch.equal(getattr(layer, n).grad,
-                                                            getattr(a2a, n).grad)
+                                        and all(torch.equal(getattr(layer, n).grad.to_local(),
+                                                            getattr(a2a, n).grad.to_local())
                                                 for n in ("gate_proj", "up_proj", "down_proj")))
         for name in ("gate_proj", "up_proj", "down_proj"):
-            assert _close(getattr(layer, name).grad, getattr(a2a, name).grad, atol=1e-5), name
+            assert _close(getattr(layer, name).grad.to_local(),
+                          getattr(a2a, name).grad.to_local(), atol=1e-5), name
         report["worst_vs_dense"] = float((y - yr).detach().abs().max()) if tokens else 0.0
         # A call once the buffers are sized: its collectives run on the team alone (one count
         # exchange per forward; the backward reuses the layout), none on the WORLD.
@@ -214,12 +217,22 @@ def test_a_group_that_cannot_be_an_ep_group_fails_at_construction(pes):
     assert all(pes(4).run(_bad_groups, timeout=300))
 
 
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """This PE's shard of a DTensor (an expert weight or its gradient); a plain tensor itself."""
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
 def _within(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return torch.allclose(a, b, rtol=RTOL, atol=ATOL)
+    return torch.allclose(_local(a), _local(b), rtol=RTOL, atol=ATOL)
 
 
 def _worst(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = _local(a), _local(b)
     return float((a - b).abs().max()) if a.numel() else 0.0
+
+
+def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return torch.equal(_local(a), _local(b))
 
 
 def _train_ep_dp(rank, size, ep_size, steps):
@@ -237,10 +250,11 @@ def _train_ep_dp(rank, size, ep_size, steps):
     models = (shmem_model, a2a_model, world_model)
     try:
         ours, theirs = shmem_model.state_dict(), a2a_model.state_dict()
-        unequal = [name for name in ours if not torch.equal(ours[name], theirs[name])]
+        unequal = [name for name in ours if not _equal(ours[name], theirs[name])]
         assert not unequal, f"stage 1: initial parameters differ: {unequal}"
         local = config.num_experts // ep_size
-        assert shmem_model.layers[0].moe.gate_proj.shape[0] == local
+        assert shmem_model.layers[0].moe.gate_proj.to_local().shape[0] == local
+        assert shmem_model.layers[0].moe.gate_proj.shape[0] == config.num_experts
         optimizers = [make_optimizer(model) for model in models[:2]]
         named = [dict(model.named_parameters()) for model in models]
         worst = {"loss": 0.0, "logits": 0.0, "grad": 0.0, "param": 0.0, "vs_world_loss": 0.0,
@@ -274,7 +288,7 @@ def _train_ep_dp(rank, size, ep_size, steps):
                     continue
                 assert _within(p.grad, q.grad), \
                     f"stage 3, step {step}: grad of {name} off by {_worst(p.grad, q.grad)}"
-                bitwise = bitwise and torch.equal(p.grad, q.grad)
+                bitwise = bitwise and _equal(p.grad, q.grad)
                 worst["grad"] = max(worst["grad"], _worst(p.grad, q.grad))
                 if step:
                     continue
@@ -282,9 +296,7 @@ def _train_ep_dp(rank, size, ep_size, steps):
                 # every PE's tokens there too (gathered over the world, then this PE's block).
                 w_grad = named[2][name].grad
                 if name.rsplit(".", 1)[-1] in ("gate_proj", "up_proj", "down_proj"):
-                    full = torch.empty((config.num_experts,) + tuple(w_grad.shape[1:]))
-                    dist.all_gather_into_tensor(full, w_grad.contiguous())
-                    w_grad = full[place * local:(place + 1) * local]
+                    w_grad = w_grad.full_tensor()[place * local:(place + 1) * local]
                 assert _within(p.grad, w_grad), \
                     f"grad of {name} off EP=world by {_worst(p.grad, w_grad)}"
                 worst["vs_world_grad"] = max(worst["vs_world_grad"], _worst(p.grad, w_grad))
@@ -294,7 +306,7 @@ def _train_ep_dp(rank, size, ep_size, steps):
                 q = named[1][name]
                 assert _within(p.detach(), q.detach()), \
                     f"stage 4, step {step}: {name} off by {_worst(p.detach(), q.detach())}"
-                bitwise = bitwise and torch.equal(p.detach(), q.detach())
+                bitwise = bitwise and _equal(p.detach(), q.detach())
                 worst["param"] = max(worst["param"], _worst(p.detach(), q.detach()))
         stats = shmem_model.resources.stats
         assert stats.calls == 2 * config.layers * steps, stats

@@ -21,6 +21,11 @@ Hugging Face: mega_moe.hf.replace_moe_blocks(model) swaps a transformers Qwen2-M
 or Mixtral model's sparse MoE blocks for MegaMoE layers (convert: the weight layouts; losses:
 the Switch aux loss and the z-loss on the router logits the layers keep).
 
+Training: the expert weights are DTensors (Shard(0) over the EP group's mesh, global shapes):
+torch.distributed.checkpoint saves and reshards them; prepare_ddp(model, dp_group) before
+DistributedDataParallel(model) keeps DDP off them and reduces their gradients; clip_grad_norm_
+clips by the global norm (docs/mega_moe.md).
+
 References: dense_moe (one process, every expert) and AllToAllMoE (the same layer over
 torch.distributed.all_to_all_single), built from the same weights.
 """
@@ -31,6 +36,7 @@ from ._layer import MegaMoE, route
 from ._pipeline import PendingCall
 from ._resources import MegaMoEResources
 from ._stats import PipelineStats
+from ._training import clip_grad_norm_, prepare_ddp
 from .convert import from_mixtral, from_qwen2_moe, to_mixtral, to_qwen2_moe
 from .losses import router_z_loss, switch_aux_loss
 from .reference import AllToAllMoE, dense_moe
@@ -41,11 +47,13 @@ __all__ = [
     "MegaMoEResources",
     "PendingCall",
     "PipelineStats",
+    "clip_grad_norm_",
     "dense_moe",
     "expert_data_parallel_groups",
     "expert_parallel",
     "from_mixtral",
     "from_qwen2_moe",
+    "prepare_ddp",
     "route",
     "router_z_loss",
     "swiglu",

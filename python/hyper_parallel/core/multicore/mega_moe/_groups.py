@@ -12,6 +12,11 @@ do.
 A group can be an EP group of a layer with E experts when this rank is in it and its size
 divides E. expert_data_parallel_groups(ep_size) makes the usual grid: EP groups of ep_size
 consecutive ranks and DP groups of the ranks with the same place in their EP group.
+
+ep_mesh(group) is the 1-D DeviceMesh ("ep") over the EP group's global ranks that the layers'
+expert weights are DTensors on (Shard(0)): one mesh per EP group, shared by every layer over it,
+built on the group itself (DeviceMesh.from_group: no new process group, so each EP group makes
+its own mesh without the others).
 """
 
 from __future__ import annotations
@@ -113,3 +118,41 @@ def expert_data_parallel_groups(ep_size: int) -> tuple:
         if rank % ep_size == place:
             dp_group = group
     return ep_group, dp_group
+
+
+# One mesh per EP group's ranks (and device type): layers over the same group share it (a
+# model's experts are then on one mesh, which optimizers and clip_grad_norm_ group by). torch's
+# DTensor sharding cache hands back, for a new mesh, any earlier mesh of the same ranks (meshes
+# compare equal by ranks, whatever their process group), so a second mesh of the same ranks
+# would not stay apart from the first: the one mesh of those ranks is pointed at the newest
+# group instead (a group destroyed and made again, as between tests, leaves no stale mesh).
+_MESHES: dict = {}
+
+
+def ep_mesh(group, device_type: str = "cpu"):
+    """The 1-D DeviceMesh named "ep" over `group`'s global ranks in group-rank order (None: the
+    WORLD); None without torch.distributed (one process holds every expert as a plain tensor).
+    Local: made from the group itself, so no other process takes part."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    from torch.distributed.device_mesh import DeviceMesh
+
+    if group is None:
+        group = dist.group.WORLD
+    key = (tuple(dist.get_process_group_ranks(group)), device_type)
+    entry = _MESHES.get(key)
+    if entry is None:
+        entry = [group, DeviceMesh.from_group(group, device_type, mesh_dim_names=("ep",))]
+        _MESHES[key] = entry
+    elif entry[0] is not group:
+        # What DeviceMesh.from_group records of its group, pointed at this one.
+        mesh = entry[1]
+        mesh._dim_group_names = [group.group_name]
+        mesh._pg_registry[group.group_name] = group
+        entry[0] = group
+    return entry[1]
+
+
+def mesh_ranks(mesh) -> tuple:
+    """The global ranks of a 1-D DeviceMesh, in mesh order."""
+    return tuple(int(rank) for rank in mesh.mesh.flatten().tolist())

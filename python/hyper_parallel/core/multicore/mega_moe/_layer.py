@@ -8,11 +8,12 @@ import math
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+from torch.distributed.tensor import DTensor, Shard
 
 from ..shmem.errors import contract
 from ._buffers import ROW_DTYPES
 from ._function import expert_parallel, swiglu
-from ._groups import check_ep_group, ep_group_of
+from ._groups import check_ep_group, ep_group_of, ep_mesh, mesh_ranks
 from ._resources import MegaMoEResources
 
 _EXPERT_KEYS = ("gate_proj", "up_proj", "down_proj")
@@ -23,6 +24,30 @@ def _dtype_check(dtype) -> None:
     if dtype not in ROW_DTYPES:
         raise TypeError(contract("dtype", "one of torch.float64, torch.float32, torch.bfloat16, "
                                  "torch.float16", dtype))
+
+
+def local_tensor(t: torch.Tensor) -> torch.Tensor:
+    """A DTensor's local tensor (differentiable, DTensor.to_local()); a plain tensor itself."""
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+class _LocalShards(torch.autograd.Function):
+    """DTensor weights -> their local shards, differentiable: DTensor.to_local() for each, with
+    a backward that makes each gradient's DTensor from its weight's own layout (mesh,
+    placements, global shape and stride, kept at the forward). to_local()'s own backward
+    derives the layout again at every call, which measured 0.4 ms per weight per step on the
+    2-core machine (docs/mega_moe.md): more than the rest of the DTensor overhead together."""
+
+    @staticmethod
+    def forward(ctx, *weights):
+        ctx.layouts = [(w.device_mesh, w.placements, w.shape, w.stride()) for w in weights]
+        return tuple(w.to_local().view_as(w.to_local()) for w in weights)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return tuple(None if g is None else DTensor.from_local(
+            g, mesh, placements, run_check=False, shape=shape, stride=stride)
+            for g, (mesh, placements, shape, stride) in zip(grads, ctx.layouts))
 
 
 def route(logits: torch.Tensor, top_k: int, normalize_topk: bool) -> tuple:
@@ -50,8 +75,14 @@ class MegaMoE(nn.Module):
     top-k routing in fp32, an optional always-on shared SwiGLU expert (scaled by
     sigmoid(x shared_expert_gate^T) when gated). forward(x) takes [T, H] or [B, S, H] and
     returns the same shape; forward_routed(x, topk_ids, topk_weights) skips the router.
-    Parameters: router [E, H] and the shared expert on every PE; gate_proj / up_proj [L, I, H]
-    and down_proj [L, H, I] for this PE's experts only (their gradients stay here).
+    Parameters: router [E, H] and the shared expert on every PE (plain, replicated tensors);
+    gate_proj / up_proj [E, I, H] and down_proj [E, H, I] are DTensors sharded Shard(0) over
+    `mesh`, the 1-D DeviceMesh "ep" of the group's global ranks (one per EP group, see
+    _groups.ep_mesh): each PE holds its L experts' rows, to_local() (or local_expert_weights())
+    [L, I, H] / [L, H, I], and their gradients stay there, DTensors of the same placement.
+    Without torch.distributed they are plain tensors, every expert in the one process.
+    state_dict() holds the global DTensors (torch.distributed.checkpoint reshards them across
+    EP sizes); load_state_dict() takes them on the same mesh, or full plain tensors.
     `resources` (a MegaMoEResources of the same shape) lets layers share their resident
     buffers; without it the layer makes its own at its first forward and close() frees them.
     Every call is collective over the group: every PE runs the same layers in the same order.
@@ -135,9 +166,10 @@ class MegaMoE(nn.Module):
         self.router_logits = None  # the last forward's, [T, E], for an aux loss
         self.tokens_per_expert = None  # the last call's rows per expert from this PE, [E]
         self.group_tokens_per_expert = None  # ... from every PE of the group, [E]
-        self.gate_proj = nn.Parameter(torch.empty(L, I, H, dtype=dtype))
-        self.up_proj = nn.Parameter(torch.empty(L, I, H, dtype=dtype))
-        self.down_proj = nn.Parameter(torch.empty(L, H, I, dtype=dtype))
+        self.mesh = ep_mesh(group, torch.empty(0).device.type)
+        self.gate_proj = self._expert_parameter(L, I, H)
+        self.up_proj = self._expert_parameter(L, I, H)
+        self.down_proj = self._expert_parameter(L, H, I)
         if Is:
             self.shared_gate_proj = nn.Parameter(torch.empty(Is, H, dtype=dtype))
             self.shared_up_proj = nn.Parameter(torch.empty(Is, H, dtype=dtype))
@@ -147,6 +179,40 @@ class MegaMoE(nn.Module):
         self.reset_parameters()
 
     # ---- parameters -------------------------------------------------------------------------
+
+    def _expert_parameter(self, local: int, *rest: int) -> nn.Parameter:
+        """An expert weight: this PE's [local, *rest] rows of the global [E, *rest], a DTensor
+        Shard(0) over the layer's mesh (a plain tensor without one)."""
+        shard = torch.empty(local, *rest, dtype=self.dtype)
+        if self.mesh is None:
+            return nn.Parameter(shard)
+        return nn.Parameter(DTensor.from_local(
+            shard, self.mesh, [Shard(0)], run_check=False,
+            shape=torch.Size((self.num_experts,) + rest), stride=shard.stride()))
+
+    def local_expert_weights(self) -> tuple:
+        """(gate_proj, up_proj, down_proj) of this PE's experts: [L, I, H], [L, I, H], [L, H, I]
+        plain tensors (differentiable views of the DTensors' local shards)."""
+        weights = tuple(getattr(self, name) for name in _EXPERT_KEYS)
+        if self.mesh is None or not torch.is_grad_enabled():
+            return tuple(local_tensor(w) for w in weights)
+        return _LocalShards.apply(*weights)
+
+    def _check_experts(self) -> None:
+        """The expert weights are still the layer's own: DTensors Shard(0) on its mesh."""
+        if self.mesh is None:
+            return
+        for name in _EXPERT_KEYS:
+            value = getattr(self, name)
+            if not (isinstance(value, DTensor) and value.device_mesh == self.mesh
+                    and tuple(value.placements) == (Shard(0),)):
+                got = (f"a DTensor {tuple(value.placements)} on the mesh of global ranks "
+                       f"{list(mesh_ranks(value.device_mesh))}" if isinstance(value, DTensor)
+                       else type(value).__name__)
+                raise RuntimeError(contract(
+                    name, "the layer's own DTensor, Shard(0) on its EP group's mesh (global "
+                    f"ranks {list(mesh_ranks(self.mesh))}); the layer shards its experts "
+                    "itself: keep them out of FSDP's fully_shard (see docs/mega_moe.md)", got))
 
     def reset_parameters(self) -> None:
         """torch.nn.Linear's initialisation of the full (dense) weights from the current RNG
@@ -196,14 +262,15 @@ class MegaMoE(nn.Module):
                 raise ValueError(contract(name, f"a tensor of shape {shape}", got))
         first, last = self.rank * self.local_experts, (self.rank + 1) * self.local_experts
         for name, value in given.items():
-            target = self._router_weight() if name == "router" else getattr(self, name)
+            target = (self._router_weight() if name == "router"
+                      else local_tensor(getattr(self, name)))  # no_grad: the local shard itself
             target.copy_(value[first:last] if name in _EXPERT_KEYS else value)
 
     def dense_weights(self) -> dict:
         """Collective over the group: the full weights, as load_dense_weights takes them."""
         out = {"router": self._router_weight().detach().clone()}
         for name in _EXPERT_KEYS:
-            shard = getattr(self, name).detach().contiguous()
+            shard = local_tensor(getattr(self, name).detach()).contiguous()
             if self.pes == 1:
                 out[name] = shard.clone()
                 continue
@@ -218,6 +285,49 @@ class MegaMoE(nn.Module):
     def _router_weight(self) -> torch.Tensor:
         """The router's weight [E, H]: the layer's `router`, or its gate module's weight."""
         return self.router if self.gate is None else self.gate.weight
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs) -> None:
+        """Expert weights come as DTensors on this layer's mesh (or on a mesh of the same
+        ranks), or as full plain tensors of every expert (this PE keeps its rows); a DTensor on
+        another mesh or a checkpoint of another expert count is refused with ValueError."""
+        if self.mesh is not None:
+            for name in _EXPERT_KEYS:
+                key = prefix + name
+                if key in state_dict:
+                    state_dict[key] = self._expert_state(name, state_dict[key])
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+
+    def _expert_state(self, name: str, value):
+        param = getattr(self, name)
+        if not isinstance(value, torch.Tensor):
+            return value  # torch's own check reports it
+        if tuple(value.shape[1:]) == tuple(param.shape[1:]) and value.shape[0] != self.num_experts:
+            raise ValueError(contract(name, f"the weights of {self.num_experts} experts (shape "
+                                      f"{tuple(param.shape)})", f"a checkpoint of "
+                                      f"{value.shape[0]} experts (shape {tuple(value.shape)})"))
+        if isinstance(value, DTensor):
+            if value.device_mesh == self.mesh and tuple(value.placements) == (Shard(0),):
+                return value
+            if (mesh_ranks(value.device_mesh) != mesh_ranks(self.mesh)
+                    or tuple(value.placements) != (Shard(0),)):
+                raise ValueError(contract(
+                    name, f"a DTensor Shard(0) on the mesh of this layer's EP group (global "
+                    f"ranks {list(mesh_ranks(self.mesh))}) or a full tensor",
+                    f"a DTensor {tuple(value.placements)} on the mesh of global ranks "
+                    f"{list(mesh_ranks(value.device_mesh))} (load a checkpoint of another EP "
+                    f"size with torch.distributed.checkpoint, which reshards it, or pass "
+                    f".full_tensor())"))
+            value = value.to_local()  # the same ranks and rows: this PE's rows already
+        elif tuple(value.shape) == tuple(param.shape):
+            first = self.rank * self.local_experts
+            value = value[first:first + self.local_experts]
+        else:
+            return value  # torch's size-mismatch message
+        local = value.detach().to(self.dtype).contiguous()
+        return DTensor.from_local(local, self.mesh, [Shard(0)], run_check=False,
+                                  shape=param.shape, stride=param.stride())
 
     # ---- forward ----------------------------------------------------------------------------
 
@@ -266,6 +376,7 @@ class MegaMoE(nn.Module):
         if flat_ids.numel() and (int(flat_ids.min()) < 0 or int(flat_ids.max()) >= self.num_experts):
             raise ValueError(contract("topk_ids", f"in [0, {self.num_experts})",
                                       (int(flat_ids.min()), int(flat_ids.max()))))
+        self._check_experts()
         resources = self._ensure_resources()
         order = torch.argsort(flat_ids, stable=True)
         token = order // k
@@ -276,8 +387,8 @@ class MegaMoE(nn.Module):
         layout = resources.layout(counts)
         # The rows x[token] go out; the shared expert runs between the two halves of the
         # call: while this PE waits for the other PEs' experts (forward and backward).
-        results, shared = expert_parallel(x, token, self.gate_proj, self.up_proj,
-                                          self.down_proj, resources, counts, layout,
+        gate, up, down = self.local_expert_weights()
+        results, shared = expert_parallel(x, token, gate, up, down, resources, counts, layout,
                                           between=lambda: self._shared_expert(x), dtype=compute)
         weights = topk_weights.reshape(-1)[order].float()
         out = torch.zeros(tokens, self.hidden_size, dtype=torch.float32, device=x.device).index_add(
@@ -316,7 +427,8 @@ class MegaMoE(nn.Module):
         call or close(), and new ones in the new dtype are made at that call. With resources
         given to the layer (shared), ValueError at once, before anything is converted: build
         MegaMoEResources(..., dtype=<new>) and layers of that dtype, or use torch.autocast,
-        under which the experts compute in the autocast dtype with the parameters unchanged."""
+        under which the experts compute in the autocast dtype with the parameters unchanged.
+        Expert DTensors moved to another device type are rewrapped on that device's mesh."""
         probe = fn(torch.empty(0, dtype=self.dtype))  # what the conversion makes of the dtype
         new = probe.dtype if isinstance(probe, torch.Tensor) else self.dtype
         if new != self.dtype:
@@ -333,6 +445,18 @@ class MegaMoE(nn.Module):
             if self._resources is not None:  # closed at the next call (collective)
                 self._retired.append(self._resources)
                 self._resources = None
+        # Expert DTensors moved to another device type (.cuda() and the like) are rewrapped on
+        # the EP group's mesh of that device type.
+        if self.mesh is not None:
+            device = local_tensor(self.gate_proj.detach()).device.type
+            if device != self.mesh.device_type:
+                self.mesh = ep_mesh(self.group, device)
+                for name in _EXPERT_KEYS:
+                    old = getattr(self, name)
+                    local = local_tensor(old.detach())
+                    setattr(self, name, nn.Parameter(DTensor.from_local(
+                        local, self.mesh, [Shard(0)], run_check=False, shape=old.shape,
+                        stride=old.stride()), requires_grad=old.requires_grad))
         return result
 
     def __enter__(self) -> "MegaMoE":

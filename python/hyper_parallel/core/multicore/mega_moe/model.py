@@ -17,6 +17,12 @@ data-parallel replica of the experts. The dense gradients are averaged over the 
 before; an expert's gradient, summed at its owner over its EP group's tokens, is summed over
 the DP group (the expert's replicas) and divided by the world size: the same scale as the
 dense ones, the gradient of the mean loss over every PE's tokens.
+
+The expert weights are DTensors (Shard(0) over each EP group's mesh, see MegaMoE); the rest
+plain tensors. make_optimizer puts them in two parameter groups (torch's foreach optimizers
+refuse DTensors mixed with plain tensors in one group). save_checkpoint / load_checkpoint go
+through torch.distributed.checkpoint: a checkpoint saved at one EP size loads at another
+(the weights and AdamW's moments reshard); training under DDP: mega_moe.prepare_ddp.
 """
 
 from __future__ import annotations
@@ -29,8 +35,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ._groups import ep_group_of, expert_data_parallel_groups
-from ._layer import MegaMoE
+from ._layer import MegaMoE, local_tensor
 from ._resources import MegaMoEResources
+from ._training import clip_grad_norm_
 from .reference import AllToAllMoE
 
 EXPERT_PARAMETERS = ("gate_proj", "up_proj", "down_proj")
@@ -153,9 +160,7 @@ class MoEDecoder(nn.Module):
 
     def loss(self, tokens: torch.Tensor) -> tuple:
         logits = self(tokens)
-        loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
-                               tokens[:, 1:].reshape(-1))
-        return loss, logits
+        return lm_loss(logits, tokens), logits
 
     def expert_parameters(self) -> list:
         return [getattr(layer.moe, name) for layer in self.layers for name in EXPERT_PARAMETERS]
@@ -181,6 +186,11 @@ class MoEDecoder(nn.Module):
         if self._owns_resources and self.resources is not None:
             self.resources.close()
             self.resources = None
+
+
+def lm_loss(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of the logits [B, S, V] against the next tokens (shifted labels)."""
+    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
 
 
 def synthetic_tokens(config: DecoderConfig, rank: int, step: int) -> torch.Tensor:
@@ -233,7 +243,8 @@ def reduce_gradients(model: MoEDecoder, dp_group=None) -> None:
         _all_reduce_flat(dense, None)
     for g in dense:
         g /= world
-    experts = [p.grad for p in model.expert_parameters() if p.grad is not None]
+    with torch.no_grad():  # the DTensor gradients' local shards themselves
+        experts = [local_tensor(p.grad) for p in model.expert_parameters() if p.grad is not None]
     if experts and dp_group is not None and dist.get_world_size(dp_group) > 1:
         _all_reduce_flat(experts, dp_group)
     for g in experts:
@@ -250,13 +261,67 @@ def train_step(model: MoEDecoder, optimizer: torch.optim.Optimizer, tokens: torc
     return loss.detach(), logits.detach()
 
 
+def ddp_train_step(ddp: nn.parallel.DistributedDataParallel, optimizer: torch.optim.Optimizer,
+                   tokens: torch.Tensor, max_norm: float = 1.0) -> tuple:
+    """The training step under DDP(prepare_ddp(model, dp_group)): zero_grad, forward through DDP,
+    backward (DDP averages the dense gradients, prepare_ddp's reduction the experts'),
+    mega_moe.clip_grad_norm_ to max_norm, AdamW: (loss, the gradients' total norm)."""
+    optimizer.zero_grad(set_to_none=False)
+    loss = lm_loss(ddp(tokens), tokens)
+    loss.backward()
+    norm = clip_grad_norm_(ddp.module.parameters(), max_norm)
+    optimizer.step()
+    return loss.detach(), norm
+
+
 def make_optimizer(model: MoEDecoder) -> torch.optim.Optimizer:
-    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3,
-                             weight_decay=0.01)
+    """AdamW (lr 1e-3, weight decay 0.01) with two parameter groups: the dense parameters, then
+    the expert DTensors (one group holding both fails under foreach, torch's default on GPUs)."""
+    experts = [p for p in model.expert_parameters() if p.requires_grad]
+    ids = {id(p) for p in experts}
+    dense = [p for p in model.parameters() if p.requires_grad and id(p) not in ids]
+    # foreach over the experts: one DTensor dispatch per update op for all of them, instead of
+    # one per op and weight (measured in docs/mega_moe.md).
+    groups = [{"params": dense}] + ([{"params": experts, "foreach": True}] if experts else [])
+    return torch.optim.AdamW(groups, lr=1e-3, weight_decay=0.01)
 
 
 def parameter_count(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
+    """The parameters this PE holds (its experts' shards, not the global expert weights)."""
+    return sum(local_tensor(p.detach()).numel() for p in model.parameters())
+
+
+def save_checkpoint(model: nn.Module, optimizer: torch.optim.Optimizer, path: str) -> None:
+    """Collective: the model's and the optimizer's state with torch.distributed.checkpoint
+    under `path` (the experts as their global DTensors: loadable at any EP size)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    model_state, optimizer_state = get_state_dict(model, optimizer)
+    dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=path)
+
+
+def load_checkpoint(model: nn.Module, optimizer: torch.optim.Optimizer, path: str) -> None:
+    """Collective: loads what save_checkpoint wrote into `model` and `optimizer`, at this run's
+    EP size (torch.distributed.checkpoint reshards the experts and their AdamW moments). A
+    checkpoint of another expert count (or hidden size) raises ValueError before any load."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    saved = dcp.FileSystemReader(path).read_metadata().state_dict_metadata
+    inner = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+    for name, param in inner.state_dict().items():
+        meta = saved.get(f"model.{name}")
+        size = getattr(meta, "size", None)
+        if size is not None and tuple(size) != tuple(param.shape):
+            raise ValueError(f"{path} holds model.{name} of shape {tuple(size)}, but the model's "
+                             f"is {tuple(param.shape)} (a checkpoint of another model: its "
+                             f"expert count or sizes differ)")
+    model_state, optimizer_state = get_state_dict(model, optimizer)
+    state = {"model": model_state, "optimizer": optimizer_state}
+    dcp.load(state, checkpoint_id=path)
+    set_state_dict(model, optimizer, model_state_dict=state["model"],
+                   optim_state_dict=state["optimizer"])
 
 
 def tolerance_report(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -264,6 +329,6 @@ def tolerance_report(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(((a - b).abs() / (b.abs() + 1e-6)).max()) if a.numel() else 0.0
 
 
-__all__ = ["DecoderConfig", "MoEDecoder", "expert_data_parallel_groups", "make_optimizer",
-           "parameter_count", "reduce_gradients", "synthetic_tokens", "train_step",
-           "tolerance_report"]
+__all__ = ["DecoderConfig", "MoEDecoder", "ddp_train_step", "expert_data_parallel_groups",
+           "lm_loss", "load_checkpoint", "make_optimizer", "parameter_count", "reduce_gradients",
+           "save_checkpoint", "synthetic_tokens", "train_step", "tolerance_report"]

@@ -104,6 +104,7 @@ class AllToAllMoE(MegaMoE):
         flat_ids = topk_ids.reshape(-1).to(torch.int64)
         order = torch.argsort(flat_ids, stable=True)
         token = order // k
+        self._check_experts()
         rows = x[token].to(self.compute_dtype(x.device.type))  # the autocast dtype under it
         counts = torch.bincount(flat_ids, minlength=self.num_experts)
         self.tokens_per_expert = counts
@@ -128,11 +129,12 @@ class AllToAllMoE(MegaMoE):
         grouped = received[perm]
         self.clock.seconds += CommClock.now(x) - started
         outputs, begin = [], 0
+        gate, up, down = self.local_expert_weights()  # this PE's shards (the DTensors' local)
         for local in range(L):
             n = sum(by_source[s][local] for s in range(P))
             if n:
-                outputs.append(swiglu(grouped[begin:begin + n], self.gate_proj[local],
-                                      self.up_proj[local], self.down_proj[local]))
+                outputs.append(swiglu(grouped[begin:begin + n], gate[local], up[local],
+                                      down[local]))
             begin += n
         started = CommClock.now(x)
         expert_out = torch.cat(outputs) if outputs else grouped.new_zeros(0, self.hidden_size)

@@ -1,0 +1,162 @@
+"""MegaMoE in torch.distributed training: DistributedDataParallel and gradient clipping.
+
+A MegaMoE layer's expert weights are DTensors sharded Shard(0) over its EP group's mesh, and
+their gradients, summed at their owner over the EP group's tokens, are already where they
+belong: DDP must neither broadcast them nor average them over the world (that would overwrite
+and mix other PEs' experts). prepare_ddp(model, dp_group) keeps them out of DDP (on the root
+module, the only place DDP reads its ignore list) and reduces them itself: summed over the DP
+group (the experts' replicas) and divided by the world size, the scale of DDP's averaged dense
+gradients; deferred under DDP's no_sync() as DDP's own reduction is (the reduction is linear,
+so the accumulated gradients reduced once equal the sum of the per-step reductions).
+
+clip_grad_norm_ takes torch's signature and returns the global norm on every rank: plain
+(replicated) gradients counted once, DTensor gradients by mesh (their norm over the mesh:
+each expert shard once), the groups combined as a p-norm (or max), then every gradient
+scaled by torch's clip coefficient. torch's own clip_grad_norm_ refuses DTensors mixed with
+plain tensors, or on different meshes (docs/mega_moe.md).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.distributed.tensor import DTensor
+from torch.nn.parallel import DistributedDataParallel
+
+from ..shmem.errors import contract
+from ._groups import ep_group_of
+from ._layer import _EXPERT_KEYS, MegaMoE, local_tensor
+
+
+def expert_parameters(model: nn.Module) -> list:
+    """[(name, parameter)] of every MegaMoE expert weight of `model`, names relative to it."""
+    found = []
+    for prefix, module in model.named_modules():
+        if isinstance(module, MegaMoE):
+            for name in _EXPERT_KEYS:
+                found.append((f"{prefix}.{name}" if prefix else name, getattr(module, name)))
+    return found
+
+
+class _ExpertGradients:
+    """The experts' gradient reduction prepare_ddp installs: at the end of a backward that DDP
+    synchronises, the experts' local gradients summed over `dp_group` (one all-reduce of them
+    flattened) and divided by the world size."""
+
+    def __init__(self, model: nn.Module, params: list, dp_group, world: int) -> None:
+        self.params, self.dp_group, self.world = params, dp_group, world
+        self.sync = self.queued = False
+        self.handles = [model.register_forward_pre_hook(self._forward)]
+        self.handles += [p.register_post_accumulate_grad_hook(self._accumulated) for p in params]
+        self.model = model
+        self.reductions = 0  # backward passes whose expert gradients were reduced
+
+    def _forward(self, module, args) -> None:
+        # DDP runs the module's forward inside _inside_ddp_forward(), which names it: its
+        # require_backward_grad_sync (False under no_sync()) decides this forward's backward.
+        ddp = DistributedDataParallel._get_active_ddp_module()
+        self.sync = (torch.is_grad_enabled() and ddp is not None and ddp.module is module
+                     and ddp.require_backward_grad_sync)
+
+    def _accumulated(self, param) -> None:
+        if self.sync and not self.queued:
+            self.queued = True
+            torch.autograd.Variable._execution_engine.queue_callback(self._reduce)
+
+    @torch.no_grad()
+    def _reduce(self) -> None:
+        self.queued = self.sync = False
+        grads = [local_tensor(p.grad) for p in self.params if p.grad is not None]
+        if grads and self.dp_group is not None and dist.get_world_size(self.dp_group) > 1:
+            flat = torch.cat([g.reshape(-1) for g in grads])
+            dist.all_reduce(flat, group=self.dp_group)
+            offset = 0
+            for g in grads:
+                g.copy_(flat[offset:offset + g.numel()].view_as(g))
+                offset += g.numel()
+        for g in grads:
+            g.div_(self.world)
+        self.reductions += 1
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+
+
+def prepare_ddp(model: nn.Module, dp_group=None) -> nn.Module:
+    """Prepares `model` for DistributedDataParallel(model): every MegaMoE expert weight is set
+    on the root module's ignore list (DDP neither broadcasts nor averages it), and the experts'
+    gradients are reduced by the layer's rule at the end of every backward DDP synchronises
+    (summed over `dp_group`, divided by the world size; nothing under DDP's no_sync()).
+    `dp_group`: the data-parallel group of this rank's experts (the ranks with the same place
+    in their EP groups, expert_data_parallel_groups' second); None: no DP beyond EP (every
+    layer's EP group is the world). Call it before DDP(model); again replaces the first.
+    Returns `model`. DDP over a model with MegaMoE layers without it fails at construction."""
+    if isinstance(model, DistributedDataParallel):
+        raise ValueError(contract("model", "the module DistributedDataParallel will wrap "
+                                  "(prepare_ddp(model) comes before DDP(model))",
+                                  "a DistributedDataParallel"))
+    if not (dist.is_available() and dist.is_initialized()):
+        raise RuntimeError("prepare_ddp needs torch.distributed initialised (DDP does)")
+    named = expert_parameters(model)
+    if not named:
+        raise ValueError(contract("model", "a module with MegaMoE layers", type(model).__name__))
+    world = dist.get_world_size()
+    if dp_group is dist.GroupMember.NON_GROUP_MEMBER:
+        raise ValueError(contract("dp_group", "a group with this rank in it, or None",
+                                  "a group without this rank"))
+    dp_size = 1 if dp_group is None else dist.get_world_size(dp_group)
+    for module in model.modules():
+        if isinstance(module, MegaMoE):
+            ep = ep_group_of(module.group)
+            if ep.size * dp_size != world:
+                raise ValueError(contract(
+                    "dp_group", f"the data-parallel group of the experts' replicas: world / EP "
+                    f"= {world // ep.size} ranks (EP {ep.size}, world {world}; None when EP is "
+                    f"the world)", "None" if dp_group is None else f"a group of {dp_size} ranks"))
+    previous = getattr(model, "_mega_moe_ddp", None)
+    if previous is not None:
+        previous.remove()
+    ignored = set(getattr(model, "_ddp_params_and_buffers_to_ignore", ()))
+    DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
+        model, sorted(ignored | {name for name, _ in named}))
+    model._mega_moe_ddp = _ExpertGradients(model, [p for _, p in named], dp_group, world)
+    return model
+
+
+def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
+                    error_if_nonfinite: bool = False, foreach: bool | None = None) -> torch.Tensor:
+    """torch.nn.utils.clip_grad_norm_ for models with MegaMoE layers: the total norm of the
+    gradients of `parameters` (each expert shard counted once over its mesh, each plain
+    parameter once), the same on every rank, then every gradient scaled by
+    max_norm / (total + 1e-6) when that is below 1. Plain gradients must already be equal
+    across ranks (reduced, as DDP leaves them). Returns the total norm (a plain tensor)."""
+    if isinstance(parameters, torch.Tensor):
+        parameters = [parameters]
+    grads = [p.grad for p in parameters if p.grad is not None]
+    norm_type, max_norm = float(norm_type), float(max_norm)
+    if not grads:
+        return torch.tensor(0.0)
+    groups: dict = {}
+    for g in grads:  # plain tensors in one group, DTensors by mesh
+        key = id(g.device_mesh) if isinstance(g, DTensor) else None
+        groups.setdefault(key, []).append(g)
+    norms = []
+    for group in groups.values():
+        norm = torch.nn.utils.get_total_norm(group, norm_type, False, foreach)
+        norms.append(norm.full_tensor() if isinstance(norm, DTensor) else norm)
+    device = norms[0].device
+    total = torch.linalg.vector_norm(torch.stack([n.to(device) for n in norms]), norm_type)
+    if error_if_nonfinite and torch.logical_or(total.isnan(), total.isinf()):
+        raise RuntimeError(
+            f"The total norm of order {norm_type} for gradients from `parameters` is "
+            "non-finite, so it cannot be clipped. To disable this error and scale the "
+            "gradients by the non-finite norm anyway, set `error_if_nonfinite=False`")
+    coefficient = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    with torch.no_grad():
+        for g in grads:
+            local = local_tensor(g)
+            local.mul_(coefficient.to(local.device, local.dtype))
+    return total
