@@ -8,8 +8,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.distributed.tensor import DTensor
 
 from helpers import expect_shmem_error
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """This PE's shard of an expert weight's gradient (a DTensor Shard(0) over the EP group)."""
+    return t.to_local() if isinstance(t, DTensor) else t
 from hyper_parallel.core.multicore import shmem
 from hyper_parallel.core.multicore.mega_moe import (AllToAllMoE, MegaMoE, MegaMoEResources,
                                                     dense_moe)
@@ -96,7 +102,7 @@ def _under_autocast(rank, size):
         diffs = {"y": (y - yr).abs().max().item(), "x.grad": (x.grad - xr.grad).abs().max().item(),
                  "off_fp32": off}
         for name in ("gate_proj", "up_proj", "down_proj"):
-            mine, theirs = getattr(layer, name).grad, every[name].grad[local]
+            mine, theirs = _local(getattr(layer, name).grad), every[name].grad[local]
             diffs[name] = (mine - theirs).abs().max().item()
             assert torch.allclose(mine, theirs, rtol=2e-2, atol=2e-3), (name, diffs[name])
         # The all-to-all layer under the same autocast computes as MegaMoE does.
@@ -109,7 +115,7 @@ def _under_autocast(rank, size):
         assert torch.allclose(y, ya, rtol=1e-2, atol=1e-3), (y - ya).abs().max()
         assert torch.allclose(x.grad, xa.grad, rtol=1e-2, atol=1e-3)
         for name in ("gate_proj", "up_proj", "down_proj"):
-            mine, theirs = getattr(layer, name).grad, getattr(a2a, name).grad
+            mine, theirs = _local(getattr(layer, name).grad), _local(getattr(a2a, name).grad)
             assert torch.allclose(mine, theirs, rtol=2e-2, atol=2e-3), name
         # Out of autocast the same buffers carry fp32 rows again.
         assert torch.equal(layer(x).detach(), y32)
@@ -150,7 +156,7 @@ def _to_dtype(rank, size):
         assert torch.allclose(y.float(), yr.float(), rtol=1e-2, atol=1e-2), (
             (y.float() - yr.float()).abs().max())
         y.float().sum().backward()
-        assert layer.gate_proj.grad.dtype == BF16 and torch.isfinite(layer.gate_proj.grad).all()
+        assert layer.gate_proj.grad.dtype == BF16 and torch.isfinite(_local(layer.gate_proj.grad)).all()
         assert xb.grad.dtype == BF16
         # .float() converts back, and .half() to fp16: each call runs in the new dtype.
         layer.float()
