@@ -8,7 +8,8 @@
   moments; misuse: a DTensor on another mesh, a checkpoint of another expert count;
 - DDP through prepare_ddp (EP = world on 2 PEs, EP 2 x DP 2 on 4) equal to the model's own
   reduction, no_sync() deferring both; DDP without the helper failing at construction; FSDP2
-  over the experts refused;
+  through mega_moe.fully_shard (per layer, then the root) likewise, torch's own fully_shard
+  over the experts failing at construction;
 - clip_grad_norm_ against torch's over the full (dense) gradients, 2-norm and inf-norm, the
   same on every rank, and the clipped gradients against the dense ones.
 """
@@ -22,7 +23,7 @@ from torch.distributed.tensor import DTensor, Shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from hyper_parallel.core.multicore.mega_moe import (AllToAllMoE, MegaMoE, MegaMoEResources,
-                                                    clip_grad_norm_, dense_moe,
+                                                    clip_grad_norm_, dense_moe, fully_shard,
                                                     expert_data_parallel_groups, prepare_ddp)
 from hyper_parallel.core.multicore.mega_moe.model import (DecoderConfig, MoEDecoder,
                                                           load_checkpoint, make_optimizer,
@@ -340,24 +341,79 @@ def test_ddp_with_prepare_ddp_equals_the_models_own_reduction(pes, size, ep_size
     assert max(worst) <= 1e-5, worst
 
 
-def _fsdp_refused(rank, size):
-    """fully_shard over a model with MegaMoE layers fails in torch at its construction (the
-    experts' "ep" mesh and FSDP's DP mesh make no mesh together); FSDP2 is not supported
-    (docs/mega_moe.md)."""
+def _fsdp(rank, size, ep_size):
+    """FSDP2 through mega_moe.fully_shard (each decoder layer, then the root) against the
+    model's own reduction: two synchronised steps and one accumulated with
+    set_requires_gradient_sync(False); every gradient, the clip norm and every parameter after
+    the step equal. torch's own fully_shard over the experts fails at its construction."""
     torch.set_num_threads(1)
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard as torch_fully_shard
 
-    model = MoEDecoder(_SMALL, "shmem", seed=5)
+    ep, dp = _groups(size, ep_size)
+    ours = MoEDecoder(_SMALL, "shmem", seed=5, group=ep, dp_group=dp)
+    reference = MoEDecoder(_SMALL, "shmem", seed=5, group=ep, dp_group=dp)
     try:
-        with pytest.raises(TypeError, match=r"Invariant encountered"):
-            fully_shard(model)
-        return True
+        plain = MoEDecoder(_SMALL, "shmem", seed=5, group=ep, dp_group=dp)
+        try:
+            with pytest.raises(TypeError, match=r"Invariant encountered"):
+                torch_fully_shard(plain)
+        finally:
+            plain.close()
+        if size > 1:
+            half = init_device_mesh("cpu", (2, size // 2))
+            with pytest.raises(ValueError, match=r"mesh must be None or a 1-D mesh"):
+                fully_shard(ours, mesh=half, dp_group=dp)
+        with pytest.raises(ValueError, match=r"dp_group must be the data-parallel group"):
+            fully_shard(ours, dp_group=None if dp is not None else dist.group.WORLD)
+        for layer in ours.layers:
+            fully_shard(layer, dp_group=dp)
+        fully_shard(ours, dp_group=dp)
+        assert not hasattr(ours, "_mega_moe_fsdp"), "the layers' calls took every expert"
+        states = [layer._mega_moe_fsdp for layer in ours.layers]
+        expert_ids = {id(p) for p in ours.expert_parameters()}
+        for name, p in ours.named_parameters():
+            # FSDP2 sharded the dense part over the world; the experts stayed the layer's.
+            mesh = p.device_mesh
+            assert (mesh.size() == ep_size if id(p) in expert_ids else mesh.size() == size), name
+        optimizers = make_optimizer(ours), make_optimizer(reference)
+        worst = 0.0
+        for step in range(3):
+            for optimizer in optimizers:
+                optimizer.zero_grad(set_to_none=False)
+            micro = 2 if step == 2 else 1  # the last step accumulates two micro-batches
+            for m in range(micro):
+                tokens = synthetic_tokens(_SMALL, rank, 10 * step + m)
+                ours.set_requires_gradient_sync(m == micro - 1)
+                reductions = [state.reductions for state in states]
+                ours.loss(tokens)[0].backward()
+                reference.loss(tokens)[0].backward()
+                expected = 1 if m == micro - 1 else 0
+                assert [s.reductions for s in states] == [r + expected for r in reductions]
+            reduce_gradients(reference)
+            norms = [clip_grad_norm_(list(model.parameters()), 0.5) for model in (ours, reference)]
+            assert torch.allclose(norms[0], norms[1], rtol=RTOL), norms
+            for (name, p), q in zip(ours.named_parameters(), reference.parameters()):
+                mine = _local(p.grad) if id(p) in expert_ids else _full(p.grad)
+                diff = float((mine - _local(q.grad)).abs().max())
+                assert torch.allclose(mine, _local(q.grad), rtol=RTOL, atol=ATOL), (step, name, diff)
+                worst = max(worst, diff)
+            for optimizer in optimizers:
+                optimizer.step()
+        for (name, p), q in zip(ours.named_parameters(), reference.parameters()):
+            mine = _local(p.detach()) if id(p) in expert_ids else _full(p.detach())
+            assert torch.allclose(mine, _local(q.detach()), rtol=RTOL, atol=ATOL), name
+        return worst
     finally:
-        model.close()
+        ours.close()
+        reference.close()
+        _destroy(ep, dp)
 
 
-def test_fsdp2_over_the_experts_fails_at_its_construction(pes):
-    assert all(pes(2).run(_fsdp_refused, timeout=300))
+@pytest.mark.parametrize("size,ep_size", [(2, 2), (4, 2)])
+def test_fsdp2_through_fully_shard_equals_the_models_own_reduction(pes, size, ep_size):
+    worst = pes(size).run(_fsdp, ep_size, timeout=600)
+    assert max(worst) <= 1e-5, worst
 
 
 # ---- 4. gradient clipping ----------------------------------------------------------------------

@@ -23,7 +23,8 @@ the Switch aux loss and the z-loss on the router logits the layers keep).
 
 Training: the expert weights are DTensors (Shard(0) over the EP group's mesh, global shapes):
 torch.distributed.checkpoint saves and reshards them; prepare_ddp(model, dp_group) before
-DistributedDataParallel(model) keeps DDP off them and reduces their gradients; clip_grad_norm_
+DistributedDataParallel(model) keeps DDP off them and reduces their gradients (fully_shard: the
+same for FSDP2's); clip_grad_norm_
 clips by the global norm (docs/mega_moe.md).
 
 References: dense_moe (one process, every expert) and AllToAllMoE (the same layer over
@@ -36,7 +37,7 @@ from ._layer import MegaMoE, route
 from ._pipeline import PendingCall
 from ._resources import MegaMoEResources
 from ._stats import PipelineStats
-from ._training import clip_grad_norm_, prepare_ddp
+from ._training import clip_grad_norm_, fully_shard, prepare_ddp
 from .convert import from_mixtral, from_qwen2_moe, to_mixtral, to_qwen2_moe
 from .losses import router_z_loss, switch_aux_loss
 from .reference import AllToAllMoE, dense_moe
@@ -53,6 +54,7 @@ __all__ = [
     "expert_parallel",
     "from_mixtral",
     "from_qwen2_moe",
+    "fully_shard",
     "prepare_ddp",
     "route",
     "router_z_loss",

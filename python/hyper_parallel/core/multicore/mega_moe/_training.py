@@ -1,4 +1,4 @@
-"""MegaMoE in torch.distributed training: DistributedDataParallel and gradient clipping.
+"""MegaMoE in torch.distributed training: DistributedDataParallel, FSDP2 and gradient clipping.
 
 A MegaMoE layer's expert weights are DTensors sharded Shard(0) over its EP group's mesh, and
 their gradients, summed at their owner over the EP group's tokens, are already where they
@@ -8,6 +8,8 @@ module, the only place DDP reads its ignore list) and reduces them itself: summe
 group (the experts' replicas) and divided by the world size, the scale of DDP's averaged dense
 gradients; deferred under DDP's no_sync() as DDP's own reduction is (the reduction is linear,
 so the accumulated gradients reduced once equal the sum of the per-step reductions).
+fully_shard(module, dp_group) is FSDP2's fully_shard with the experts in its ignored_params and
+the same reduction of theirs.
 
 clip_grad_norm_ takes torch's signature and returns the global norm on every rank: plain
 (replicated) gradients counted once, DTensor gradients by mesh (their norm over the mesh:
@@ -39,13 +41,31 @@ def expert_parameters(model: nn.Module) -> list:
     return found
 
 
+def _ddp_synchronises(module: nn.Module) -> bool:
+    # DDP runs the module's forward inside _inside_ddp_forward(), which names it: its
+    # require_backward_grad_sync (False under no_sync()) decides this forward's backward.
+    ddp = DistributedDataParallel._get_active_ddp_module()
+    return ddp is not None and ddp.module is module and ddp.require_backward_grad_sync
+
+
+def _fsdp_synchronises(module: nn.Module) -> bool:
+    # FSDP2's set_requires_gradient_sync(False), its no_sync(), clears reduce_grads on the
+    # module's parameter groups (torch/distributed/fsdp/_fully_shard/_fully_shard.py).
+    groups = module._get_fsdp_state()._fsdp_param_groups
+    return all(group.reduce_grads for group in groups)
+
+
 class _ExpertGradients:
-    """The experts' gradient reduction prepare_ddp installs: at the end of a backward that DDP
-    synchronises, the experts' local gradients summed over `dp_group` (one all-reduce of them
+    """The experts' gradient reduction prepare_ddp and fully_shard install: at the end of a
+    backward that DDP (or FSDP) synchronises, the experts' local gradients summed over `dp_group` (one all-reduce of them
     flattened) and divided by the world size."""
 
-    def __init__(self, model: nn.Module, params: list, dp_group, world: int) -> None:
+    def __init__(self, model: nn.Module, params: list, dp_group, world: int,
+                 synchronised) -> None:
+        # synchronised(module): whether the backward of the forward starting now reduces the
+        # gradients (DDP's or FSDP's own decision for it).
         self.params, self.dp_group, self.world = params, dp_group, world
+        self.synchronised = synchronised
         self.sync = self.queued = False
         self.handles = [model.register_forward_pre_hook(self._forward)]
         self.handles += [p.register_post_accumulate_grad_hook(self._accumulated) for p in params]
@@ -53,11 +73,7 @@ class _ExpertGradients:
         self.reductions = 0  # backward passes whose expert gradients were reduced
 
     def _forward(self, module, args) -> None:
-        # DDP runs the module's forward inside _inside_ddp_forward(), which names it: its
-        # require_backward_grad_sync (False under no_sync()) decides this forward's backward.
-        ddp = DistributedDataParallel._get_active_ddp_module()
-        self.sync = (torch.is_grad_enabled() and ddp is not None and ddp.module is module
-                     and ddp.require_backward_grad_sync)
+        self.sync = torch.is_grad_enabled() and self.synchronised(module)
 
     def _accumulated(self, param) -> None:
         if self.sync and not self.queued:
@@ -85,21 +101,11 @@ class _ExpertGradients:
         self.handles = []
 
 
-def prepare_ddp(model: nn.Module, dp_group=None) -> nn.Module:
-    """Prepares `model` for DistributedDataParallel(model): every MegaMoE expert weight is set
-    on the root module's ignore list (DDP neither broadcasts nor averages it), and the experts'
-    gradients are reduced by the layer's rule at the end of every backward DDP synchronises
-    (summed over `dp_group`, divided by the world size; nothing under DDP's no_sync()).
-    `dp_group`: the data-parallel group of this rank's experts (the ranks with the same place
-    in their EP groups, expert_data_parallel_groups' second); None: no DP beyond EP (every
-    layer's EP group is the world). Call it before DDP(model); again replaces the first.
-    Returns `model`. DDP over a model with MegaMoE layers without it fails at construction."""
-    if isinstance(model, DistributedDataParallel):
-        raise ValueError(contract("model", "the module DistributedDataParallel will wrap "
-                                  "(prepare_ddp(model) comes before DDP(model))",
-                                  "a DistributedDataParallel"))
+def _check_dp_group(model: nn.Module, dp_group, helper: str) -> list:
+    """The expert parameters of `model` after checking that torch.distributed is up and that
+    `dp_group` is the data-parallel group of every MegaMoE layer's experts."""
     if not (dist.is_available() and dist.is_initialized()):
-        raise RuntimeError("prepare_ddp needs torch.distributed initialised (DDP does)")
+        raise RuntimeError(f"{helper} needs torch.distributed initialised")
     named = expert_parameters(model)
     if not named:
         raise ValueError(contract("model", "a module with MegaMoE layers", type(model).__name__))
@@ -116,14 +122,65 @@ def prepare_ddp(model: nn.Module, dp_group=None) -> nn.Module:
                     "dp_group", f"the data-parallel group of the experts' replicas: world / EP "
                     f"= {world // ep.size} ranks (EP {ep.size}, world {world}; None when EP is "
                     f"the world)", "None" if dp_group is None else f"a group of {dp_size} ranks"))
+    return named
+
+
+def prepare_ddp(model: nn.Module, dp_group=None) -> nn.Module:
+    """Prepares `model` for DistributedDataParallel(model): every MegaMoE expert weight is set
+    on the root module's ignore list (DDP neither broadcasts nor averages it), and the experts'
+    gradients are reduced by the layer's rule at the end of every backward DDP synchronises
+    (summed over `dp_group`, divided by the world size; nothing under DDP's no_sync()).
+    `dp_group`: the data-parallel group of this rank's experts (the ranks with the same place
+    in their EP groups, expert_data_parallel_groups' second); None: no DP beyond EP (every
+    layer's EP group is the world). Call it before DDP(model); again replaces the first.
+    Returns `model`. DDP over a model with MegaMoE layers without it fails at construction."""
+    if isinstance(model, DistributedDataParallel):
+        raise ValueError(contract("model", "the module DistributedDataParallel will wrap "
+                                  "(prepare_ddp(model) comes before DDP(model))",
+                                  "a DistributedDataParallel"))
+    named = _check_dp_group(model, dp_group, "prepare_ddp")
     previous = getattr(model, "_mega_moe_ddp", None)
     if previous is not None:
         previous.remove()
     ignored = set(getattr(model, "_ddp_params_and_buffers_to_ignore", ()))
     DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
         model, sorted(ignored | {name for name, _ in named}))
-    model._mega_moe_ddp = _ExpertGradients(model, [p for _, p in named], dp_group, world)
+    model._mega_moe_ddp = _ExpertGradients(model, [p for _, p in named], dp_group,
+                                           dist.get_world_size(), _ddp_synchronises)
     return model
+
+
+def fully_shard(module: nn.Module, *, dp_group=None, **kwargs):
+    """torch.distributed.fsdp.fully_shard(module, **kwargs) for a module with MegaMoE layers:
+    FSDP2 shards and averages the dense part over its mesh, which must be the world (the
+    default), and the experts are added to `ignored_params`: the layer has sharded them over
+    its EP group already, and FSDP2 cannot shard a DTensor of another mesh (torch's own
+    fully_shard over them fails with "Invariant encountered"). The experts' gradients are
+    reduced by the layer's rule at the end of every backward FSDP2 synchronises (summed over
+    `dp_group`, divided by the world size; nothing while set_requires_gradient_sync(False)).
+    Apply it to inner modules first and the root last, as with torch's; each call takes the
+    experts under `module` that no earlier call took. Returns what torch's returns."""
+    from torch.distributed.fsdp import fully_shard as torch_fully_shard
+
+    named = _check_dp_group(module, dp_group, "fully_shard")
+    mesh = kwargs.get("mesh")
+    world = dist.get_world_size()
+    if mesh is not None and (mesh.ndim != 1 or mesh.size() != world):
+        raise ValueError(contract(
+            "mesh", f"None or a 1-D mesh of the world's {world} ranks (the dense gradients are "
+            "averaged over the world, the experts' scale)", f"a mesh of shape {tuple(mesh.shape)}"))
+    taken = set()
+    for sub in module.modules():
+        previous = getattr(sub, "_mega_moe_fsdp", None)
+        if previous is not None:
+            taken.update(id(p) for p in previous.params)
+    fresh = [p for _, p in named if id(p) not in taken]
+    kwargs["ignored_params"] = set(kwargs.get("ignored_params") or ()) | {p for _, p in named}
+    sharded = torch_fully_shard(module, **kwargs)
+    if fresh:
+        module._mega_moe_fsdp = _ExpertGradients(module, fresh, dp_group, world,
+                                                 _fsdp_synchronises)
+    return sharded
 
 
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
