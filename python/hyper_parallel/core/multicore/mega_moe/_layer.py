@@ -32,22 +32,22 @@ def local_tensor(t: torch.Tensor) -> torch.Tensor:
 
 
 class _LocalShards(torch.autograd.Function):
-    """DTensor weights -> their local shards, differentiable: DTensor.to_local() for each, with
-    a backward that makes each gradient's DTensor from its weight's own layout (mesh,
-    placements, global shape and stride, kept at the forward). to_local()'s own backward
-    derives the layout again at every call, which measured 0.4 ms per weight per step on the
-    2-core machine (docs/mega_moe.md): more than the rest of the DTensor overhead together."""
+    """DTensor weights -> their local shards, differentiable: views of each one's local tensor,
+    with a backward that wraps each gradient in its weight's own DTensor spec (mesh,
+    placements, global shape and stride; the gradient has the weight's layout and dtype).
+    DTensor.to_local()'s own backward, and DTensor.from_local, derive the spec again at every
+    call: 0.4 ms per weight per step on the 2-core machine (docs/mega_moe.md), more than the rest
+    of the DTensor overhead together."""
 
     @staticmethod
     def forward(ctx, *weights):
-        ctx.layouts = [(w.device_mesh, w.placements, w.shape, w.stride()) for w in weights]
-        return tuple(w.to_local().view_as(w.to_local()) for w in weights)
+        ctx.specs = [w._spec for w in weights]
+        return tuple(w._local_tensor.view_as(w._local_tensor) for w in weights)
 
     @staticmethod
     def backward(ctx, *grads):
-        return tuple(None if g is None else DTensor.from_local(
-            g, mesh, placements, run_check=False, shape=shape, stride=stride)
-            for g, (mesh, placements, shape, stride) in zip(grads, ctx.layouts))
+        return tuple(None if g is None else DTensor(g, spec, requires_grad=False)
+                     for g, spec in zip(grads, ctx.specs))
 
 
 def route(logits: torch.Tensor, top_k: int, normalize_topk: bool) -> tuple:
