@@ -1,4 +1,4 @@
-"""mega_moe.hf on 1 and 2 PEs: tiny transformers 5.x Qwen2-MoE, Qwen3-MoE and Mixtral models
+"""mega_moe.hf on 1, 2 and 4 PEs (EP groups of 2 there): tiny transformers 5.x Qwen2-MoE, Qwen3-MoE and Mixtral models
 built from their configs (no download), their sparse MoE blocks swapped for MegaMoE layers,
 against the unmodified model (logits, loss, aux_loss, router logits and every gradient, the
 experts' summed over the PEs) and against the same swap on the all-to-all layer; the reverse
@@ -160,6 +160,55 @@ def _swap_against_the_model(rank, size, family):
 @pytest.mark.parametrize("size", [1, 2])
 def test_a_swapped_model_matches_the_model_and_the_all_to_all_swap(pes, size, family):
     pes(size).run(_swap_against_the_model, family, timeout=300)
+
+
+def _swap_over_a_team(rank, size):
+    """4 PEs, the blocks swapped over EP groups of 2 (expert_data_parallel_groups): the same
+    logits, loss and aux_loss as the unmodified model, each expert's gradient summed over its
+    EP group's batches, and the reverse conversion (gathered over the EP group) equal to the
+    model's own state dict."""
+    import torch.distributed as dist
+
+    from hyper_parallel.core.multicore.mega_moe import expert_data_parallel_groups
+
+    ep, dp = expert_data_parallel_groups(2)
+    reference = _model("qwen2_moe")
+    model = copy.deepcopy(reference)
+    layers = hf.replace_moe_blocks(model, group=ep)
+    try:
+        assert all(layer.pes == 2 for layer in layers)
+        ids = _batch(rank)
+        out = model(ids, labels=ids, output_router_logits=True)
+        ref = reference(ids, labels=ids, output_router_logits=True)
+        assert _close(out.logits, ref.logits), (out.logits - ref.logits).abs().max()
+        assert _close(out.loss, ref.loss) and _close(out.aux_loss, ref.aux_loss)
+        out.loss.backward()
+        ref.loss.backward()
+        ep_rank = dist.get_rank(ep)
+        local = EXPERTS // 2
+        shard = slice(ep_rank * local, (ep_rank + 1) * local)
+        inter = layers[0].intermediate_size
+        for index, layer in enumerate(layers):
+            experts = reference.model.layers[index].mlp.experts
+            gate_up, down = experts.gate_up_proj.grad.clone(), experts.down_proj.grad.clone()
+            dist.all_reduce(gate_up, group=ep)  # an expert's owner sums its EP group's tokens
+            dist.all_reduce(down, group=ep)
+            expected = {"gate_proj": gate_up[shard, :inter], "up_proj": gate_up[shard, inter:],
+                        "down_proj": down[shard]}
+            for name, grad in expected.items():
+                assert _close(_local(getattr(layer, name).grad), grad, atol=1e-5), (index, name)
+        state = hf.to_hf_state_dict(model)
+        for name, value in reference.state_dict().items():
+            assert torch.equal(state[name], value), name
+    finally:
+        hf.close(layers)
+        dist.destroy_process_group(ep)
+        dist.destroy_process_group(dp)
+    return True
+
+
+def test_a_swap_over_ep_groups_smaller_than_the_world(pes):
+    assert all(pes(4).run(_swap_over_a_team, timeout=300))
 
 
 def _reverse(rank, size, family):
