@@ -207,6 +207,18 @@ def _shared_refuses(rank, size):
             assert half(x.to(BF16)).dtype == BF16
             with pytest.raises(ValueError, match=r"resources must be of hidden_size"):
                 MegaMoE(H, I, 2 * size, 2, resources=bf16)  # fp32 layer, bf16 buffers
+    # The decoder's layers share its resources: it asks them before converting anything.
+    from hyper_parallel.core.multicore.mega_moe.model import DecoderConfig, MoEDecoder
+
+    decoder = MoEDecoder(DecoderConfig(num_experts=2 * size, layers=2, sequence=4, batch=1,
+                                       hidden_size=16, intermediate_size=16,
+                                       shared_intermediate_size=8), "shmem")
+    try:
+        with pytest.raises(ValueError, match="shared resources"):
+            decoder.to(BF16)
+        assert all(p.dtype == torch.float32 for p in decoder.parameters())
+    finally:
+        decoder.close()
     assert shmem.debug_state()["live_allocations"] == []
     return True
 

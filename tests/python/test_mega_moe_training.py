@@ -286,7 +286,14 @@ def _ddp(rank, size, ep_size):
             DDP(ours)
         with pytest.raises(ValueError, match=r"dp_group must be the data-parallel group"):
             prepare_ddp(ours, dp_group=None if dp is not None else dist.group.WORLD)
+        if dp is not None:  # the right size, the wrong ranks: the EP group itself
+            with pytest.raises(ValueError, match=r"dp_group must be the data-parallel group of "
+                               r"this rank's experts: .* at EP places \[0, 1\]"):
+                prepare_ddp(ours, dp_group=ep)
         wrapped = DDP(prepare_ddp(ours, dp_group=dp))
+        # A conversion after the helper (it swaps the DTensor parameters' tensors) keeps the
+        # experts' reduction.
+        ours.float()
         with pytest.raises(ValueError, match=r"prepare_ddp\(model\) comes before DDP"):
             prepare_ddp(wrapped)
         optimizers = make_optimizer(ours), make_optimizer(reference)
@@ -366,9 +373,14 @@ def _fsdp(rank, size, ep_size):
                 fully_shard(ours, mesh=half, dp_group=dp)
         with pytest.raises(ValueError, match=r"dp_group must be the data-parallel group"):
             fully_shard(ours, dp_group=None if dp is not None else dist.group.WORLD)
+        moe = ours.layers[0].moe  # left with its experts only: nothing for FSDP2 to decide by
+        with pytest.raises(ValueError, match=r"module must be a module with parameters other "
+                           r"than MegaMoE experts"):
+            fully_shard(moe, dp_group=dp, ignored_params=set(moe.parameters()))
         for layer in ours.layers:
             fully_shard(layer, dp_group=dp)
         fully_shard(ours, dp_group=dp)
+        ours.float()  # after the helper: the experts' reduction stays
         assert not hasattr(ours, "_mega_moe_fsdp"), "the layers' calls took every expert"
         states = [layer._mega_moe_fsdp for layer in ours.layers]
         expert_ids = {id(p) for p in ours.expert_parameters()}

@@ -94,6 +94,25 @@ def check_ep_group(ep: EpGroup, num_experts: int) -> None:
                                   num_experts))
 
 
+def check_dp_members(ep: EpGroup, dp_group) -> None:
+    """Collective over `dp_group`: raises ValueError on every member unless every member has
+    the same place in its EP group as this rank (the experts' replicas: the same experts), and
+    this rank is the only member of `dp_group` in `ep`. A group of the right size but the wrong
+    ranks (the EP group itself, say) would sum other experts' gradients into this rank's."""
+    import torch
+
+    places = [torch.zeros(2, dtype=torch.int64) for _ in range(dist.get_world_size(dp_group))]
+    dist.all_gather(places, torch.tensor([ep.rank, ep.size], dtype=torch.int64), group=dp_group)
+    members = dist.get_process_group_ranks(dp_group)
+    shared = sorted(set(members) & set(ep.ranks))
+    if any(p.tolist() != [ep.rank, ep.size] for p in places) or shared != [dist.get_rank()]:
+        raise ValueError(contract(
+            "dp_group", "the data-parallel group of this rank's experts: the ranks with the same "
+            "place in their expert-parallel groups, one from each (expert_data_parallel_groups' "
+            "second)", f"global ranks {sorted(members)} at EP places "
+            f"{[int(p[0]) for p in places]} (this rank's EP group: {list(ep.ranks)})"))
+
+
 def expert_data_parallel_groups(ep_size: int) -> tuple:
     """(ep_group, dp_group) of this rank on the grid of WORLD = ep_size x (world / ep_size):
     EP groups of consecutive ranks [i * ep_size, (i + 1) * ep_size), DP groups of the ranks with

@@ -304,9 +304,15 @@ class MegaMoE(nn.Module):
         if not isinstance(value, torch.Tensor):
             return value  # torch's own check reports it
         if tuple(value.shape[1:]) == tuple(param.shape[1:]) and value.shape[0] != self.num_experts:
+            old_layout = (not isinstance(value, DTensor) and self.pes > 1
+                          and value.shape[0] == self.local_experts)
             raise ValueError(contract(name, f"the weights of {self.num_experts} experts (shape "
                                       f"{tuple(param.shape)})", f"a checkpoint of "
-                                      f"{value.shape[0]} experts (shape {tuple(value.shape)})"))
+                                      f"{value.shape[0]} experts (shape {tuple(value.shape)})"
+                                      + ("; or this PE's local shard, as state dicts held them "
+                                         "before the experts became DTensors (README): load "
+                                         "the full weights with load_dense_weights()"
+                                         if old_layout else "")))
         if isinstance(value, DTensor):
             if value.device_mesh == self.mesh and tuple(value.placements) == (Shard(0),):
                 return value
@@ -429,16 +435,7 @@ class MegaMoE(nn.Module):
         MegaMoEResources(..., dtype=<new>) and layers of that dtype, or use torch.autocast,
         under which the experts compute in the autocast dtype with the parameters unchanged.
         Expert DTensors moved to another device type are rewrapped on that device's mesh."""
-        probe = fn(torch.empty(0, dtype=self.dtype))  # what the conversion makes of the dtype
-        new = probe.dtype if isinstance(probe, torch.Tensor) else self.dtype
-        if new != self.dtype:
-            if not self._owns_resources:
-                raise ValueError(contract(
-                    "a conversion of a MegaMoE layer with shared resources", "to its resources' "
-                    f"dtype {self.dtype}: build MegaMoEResources(..., dtype={new}) and the layers "
-                    f"with dtype={new}, or run under torch.autocast (the experts then compute "
-                    f"in the autocast dtype)", new))
-            _dtype_check(new)
+        new = self.check_conversion(fn)
         result = super()._apply(fn, recurse)
         if new != self.dtype:
             self.dtype = new
@@ -458,6 +455,23 @@ class MegaMoE(nn.Module):
                         local, self.mesh, [Shard(0)], run_check=False, shape=old.shape,
                         stride=old.stride()), requires_grad=old.requires_grad))
         return result
+
+    def check_conversion(self, fn) -> torch.dtype:
+        """The dtype the conversion `fn` (what nn.Module._apply is given) makes of the layer's;
+        ValueError when the layer cannot take it (shared resources of its dtype, or a dtype
+        the layer does not compute in). A parent calls it for every layer before it converts
+        anything (mega_moe.model.MoEDecoder)."""
+        probe = fn(torch.empty(0, dtype=self.dtype))  # what the conversion makes of the dtype
+        new = probe.dtype if isinstance(probe, torch.Tensor) else self.dtype
+        if new != self.dtype:
+            if not self._owns_resources:
+                raise ValueError(contract(
+                    "a conversion of a MegaMoE layer with shared resources", "to its resources' "
+                    f"dtype {self.dtype}: build MegaMoEResources(..., dtype={new}) and the layers "
+                    f"with dtype={new}, or run under torch.autocast (the experts then compute "
+                    f"in the autocast dtype)", new))
+            _dtype_check(new)
+        return new
 
     def __enter__(self) -> "MegaMoE":
         return self

@@ -20,14 +20,17 @@ plain tensors, or on different meshes (docs/mega_moe.md).
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.tensor import DTensor
+from torch.utils._pytree import tree_leaves
 from torch.nn.parallel import DistributedDataParallel
 
 from ..shmem.errors import contract
-from ._groups import ep_group_of
+from ._groups import check_dp_members, ep_group_of
 from ._layer import _EXPERT_KEYS, MegaMoE, local_tensor
 
 
@@ -45,7 +48,19 @@ def _ddp_synchronises(module: nn.Module) -> bool:
     # DDP runs the module's forward inside _inside_ddp_forward(), which names it: its
     # require_backward_grad_sync (False under no_sync()) decides this forward's backward.
     ddp = DistributedDataParallel._get_active_ddp_module()
-    return ddp is not None and ddp.module is module and ddp.require_backward_grad_sync
+    if ddp is None or ddp.module is not module:
+        if torch.is_grad_enabled():
+            _warn_once("a model prepared by mega_moe.prepare_ddp ran a forward with gradients "
+                       "outside DistributedDataParallel's forward (not wrapped, or DDP's compiled "
+                       "or delayed all-reduce modes): its experts' gradients are not reduced "
+                       "for that backward")
+        return False
+    if ddp.process_group.size() != dist.get_world_size():
+        raise RuntimeError(contract(
+            "DistributedDataParallel's process_group", "the world (the experts' gradients are "
+            "scaled to the mean over the world, as DDP's over its group)",
+            f"a group of {ddp.process_group.size()} ranks"))
+    return ddp.require_backward_grad_sync
 
 
 def _fsdp_synchronises(module: nn.Module) -> bool:
@@ -55,35 +70,59 @@ def _fsdp_synchronises(module: nn.Module) -> bool:
     return all(group.reduce_grads for group in groups)
 
 
+_WARNED: set = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
 class _ExpertGradients:
     """The experts' gradient reduction prepare_ddp and fully_shard install: at the end of a
-    backward that DDP (or FSDP) synchronises, the experts' local gradients summed over `dp_group` (one all-reduce of them
-    flattened) and divided by the world size."""
+    backward that DDP (or FSDP) synchronises, the experts' local gradients summed over
+    `dp_group` (one all-reduce of them flattened) and divided by the world size.
 
-    def __init__(self, model: nn.Module, params: list, dp_group, world: int,
+    The forward decides (DDP's or FSDP's decision for the backward of that forward, read by
+    `synchronised(module)` as the forward starts); the backward of a deciding forward's output
+    queues the reduction for its end. The experts are found by name at the reduction, so a
+    conversion or move of the model after the helper (which may swap or replace the parameter
+    tensors) changes nothing: a hook on the parameters themselves would not survive it."""
+
+    def __init__(self, model: nn.Module, names: list, dp_group, world: int,
                  synchronised) -> None:
-        # synchronised(module): whether the backward of the forward starting now reduces the
-        # gradients (DDP's or FSDP's own decision for it).
-        self.params, self.dp_group, self.world = params, dp_group, world
+        self.model, self.names = model, names
+        self.dp_group, self.world = dp_group, world
         self.synchronised = synchronised
-        self.sync = self.queued = False
-        self.handles = [model.register_forward_pre_hook(self._forward)]
-        self.handles += [p.register_post_accumulate_grad_hook(self._accumulated) for p in params]
-        self.model = model
+        self.deciding = self.queued = False
+        self.handles = [model.register_forward_pre_hook(self._forward),
+                        model.register_forward_hook(self._forward_done)]
         self.reductions = 0  # backward passes whose expert gradients were reduced
 
-    def _forward(self, module, args) -> None:
-        self.sync = torch.is_grad_enabled() and self.synchronised(module)
+    def params(self) -> list:
+        return [self.model.get_parameter(name) for name in self.names]
 
-    def _accumulated(self, param) -> None:
-        if self.sync and not self.queued:
+    def _forward(self, module, args) -> None:
+        self.deciding = torch.is_grad_enabled() and self.synchronised(module)
+
+    def _forward_done(self, module, args, output) -> None:
+        if not self.deciding:
+            return
+        self.deciding = False
+        for leaf in tree_leaves(output):
+            if isinstance(leaf, torch.Tensor) and leaf.requires_grad:
+                leaf.register_hook(self._reached)
+
+    def _reached(self, grad) -> None:
+        if not self.queued:
             self.queued = True
             torch.autograd.Variable._execution_engine.queue_callback(self._reduce)
 
     @torch.no_grad()
     def _reduce(self) -> None:
-        self.queued = self.sync = False
-        grads = [local_tensor(p.grad) for p in self.params if p.grad is not None]
+        self.queued = False
+        grads = [local_tensor(p.grad) for p in self.params() if p.grad is not None]
         if grads and self.dp_group is not None and dist.get_world_size(self.dp_group) > 1:
             flat = torch.cat([g.reshape(-1) for g in grads])
             dist.all_reduce(flat, group=self.dp_group)
@@ -122,6 +161,8 @@ def _check_dp_group(model: nn.Module, dp_group, helper: str) -> list:
                     "dp_group", f"the data-parallel group of the experts' replicas: world / EP "
                     f"= {world // ep.size} ranks (EP {ep.size}, world {world}; None when EP is "
                     f"the world)", "None" if dp_group is None else f"a group of {dp_size} ranks"))
+            if dp_group is not None:
+                check_dp_members(ep, dp_group)  # collective over dp_group
     return named
 
 
@@ -145,9 +186,19 @@ def prepare_ddp(model: nn.Module, dp_group=None) -> nn.Module:
     ignored = set(getattr(model, "_ddp_params_and_buffers_to_ignore", ()))
     DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
         model, sorted(ignored | {name for name, _ in named}))
-    model._mega_moe_ddp = _ExpertGradients(model, [p for _, p in named], dp_group,
+    model._mega_moe_ddp = _ExpertGradients(model, [name for name, _ in named], dp_group,
                                            dist.get_world_size(), _ddp_synchronises)
     return model
+
+
+def _fsdp_would_manage(module: nn.Module, ignored: set) -> bool:
+    """Whether fully_shard(module) would manage a parameter: one not ignored and not under a
+    module an earlier fully_shard call took."""
+    from torch.distributed.fsdp import FSDPModule
+
+    taken = {id(p) for sub in module.modules() if sub is not module and isinstance(sub, FSDPModule)
+             for p in sub.parameters()}
+    return any(id(p) not in taken and p not in ignored for p in module.parameters())
 
 
 def fully_shard(module: nn.Module, *, dp_group=None, **kwargs):
@@ -173,9 +224,16 @@ def fully_shard(module: nn.Module, *, dp_group=None, **kwargs):
     for sub in module.modules():
         previous = getattr(sub, "_mega_moe_fsdp", None)
         if previous is not None:
-            taken.update(id(p) for p in previous.params)
-    fresh = [p for _, p in named if id(p) not in taken]
+            taken.update(id(p) for p in previous.params())
+    fresh = [name for name, p in named if id(p) not in taken]
     kwargs["ignored_params"] = set(kwargs.get("ignored_params") or ()) | {p for _, p in named}
+    if fresh and not _fsdp_would_manage(module, kwargs["ignored_params"]):
+        # Nothing of FSDP2's own to decide from (set_requires_gradient_sync(False) sets its
+        # parameter groups): the module holds experts only.
+        raise ValueError(contract(
+            "module", "a module with parameters other than MegaMoE experts (FSDP2 decides "
+            "when gradients are reduced from them; fully_shard the module around the layer)",
+            f"{type(module).__name__} with expert parameters only"))
     sharded = torch_fully_shard(module, **kwargs)
     if fresh:
         module._mega_moe_fsdp = _ExpertGradients(module, fresh, dp_group, world,

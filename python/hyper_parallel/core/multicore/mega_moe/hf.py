@@ -43,6 +43,14 @@ _LAYER_KEYS = ("gate_proj", "up_proj", "down_proj", "shared_gate_proj", "shared_
 
 
 def _family(model) -> tuple:
+    import transformers
+
+    if int(transformers.__version__.split(".")[0]) < 5:
+        # 4.x's blocks return (hidden, router_logits), which a MegaMoE layer does not.
+        raise RuntimeError(f"mega_moe.hf swaps the blocks of transformers 5.x, but transformers "
+                           f"{transformers.__version__} is installed (5.x's fused layout is the "
+                           f"one its blocks have; 4.x state dicts convert with "
+                           f"mega_moe.from_qwen2_moe/from_mixtral)")
     config = getattr(model, "config", None)
     model_type = getattr(config, "model_type", None)
     if model_type not in _FAMILIES:

@@ -34,7 +34,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ._groups import ep_group_of, expert_data_parallel_groups
+from ._groups import check_dp_members, ep_group_of, expert_data_parallel_groups
 from ._layer import MegaMoE, local_tensor
 from ._resources import MegaMoEResources
 from ._training import clip_grad_norm_
@@ -141,16 +141,30 @@ class MoEDecoder(nn.Module):
         torch.manual_seed(seed)
         self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
         layers = []
-        for _ in range(config.layers):
-            cls, extra = ((MegaMoE, {"resources": self.resources}) if path == "shmem"
-                          else (AllToAllMoE, {}))
-            moe = cls(config.hidden_size, config.intermediate_size, config.num_experts,
-                      config.top_k, shared_intermediate_size=config.shared_intermediate_size,
-                      gated_shared_expert=True, group=group, **extra)
-            layers.append(DecoderLayer(config, moe))
+        try:
+            for _ in range(config.layers):
+                cls, extra = ((MegaMoE, {"resources": self.resources}) if path == "shmem"
+                              else (AllToAllMoE, {}))
+                moe = cls(config.hidden_size, config.intermediate_size, config.num_experts,
+                          config.top_k, shared_intermediate_size=config.shared_intermediate_size,
+                          gated_shared_expert=True, group=group, **extra)
+                layers.append(DecoderLayer(config, moe))
+        except BaseException:
+            if self._owns_resources:  # the layers share them: released with them (collective)
+                self.resources.close()
+            raise
         self.layers = nn.ModuleList(layers)
         self.norm = RMSNorm(config.hidden_size)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+
+    def _apply(self, fn, recurse=True):
+        # Every MegaMoE layer judges the conversion before anything is converted: a layer that
+        # cannot take it (shared resources of another dtype) would otherwise raise with the
+        # layers before it converted.
+        for module in self.modules():
+            if isinstance(module, MegaMoE):
+                module.check_conversion(fn)
+        return super()._apply(fn, recurse)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         x = self.embed(tokens)
@@ -218,6 +232,7 @@ def _check_dp_group(ep, dp_group) -> None:
     if ep.size * size != world:
         raise ValueError(f"dp_group must have world / EP = {world // max(1, ep.size)} ranks "
                          f"(EP {ep.size}, world {world}), but got {size}")
+    check_dp_members(ep, dp_group)
 
 
 def _all_reduce_flat(grads: list, group) -> None:
