@@ -11,16 +11,16 @@ import torch
 from torch.distributed.tensor import DTensor
 
 from helpers import expect_shmem_error
-
-
-def _local(t: torch.Tensor) -> torch.Tensor:
-    """This PE's shard of an expert weight's gradient (a DTensor Shard(0) over the EP group)."""
-    return t.to_local() if isinstance(t, DTensor) else t
 from hyper_parallel.core.multicore import shmem
 from hyper_parallel.core.multicore.mega_moe import (AllToAllMoE, MegaMoE, MegaMoEResources,
                                                     dense_moe)
 
 pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh)
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """This PE's shard of an expert weight's gradient (a DTensor Shard(0) over the EP group)."""
+    return t.to_local() if isinstance(t, DTensor) else t
 
 H, I, IS = 16, 24, 8
 BF16 = torch.bfloat16

@@ -210,7 +210,6 @@ def _dcp_across_ep_sizes(rank, size, path, sizes):
     """Trains at EP sizes[0], saves; each next EP size loads the last checkpoint, checks the
     full weights and moments, trains a step, saves; returns the snapshots."""
     torch.set_num_threads(1)
-    reports = []
     previous = None
     for index, ep_size in enumerate(sizes):
         ep, dp = _groups(size, ep_size)
@@ -230,7 +229,6 @@ def _dcp_across_ep_sizes(rank, size, path, sizes):
                 _train(model, optimizer, rank, 1, first=10 + index)
             previous = _snapshot(model, optimizer)
             save_checkpoint(model, optimizer, f"{path}/{index}")
-            reports.append(len(previous))
         finally:
             model.close()
             _destroy(ep, dp)

@@ -44,6 +44,29 @@ def expert_parameters(model: nn.Module) -> list:
     return found
 
 
+def all_reduce_flat(grads: list, group) -> None:
+    """Sums `grads` over `group` in one all-reduce of them flattened (as a data-parallel
+    trainer's bucket would)."""
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat, group=group)
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset:offset + g.numel()].view_as(g))
+        offset += g.numel()
+
+
+@torch.no_grad()
+def reduce_expert_gradients(params: list, dp_group, world: int) -> None:
+    """The experts' rule: their gradients (each summed at its owner over its EP group's tokens)
+    summed over `dp_group` (their replicas; None: none) and divided by `world`, so that they
+    are gradients of the mean loss over every PE's tokens, as DDP's averaged dense ones."""
+    grads = [local_tensor(p.grad) for p in params if p.grad is not None]
+    if grads and dp_group is not None and dist.get_world_size(dp_group) > 1:
+        all_reduce_flat(grads, dp_group)
+    for g in grads:
+        g.div_(world)
+
+
 def _ddp_synchronises(module: nn.Module) -> bool:
     # DDP runs the module's forward inside _inside_ddp_forward(), which names it: its
     # require_backward_grad_sync (False under no_sync()) decides this forward's backward.
@@ -119,19 +142,9 @@ class _ExpertGradients:
             self.queued = True
             torch.autograd.Variable._execution_engine.queue_callback(self._reduce)
 
-    @torch.no_grad()
     def _reduce(self) -> None:
         self.queued = False
-        grads = [local_tensor(p.grad) for p in self.params() if p.grad is not None]
-        if grads and self.dp_group is not None and dist.get_world_size(self.dp_group) > 1:
-            flat = torch.cat([g.reshape(-1) for g in grads])
-            dist.all_reduce(flat, group=self.dp_group)
-            offset = 0
-            for g in grads:
-                g.copy_(flat[offset:offset + g.numel()].view_as(g))
-                offset += g.numel()
-        for g in grads:
-            g.div_(self.world)
+        reduce_expert_gradients(self.params(), self.dp_group, self.world)
         self.reductions += 1
 
     def remove(self) -> None:

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from ._groups import check_dp_members, ep_group_of, expert_data_parallel_groups
 from ._layer import MegaMoE, local_tensor
 from ._resources import MegaMoEResources
-from ._training import clip_grad_norm_
+from ._training import all_reduce_flat, clip_grad_norm_, reduce_expert_gradients
 from .reference import AllToAllMoE
 
 EXPERT_PARAMETERS = ("gate_proj", "up_proj", "down_proj")
@@ -235,17 +235,6 @@ def _check_dp_group(ep, dp_group) -> None:
     check_dp_members(ep, dp_group)
 
 
-def _all_reduce_flat(grads: list, group) -> None:
-    """Sums `grads` over `group` in one all-reduce of them flattened (as a data-parallel
-    trainer's bucket would)."""
-    flat = torch.cat([g.reshape(-1) for g in grads])
-    dist.all_reduce(flat, group=group)
-    offset = 0
-    for g in grads:
-        g.copy_(flat[offset:offset + g.numel()].view_as(g))
-        offset += g.numel()
-
-
 def reduce_gradients(model: MoEDecoder, dp_group=None) -> None:
     """Averages the dense gradients over the world (one all-reduce of them flattened);
     the expert gradients, summed at their owner over its EP group's tokens, are summed over
@@ -255,15 +244,10 @@ def reduce_gradients(model: MoEDecoder, dp_group=None) -> None:
     dp_group = model.dp_group if dp_group is None else dp_group
     dense = [p.grad for p in model.dense_parameters() if p.grad is not None]
     if dense and world > 1:
-        _all_reduce_flat(dense, None)
+        all_reduce_flat(dense, None)
     for g in dense:
         g /= world
-    with torch.no_grad():  # the DTensor gradients' local shards themselves
-        experts = [local_tensor(p.grad) for p in model.expert_parameters() if p.grad is not None]
-    if experts and dp_group is not None and dist.get_world_size(dp_group) > 1:
-        _all_reduce_flat(experts, dp_group)
-    for g in experts:
-        g /= world
+    reduce_expert_gradients(model.expert_parameters(), dp_group, world)
 
 
 def train_step(model: MoEDecoder, optimizer: torch.optim.Optimizer, tokens: torch.Tensor) -> tuple:
