@@ -8,12 +8,14 @@
 
 Each host is a network namespace of its own (`ip netns`) with one veth link, `eth0`, whose
 other end sits on a bridge in a further namespace, the switch; no link, address or route is
-added to the namespace the test runs in, so the hosts' traffic stays among them. A process
-started on a host also gets UTS, PID and mount namespaces of its own (`unshare`): its own
-hostname (`host<i>`), its own PID 1 (when that process exits, the kernel kills every process
-left in the host), and a private tmpfs on /dev/shm, as a second machine would have. What the
-hosts share, and a real second machine would not, is the kernel: the same boot id, the same
-clock and the same CPU cores.
+added to the namespace the test runs in, so the hosts' traffic stays among them. Each host
+also has UTS, PID and mount namespaces of its own, held by an anchor process (`unshare`), the
+host's PID 1: its own hostname (`host<i>`), its own process ids (and a /proc that shows them),
+and a private tmpfs on /dev/shm, as a second machine would have. Every process started on a
+host joins all of them (`nsenter`), so the PEs of one host see each other as on one machine.
+When the anchor dies the kernel kills every process left on the host. What the hosts share,
+and a real second machine would not, is the kernel: the same boot id, the same clock and the
+same CPU cores.
 
 Several tests may run at once: every test's namespaces carry a prefix of their own (the
 process id and a counter), and the hosts' addresses (10.77.0.0/24 unless given) can repeat
@@ -36,7 +38,7 @@ def available() -> str | None:
     """None when this process can make namespace hosts; otherwise why not (for a skip)."""
     if os.geteuid() != 0:
         return "namespace hosts need root (network, UTS, PID and mount namespaces)"
-    for tool in ("ip", "unshare"):
+    for tool in ("ip", "unshare", "nsenter"):
         if shutil.which(tool) is None:
             return f"namespace hosts need `{tool}` (iproute2, util-linux)"
     return None
@@ -58,6 +60,8 @@ class NetnsHosts:
         self.switch = f"{self.prefix}-sw"
         self.namespaces = [f"{self.prefix}-h{i}" for i in range(count)]
         self._processes: list = []
+        self._anchors: list = []
+        self._pid1: list = []  # each host's PID 1 (its anchor), as seen from here
         self._made: list = []
 
     # ---- set-up and tear-down -------------------------------------------------------------
@@ -72,6 +76,35 @@ class NetnsHosts:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def _anchor(self, host: int) -> int:
+        """Starts `host`'s anchor; returns its pid as seen from here (for nsenter)."""
+        script = (f"hostname {self.hostname(host)} && "
+                  "mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec sleep infinity")
+        anchor = subprocess.Popen(
+            ["ip", "netns", "exec", self.namespaces[host], "unshare", "--uts", "--pid", "--fork",
+             "--kill-child", "--mount", "--propagation", "private", "--mount-proc",
+             "sh", "-c", script], start_new_session=True)
+        self._anchors.append(anchor)
+
+        def inner():  # unshare's child, PID 1 of the host, once it is sleep
+            try:
+                with open(f"/proc/{anchor.pid}/task/{anchor.pid}/children") as f:
+                    children = f.read().split()
+                if children:
+                    with open(f"/proc/{children[0]}/comm") as f:
+                        if f.read().strip() == "sleep":
+                            return int(children[0])
+            except OSError:
+                pass
+            return None
+
+        wait_for(lambda: inner() is not None or anchor.poll() is not None, 10,
+                 f"host {host}'s namespaces")
+        if anchor.poll() is not None:
+            raise RuntimeError(f"making host {host}'s namespaces failed (unshare exited "
+                               f"{anchor.returncode})")
+        return inner()
 
     def _make(self) -> None:
         _ip("netns", "add", self.switch)
@@ -89,14 +122,18 @@ class NetnsHosts:
             _ip("-n", ns, "addr", "add", f"{self.address(i)}/24", "dev", "eth0")
             _ip("-n", ns, "link", "set", "eth0", "up")
             _ip("-n", ns, "link", "set", "lo", "up")
+            self._pid1.append(self._anchor(i))
 
     def close(self) -> None:
         """Kills every process on the hosts and removes every namespace (idempotent)."""
-        for process in self._processes:
+        for process in self._processes + self._anchors:
             if process.poll() is None:
                 with _quiet():
                     os.killpg(process.pid, signal.SIGKILL)
-        for process in self._processes:
+        for pid in self._pid1:  # the hosts' PID 1: the kernel then kills the rest of each host
+            with _quiet():
+                os.kill(pid, signal.SIGKILL)
+        for process in self._processes + self._anchors:
             with _quiet():
                 process.wait(timeout=10)
         for ns in reversed(self._made):
@@ -119,14 +156,11 @@ class NetnsHosts:
 
     def popen(self, host: int, argv: list, *, env: dict | None = None,
               **kwargs) -> subprocess.Popen:
-        """Starts argv on `host` (its network namespace, and UTS, PID and mount namespaces of
-        its own with hostname host<i> and a private /dev/shm). The process leads a process group
-        of its own; close() kills it and everything it started."""
-        script = (f"hostname {self.hostname(host)} && "
-                  "mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec \"$@\"")
-        command = ["ip", "netns", "exec", self.namespaces[host],
-                   "unshare", "--uts", "--pid", "--fork", "--kill-child", "--mount",
-                   "--propagation", "private", "sh", "-c", script, "sh", *argv]
+        """Starts argv on `host`: in its network, UTS, PID and mount namespaces (hostname
+        host<i>, its /proc and its private /dev/shm). The process leads a process group of its
+        own; close() kills it and everything else on the host."""
+        command = ["nsenter", "--target", str(self._pid1[host]), "--net", "--uts", "--pid",
+                   "--mount", "--", *argv]
         process = subprocess.Popen(command, env=env, start_new_session=True, **kwargs)
         self._processes.append(process)
         return process

@@ -36,7 +36,7 @@ except OSError as e:
 IDENTITY = """
 import os, socket
 open("/dev/shm/hps-netns-probe", "w").close()
-print(socket.gethostname(), os.getpid(), sorted(os.listdir("/dev/shm")),
+print(socket.gethostname(), open("/proc/1/comm").read().strip(), sorted(os.listdir("/dev/shm")),
       open("/proc/sys/kernel/random/boot_id").read().strip(), os.readlink("/proc/self/ns/net"))
 """
 
@@ -59,11 +59,20 @@ def test_two_hosts_talk_over_their_own_link_and_each_has_its_own_identity():
                               capture_output=True, text=True, timeout=30)
         assert here.returncode == 3, here.stdout
         seen = [hosts.run(h, [sys.executable, "-c", IDENTITY]).stdout.split() for h in (0, 1)]
-        (name0, pid0, shm0, boot0, net0), (name1, pid1, shm1, boot1, net1) = (
+        (name0, init0, shm0, boot0, net0), (name1, init1, shm1, boot1, net1) = (
             (s[0], s[1], " ".join(s[2:-2]), s[-2], s[-1]) for s in seen)
         assert (name0, name1) == ("host0", "host1")
-        # Each host's first process is its PID 1 (after unshare's fork, the shell's exec).
-        assert pid0 == pid1 == "1"
+        # Each host has its own process ids: its PID 1 is its anchor.
+        assert init0 == init1 == "sleep"
+        # Two processes of one host see each other (one PID namespace, one /proc); another
+        # host's do not.
+        sleeper = hosts.popen(0, ["sh", "-c", "echo $$; exec sleep 300"],
+                              stdout=subprocess.PIPE, text=True)
+        pid = sleeper.stdout.readline().strip()
+        look = f"import os; print(os.path.exists('/proc/{pid}') and " \
+               f"open('/proc/{pid}/comm').read().strip())"
+        assert hosts.run(0, [sys.executable, "-c", look]).stdout.strip() == "sleep"
+        assert hosts.run(1, [sys.executable, "-c", look]).stdout.strip() != "sleep"
         # Private /dev/shm: each saw only its own probe file, and the machine's has none.
         assert shm0 == shm1 == "['hps-netns-probe']"
         assert not os.path.exists("/dev/shm/hps-netns-probe")
