@@ -5,10 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <utility>
+#include <vector>
 
 #include "backends/host/host_kernel_api.h"
 #include "backends/host/host_stream.h"
@@ -18,7 +21,7 @@ namespace hyper_parallel::shmem::host {
 namespace {
 
 constexpr std::uint64_t kHandleMagic = 0x4850534d53454731ull;  // "HPSMSEG1"
-constexpr std::uint32_t kHandleVersion = 1;
+constexpr std::uint32_t kHandleVersion = 2;  // 2: the host identity
 
 std::uint64_t PageSize() {
   static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
@@ -130,6 +133,39 @@ Status DecodeSegmentHandle(std::string_view bytes, SegmentHandle* out) {
   return Status::Ok();
 }
 
+Status CheckOneHost(const std::vector<SegmentHandle>& handles, int rank) {
+  const HostIdentity& mine = handles[rank].host;
+  // The PEs grouped by host, in order of their first PE.
+  std::vector<std::pair<const HostIdentity*, std::vector<int>>> hosts;
+  bool alone = true;
+  for (int pe = 0; pe < static_cast<int>(handles.size()); ++pe) {
+    const HostIdentity& host = handles[pe].host;
+    if (!host.SameHost(mine)) alone = false;
+    auto it = std::find_if(hosts.begin(), hosts.end(),
+                           [&](const auto& entry) { return entry.first->SameHost(host); });
+    if (it == hosts.end()) {
+      hosts.push_back({&host, {pe}});
+    } else {
+      it->second.push_back(pe);
+    }
+  }
+  if (alone) return Status::Ok();
+  std::string layout;
+  std::string others;
+  for (const auto& [host, pes] : hosts) {
+    std::string list;
+    for (int pe : pes) list += (list.empty() ? "" : ",") + std::to_string(pe);
+    layout += (layout.empty() ? "" : "; ") + host->Label() + ": pes " + list;
+    if (!host->SameHost(mine)) others += (others.empty() ? "" : ",") + list;
+  }
+  return Status::Assertion(
+      ErrorCode::kUnsupportedCapability,
+      "the host backend reaches only PEs on its own host (it maps their memory); PEs on other "
+      "hosts need a network transport, which this build does not have",
+      {{"pe", std::to_string(rank)}, {"host", mine.Label()}, {"other_host_pes", others},
+       {"hosts", layout}});
+}
+
 HostBackend::~HostBackend() { DestroyHeap(); }
 
 Status HostBackend::CreateHeap(const HeapSpec& spec, std::string* local_handle) {
@@ -193,6 +229,7 @@ Status HostBackend::CreateHeap(const HeapSpec& spec, std::string* local_handle) 
   handle.rank = spec.rank;
   handle.pid = static_cast<std::int32_t>(::getpid());
   handle.fd = fd_;
+  handle.host = HostIdentity::Current();
   handle.segment_bytes = segment_bytes_;
   handle.heap_bytes = spec.heap_bytes;
   *local_handle = EncodeSegmentHandle(handle);
@@ -206,11 +243,15 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
                              {{"handles", std::to_string(handles.size())},
                               {"size", std::to_string(spec_.size)}});
   }
+  std::vector<SegmentHandle> decoded(spec_.size);
+  for (int pe = 0; pe < spec_.size; ++pe) {
+    HPS_RETURN_IF_ERROR(DecodeSegmentHandle(handles[pe], &decoded[pe]));
+  }
+  HPS_RETURN_IF_ERROR(CheckOneHost(decoded, spec_.rank));
   std::vector<int> pids(spec_.size, static_cast<int>(::getpid()));
   for (int pe = 0; pe < spec_.size; ++pe) {
     if (pe == spec_.rank) continue;
-    SegmentHandle handle;
-    HPS_RETURN_IF_ERROR(DecodeSegmentHandle(handles[pe], &handle));
+    const SegmentHandle& handle = decoded[pe];
     pids[pe] = handle.pid;
     if (handle.rank != pe || handle.segment_bytes != segment_bytes_ ||
         handle.heap_bytes != spec_.heap_bytes) {

@@ -33,6 +33,7 @@
 #include "backends/host/call_sites.h"
 #include "backends/host/control_block.h"
 #include "backends/host/host_device.h"
+#include "backends/host/host_identity.h"
 #include "backends/host/liveness.h"
 
 namespace hyper_parallel::shmem::host {
@@ -46,6 +47,7 @@ struct SegmentHandle {
   std::int32_t fd = -1;
   std::uint64_t segment_bytes = 0;
   std::uint64_t heap_bytes = 0;
+  HostIdentity host;  ///< where the segment can be mapped from
 };
 
 class HostBackend final : public Backend {
@@ -137,5 +139,8 @@ class HostBackend final : public Backend {
 /// Serialises a handle to the bytes CreateHeap publishes, and back (with validation).
 std::string EncodeSegmentHandle(const SegmentHandle& handle);
 Status DecodeSegmentHandle(std::string_view bytes, SegmentHandle* out);
+/// UNSUPPORTED_CAPABILITY naming every host and its PEs unless every handle's host is that of
+/// handles[rank]: the host backend maps its peers' memory, so it reaches only its own host.
+Status CheckOneHost(const std::vector<SegmentHandle>& handles, int rank);
 
 }  // namespace hyper_parallel::shmem::host

@@ -38,7 +38,11 @@ def init_process_group_from_environment(timeout_s: float = 300.0, backend: str =
         return False
     rendezvous = os.environ.get(ENV_RENDEZVOUS)
     init_method = f"file://{rendezvous}" if rendezvous else "env://"
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    if os.environ.get("MASTER_ADDR", "127.0.0.1") in ("127.0.0.1", "localhost", "::1"):
+        # One host: gloo on loopback (it otherwise picks the interface its hostname resolves
+        # to, which fails where the hostname does not resolve). With PEs on several hosts the
+        # user names the interface (GLOO_SOCKET_IFNAME), as for any gloo job.
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     dist.init_process_group(backend, init_method=init_method, rank=int(rank),
                             world_size=int(world), timeout=timedelta(seconds=timeout_s))
     return True
