@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on a fresh Debian/Ubuntu machine, skipping what is
-# already there: a C++20 compiler, CMake, Ninja and GoogleTest (Debian's libgtest-dev), then
+# already there: a C++20 compiler, CMake, Ninja, GoogleTest (Debian's libgtest-dev) and
+# iproute2 (the namespace hosts of the tests), then
 # torch 2.13.0 (pinned: a looser spec could fetch a multi-GB CUDA build), scikit-build-core,
 # pytest and transformers 5.23.0 (the tests of mega_moe.hf build tiny models from their configs;
 # pinned: the block layouts they swap are this version's). System packages need root;
@@ -13,6 +14,9 @@ command -v g++ >/dev/null || missing+=(g++)
 command -v cmake >/dev/null || missing+=(cmake)
 command -v ninja >/dev/null || missing+=(ninja-build)
 [[ -f /usr/include/gtest/gtest.h ]] || missing+=(libgtest-dev)
+# The tests of several hosts make hosts of namespaces (ip netns, unshare, nsenter).
+command -v ip >/dev/null || missing+=(iproute2)
+command -v nsenter >/dev/null || missing+=(util-linux)
 if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
     echo "missing system packages: ${missing[*]} (run as root, or: sudo apt-get install ${missing[*]})" >&2
