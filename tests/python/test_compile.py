@@ -403,10 +403,12 @@ def _bad_input(rank, size):
                 barrier_op(_ops.order_token(), [], codes[1])
                 return x
 
+            eager_error = expect_shmem_error("INVALID_ARGUMENT", barrier_on, torch.ones(1))
             error = expect_shmem_error(
                 "INVALID_ARGUMENT", torch.compile(barrier_on, fullgraph=True, backend="eager"),
                 torch.ones(1))
             assert "a team this PE is in" in str(error), error
+            assert str(error) == str(eager_error)
         else:
             solo.destroy()
 
