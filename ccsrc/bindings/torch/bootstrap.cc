@@ -1,5 +1,6 @@
 // The Runtime's lifecycle from Python: init over a bootstrap that is a Python object (the
-// package passes one over its torch.distributed process group), shutdown, and the state.
+// package passes one over its torch.distributed process group), shutdown, and the state. The
+// custom ops' order token (ops.h) begins and ends with the lifecycle.
 // Includes pybind11 only, no torch. Both collective calls release the GIL; the bootstrap takes
 // it back for each call into Python.
 #include <pybind11/pybind11.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "bindings/torch/errors.h"
+#include "bindings/torch/ops.h"
 #include "bindings/torch/registration.h"
 #include "runtime/bootstrap.h"
 #include "runtime/runtime.h"
@@ -82,11 +84,16 @@ void Init(py::object bootstrap, int rank, int size, std::vector<int> global_rank
   options.global_ranks = std::move(global_ranks);
   py::gil_scoped_release no_gil;
   Check(Runtime::Process().Init(std::move(options)));
+  OpenOrderToken();
 }
 
+// The token goes with the lifecycle: when the shutdown completed or left the Runtime failed,
+// not when it was refused (the lifecycle goes on).
 void Shutdown() {
   py::gil_scoped_release no_gil;
-  Check(Runtime::Process().Shutdown());
+  const Status status = Runtime::Process().Shutdown();
+  if (Runtime::Process().state() != RuntimeState::kReady) CloseOrderToken();
+  Check(status);
 }
 
 }  // namespace

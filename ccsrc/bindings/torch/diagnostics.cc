@@ -1,5 +1,5 @@
 // Process-local diagnostics for Python: the Runtime's snapshot as the dict debug_state()
-// builds on (its teams too), the running backend's description (shmem.backend_info()), the
+// builds on (its teams too, and the recent-operations record of op_record.h), the running backend's description (shmem.backend_info()), the
 // log level in force and the timeout. Includes pybind11 only, no torch. Not
 // collective; the snapshot is taken without the GIL.
 #include <pybind11/pybind11.h>
@@ -13,6 +13,7 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "bindings/torch/errors.h"
+#include "bindings/torch/op_record.h"
 #include "bindings/torch/registration.h"
 #include "runtime/runtime.h"
 
@@ -120,6 +121,16 @@ py::dict Snapshot() {
     blocked.append(entry);
   }
   state["blocked"] = blocked;
+  py::list recent;
+  for (const OpRecordEntry& entry : RecentOps()) {
+    py::dict row;
+    row["sequence"] = entry.sequence;
+    row["op"] = std::string(entry.op);
+    row["pe"] = entry.pe;
+    row["path"] = entry.path == CallPath::kCustomOp ? "custom_op" : "function";
+    recent.append(row);
+  }
+  state["recent_ops"] = recent;
   return state;
 }
 

@@ -229,6 +229,8 @@ void CheckContiguous(std::string_view operation, std::string_view name, const at
   }
 }
 
+bool IsSymmetric(const at::Tensor& tensor) { return ContextOf(tensor) != nullptr; }
+
 SymmetricView Symmetric(std::string_view operation, std::string_view name,
                         const at::Tensor& tensor) {
   CheckOnHeapDevice(operation, name, tensor);
@@ -267,7 +269,7 @@ void RegisterHeapTensors(py::module_& m) {
         py::arg("note") = "");
   m.def("free", &Free, py::arg("tensor"), py::arg("note") = "");
   m.def("is_symmetric",
-        [](const at::Tensor& tensor) { return ContextOf(tensor) != nullptr; },
+        [](const at::Tensor& tensor) { return IsSymmetric(tensor); },
         py::arg("tensor"), "Whether the tensor's storage is (or was) a symmetric allocation.");
   m.def("default_alignment", [] { return HeapAllocator::kGranule; });
 }

@@ -36,6 +36,9 @@ HPS_BINDING_API void CheckCpu(std::string_view operation, std::string_view name,
 HPS_BINDING_API void CheckContiguous(std::string_view operation, std::string_view name,
                                      const at::Tensor& tensor);
 
+/// True for a tensor over an allocation of empty() (freed or not): what a copy is not.
+HPS_BINDING_API bool IsSymmetric(const at::Tensor& tensor);
+
 /// A symmetric operand: a contiguous tensor over an allocation of empty(), on the heap's
 /// device, as the view the Runtime checks.
 HPS_BINDING_API SymmetricView Symmetric(std::string_view operation, std::string_view name,

@@ -18,5 +18,5 @@ PYBIND11_MODULE(hyper_parallel_shmem_torch, m) {
   binding::RegisterStreams(m);
   binding::RegisterDiagnostics(m);
   binding::RegisterTeams(m);
-  binding::RegisterOps();  // the primitives as torch custom ops
+  binding::RegisterOps(m);  // the primitives as torch custom ops, and the order token
 }

@@ -1,10 +1,300 @@
-// The seam for the primitives as torch custom ops (torch.ops.<namespace>.put, ...): their
-// schemas and kernels are registered here, over the same entries primitives.cc binds as Python
-// functions. Nothing is registered yet, so this file includes neither pybind11 nor torch.
+// The primitives as torch custom ops, torch.ops.hps.<op> (docs/compile.md): the schemas, the
+// kernels under the CPU and CUDA keys, and the order token (order_token.h).
+//
+// The schemas are shaped for the compiler (docs/compile.md, Schemas): every op takes the order
+// token first and declares it mutated, so that each op depends on the one before it and no
+// pass reorders or drops them; every local write is declared too (get's dst, the collectives'
+// output, wait_signal's sig and the tensors it guards, the tensors a barrier publishes), so
+// that no read of them moves across the op. All return (). A team is an int list (the code a
+// shmem.Team carries: [] the world, [-1] the node team, [lifecycle, slot, id] a made team).
+//
+// The kernels run the same entries as the Python functions (primitives.h). A kernel checks the
+// token, then that every tensor it writes or waits on is symmetric: a copy (what
+// functionalization hands an op under aot_eager) is refused, never waited on or written. No
+// kernel is registered under a composite or catch-all key: such a kernel runs during tracing.
 #include "bindings/torch/ops.h"
 
-namespace hyper_parallel::shmem::binding {
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/library.h>
 
-void RegisterOps() {}
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "base/mutex.h"
+#include "bindings/torch/errors.h"
+#include "bindings/torch/heap_tensors.h"
+#include "bindings/torch/order_token.h"
+#include "bindings/torch/primitives.h"
+#include "bindings/torch/teams.h"
+#include "runtime/runtime.h"
+
+namespace py = pybind11;
+
+namespace hyper_parallel::shmem::binding {
+namespace {
+
+// The token's value is this process's salt (high 32 bits, never 0) and the lifecycle number
+// (low 32 bits): a copy of the live token holds the live value, an earlier lifecycle's token
+// the same salt and an older number, any other tensor almost surely neither.
+std::uint64_t Salt() {
+  static const std::uint64_t salt = [] {
+    std::random_device device;
+    return (static_cast<std::uint64_t>(device()) & 0x7fffffffu) | 1u;
+  }();
+  return salt;
+}
+
+// The live value (0: no lifecycle); read by every kernel without a lock.
+std::atomic<std::int64_t> live_value{0};
+
+// The live token itself (undefined outside a lifecycle), for order_token().
+class LiveToken {
+ public:
+  void Set(at::Tensor token, std::int64_t value) EXCLUDES(mutex_) {
+    MutexLock lock(&mutex_);
+    token_ = std::move(token);
+    live_value.store(value, std::memory_order_release);
+  }
+
+  at::Tensor Get() EXCLUDES(mutex_) {
+    MutexLock lock(&mutex_);
+    return token_;
+  }
+
+ private:
+  Mutex mutex_;
+  at::Tensor token_ GUARDED_BY(mutex_);
+};
+
+// Never destroyed, so no tensor is released after torch at exit.
+LiveToken& Live() {
+  static LiveToken* live = new LiveToken();
+  return *live;
+}
+
+std::string Lifecycle(std::int64_t value) { return std::to_string(value & 0xffffffffll); }
+
+constexpr const char* kTokenRule =
+    "the live lifecycle's order token (shmem._ops.order_token(), a one-element torch.int64 CPU "
+    "tensor)";
+
+at::Tensor OrderToken() {
+  at::Tensor token = Live().Get();
+  if (!token.defined()) {
+    ThrowUnnoted(Status::Assertion(ErrorCode::kInvalidState,
+                                   "no live lifecycle: the order token exists from init to "
+                                   "shutdown",
+                                   {{"state", std::string(RuntimeStateName(
+                                                  Runtime::Process().state()))}})
+                     .At("order_token", "validate"));
+  }
+  return token;
+}
+
+// An int64 PE argument as the int the Runtime takes; one outside every int is refused here.
+int PeValue(std::string_view op, std::int64_t pe) {
+  if (pe < std::numeric_limits<int>::min() || pe > std::numeric_limits<int>::max()) {
+    Check(Contract(op, "pe", "in [0, " + std::to_string(Runtime::Process().size()) + ")",
+                   std::to_string(pe)));
+  }
+  return static_cast<int>(pe);
+}
+
+// The team a team code names (docs/compile.md, Teams).
+TeamHandle TeamOf(std::string_view op, at::IntArrayRef code) {
+  if (code.empty()) return kWorldTeam;
+  if (code.size() == 1 && code[0] == -1) {
+    TeamHandle node;
+    const Status status = Runtime::Process().NodeTeam(&node);
+    if (!status.ok()) Throw(status.Retagged(op, "validate"));
+    return node;
+  }
+  if (code.size() != 3 || code[0] < 0 || code[1] < 0 || code[2] < 0 ||
+      code[1] > std::numeric_limits<int>::max()) {
+    Check(Contract(op, "team",
+                   "a shmem.Team's code ([] the world, [-1] the node team, [lifecycle, slot, "
+                   "id] a made team)",
+                   c10::str(code)));
+  }
+  return TeamHandle{static_cast<std::uint64_t>(code[0]), static_cast<int>(code[1]),
+                    static_cast<std::uint64_t>(code[2])};
+}
+
+int TargetPe(std::string_view op, std::int64_t pe, at::IntArrayRef team) {
+  const int value = PeValue(op, pe);
+  if (team.empty()) [[likely]] return value;
+  return WorldPe(op, TeamOf(op, team), value);
+}
+
+// What an op writes or waits on must be the symmetric tensor itself, never a copy of it.
+void RequireSymmetric(std::string_view op, std::string_view name, const at::Tensor& tensor) {
+  if (IsSymmetric(tensor)) [[likely]] return;
+  Check(Contract(op, name,
+                 "a symmetric tensor from shmem.empty, itself (under torch.compile an op that "
+                 "is handed a copy, as functionalization does outside inductor, refuses it: "
+                 "docs/compile.md)",
+                 Describe(tensor) + " outside the symmetric heap"));
+}
+
+void RequireSymmetric(std::string_view op, std::string_view name, at::TensorList tensors) {
+  for (const at::Tensor& tensor : tensors) RequireSymmetric(op, name, tensor);
+}
+
+SignalOp SignalOpOf(std::string_view op, c10::string_view name) {
+  const SignalOp* chosen = SignalOpNamed(name);
+  TORCH_CHECK_VALUE(chosen != nullptr, op, ": ",
+                    ContractText("operation", "one of set, add", "'" + std::string(name) + "'"));
+  return *chosen;
+}
+
+void PutKernel(at::Tensor& order, const at::Tensor& dst, const at::Tensor& src, std::int64_t pe,
+               at::IntArrayRef team) {
+  CheckOrderToken(order, "put");
+  PutTensors(dst, src, TargetPe("put", pe, team), CallPath::kCustomOp);
+}
+
+void GetKernel(at::Tensor& order, at::Tensor& dst, const at::Tensor& src, std::int64_t pe,
+               at::IntArrayRef team) {
+  CheckOrderToken(order, "get");
+  GetTensors(dst, src, TargetPe("get", pe, team), CallPath::kCustomOp);
+}
+
+void SignalKernel(at::Tensor& order, const at::Tensor& sig, std::int64_t value, std::int64_t pe,
+                  c10::string_view operation, at::IntArrayRef team) {
+  CheckOrderToken(order, "signal");
+  const SignalOp op = SignalOpOf("signal", operation);
+  SignalTensor(sig, value, TargetPe("signal", pe, team), op, CallPath::kCustomOp);
+}
+
+void PutSignalKernel(at::Tensor& order, const at::Tensor& dst, const at::Tensor& src,
+                     const at::Tensor& sig, std::int64_t value, std::int64_t pe,
+                     c10::string_view operation, at::IntArrayRef team) {
+  CheckOrderToken(order, "put_signal");
+  const SignalOp op = SignalOpOf("put_signal", operation);
+  PutSignalTensors(dst, src, sig, value, TargetPe("put_signal", pe, team), op,
+                   CallPath::kCustomOp);
+}
+
+void WaitSignalKernel(at::Tensor& order, at::Tensor& sig, at::TensorList guarded,
+                      std::int64_t value, c10::string_view comparison) {
+  CheckOrderToken(order, "wait_signal");
+  const Comparison* chosen = ComparisonNamed(comparison);
+  TORCH_CHECK_VALUE(chosen != nullptr, "wait_signal: ",
+                    ContractText("comparison", "one of eq, ne, gt, ge, lt, le",
+                                 "'" + std::string(comparison) + "'"));
+  RequireSymmetric("wait_signal", "sig", sig);
+  RequireSymmetric("wait_signal", "guarded item", guarded);
+  WaitSignalTensor(sig, value, *chosen, CallPath::kCustomOp);
+}
+
+void BarrierKernel(at::Tensor& order, at::TensorList published, at::IntArrayRef team) {
+  CheckOrderToken(order, "barrier");
+  RequireSymmetric("barrier", "published item", published);
+  RunCollectiveTensors(CollectiveNamed("barrier"), TeamOf("barrier", team), nullptr, nullptr,
+                       CallPath::kCustomOp);
+}
+
+template <const char* kName>
+void ExchangeKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& input,
+                    at::IntArrayRef team) {
+  CheckOrderToken(order, kName);
+  RequireSymmetric(kName, "output", output);
+  RunCollectiveTensors(CollectiveNamed(kName), TeamOf(kName, team), &output, &input,
+                       CallPath::kCustomOp);
+}
+
+constexpr char kAllGather[] = "all_gather";
+constexpr char kAllToAll[] = "all_to_all";
+
+}  // namespace
+
+void CheckOrderToken(const at::Tensor& order, const char* op) {
+  const std::int64_t live = live_value.load(std::memory_order_acquire);
+  if (live == 0) {
+    Throw(Status::Assertion(ErrorCode::kInvalidState,
+                            "no live lifecycle: the op needs the order token of a live one",
+                            {{"state", std::string(RuntimeStateName(
+                                           Runtime::Process().state()))}})
+              .At(op, "validate"));
+  }
+  if (!order.defined() || !order.device().is_cpu() || order.scalar_type() != at::kLong ||
+      order.numel() != 1) {
+    Check(Contract(op, "order", kTokenRule, order.defined() ? Describe(order) : "None"));
+  }
+  const std::int64_t value = *order.const_data_ptr<std::int64_t>();
+  if (value == live) [[likely]] return;
+  if (static_cast<std::uint64_t>(value) >> 32 == Salt()) {
+    Throw(Status::Assertion(ErrorCode::kStaleLifecycle,
+                            "the order token of an earlier lifecycle (a compiled function or a "
+                            "token kept across shutdown and init)",
+                            {{"token_lifecycle", Lifecycle(value)},
+                             {"live_lifecycle", Lifecycle(live)}})
+              .At(op, "validate"));
+  }
+  Check(Contract(op, "order", kTokenRule, "a tensor that is not an order token"));
+}
+
+void OpenOrderToken() {
+  const std::uint64_t lifecycle = Runtime::Process().Snapshot().lifecycle;
+  const std::int64_t value = static_cast<std::int64_t>(Salt() << 32 | (lifecycle & 0xffffffffu));
+  at::Tensor token = at::empty({1}, at::TensorOptions().dtype(at::kLong));
+  *token.mutable_data_ptr<std::int64_t>() = value;
+  Live().Set(std::move(token), value);
+}
+
+void CloseOrderToken() { Live().Set(at::Tensor(), 0); }
+
+TORCH_LIBRARY(hps, m) {
+  const std::vector<at::Tag> ordered = {at::Tag::pt2_compliant_tag};
+  // The collectives agree with the other PEs on the host before anything is enqueued: a CUDA
+  // graph cannot capture them, so inductor's graph partitioning splits around them.
+  const std::vector<at::Tag> host_blocking = {at::Tag::pt2_compliant_tag,
+                                              at::Tag::cudagraph_unsafe};
+  m.def("put(Tensor(t!) order, Tensor dst, Tensor src, int pe, int[] team=[]) -> ()", ordered);
+  m.def("get(Tensor(t!) order, Tensor(a!) dst, Tensor src, int pe, int[] team=[]) -> ()",
+        ordered);
+  m.def("signal(Tensor(t!) order, Tensor sig, int value, int pe, str operation=\"set\", "
+        "int[] team=[]) -> ()",
+        ordered);
+  m.def("put_signal(Tensor(t!) order, Tensor dst, Tensor src, Tensor sig, int value, int pe, "
+        "str operation=\"set\", int[] team=[]) -> ()",
+        ordered);
+  m.def("wait_signal(Tensor(t!) order, Tensor(a!) sig, Tensor(b!)[] guarded, int value, "
+        "str comparison=\"eq\") -> ()",
+        ordered);
+  m.def("barrier(Tensor(t!) order, Tensor(b!)[] published, int[] team=[]) -> ()",
+        host_blocking);
+  m.def("all_gather(Tensor(t!) order, Tensor(a!) output, Tensor input, int[] team=[]) -> ()",
+        host_blocking);
+  m.def("all_to_all(Tensor(t!) order, Tensor(a!) output, Tensor input, int[] team=[]) -> ()",
+        host_blocking);
+}
+
+// The same kernels for the host heap's CPU tensors and a CUDA backend's device tensors (the
+// CPU token with a CUDA operand dispatches to CUDA).
+#define HPS_REGISTER_KERNELS(m)                                 \
+  m.impl("put", &PutKernel);                                    \
+  m.impl("get", &GetKernel);                                    \
+  m.impl("signal", &SignalKernel);                              \
+  m.impl("put_signal", &PutSignalKernel);                       \
+  m.impl("wait_signal", &WaitSignalKernel);                     \
+  m.impl("barrier", &BarrierKernel);                            \
+  m.impl("all_gather", &ExchangeKernel<kAllGather>);            \
+  m.impl("all_to_all", &ExchangeKernel<kAllToAll>)
+
+TORCH_LIBRARY_IMPL(hps, CPU, m) { HPS_REGISTER_KERNELS(m); }
+TORCH_LIBRARY_IMPL(hps, CUDA, m) { HPS_REGISTER_KERNELS(m); }
+
+void RegisterOps(py::module_& m) {
+  m.def("order_token", &OrderToken,
+        "The live lifecycle's order token, which every torch.ops.hps op takes first.");
+}
 
 }  // namespace hyper_parallel::shmem::binding

@@ -1,13 +1,22 @@
-// The primitives as torch custom ops (ops.cc). They are registered with torch's dispatcher
-// (torch.ops.<namespace>.<op>), not on the Python module, so this header includes nothing of
-// pybind11 or torch.
+// The primitives as torch custom ops (ops.cc, docs/compile.md): schemas and kernels registered
+// with torch's dispatcher as torch.ops.hps.<op>, and the order token's life (order_token.h),
+// which the lifecycle entries (bootstrap.cc) open and close. Includes pybind11, not torch.
 #pragma once
+
+#include <pybind11/pybind11.h>
 
 #include "bindings/torch/export.h"
 
 namespace hyper_parallel::shmem::binding {
 
-/// Registers the custom ops (nothing yet); the generic module's init calls it last.
-HPS_BINDING_API void RegisterOps();
+/// Adds order_token to `m`; the generic module's init calls it last. The ops themselves
+/// register with the dispatcher when the binding's library loads (TORCH_LIBRARY in ops.cc).
+HPS_BINDING_API void RegisterOps(pybind11::module_& m);
+
+/// A new order token for the lifecycle that has just begun (after a successful init).
+void OpenOrderToken();
+
+/// Drops the token (the lifecycle has ended); afterwards every op raises INVALID_STATE.
+void CloseOrderToken();
 
 }  // namespace hyper_parallel::shmem::binding

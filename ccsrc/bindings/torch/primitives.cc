@@ -1,14 +1,17 @@
-// The one-sided primitives and the collectives from Python: put, get, signal, put_signal,
-// wait_signal, and collective (a collective unit of ops/collectives.h run by name). Each
-// converts its arguments (arguments.h), resolves its operands through the protection chain
-// (heap_tensors.h) and calls the Runtime; policy stays in the Runtime. Every call that may
-// block releases the GIL. An optional team (teams.h) makes a PE argument a team PE and runs a
-// collective over the team; None takes the world path, with no lookup of its own. Includes
-// ATen's Tensor, not torch's Python headers.
+// The one-sided primitives and the collectives: on converted operands (primitives.h, shared
+// with the custom ops of ops.cc), and as Python functions: put, get, signal, put_signal,
+// wait_signal, and collective (a collective unit of ops/collectives.h run by name). A Python
+// function converts its arguments (arguments.h) and calls the shared entry; policy stays in
+// the Runtime. Every call that may block releases the GIL. An optional team (teams.h) makes a
+// PE argument a team PE and runs a collective over the team; None takes the world path, with
+// no lookup of its own. Includes ATen's Tensor, not torch's Python headers.
+#include "bindings/torch/primitives.h"
+
 #include <ATen/core/Tensor.h>
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -47,16 +50,34 @@ void CheckMatches(std::string_view operation, std::string_view local_name, const
   }
 }
 
-SignalOp SignalOpArg(py::handle value) {
-  return ChoiceArg("operation", value, {"set", "add"}) == "add" ? SignalOp::kAdd : SignalOp::kSet;
+SignalWidth Width(std::string_view operation, const at::Tensor& signal) {
+  if (signal.scalar_type() == at::kInt) return SignalWidth::k32;
+  if (signal.scalar_type() == at::kLong) return SignalWidth::k64;
+  Check(Contract(operation, "sig dtype", "torch.int32 or torch.int64",
+                 c10::toString(signal.scalar_type())));
+  return SignalWidth::k64;
 }
 
-// Runs `call` holding the GIL when it cannot wait, else without it.
-template <class Call>
-Status Run(std::uint64_t bytes, Call call) {
-  if (bytes <= kKeepGilBytes) return call();
-  py::gil_scoped_release no_gil;
-  return call();
+constexpr std::pair<std::string_view, SignalOp> kSignalOps[] = {{"set", SignalOp::kSet},
+                                                                {"add", SignalOp::kAdd}};
+constexpr std::pair<std::string_view, Comparison> kComparisons[] = {
+    {"eq", Comparison::kEq}, {"ne", Comparison::kNe}, {"gt", Comparison::kGt},
+    {"ge", Comparison::kGe}, {"lt", Comparison::kLt}, {"le", Comparison::kLe}};
+
+// Releases the GIL for the rest of the scope when a transfer of `bytes` may wait (larger
+// than kKeepGilBytes).
+class ReleaseFor {
+ public:
+  explicit ReleaseFor(std::uint64_t bytes) {
+    if (bytes > kKeepGilBytes) released_.emplace();
+  }
+
+ private:
+  std::optional<py::gil_scoped_release> released_;
+};
+
+SignalOp SignalOpArg(py::handle value) {
+  return *SignalOpNamed(ChoiceArg("operation", value, {"set", "add"}));
 }
 
 // The world PE a `pe` argument names: itself without a team, else the team's PE `pe`.
@@ -70,34 +91,16 @@ void Put(py::handle dst, py::handle src, py::handle pe_arg, py::handle team) {
   const at::Tensor destination = TensorArg("dst", dst);
   const at::Tensor source = TensorArg("src", src);
   const int pe = TargetPe("put", pe_arg, team);
-  const SymmetricView view = Symmetric("put", "dst", destination);
-  const void* local = Local("put", "src", source);
-  CheckMatches("put", "src", source, "dst", destination);
-  const StreamRef stream = CurrentStream();
-  Check(Run(view.bytes, [&] {
-    return Runtime::Process().Put(view, local, pe, stream, Hold(stream, destination, source));
-  }));
+  const ReleaseFor released(ByteSize(destination));
+  PutTensors(destination, source, pe, CallPath::kFunction);
 }
 
 void Get(py::handle dst, py::handle src, py::handle pe_arg, py::handle team) {
   const at::Tensor destination = TensorArg("dst", dst);
   const at::Tensor source = TensorArg("src", src);
   const int pe = TargetPe("get", pe_arg, team);
-  const SymmetricView view = Symmetric("get", "src", source);
-  void* local = Local("get", "dst", destination);
-  CheckMatches("get", "dst", destination, "src", source);
-  const StreamRef stream = CurrentStream();
-  Check(Run(view.bytes, [&] {
-    return Runtime::Process().Get(local, view, pe, stream, Hold(stream, destination, source));
-  }));
-}
-
-SignalWidth Width(std::string_view operation, const at::Tensor& signal) {
-  if (signal.scalar_type() == at::kInt) return SignalWidth::k32;
-  if (signal.scalar_type() == at::kLong) return SignalWidth::k64;
-  Check(Contract(operation, "sig dtype", "torch.int32 or torch.int64",
-                 c10::toString(signal.scalar_type())));
-  return SignalWidth::k64;
+  const ReleaseFor released(ByteSize(source));
+  GetTensors(destination, source, pe, CallPath::kFunction);
 }
 
 void Signal(py::handle sig, py::handle value_arg, py::handle pe_arg, py::handle operation,
@@ -105,10 +108,7 @@ void Signal(py::handle sig, py::handle value_arg, py::handle pe_arg, py::handle 
   const at::Tensor signal = SignalArg(sig);
   const std::int64_t value = ValueArg(value_arg);
   const int pe = TargetPe("signal", pe_arg, team);
-  const SignalOp op = SignalOpArg(operation);
-  const SignalWidth width = Width("signal", signal);
-  const SymmetricView view = Symmetric("signal", "sig", signal);
-  Check(Runtime::Process().Signal(view, width, value, pe, op, CurrentStream()));
+  SignalTensor(signal, value, pe, SignalOpArg(operation), CallPath::kFunction);
 }
 
 void PutSignal(py::handle dst, py::handle src, py::handle sig, py::handle value_arg,
@@ -119,43 +119,100 @@ void PutSignal(py::handle dst, py::handle src, py::handle sig, py::handle value_
   const std::int64_t value = ValueArg(value_arg);
   const int pe = TargetPe("put_signal", pe_arg, team);
   const SignalOp op = SignalOpArg(operation);
-  const SymmetricView view = Symmetric("put_signal", "dst", destination);
-  const void* local = Local("put_signal", "src", source);
-  CheckMatches("put_signal", "src", source, "dst", destination);
-  const SignalWidth width = Width("put_signal", signal);
-  const SymmetricView signal_view = Symmetric("put_signal", "sig", signal);
-  const StreamRef stream = CurrentStream();
-  Check(Run(view.bytes, [&] {
-    return Runtime::Process().PutSignal(view, local, signal_view, width, value, pe, op, stream,
-                                        Hold(stream, destination, source));
-  }));
+  const ReleaseFor released(ByteSize(destination));
+  PutSignalTensors(destination, source, signal, value, pe, op, CallPath::kFunction);
 }
 
 void WaitSignal(py::handle sig, py::handle value_arg, py::handle comparison_arg) {
   const at::Tensor signal = SignalArg(sig);
   const std::int64_t value = ValueArg(value_arg);
-  const std::string comparison =
-      ChoiceArg("comparison", comparison_arg, {"eq", "ne", "gt", "ge", "lt", "le"});
-  static const std::pair<std::string_view, Comparison> kComparisons[] = {
-      {"eq", Comparison::kEq}, {"ne", Comparison::kNe}, {"gt", Comparison::kGt},
-      {"ge", Comparison::kGe}, {"lt", Comparison::kLt}, {"le", Comparison::kLe}};
-  Comparison chosen = Comparison::kEq;
-  for (const auto& [name, value_comparison] : kComparisons) {
-    if (comparison == name) chosen = value_comparison;
-  }
-  const SignalWidth width = Width("wait_signal", signal);
-  const SymmetricView view = Symmetric("wait_signal", "sig", signal);
-  const StreamRef stream = CurrentStream();
+  const Comparison comparison = *ComparisonNamed(
+      ChoiceArg("comparison", comparison_arg, {"eq", "ne", "gt", "ge", "lt", "le"}));
   py::gil_scoped_release no_gil;  // it may wait: another thread may need the GIL to signal
-  Check(Runtime::Process().WaitSignal(view, width, value, chosen, stream));
+  WaitSignalTensor(signal, value, comparison, CallPath::kFunction);
 }
 
-// Runs the collective unit called `name` (ops/collectives.h) over the Root WORLD, or over
-// `team` when it is not None (results in team-PE order): with no operand (barrier), or with a
-// symmetric output and a local input of the same dtype, whose sizes the collective's own
-// checks count in elements.
+// Runs the collective unit called `name` over the Root WORLD, or over `team` when it is not
+// None (results in team-PE order).
 void RunCollective(const std::string& name, py::handle output_arg, py::handle input_arg,
                    py::handle team_arg) {
+  const data_plane::Collective& collective = CollectiveNamed(name);
+  const TeamHandle team = team_arg.is_none() ? kWorldTeam : TeamArgument(team_arg);
+  if (!collective.TakesOperands()) {
+    py::gil_scoped_release no_gil;
+    RunCollectiveTensors(collective, team, nullptr, nullptr, CallPath::kFunction);
+    return;
+  }
+  const at::Tensor output = TensorArg("output", output_arg);
+  const at::Tensor input = TensorArg("input", input_arg);
+  py::gil_scoped_release no_gil;
+  RunCollectiveTensors(collective, team, &output, &input, CallPath::kFunction);
+}
+
+}  // namespace
+
+const SignalOp* SignalOpNamed(std::string_view name) {
+  for (const auto& [known, op] : kSignalOps) {
+    if (name == known) return &op;
+  }
+  return nullptr;
+}
+
+const Comparison* ComparisonNamed(std::string_view name) {
+  for (const auto& [known, comparison] : kComparisons) {
+    if (name == known) return &comparison;
+  }
+  return nullptr;
+}
+
+void PutTensors(const at::Tensor& dst, const at::Tensor& src, int pe, CallPath path) {
+  const SymmetricView view = Symmetric("put", "dst", dst);
+  const void* local = Local("put", "src", src);
+  CheckMatches("put", "src", src, "dst", dst);
+  const StreamRef stream = CurrentStream();
+  Check(Runtime::Process().Put(view, local, pe, stream, Hold(stream, dst, src)));
+  RecordOp("put", pe, path);
+}
+
+void GetTensors(const at::Tensor& dst, const at::Tensor& src, int pe, CallPath path) {
+  const SymmetricView view = Symmetric("get", "src", src);
+  void* local = Local("get", "dst", dst);
+  CheckMatches("get", "dst", dst, "src", src);
+  const StreamRef stream = CurrentStream();
+  Check(Runtime::Process().Get(local, view, pe, stream, Hold(stream, dst, src)));
+  RecordOp("get", pe, path);
+}
+
+void SignalTensor(const at::Tensor& sig, std::int64_t value, int pe, SignalOp op,
+                  CallPath path) {
+  const SignalWidth width = Width("signal", sig);
+  const SymmetricView view = Symmetric("signal", "sig", sig);
+  Check(Runtime::Process().Signal(view, width, value, pe, op, CurrentStream()));
+  RecordOp("signal", pe, path);
+}
+
+void PutSignalTensors(const at::Tensor& dst, const at::Tensor& src, const at::Tensor& sig,
+                      std::int64_t value, int pe, SignalOp op, CallPath path) {
+  const SymmetricView view = Symmetric("put_signal", "dst", dst);
+  const void* local = Local("put_signal", "src", src);
+  CheckMatches("put_signal", "src", src, "dst", dst);
+  const SignalWidth width = Width("put_signal", sig);
+  const SymmetricView signal_view = Symmetric("put_signal", "sig", sig);
+  const StreamRef stream = CurrentStream();
+  Check(Runtime::Process().PutSignal(view, local, signal_view, width, value, pe, op, stream,
+                                     Hold(stream, dst, src)));
+  RecordOp("put_signal", pe, path);
+}
+
+void WaitSignalTensor(const at::Tensor& sig, std::int64_t value, Comparison comparison,
+                      CallPath path) {
+  const SignalWidth width = Width("wait_signal", sig);
+  const SymmetricView view = Symmetric("wait_signal", "sig", sig);
+  Check(Runtime::Process().WaitSignal(view, width, value, comparison, CurrentStream()));
+  RecordOp("wait_signal", -1, path);
+}
+
+const data_plane::Collective& CollectiveNamed(std::string_view name) {
   const data_plane::Collective* collective = ops::FindCollective(name);
   if (collective == nullptr) {
     std::string names;
@@ -164,36 +221,36 @@ void RunCollective(const std::string& name, py::handle output_arg, py::handle in
     }
     Check(Contract("collective", "collective", "one of this build's (" + names + ")", name));
   }
-  const bool world = team_arg.is_none();
-  const TeamHandle team = world ? kWorldTeam : TeamArgument(team_arg);
-  const StreamRef stream = CurrentStream();
-  if (!collective->TakesOperands()) {
-    py::gil_scoped_release no_gil;
-    Check(world ? Runtime::Process().RunCollective(*collective, {}, stream)
-                : Runtime::Process().RunCollective(team, *collective, {}, stream));
-    return;
-  }
-  const std::string_view op = collective->name();
-  const at::Tensor output = TensorArg("output", output_arg);
-  const at::Tensor input = TensorArg("input", input_arg);
-  const SymmetricView view = Symmetric(op, "output", output);
-  const void* local = Local(op, "input", input);
-  if (input.scalar_type() != output.scalar_type()) {
-    Check(Contract(op, "input dtype",
-                   "output's dtype " + std::string(c10::toString(output.scalar_type())),
-                   c10::toString(input.scalar_type())));
-  }
-  const CollectiveOperands operands{
-      view, local, ByteSize(input), static_cast<std::uint64_t>(output.element_size()),
-      c10::getDtypeNames(output.scalar_type()).first};
-  KeepAlive hold = Hold(stream, output, input);
-  py::gil_scoped_release no_gil;
-  Check(world ? Runtime::Process().RunCollective(*collective, operands, stream, std::move(hold))
-              : Runtime::Process().RunCollective(team, *collective, operands, stream,
-                                                 std::move(hold)));
+  return *collective;
 }
 
-}  // namespace
+void RunCollectiveTensors(const data_plane::Collective& collective, const TeamHandle& team,
+                          const at::Tensor* output, const at::Tensor* input, CallPath path) {
+  const bool world = team == kWorldTeam;
+  const StreamRef stream = CurrentStream();
+  if (!collective.TakesOperands()) {
+    Check(world ? Runtime::Process().RunCollective(collective, {}, stream)
+                : Runtime::Process().RunCollective(team, collective, {}, stream));
+    RecordOp(collective.name(), -1, path);
+    return;
+  }
+  const std::string_view op = collective.name();
+  const SymmetricView view = Symmetric(op, "output", *output);
+  const void* local = Local(op, "input", *input);
+  if (input->scalar_type() != output->scalar_type()) {
+    Check(Contract(op, "input dtype",
+                   "output's dtype " + std::string(c10::toString(output->scalar_type())),
+                   c10::toString(input->scalar_type())));
+  }
+  const CollectiveOperands operands{
+      view, local, ByteSize(*input), static_cast<std::uint64_t>(output->element_size()),
+      c10::getDtypeNames(output->scalar_type()).first};
+  KeepAlive hold = Hold(stream, *output, *input);
+  Check(world ? Runtime::Process().RunCollective(collective, operands, stream, std::move(hold))
+              : Runtime::Process().RunCollective(team, collective, operands, stream,
+                                                 std::move(hold)));
+  RecordOp(collective.name(), -1, path);
+}
 
 void RegisterPrimitives(py::module_& m) {
   // team: None (the world) or a shmem.Team, whose PE numbers `pe` then is.

@@ -23,6 +23,6 @@ HPS_BINDING_API void RegisterStreams(pybind11::module_& m);
 HPS_BINDING_API void RegisterDiagnostics(pybind11::module_& m);
 /// teams.cc: TeamHandle, set_team_class, the team splits, create, destroy, describe, team_pe.
 HPS_BINDING_API void RegisterTeams(pybind11::module_& m);
-// The custom ops register with torch's dispatcher, not on the module: ops.h.
+// The custom ops register with torch's dispatcher (and order_token on the module): ops.h.
 
 }  // namespace hyper_parallel::shmem::binding

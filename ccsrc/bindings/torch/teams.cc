@@ -192,7 +192,10 @@ TeamHandle TeamArgument(const py::handle& team) {
 }
 
 int WorldPe(std::string_view operation, const py::handle& team, int team_pe) {
-  const TeamHandle handle = TeamArgument(team);
+  return WorldPe(operation, TeamArgument(team), team_pe);
+}
+
+int WorldPe(std::string_view operation, const TeamHandle& handle, int team_pe) {
   if (handle == kWorldTeam) return team_pe;  // the world numbers its PEs as the world does
   int world_pe = -1;
   const Status status = Runtime::Process().TeamPe(handle, team_pe, &world_pe);
@@ -207,6 +210,18 @@ void RegisterTeams(py::module_& m) {
       .def_property_readonly("lifecycle", [](const TeamObject& o) { return o.handle.lifecycle; })
       .def_property_readonly("slot", [](const TeamObject& o) { return o.handle.slot; })
       .def_property_readonly("id", [](const TeamObject& o) { return o.handle.id; })
+      // The team as the custom ops take it (ops.cc): [] the world, [-1] the node team,
+      // [lifecycle, slot, id] a made team.
+      .def_property_readonly("op_code", [](const TeamObject& o) {
+        py::list code;
+        if (o.kind == TeamObject::Kind::kNode) code.append(-1);
+        if (o.kind == TeamObject::Kind::kCreated) {
+          code.append(o.handle.lifecycle);
+          code.append(o.handle.slot);
+          code.append(o.handle.id);
+        }
+        return code;
+      })
       .def("__repr__", &Repr);
   m.def("set_team_class", [](py::object cls) { TeamClass() = std::move(cls); },
         "Registers the package's Team class (team= arguments are its instances).");

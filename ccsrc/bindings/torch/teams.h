@@ -25,5 +25,7 @@ HPS_BINDING_API TeamHandle TeamArgument(const pybind11::handle& team);
 /// itself for the world team, else the Runtime's translation; a refusal raises ShmemError
 /// tagged with `operation`.
 int WorldPe(std::string_view operation, const pybind11::handle& team, int team_pe);
+/// The same for a team already converted (needs no GIL).
+int WorldPe(std::string_view operation, const TeamHandle& team, int team_pe);
 
 }  // namespace hyper_parallel::shmem::binding

@@ -60,8 +60,12 @@ def debug_state() -> DebugState:
     yield_us, sleeps, pinned: the core the initialising thread was pinned to, or why not),
     blocked (each operation blocked now: operation, stream, since, waited_s, and
     waiting_for, e.g. the signal address, comparison, expected and observed value, or the
-    collective and the PEs that have not arrived), latest_failure (the text of the latest
-    native error, or None) and terminal_failure (why the runtime is failed, or None).
+    collective and the PEs that have not arrived), recent_ops (the last 64 primitives that
+    completed on this PE, oldest first: sequence, op, pe (the world PE of a one-sided op, -1
+    otherwise) and path: "function" for a call of the public functions in eager mode,
+    "custom_op" for torch.ops.hps, which a compiled function calls), latest_failure (the text
+    of the latest native error, or None) and terminal_failure (why the runtime is failed, or
+    None).
     """
     snapshot = native.snapshot()
     state = DebugState()
@@ -72,6 +76,7 @@ def debug_state() -> DebugState:
                 "teams", "calls_in_flight", "wait"):
         state[key] = snapshot[key]
     state["blocked"] = _blocked(snapshot["blocked"])
+    state["recent_ops"] = snapshot["recent_ops"]
     state["latest_failure"] = snapshot["latest_failure"]
     state["terminal_failure"] = snapshot["terminal_failure"]
     return state

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from . import _ops
 from ._runtime import ShmemError, assertion, contract, native
 
 _lock = threading.RLock()
@@ -157,10 +158,12 @@ class Handle:
                         _count = 0
                         _identity = None
                         _bootstrap = None
+                        _ops.lifecycle_ended()
                         self._closed = True
                     raise
                 _identity = None
                 _bootstrap = None
+                _ops.lifecycle_ended()
             _count -= 1
             self._closed = True
 
@@ -196,6 +199,7 @@ def acquire_shmem(root_group=None) -> Handle:
     with _lock:
         if _count == 0:
             native.init(bootstrap, rank, size, list(identity.global_ranks))
+            _ops.lifecycle_began()
             _identity = identity
             _bootstrap = bootstrap
         elif identity != _identity:

@@ -39,7 +39,7 @@ class Team:
     natively until the last close (destroy is collective, so no finaliser may run it).
     """
 
-    __slots__ = ("_native", "_name", "_destroyed", "__weakref__")
+    __slots__ = ("_native", "_name", "_destroyed", "_code", "__weakref__")
 
     def __init__(self, handle: object, _name: str | None = None) -> None:
         if not isinstance(handle, native.TeamHandle):
@@ -49,6 +49,9 @@ class Team:
         self._native = handle
         self._name = _name        # "TEAM_WORLD" / "TEAM_NODE" for the predefined ones
         self._destroyed = False   # destroyed through this object
+        # The team as the custom ops take it (_ops.team_code, docs/compile.md): plain ints, so
+        # that a compiled function reads it without a native call.
+        self._code = tuple(handle.op_code)
 
     @property
     def predefined(self) -> bool:

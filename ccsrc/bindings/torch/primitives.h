@@ -1,0 +1,49 @@
+// The primitives on converted operands, shared by the two ways in (primitives.cc): the Python
+// functions of the generic module (native.put, ...) and the torch custom ops (ops.cc,
+// torch.ops.hps.put, ...). Each resolves its operands through the protection chain
+// (heap_tensors.h), checks that the two sides of a transfer match, and calls the Runtime;
+// a refusal raises ShmemError; what completed is noted in the recent-operations record
+// (op_record.h) with the way it came in. None touches the GIL: the Python functions release it around
+// the calls that may wait, and torch's dispatcher has released it before a custom op's kernel
+// runs. Includes ATen's Tensor, not torch's Python headers.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string_view>
+
+#include "backends/backend.h"
+#include "bindings/torch/op_record.h"
+#include "data_plane/collective.h"
+#include "runtime/runtime.h"
+
+namespace hyper_parallel::shmem::binding {
+
+/// Copies local `src` into symmetric `dst` on world PE `pe`, on the current stream.
+void PutTensors(const at::Tensor& dst, const at::Tensor& src, int pe, CallPath path);
+/// Copies symmetric `src` on world PE `pe` into local `dst`, on the current stream.
+void GetTensors(const at::Tensor& dst, const at::Tensor& src, int pe, CallPath path);
+/// Sets or adds `value` to the symmetric one-element signal `sig` on world PE `pe`.
+void SignalTensor(const at::Tensor& sig, std::int64_t value, int pe, SignalOp op,
+                  CallPath path);
+/// PutTensors then SignalTensor, as one call.
+void PutSignalTensors(const at::Tensor& dst, const at::Tensor& src, const at::Tensor& sig,
+                      std::int64_t value, int pe, SignalOp op, CallPath path);
+/// Waits until the local `sig` compares true against `value`.
+void WaitSignalTensor(const at::Tensor& sig, std::int64_t value, Comparison comparison,
+                      CallPath path);
+/// Runs `collective` over `team` (kWorldTeam: the Root WORLD): with no operands when both are
+/// null (barrier), else with a symmetric output and a local input of the same dtype.
+void RunCollectiveTensors(const data_plane::Collective& collective, const TeamHandle& team,
+                          const at::Tensor* output, const at::Tensor* input, CallPath path);
+
+/// The collective unit called `name` (ops/collectives.h); INVALID_ARGUMENT naming this build's
+/// collectives when there is none.
+const data_plane::Collective& CollectiveNamed(std::string_view name);
+
+/// "set" / "add" and "eq" ... "le" as the Runtime's enums; null when `name` is none of them.
+const SignalOp* SignalOpNamed(std::string_view name);
+const Comparison* ComparisonNamed(std::string_view name);
+
+}  // namespace hyper_parallel::shmem::binding
