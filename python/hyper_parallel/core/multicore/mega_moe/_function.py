@@ -14,6 +14,10 @@ The halves are MegaMoEResources.start() (dispatch, the local experts, the combin
 and finish() (every result back), so that work of the caller's (MegaMoE's shared expert)
 runs between them, forward and backward, while this PE waits for the other PEs' experts.
 
+start_forward(), start_backward() and weight_gradients() are each direction's work without
+autograd around it: the autograd functions here call them, and so do the kernels of the custom
+ops the layer runs under torch.compile (_ops), so both paths compute alike.
+
 The SwiGLU's backward is written out (the same products autograd would form, in the same
 orientation) instead of running autograd's engine once per expert: an engine call per expert
 costs more than a small expert's arithmetic.
