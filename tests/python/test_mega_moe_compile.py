@@ -12,7 +12,6 @@ kernels in the shared cache instead of compiling them again on the same two core
 from __future__ import annotations
 
 import fcntl
-import gc
 import os
 import tempfile
 
@@ -20,7 +19,6 @@ import pytest
 import torch
 
 from hyper_parallel.core.multicore.mega_moe import (MegaMoE, MegaMoEResources, compile_model)
-from hyper_parallel.core.multicore.mega_moe import _ops
 
 pytestmark = pytest.mark.host_only("inductor's CPU code and the host stream's executor thread")
 
@@ -111,13 +109,6 @@ def _layer_against_eager(rank, size, cache):
         assert {"hps_moe::forward", "hps_moe::backward"} <= names, sorted(names)
         assert {"hps_moe::count_exchange", "hps_moe::dispatch", "hps_moe::expert_0",
                 "hps_moe::expert_1", "hps_moe::combine", "hps_moe::wait_results"} <= names
-        # What a forward keeps for its backward goes with its graph, backward or not.
-        assert not _ops._CALLS
-        loss = compiled(x, g)
-        assert len(_ops._CALLS) == 1
-        del loss
-        gc.collect()
-        assert not _ops._CALLS
     torch._dynamo.reset()
     return True
 

@@ -19,8 +19,10 @@ Both ops take the binding's order token first and declare it mutated (docs/compi
 that the compiler keeps them, in program order, with any other SHMEM op of the graph. The
 layer is named by an int (register_layer), a constant of the graph; what a forward saved for
 its backward (each local expert's products, at the owner) is named by the 0-dim `call` tensor
-the forward returns, which autograd keeps for the backward: when that tensor dies without a
-backward (a forward whose graph was dropped), what it named is dropped with it.
+the forward returns, which autograd keeps for the backward. The backward takes it out of the
+table; a forward under grad whose backward never runs leaves it there until its resources are
+closed (the next forward drops those): run compiled evaluation under torch.no_grad(), which
+keeps nothing.
 """
 
 from __future__ import annotations
@@ -80,12 +82,12 @@ def _forward_kernel(order, rows, ids, gate, up, down, layer, keep):
     start_forward(handoff, rows, gate, up, down)
     results = resources.finish(handoff.pending, copy=True)
     handoff.pending = None
+    for stale in [n for n, kept in _CALLS.items() if kept.resources.closed]:
+        del _CALLS[stale]  # forwards whose backward never ran, on closed resources
     number = next(_call_numbers)
-    call = torch.tensor(number, dtype=torch.int64)
     if keep:
         _CALLS[number] = handoff
-        weakref.finalize(call, _CALLS.pop, number, None)
-    return results, local_counts, counts, call
+    return results, local_counts, counts, torch.tensor(number, dtype=torch.int64)
 
 
 def _backward_kernel(order, grad, call, gate, up, down, layer):
