@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 
 from hyper_parallel.core.multicore import shmem
+from hyper_parallel.core.multicore.shmem import _ops
 from hyper_parallel.core.multicore.shmem.launch import init_process_group_from_environment
 
 TESTS = ("put", "get", "put_overhead", "pingpong", "gloo_sendrecv", "gloo_pingpong", "barrier",
@@ -121,6 +122,13 @@ def run(args) -> None:
                 body = (lambda: shmem.put(dst, src, peer)) if rank == 0 else (lambda: None)
             iters, samples = _measure(body, args, collective=False)
             _emit("hps_python", test, n, iters, samples)
+            if test == "put_overhead":
+                # The same put through the custom op a compiled function calls
+                # (torch.ops.hps.put, docs/compile.md), in the same run.
+                op, token = torch.ops.hps.put.default, _ops.order_token()
+                body = (lambda: op(token, dst, src, peer)) if rank == 0 else (lambda: None)
+                iters, samples = _measure(body, args, collective=False)
+                _emit("hps_op", test, n, iters, samples)
         shmem.free(buffer)
     elif test == "pingpong":
         buffer = shmem.empty(max(largest, 8), dtype=torch.uint8)

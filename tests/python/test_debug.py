@@ -15,8 +15,8 @@ pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh
 
 FIELDS = ["state", "reference_count", "lifecycle", "root_rank", "root_size", "global_ranks",
           "device", "backend", "config", "heap_base", "heap", "live_allocations", "leaks",
-          "collectives", "teams", "calls_in_flight", "wait", "blocked", "latest_failure",
-          "terminal_failure"]
+          "collectives", "teams", "calls_in_flight", "wait", "blocked", "recent_ops",
+          "latest_failure", "terminal_failure"]
 
 
 def _fields_and_repr(rank, size):

@@ -22,11 +22,12 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
-#include <mutex>
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 
+#include "base/mutex.h"
 #include "bindings/torch/errors.h"
 #include "bindings/torch/heap_tensors.h"
 #include "bindings/torch/order_token.h"
@@ -53,12 +54,29 @@ std::uint64_t Salt() {
 // The live value (0: no lifecycle); read by every kernel without a lock.
 std::atomic<std::int64_t> live_value{0};
 
-// The live token itself (undefined outside a lifecycle), for order_token(); never destroyed,
-// so no tensor is released after torch at exit.
-std::mutex token_mutex;
-at::Tensor& LiveToken() {
-  static at::Tensor* token = new at::Tensor();
-  return *token;
+// The live token itself (undefined outside a lifecycle), for order_token().
+class LiveToken {
+ public:
+  void Set(at::Tensor token, std::int64_t value) EXCLUDES(mutex_) {
+    MutexLock lock(&mutex_);
+    token_ = std::move(token);
+    live_value.store(value, std::memory_order_release);
+  }
+
+  at::Tensor Get() EXCLUDES(mutex_) {
+    MutexLock lock(&mutex_);
+    return token_;
+  }
+
+ private:
+  Mutex mutex_;
+  at::Tensor token_ GUARDED_BY(mutex_);
+};
+
+// Never destroyed, so no tensor is released after torch at exit.
+LiveToken& Live() {
+  static LiveToken* live = new LiveToken();
+  return *live;
 }
 
 std::string Lifecycle(std::int64_t value) { return std::to_string(value & 0xffffffffll); }
@@ -68,8 +86,8 @@ constexpr const char* kTokenRule =
     "tensor)";
 
 at::Tensor OrderToken() {
-  std::lock_guard<std::mutex> lock(token_mutex);
-  if (!LiveToken().defined()) {
+  at::Tensor token = Live().Get();
+  if (!token.defined()) {
     ThrowUnnoted(Status::Assertion(ErrorCode::kInvalidState,
                                    "no live lifecycle: the order token exists from init to "
                                    "shutdown",
@@ -77,7 +95,7 @@ at::Tensor OrderToken() {
                                                   Runtime::Process().state()))}})
                      .At("order_token", "validate"));
   }
-  return LiveToken();
+  return token;
 }
 
 // An int64 PE argument as the int the Runtime takes; one outside every int is refused here.
@@ -228,16 +246,10 @@ void OpenOrderToken() {
   const std::int64_t value = static_cast<std::int64_t>(Salt() << 32 | (lifecycle & 0xffffffffu));
   at::Tensor token = at::empty({1}, at::TensorOptions().dtype(at::kLong));
   *token.mutable_data_ptr<std::int64_t>() = value;
-  std::lock_guard<std::mutex> lock(token_mutex);
-  LiveToken() = std::move(token);
-  live_value.store(value, std::memory_order_release);
+  Live().Set(std::move(token), value);
 }
 
-void CloseOrderToken() {
-  std::lock_guard<std::mutex> lock(token_mutex);
-  live_value.store(0, std::memory_order_release);
-  LiveToken() = at::Tensor();
-}
+void CloseOrderToken() { Live().Set(at::Tensor(), 0); }
 
 TORCH_LIBRARY(hps, m) {
   const std::vector<at::Tag> ordered = {at::Tag::pt2_compliant_tag};

@@ -9,8 +9,8 @@
 
 namespace hyper_parallel::shmem::binding {
 
-/// Registers the custom ops with the dispatcher (once per process) and order_token on `m`;
-/// the generic module's init calls it last.
+/// Adds order_token to `m`; the generic module's init calls it last. The ops themselves
+/// register with the dispatcher when the binding's library loads (TORCH_LIBRARY in ops.cc).
 HPS_BINDING_API void RegisterOps(pybind11::module_& m);
 
 /// A new order token for the lifecycle that has just begun (after a successful init).

@@ -8,6 +8,11 @@ all_to_all) pass their arguments straight to the native module, which checks the
 crossing per call is what keeps the Python path of a ping-pong short. empty and free check
 theirs here. `team=` (a shmem.Team, _teams.py) runs a collective over the team and makes a `pe`
 a team PE number; None, the default, is the world, with no lookup of its own.
+
+Under torch.compile (docs/compile.md) the data-path functions call the torch custom ops
+instead (torch.ops.hps.<op>.default, the overload: the packet would be dropped by inductor),
+with the order token first; in eager mode they keep the direct path, which costs a quarter of a
+dispatcher call. empty and free allocate collectively and stay outside compiled regions.
 """
 
 from __future__ import annotations
@@ -19,8 +24,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from . import _debug
-from ._runtime import contract, native
+from . import _debug, _ops
+from ._runtime import ShmemError, assertion, contract, native
 
 if TYPE_CHECKING:
     from ._teams import Team
@@ -42,6 +47,28 @@ def _require_tensor(name: str, value: object) -> torch.Tensor:
     return value
 
 
+_compiling = torch.compiler.is_compiling
+_hps = torch.ops.hps
+
+
+@torch.compiler.disable(reason="shmem.empty and shmem.free are collective allocations of "
+                        "symmetric memory, which a compiled function cannot make: call them "
+                        "outside the compiled region (docs/compile.md)")
+def _refuse_in_compiled_region(operation: str) -> None:
+    raise ShmemError.make(
+        "INVALID_STATE", operation, "validate",
+        assertion(f"{operation} is a collective allocation of symmetric memory, which a "
+                  "compiled function cannot make: call it outside the compiled region "
+                  "(docs/compile.md)"))
+
+
+def _outside_compile(operation: str) -> None:
+    """empty and free under torch.compile: with fullgraph=True dynamo refuses the call with
+    the reason above; otherwise the graph breaks there and the call raises INVALID_STATE."""
+    if _compiling():
+        _refuse_in_compiled_region(operation)
+
+
 def _sizes(size: tuple) -> list:
     if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
         size = tuple(size[0])
@@ -61,7 +88,9 @@ def empty(*size, dtype: torch.dtype | None = None, alignment: int | None = None)
     Every PE must call it with the same size, dtype and alignment, in the same order; PEs that
     disagree all get COLLECTIVE_MISMATCH. alignment is a power of two in bytes (default 64).
     A zero-element tensor is a real allocation (one 64-byte granule) that must be freed too.
+    Not inside a compiled function (INVALID_STATE).
     """
+    _outside_compile("empty")
     sizes = _sizes(size)
     if dtype is None:
         dtype = torch.get_default_dtype()
@@ -79,8 +108,10 @@ def free(tensor: torch.Tensor) -> None:
     """Collective: frees the whole allocation of a tensor from empty() on every PE.
 
     Afterwards the tensor and every view of it raise on any use, in SHMEM and in plain torch.
-    A view, slice or reshape is rejected; a second free raises DOUBLE_FREE.
+    A view, slice or reshape is rejected; a second free raises DOUBLE_FREE. Not inside a
+    compiled function (INVALID_STATE).
     """
+    _outside_compile("free")
     tensor = _require_tensor("tensor", tensor)
     native.free(tensor, _debug.allocation_note(tuple(tensor.shape), tensor.dtype))
 
@@ -88,12 +119,18 @@ def free(tensor: torch.Tensor) -> None:
 def put(dst: torch.Tensor, src: torch.Tensor, pe: int, *, team: Team | None = None) -> None:
     """Copies local src into dst (symmetric) on PE pe, on the current stream. With a team, pe
     is a PE number of that team."""
+    if _compiling():
+        _hps.put.default(_ops.order_token(), dst, src, pe, _ops.team_code(team))
+        return
     native.put(dst, src, pe, team)
 
 
 def get(dst: torch.Tensor, src: torch.Tensor, pe: int, *, team: Team | None = None) -> None:
     """Copies src (symmetric) on PE pe into local dst, on the current stream. With a team, pe
     is a PE number of that team."""
+    if _compiling():
+        _hps.get.default(_ops.order_token(), dst, src, pe, _ops.team_code(team))
+        return
     native.get(dst, src, pe, team)
 
 
@@ -102,6 +139,9 @@ def signal(sig: torch.Tensor, value: int, pe: int, *, operation: str = "set",
     """Sets or adds value to the one-element int32/int64 symmetric sig on PE pe, after every
     earlier write of this stream (data before signal). operation is "set" or "add". With a
     team, pe is a PE number of that team."""
+    if _compiling():
+        _hps.signal.default(_ops.order_token(), sig, value, pe, operation, _ops.team_code(team))
+        return
     native.signal(sig, value, pe, operation, team)
 
 
@@ -111,21 +151,42 @@ def put_signal(dst: torch.Tensor, src: torch.Tensor, sig: torch.Tensor, value: i
     visible on PE pe before the signal is (what a producer writing a tile and raising its
     consumer's counter needs), for one validation and one enqueue. With a team, pe is a PE
     number of that team."""
+    if _compiling():
+        _hps.put_signal.default(_ops.order_token(), dst, src, sig, value, pe, operation,
+                                _ops.team_code(team))
+        return
     native.put_signal(dst, src, sig, value, pe, operation, team)
 
 
-def wait_signal(sig: torch.Tensor, value: int, *, comparison: str = "eq") -> None:
+def wait_signal(sig: torch.Tensor, value: int, *, comparison: str = "eq",
+                guarded: "list | tuple" = ()) -> None:
     """Waits until the local sig compares true against value (eq, ne, gt, ge, lt, le); bounded
-    by the timeout."""
+    by the timeout.
+
+    guarded: the symmetric tensors the signal announces (what peers put before signalling),
+    which the caller reads after the wait. Under torch.compile they must be listed: the op
+    then declares them written, so no read of them moves before the wait or reuses a value
+    read earlier (docs/compile.md). Ignored in eager mode.
+    """
+    if _compiling():
+        _hps.wait_signal.default(_ops.order_token(), sig, list(guarded), value, comparison)
+        return
     native.wait_signal(sig, value, comparison)
 
 
-def barrier(team: Team | None = None) -> None:
+def barrier(team: Team | None = None, *, published: "list | tuple" = ()) -> None:
     """Collective: afterwards every PE's earlier puts are visible everywhere.
 
     With a team (a shmem.Team), collective over the team's PEs only: afterwards the earlier
     puts of every team PE are visible on every team PE.
+
+    published: the symmetric tensors peers wrote before the barrier that the caller reads
+    after it. Under torch.compile they must be listed, as wait_signal's guarded (docs/
+    compile.md). Ignored in eager mode.
     """
+    if _compiling():
+        _hps.barrier.default(_ops.order_token(), list(published), _ops.team_code(team))
+        return
     native.collective("barrier", None, None, team)
 
 
@@ -142,6 +203,9 @@ def all_gather(output: torch.Tensor, input: torch.Tensor,  # noqa: A002 (torch's
     With a team, collective over the team's PEs: the group size is the team's, and the output
     holds the team PEs' inputs in team-PE order.
     """
+    if _compiling():
+        _hps.all_gather.default(_ops.order_token(), output, input, _ops.team_code(team))
+        return
     native.collective("all_gather", output, input, team)
 
 
@@ -159,6 +223,9 @@ def all_to_all(output: torch.Tensor, input: torch.Tensor,  # noqa: A002 (torch's
     With a team, collective over the team's PEs: blocks are cut by the team's size and i, j
     are team PE numbers.
     """
+    if _compiling():
+        _hps.all_to_all.default(_ops.order_token(), output, input, _ops.team_code(team))
+        return
     native.collective("all_to_all", output, input, team)
 
 

@@ -73,9 +73,10 @@ def debug_state() -> DebugState:
     state["reference_count"] = _lifecycle.reference_count()
     for key in ("lifecycle", "root_rank", "root_size", "global_ranks", "device", "backend",
                 "config", "heap_base", "heap", "live_allocations", "leaks", "collectives",
-                "teams", "calls_in_flight", "wait", "recent_ops"):
+                "teams", "calls_in_flight", "wait"):
         state[key] = snapshot[key]
     state["blocked"] = _blocked(snapshot["blocked"])
+    state["recent_ops"] = snapshot["recent_ops"]
     state["latest_failure"] = snapshot["latest_failure"]
     state["terminal_failure"] = snapshot["terminal_failure"]
     return state

@@ -14,16 +14,21 @@ import torch
 
 from ._runtime import ShmemError, assertion, native
 
-# The live lifecycle's token (None outside a lifecycle): the native one, kept here so that a
-# compiled function reads it as a plain global.
-_token: "torch.Tensor | None" = None
+# The token outside a lifecycle: value 0, which no lifecycle's token holds, so every op
+# refuses it with INVALID_STATE, also when a compiled function reads it as its graph input.
+_NO_TOKEN = torch.zeros(1, dtype=torch.int64)
+# The live lifecycle's token (the native one), kept here so that a compiled function reads it
+# as a plain global.
+_token: torch.Tensor = _NO_TOKEN
 
 
 def order_token() -> torch.Tensor:
     """The live lifecycle's order token, which every torch.ops.hps op takes first; raises
-    ShmemError INVALID_STATE outside a lifecycle."""
+    ShmemError INVALID_STATE outside a lifecycle. Inside a compiled function it raises
+    nothing: the ops raise INVALID_STATE when they run outside a lifecycle, which is also
+    what a function compiled during a lifecycle and called after it meets."""
     token = _token
-    if token is None:
+    if token is _NO_TOKEN and not torch.compiler.is_compiling():
         raise ShmemError.make(
             "INVALID_STATE", "order_token", "validate",
             assertion("no live lifecycle: the order token exists from init to shutdown"))
@@ -39,7 +44,7 @@ def lifecycle_began() -> None:
 def lifecycle_ended() -> None:
     """Drops the token (the lifecycle ended, or failed for good)."""
     global _token
-    _token = None
+    _token = _NO_TOKEN
 
 
 def team_code(team: object) -> list:
