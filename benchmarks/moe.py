@@ -52,6 +52,9 @@ def jobs(quick: bool) -> list:
                                                    "--reps", "20" if quick else "60"]))
         out.append((f"moe step x{pes}", common + ["--test", "step", "--configs", configs] + steps))
         out.append((f"moe memory x{pes}", common + ["--test", "memory", "--configs", configs]))
+        if pes == 2:  # compiling costs minutes per path on the 2-core machine: one size
+            out.append(("moe compiled x2", common + ["--test", "compiled", "--configs",
+                                                     _config("tiny", SIZES["tiny"])] + steps))
         out.append((f"moe sweep x{pes}", common + ["--test", "step", "--configs",
                                                     ",".join(sweep_config(i) for i in sweep)]
                     + steps))
@@ -110,6 +113,18 @@ def summarise(records: list) -> list:
         if r["moe"] == "memory":
             continue
         row["shape"] = r["shape"]
+        if r["moe"] == "compiled":
+            step = {side: _median(values) for side, values in r["steps_us"].items()}
+            row.update(steps=len(r["steps_us"]["shmem_eager"]), compile_s=r["compile_s"],
+                       graph_breaks=r["graph_breaks"],
+                       **{f"{side}_step_us": value for side, value in step.items()},
+                       **{f"{path}_compiled_over_eager":
+                          step[f"{path}_compiled"] / step[f"{path}_eager"]
+                          for path in ("shmem", "a2a")},
+                       shmem_over_a2a_compiled=step["shmem_compiled"] / step["a2a_compiled"],
+                       step_samples_us=r["steps_us"])
+            rows.append(row)
+            continue
         if r["moe"] == "comm":
             shmem_us, a2a_us = (_median(r["samples_us"][p]) for p in ("shmem", "a2a"))
             copy_us = _median(r["samples_us"].get("shmem_copy", []))
@@ -149,6 +164,8 @@ def targets(rows: list) -> list:
     out = []
     for row in rows:
         where = f"{row['config']} x{row['pes']}"
+        if row["test"] == "compiled":  # reported, no target
+            continue
         if row["test"] == "comm":
             out.append({"target": f"MoE dispatch+combine alone, {where}: gloo all-to-all / SHMEM "
                                   "(rows back in its return buffer)",
@@ -206,6 +223,22 @@ def table(rows: list) -> str:
             lines.append(f"{r['config']:<14}{r['pes']:>4}{r['bytes_per_pe'] / 1024:>9.0f}"
                          f"{r['a2a_us']:>10.0f}{r['shmem_us']:>10.0f}{r['speedup']:>9.1f}x"
                          f"{r['shmem_copy_us']:>10.0f}{r['speedup_copy']:>9.1f}x")
+    compiled = [r for r in rows if r["test"] == "compiled"]
+    if compiled:
+        lines.append("")
+        lines.append("MegaMoE training step eager and compiled (forward and loss under "
+                     "torch.compile, inductor; rank-max median); ratio: compiled / eager; "
+                     "compile: the first compiled step; breaks: graph breaks of the forward")
+        lines.append(f"{'config':<14}{'PEs':>4}{'path':>7}{'eager ms':>10}{'compiled ms':>13}"
+                     f"{'ratio':>7}{'compile s':>11}{'breaks':>8}")
+        for r in compiled:
+            for path in ("shmem", "a2a"):
+                lines.append(
+                    f"{r['config']:<14}{r['pes']:>4}{path:>7}"
+                    f"{r[path + '_eager_step_us'] / 1e3:>10.1f}"
+                    f"{r[path + '_compiled_step_us'] / 1e3:>13.1f}"
+                    f"{r[path + '_compiled_over_eager']:>7.2f}{r['compile_s'][path]:>11.0f}"
+                    f"{r['graph_breaks'][path]:>8}")
     return "\n".join(lines)
 
 

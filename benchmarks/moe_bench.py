@@ -8,6 +8,8 @@ Run by benchmarks/run.py (--moe) through the package's launcher, one process per
         --test memory --configs ...
     python -m hyper_parallel.core.multicore.shmem.launch --nproc N benchmarks/moe_bench.py \
         --test comm --configs NAME:H:I:IS:E:K:LAYERS:SEQ:BATCH[,...] [--reps 30]
+    python -m hyper_parallel.core.multicore.shmem.launch --nproc N benchmarks/moe_bench.py \
+        --test compiled --configs ... [--warmup 3] [--steps 7]
     (any of them) [--device cpu|cuda]
 
 step: the full training step of the small decoder (mega_moe.model): zero_grad, forward,
@@ -20,6 +22,17 @@ step: the full training step of the small decoder (mega_moe.model): zero_grad, f
   each MoE call, the step's CPU floor (the least wall time the cores could run the PEs' CPU
   time of the step in: their total over the cores), and the SHMEM pipeline's overlap counter (experts that started while a later
   expert's rows were still arriving).
+compiled: the training step of each path eager and with its forward and loss compiled
+  (torch.compile, inductor; the SHMEM path through mega_moe.compile_model: one graph,
+  fullgraph, the token count symbolic; the all-to-all path with torch.compile(dynamic=True),
+  which breaks its graph at the all-to-alls and their splits): four steps per round, in an
+  order that turns every round, each after a barrier, rank max. Also the compile time (the
+  first compiled step, rank max), each path's graph breaks (torch._dynamo.explain) and the
+  graphs dynamo compiled in all. Every step takes the same tokens (step 0's), so the routes
+  and the all-to-all's split sizes stay fixed: the all-to-all path's compiled graphs take its
+  split sizes as constants and would recompile at every new split otherwise. The backward,
+  the gradient reduction and AdamW are the same eager code on every side (the backward runs
+  the compiled backward graphs).
 memory: per path, the peak resident memory of a step above the resident set before it
   (VmHWM after a reset, with malloc returning every block of 64 KiB or more when freed) and
   the symmetric heap bytes held; in a launch of its own, since it changes the allocator.
@@ -71,7 +84,8 @@ from hyper_parallel.core.multicore import shmem
 from hyper_parallel.core.multicore.mega_moe import MegaMoEResources
 from hyper_parallel.core.multicore.mega_moe.model import (DecoderConfig, MoEDecoder,
                                                           make_optimizer, parameter_count,
-                                                          synthetic_tokens, train_step)
+                                                          reduce_gradients, synthetic_tokens,
+                                                          train_step)
 from hyper_parallel.core.multicore.mega_moe.reference import all_to_all
 from hyper_parallel.core.multicore.shmem.launch import init_process_group_from_environment
 
@@ -292,6 +306,78 @@ def bench_step(name: str, config: DecoderConfig, args, rank: int, size: int) -> 
             model.close()
 
 
+def _compiled_loss(model, path: str):
+    """The model's forward and loss compiled: (compiled function, its graph breaks)."""
+    from hyper_parallel.core.multicore.mega_moe import compile_model
+    from hyper_parallel.core.multicore.mega_moe.model import lm_loss
+
+    def loss(tokens):
+        return lm_loss(model(tokens), tokens)
+
+    probe = synthetic_tokens(model.config, dist.get_rank(), 0)
+    breaks = torch._dynamo.explain(loss)(probe).graph_break_count
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    if path == "shmem":
+        return compile_model(loss), breaks
+    return torch.compile(loss, dynamic=True), breaks
+
+
+def _timed_step(model, optimizer, loss_fn, tokens) -> float:
+    """zero_grad, forward and loss (loss_fn), backward, gradient reduction, AdamW: seconds."""
+    shmem.barrier()
+    started = time.perf_counter()
+    optimizer.zero_grad(set_to_none=False)
+    loss_fn(tokens).backward()
+    reduce_gradients(model)
+    optimizer.step()
+    return time.perf_counter() - started
+
+
+def bench_compiled(name: str, config: DecoderConfig, args, rank: int, size: int) -> dict:
+    """Eager against compiled training steps of both paths (see the module docstring)."""
+    from hyper_parallel.core.multicore.mega_moe.model import lm_loss
+    if args.device != "cpu":
+        raise SystemExit("--test compiled: cpu only")
+    sides = [(path, mode) for path in PATHS for mode in ("eager", "compiled")]
+    models = {side: MoEDecoder(config, side[0], seed=1) for side in sides}
+    try:
+        fns, breaks, compile_s = {}, {}, {}
+        for (path, mode), model in models.items():
+            model.freeze_routers()
+            if mode == "eager":
+                fns[(path, mode)] = (lambda m: lambda tokens: lm_loss(m(tokens), tokens))(model)
+            else:
+                fns[(path, mode)], breaks[path] = _compiled_loss(model, path)
+        optimizers = {side: make_optimizer(model) for side, model in models.items()}
+        times = {side: [] for side in sides}
+        total = args.warmup + args.steps
+        tokens = synthetic_tokens(config, rank, 0)  # fixed routes (see the docstring)
+        for step in range(total):
+            turn = step % len(sides)
+            for side in sides[turn:] + sides[:turn]:  # every side first in turn
+                elapsed = _timed_step(models[side], optimizers[side], fns[side], tokens)
+                if step == 0 and side[1] == "compiled":
+                    compile_s[side[0]] = elapsed
+                if step >= args.warmup:
+                    times[side].append(elapsed * 1e6)
+            if rank == 0:
+                print(f"progress compiled {name} x{size}: {step + 1}/{total}", file=sys.stderr,
+                      flush=True)
+        return {
+            "moe": "compiled", "config": name, "pes": size, "device": "cpu",
+            "shape": config.__dict__, "warmup": args.warmup,
+            "steps_us": {f"{path}_{mode}": _rank_max(times[(path, mode)])
+                         for path, mode in sides},
+            "compile_s": {path: max(_rank_max([compile_s[path]])) for path in PATHS},
+            "graph_breaks": breaks,
+            "graphs": int(torch._dynamo.utils.counters["stats"]["unique_graphs"]),
+        }
+    finally:
+        for model in models.values():
+            model.close()
+
+
 def bench_memory(name: str, config: DecoderConfig, args, rank: int, size: int) -> dict:
     """Peak step memory of both paths (in a process of its own: it changes the allocator)."""
     device = args.device
@@ -371,7 +457,8 @@ def bench_comm(name: str, config: DecoderConfig, args, rank: int, size: int) -> 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--test", choices=("step", "memory", "comm"), required=True)
+    parser.add_argument("--test", choices=("step", "memory", "comm", "compiled"),
+                        required=True)
     parser.add_argument("--configs", required=True)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=7)
@@ -401,7 +488,8 @@ def main() -> int:
                 if config.num_experts % size:
                     raise SystemExit(f"{name}: {config.num_experts} experts do not split over "
                                      f"{size} PEs")
-                bench = {"step": bench_step, "memory": bench_memory, "comm": bench_comm}[args.test]
+                bench = {"step": bench_step, "memory": bench_memory, "comm": bench_comm,
+                         "compiled": bench_compiled}[args.test]
                 record = bench(name, config, args, rank, size)
                 if rank == 0:
                     print(json.dumps(record), flush=True)

@@ -13,9 +13,19 @@
 // the team's PEs, in team-PE order, and the kernels are launched over the team
 // (Runtime::Launch(team, ...)), so their KernelApi numbers PEs in the team and MegaMoE runs
 // expert parallel over it unchanged.
+//
+// The module also defines the torch custom ops `torch.ops.hps_moe.forward` and `backward`
+// (TORCH_LIBRARY below): one expert-parallel call of MegaMoE each, which the layer reaches
+// under torch.compile (docs/mega_moe.md, "Compiling"). Their kernels are the layer's Python
+// pipeline (mega_moe/_ops.py registers them for the CPU and CUDA keys); the schemas are here,
+// beside the native calls they make. Each kernel launched here runs inside a profiler range of
+// its own name, on the thread that runs it (the caller's, or a stream's executor).
+#include <ATen/ThreadLocalState.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/record_function.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <torch/library.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -27,6 +37,7 @@
 #include "bindings/torch/arguments.h"
 #include "bindings/torch/errors.h"
 #include "bindings/torch/heap_tensors.h"
+#include "bindings/torch/order_token.h"
 #include "bindings/torch/streams.h"
 #include "bindings/torch/teams.h"
 #include "ops/mega_moe/kernels.h"
@@ -154,7 +165,10 @@ void MoeDispatch(py::handle rows_arg, py::handle counts_arg, py::handle recv_arg
   py::gil_scoped_release no_gil;
   Check(Runtime::Process().Launch(
       team.handle, kOp, {recv_view, counter_view}, stream,
-      [layout, source](data_plane::KernelApi& api, const std::vector<std::uint64_t>& at) {
+      [layout, source, profiled = at::ThreadLocalState()](
+          data_plane::KernelApi& api, const std::vector<std::uint64_t>& at) {
+        const at::ThreadLocalStateGuard caller_state(profiled);  // the caller's profiler
+        RECORD_FUNCTION("hps_moe::dispatch", std::vector<c10::IValue>());
         return ops::Dispatch(api, layout, ops::DispatchPlan{source, at[0], at[1]});
       },
       hold));
@@ -194,14 +208,23 @@ void MoeCombine(py::handle results_arg, py::handle counts_arg, py::handle return
   py::gil_scoped_release no_gil;
   Check(Runtime::Process().Launch(
       team.handle, kOp, {returned_view, counter_view, done_view}, stream,
-      [layout, source, targets = std::move(done_targets)](
+      [layout, source, targets = std::move(done_targets), profiled = at::ThreadLocalState()](
           data_plane::KernelApi& api, const std::vector<std::uint64_t>& at) {
+        const at::ThreadLocalStateGuard caller_state(profiled);  // the caller's profiler
+        RECORD_FUNCTION("hps_moe::combine", std::vector<c10::IValue>());
         return ops::Combine(api, layout, ops::CombinePlan{source, at[0], at[1], at[2], targets});
       },
       hold));
 }
 
 void RegisterMegaMoe(py::module_& m) {
+  m.def(
+      "check_order_token",
+      [](py::handle order, const std::string& op) {
+        CheckOrderToken(TensorArg("order", order), op.c_str());
+      },
+      py::arg("order"), py::arg("op"),
+      "Raises ShmemError unless `order` is the live lifecycle's order token (or a copy).");
   m.def("moe_layout", &MoeLayoutDict, py::arg("counts"), py::arg("experts"),
         py::arg("chunk_rows"), py::arg("team") = py::none(),
         "This PE's view of a MegaMoE step's layout over `team` (None: the world).");
@@ -215,6 +238,30 @@ void RegisterMegaMoe(py::module_& m) {
 
 }  // namespace
 }  // namespace hyper_parallel::shmem::binding
+
+// MegaMoE's expert-parallel call as two custom ops, for torch.compile (docs/mega_moe.md,
+// "Compiling"). Every op takes the binding's order token first and declares it mutated
+// (`Tensor(t!) order`, docs/compile.md): the shared mutation keeps the calls in program order
+// through every compiler pass and keeps them from being dropped; their communication and the
+// resident buffers are the layer's own, not arguments, so no other operand is written.
+//   forward(order, rows [N, H], ids [N], gate, up, down, layer, keep)
+//     -> (results [N, H], local counts [E], every PE's counts [P, E], call)
+//   backward(order, grad [N, H], call, gate, up, down, layer)
+//     -> (rows' gradient [N, H], d_gate, d_up, d_down)
+// `layer` names the MegaMoE layer (mega_moe/_ops.py keeps the table); `call` is a 0-dim int64
+// tensor naming what a forward with `keep` saved for its backward. Every output is a new
+// tensor whose shape follows from the inputs' (the fake kernels say so): N, the routed rows,
+// may change from call to call without a recompilation.
+TORCH_LIBRARY(hps_moe, m) {
+  m.def(
+      "forward(Tensor(t!) order, Tensor rows, Tensor ids, Tensor gate, Tensor up, Tensor down, "
+      "int layer, bool keep) -> (Tensor, Tensor, Tensor, Tensor)",
+      {at::Tag::pt2_compliant_tag});
+  m.def(
+      "backward(Tensor(t!) order, Tensor grad, Tensor call, Tensor gate, Tensor up, "
+      "Tensor down, int layer) -> (Tensor, Tensor, Tensor, Tensor)",
+      {at::Tag::pt2_compliant_tag});
+}
 
 PYBIND11_MODULE(hyper_parallel_mega_moe_torch, m) {
   m.doc() = "Hyper-Parallel SHMEM MegaMoE native ops (use hyper_parallel.core.multicore.mega_moe)";

@@ -27,6 +27,10 @@ DistributedDataParallel(model) keeps DDP off them and reduces their gradients (f
 same for FSDP2's); clip_grad_norm_
 clips by the global norm (docs/mega_moe.md).
 
+torch.compile: compile_model(model) compiles a module holding MegaMoE layers whole
+(fullgraph, the token count symbolic); each layer's expert-parallel call is then the custom ops
+torch.ops.hps_moe.forward / backward (_ops, docs/mega_moe.md).
+
 References: dense_moe (one process, every expert) and AllToAllMoE (the same layer over
 torch.distributed.all_to_all_single), built from the same weights.
 """
@@ -34,6 +38,7 @@ torch.distributed.all_to_all_single), built from the same weights.
 from ._function import expert_parallel, swiglu
 from ._groups import expert_data_parallel_groups
 from ._layer import MegaMoE, route
+from ._ops import compile_model
 from ._pipeline import PendingCall
 from ._resources import MegaMoEResources
 from ._stats import PipelineStats
@@ -49,6 +54,7 @@ __all__ = [
     "PendingCall",
     "PipelineStats",
     "clip_grad_norm_",
+    "compile_model",
     "dense_moe",
     "expert_data_parallel_groups",
     "expert_parallel",

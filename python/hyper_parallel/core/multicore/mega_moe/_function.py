@@ -14,6 +14,10 @@ The halves are MegaMoEResources.start() (dispatch, the local experts, the combin
 and finish() (every result back), so that work of the caller's (MegaMoE's shared expert)
 runs between them, forward and backward, while this PE waits for the other PEs' experts.
 
+start_forward(), start_backward() and weight_gradients() are each direction's work without
+autograd around it: the autograd functions here call them, and so do the kernels of the custom
+ops the layer runs under torch.compile (_ops), so both paths compute alike.
+
 The SwiGLU's backward is written out (the same products autograd would form, in the same
 orientation) instead of running autograd's engine once per expert: an engine call per expert
 costs more than a small expert's arithmetic.
@@ -106,21 +110,9 @@ class _DispatchAndCompute(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, token, gate, up, down, handoff):
-        keep = handoff.keep
         rows = x[token].to(handoff.dtype)
-        saved = [None] * gate.shape[0]
-        handoff.weight_dtypes = (gate.dtype, up.dtype, down.dtype)
-        # In the call's dtype (a copy under autocast, as autocast casts nn.Linear's weight).
-        gate, up, down = (w.detach().to(handoff.dtype) for w in (gate, up, down))
-
-        def compute(local, received):
-            saved[local] = _swiglu_into(received, gate[local], up[local], down[local], keep)
-
-        with _no_autocast(rows.device.type):
-            handoff.pending = handoff.resources.start("forward", rows.contiguous(), handoff.counts,
-                                                      handoff.layout, compute)
-        if keep:
-            handoff.saved, handoff.weights = saved, (gate, up, down)
+        start_forward(handoff, rows, gate, up, down)
+        if handoff.keep:
             ctx.handoff = handoff
             ctx.save_for_backward(token)
             ctx.x_like = (x.shape, x.dtype, x.device)
@@ -138,9 +130,7 @@ class _DispatchAndCompute(torch.autograd.Function):
             shape, dtype, device = ctx.x_like
             grad_x = torch.zeros(shape, dtype=dtype, device=device).index_add_(
                 0, token, grad_rows.to(dtype))
-        d_gate, d_up, d_down = (grad.to(dtype) for grad, dtype in zip(handoff.grads,
-                                                                       handoff.weight_dtypes))
-        handoff.pending = handoff.grads = handoff.weights = None
+        d_gate, d_up, d_down = weight_gradients(handoff)
         return grad_x, None, d_gate, d_up, d_down, None
 
 
@@ -157,24 +147,61 @@ class _Combine(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_rows):
-        handoff = ctx.handoff
-        if handoff.weights is None:
-            raise RuntimeError(_TWICE)
-        gate, up, down = handoff.weights
-        d_gate, d_up, d_down = torch.zeros_like(gate), torch.zeros_like(up), torch.zeros_like(down)
-        saved = handoff.saved
-
-        def compute(local, received):
-            d_gate[local], d_up[local], d_down[local] = _swiglu_backward_into(
-                received, saved[local], gate[local], up[local], down[local])
-            saved[local] = None  # free the expert's activations as soon as it is done
-
-        with _no_autocast(grad_rows.device.type):
-            handoff.pending = handoff.resources.start(
-                "backward", grad_rows.to(gate.dtype).contiguous(), handoff.counts,
-                handoff.layout, compute)
-        handoff.saved, handoff.grads = None, (d_gate, d_up, d_down)
+        start_backward(ctx.handoff, grad_rows)
         return torch.zeros((), dtype=grad_rows.dtype, device=grad_rows.device), None
+
+
+def start_forward(handoff: _Handoff, rows: torch.Tensor, gate, up, down) -> None:
+    """The forward's first half for `rows` [N, H] (this PE's routed rows, expert-sorted, in the
+    call's dtype): the dispatch, this PE's experts as their rows land (each writing its
+    results over its rows), the combine started (handoff.pending). With handoff.keep, what the
+    backward needs stays in the handoff (the weights in the call's dtype and each expert's
+    products)."""
+    saved = [None] * gate.shape[0]
+    handoff.weight_dtypes = (gate.dtype, up.dtype, down.dtype)
+    # In the call's dtype (a copy under autocast, as autocast casts nn.Linear's weight).
+    gate, up, down = (w.detach().to(handoff.dtype) for w in (gate, up, down))
+    keep = handoff.keep
+
+    def compute(local, received):
+        saved[local] = _swiglu_into(received, gate[local], up[local], down[local], keep)
+
+    with _no_autocast(rows.device.type):
+        handoff.pending = handoff.resources.start("forward", rows.contiguous(), handoff.counts,
+                                                  handoff.layout, compute)
+    if keep:
+        handoff.saved, handoff.weights = saved, (gate, up, down)
+
+
+def start_backward(handoff: _Handoff, grad_rows: torch.Tensor) -> None:
+    """The backward's first half for the gradients of the forward's results [N, H]: they go to
+    their experts' owners, each local expert's backward runs as its rows land (writing the
+    rows' gradients over them and freeing its activations), the combine started
+    (handoff.pending); the weights' gradients wait in handoff.grads (weight_gradients())."""
+    if handoff.weights is None:
+        raise RuntimeError(_TWICE)
+    gate, up, down = handoff.weights
+    d_gate, d_up, d_down = torch.zeros_like(gate), torch.zeros_like(up), torch.zeros_like(down)
+    saved = handoff.saved
+
+    def compute(local, received):
+        d_gate[local], d_up[local], d_down[local] = _swiglu_backward_into(
+            received, saved[local], gate[local], up[local], down[local])
+        saved[local] = None  # free the expert's activations as soon as it is done
+
+    with _no_autocast(grad_rows.device.type):
+        handoff.pending = handoff.resources.start(
+            "backward", grad_rows.to(gate.dtype).contiguous(), handoff.counts,
+            handoff.layout, compute)
+    handoff.saved, handoff.grads = None, (d_gate, d_up, d_down)
+
+
+def weight_gradients(handoff: _Handoff) -> tuple:
+    """The local experts' weight gradients of a backward whose first half ran (start_backward),
+    in the weights' own dtypes; the handoff lets go of everything."""
+    grads = tuple(grad.to(dtype) for grad, dtype in zip(handoff.grads, handoff.weight_dtypes))
+    handoff.pending = handoff.grads = handoff.weights = None
+    return grads
 
 
 def expert_parallel(x, token, gate, up, down, resources, counts, layout, between=None, *,

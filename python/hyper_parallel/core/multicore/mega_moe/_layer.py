@@ -11,6 +11,7 @@ import torch.nn as nn
 from torch.distributed.tensor import DTensor, Shard
 
 from ..shmem.errors import contract
+from . import _ops
 from ._buffers import ROW_DTYPES
 from ._function import expert_parallel, swiglu
 from ._groups import check_ep_group, ep_group_of, ep_mesh, mesh_ranks
@@ -152,6 +153,7 @@ class MegaMoE(nn.Module):
         self._resources = resources
         self._owns_resources = resources is None
         self._retired = []  # own resources of a dtype before a conversion, to close
+        self._op_number = _ops.register_layer(self)  # the layer, to the hps_moe ops
         L, H, I, Is = self.local_experts, hidden_size, intermediate_size, shared_intermediate_size
         if gate is None:
             self.router = nn.Parameter(torch.empty(num_experts, H, dtype=dtype))
@@ -379,9 +381,9 @@ class MegaMoE(nn.Module):
             raise ValueError(contract("topk_ids and topk_weights", f"of shape ({tokens}, {k})",
                                       (tuple(topk_ids.shape), tuple(topk_weights.shape))))
         flat_ids = topk_ids.reshape(-1).to(torch.int64)
-        if flat_ids.numel() and (int(flat_ids.min()) < 0 or int(flat_ids.max()) >= self.num_experts):
-            raise ValueError(contract("topk_ids", f"in [0, {self.num_experts})",
-                                      (int(flat_ids.min()), int(flat_ids.max()))))
+        if torch.compiler.is_compiling():
+            return self._forward_routed_traced(x, flat_ids, topk_weights)
+        self.check_routes(flat_ids)
         self._check_experts()
         resources = self._ensure_resources()
         order = torch.argsort(flat_ids, stable=True)
@@ -402,6 +404,36 @@ class MegaMoE(nn.Module):
         if shared is not None:
             out = out + shared
         return out.to(x.dtype)
+
+    def _forward_routed_traced(self, x, flat_ids, topk_weights):
+        """forward_routed under torch.compile: the expert-parallel call is the custom ops
+        hps_moe::forward / backward (_ops), whose kernels run this layer's pipeline; the rest
+        is traced. The shared expert is computed in the graph, where the compiler places it,
+        not between the call's halves (the overlap this buys on a device is eager-only)."""
+        tokens, k = x.shape[0], self.top_k
+        self._check_experts()
+        order = torch.argsort(flat_ids, stable=True)
+        token = order // k
+        compute = self.compute_dtype(x.device.type)
+        gate, up, down = self.local_expert_weights()
+        rows = x[token].to(compute)
+        keep = torch.is_grad_enabled() and any(t.requires_grad for t in (rows, gate, up, down))
+        results, local_counts, counts = _ops.expert_call(self._op_number, rows, flat_ids, gate,
+                                                         up, down, keep)
+        self.tokens_per_expert, self.group_tokens_per_expert = local_counts, counts.sum(0)
+        weights = topk_weights.reshape(-1)[order].float()
+        out = torch.zeros(tokens, self.hidden_size, dtype=torch.float32, device=x.device).index_add(
+            0, token, results.float() * weights[:, None])
+        shared = self._shared_expert(x)
+        if shared is not None:
+            out = out + shared
+        return out.to(x.dtype)
+
+    def check_routes(self, flat_ids: torch.Tensor) -> None:
+        """ValueError unless every routed expert id is in [0, num_experts) (reads the ids)."""
+        if flat_ids.numel() and (int(flat_ids.min()) < 0 or int(flat_ids.max()) >= self.num_experts):
+            raise ValueError(contract("topk_ids", f"in [0, {self.num_experts})",
+                                      (int(flat_ids.min()), int(flat_ids.max()))))
 
     def _shared_expert(self, x: torch.Tensor):
         """The shared expert's output [T, H] in fp32 (None without one)."""

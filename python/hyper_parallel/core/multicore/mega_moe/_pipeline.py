@@ -10,15 +10,32 @@ time this PE would otherwise wait for the other PEs' experts.
 The counters that order all this are _protocol's; the buffers, and their growth before a call
 that needs more, _buffers'. The pipeline reports what happens to a _stats.StatsRecorder (named
 events and spans) and reads no clock itself.
+
+Under torch.profiler each phase is a named range (phase()): hps_moe::count_exchange,
+hps_moe::wait_rows and hps_moe::expert_<l> (local expert l's computation) per local expert,
+hps_moe::wait_results; the native kernels add hps_moe::dispatch and hps_moe::combine on the
+thread that runs them (the combine stream's executor when there is one).
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
 
 from .. import shmem
+
+
+_NO_RANGE = contextlib.nullcontext()
+
+
+def phase(name: str):
+    """A torch.profiler range named `name` while a profiler records; else nothing (a range
+    costs some microseconds even with no profiler on, so eager calls pay only this check)."""
+    if torch._C._autograd._profiler_enabled():
+        return torch.profiler.record_function(name)
+    return _NO_RANGE
 
 
 @dataclass
@@ -45,7 +62,7 @@ class Pipeline:
 
     def exchange_counts(self, counts_local: torch.Tensor, dtype_code: int) -> tuple:
         """Collective: the per-step count exchange (_protocol.Protocol.exchange_counts)."""
-        with self._recorder.exchange():
+        with self._recorder.exchange(), phase("hps_moe::count_exchange"):
             return self._protocol.exchange_counts(counts_local, dtype_code)
 
     def is_pending(self, pending: PendingCall) -> bool:
@@ -89,12 +106,13 @@ class Pipeline:
             with shmem.stream(self._combine_stream):
                 protocol.combine(d, flat_counts)
         for local in range(protocol.local_experts):
-            protocol.wait_rows(d, local)
+            with phase("hps_moe::wait_rows"):
+                protocol.wait_rows(d, local)
             times.rows_arrived()
             if protocol.later_rows_pending(d, local):  # computation overlaps arrival
                 times.started_early()
             begin, count = layout["expert_row"][local], layout["expert_rows"][local]
-            with times.computing():
+            with times.computing(), phase(f"hps_moe::expert_{local}"):
                 if count:
                     received = d.recv[begin:begin + count]
                     result = compute(local, received)
@@ -113,7 +131,8 @@ class Pipeline:
         and returns them, copied (copy=True) or as the view of the return buffer."""
         del self._pending[pending.direction_name]
         d = self._protocol.directions[pending.direction_name]
-        with self._recorder.finishing(pending, self._protocol.local_experts):
+        with self._recorder.finishing(pending, self._protocol.local_experts), \
+                phase("hps_moe::wait_results"):
             self._protocol.wait_returned(d)
             out = d.returned[:pending.send_rows]
             if copy:
