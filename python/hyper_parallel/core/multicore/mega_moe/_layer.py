@@ -47,6 +47,10 @@ class _LocalShards(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
+        if torch.compiler.is_compiling():  # dynamo traces from_local, not DTensor's constructor
+            return tuple(None if g is None else DTensor.from_local(
+                g, spec.mesh, spec.placements, run_check=False, shape=spec.shape,
+                stride=spec.stride) for g, spec in zip(grads, ctx.specs))
         return tuple(None if g is None else DTensor(g, spec, requires_grad=False)
                      for g, spec in zip(grads, ctx.specs))
 
