@@ -32,7 +32,7 @@ import weakref
 
 import torch
 
-from ..shmem import _ops as shmem_ops
+from .. import shmem
 from ._function import _Handoff, start_backward, start_forward, weight_gradients
 from ._native import native  # defines the hps_moe schemas (TORCH_LIBRARY in its module)
 
@@ -63,9 +63,9 @@ def _layer(number: int):
 
 
 def order_token() -> torch.Tensor:
-    """The binding's order token (shmem._ops.order_token()): every hps and hps_moe op's first
+    """The binding's order token (shmem.order_token()): every hps and hps_moe op's first
     argument."""
-    return shmem_ops.order_token()
+    return shmem.order_token()
 
 
 # ---- kernels ------------------------------------------------------------------------------

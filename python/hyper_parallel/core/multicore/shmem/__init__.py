@@ -46,6 +46,7 @@ from ._api import (
 from ._backend import BackendInfo, backend_info, my_pe, n_pes
 from ._debug import DebugState, debug_state
 from ._lifecycle import Handle, acquire_shmem
+from ._ops import order_token
 from ._teams import TEAM_NODE, TEAM_WORLD, Team, team, team_split_2d, team_split_strided
 from .errors import ShmemError
 from . import _exports, errors
@@ -75,6 +76,7 @@ __all__ = [
     "get",
     "my_pe",
     "n_pes",
+    "order_token",
     "put",
     "put_signal",
     "signal",
