@@ -86,6 +86,29 @@ struct HeapSpec {
   /// Team slots (HYPER_PARALLEL_SHMEM_MAX_TEAMS): each has descriptor slots and epoch words of
   /// its own beside the heap (slot 0: the world).
   int teams = 1;
+  /// PEs on several hosts (the host backend; docs/scale-out.md): which peers go through the
+  /// network ("other-hosts" or "all"), the UCX library to load, and how long a remote peer's
+  /// heartbeats may be missing before it is lost.
+  std::string remote_peers = "other-hosts";
+  std::string ucx_library;
+  std::chrono::milliseconds peer_silence{3000};
+  /// A collective all-gather over every PE (the bootstrap's), usable during OpenPeers only:
+  /// every PE calls it the same number of times, decided from the handles alone.
+  std::function<Status(std::string_view mine, std::vector<std::string>* all)> all_gather;
+};
+
+/// Where a PE is and how this PE reaches it, as debug_state() shows it.
+struct PeerPlacement {
+  std::string host;       ///< the host's label ("host1 (net:[4026532])")
+  std::string transport;  ///< "self", "shared memory" or "ucx"
+};
+
+/// The network transport in use, as debug_state() shows it (empty provider: none).
+struct NetworkInfo {
+  std::string provider;  ///< "ucx"
+  std::string version;
+  int endpoints = 0;
+  std::vector<std::pair<std::string, std::uint64_t>> counters;  ///< remote puts, gets, ...
 };
 
 /// How this backend waits, as debug_state() shows it.
@@ -179,6 +202,11 @@ class Backend {
 
   /// The wait policy in force (for diagnostics).
   virtual WaitInfo Wait() const = 0;
+
+  /// Every PE's host and how this PE reaches it, indexed by PE (empty: one host, all mapped).
+  virtual std::vector<PeerPlacement> Placement() const { return {}; }
+  /// The network transport in use, for diagnostics.
+  virtual NetworkInfo Network() const { return {}; }
 
   /// How diagnostics and errors name `stream`: "stream 3", "default (thread 1234)".
   virtual std::string StreamLabel(StreamRef stream) const = 0;

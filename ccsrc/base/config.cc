@@ -90,6 +90,17 @@ Status Config::FromEnvironment(const EnvLookup& env, Config* out) {
   if (auto text = env(kEnvMaxTeams)) {
     HPS_RETURN_IF_ERROR(ParsePositiveDecimal(kEnvMaxTeams, *text, kMaxMaxTeams, &config.max_teams));
   }
+  if (auto text = env(kEnvRemotePeers)) {
+    if (*text != "other-hosts" && *text != "all") {
+      return InvalidConfig(kEnvRemotePeers, "one of other-hosts, all", *text);
+    }
+    config.remote_peers = *text;
+  }
+  if (auto text = env(kEnvUcxLibrary)) config.ucx_library = *text;
+  if (auto text = env(kEnvPeerSilenceMs)) {
+    HPS_RETURN_IF_ERROR(ParsePositiveDecimal(kEnvPeerSilenceMs, *text, kMaxPeerSilenceMs,
+                                             &config.peer_silence_ms));
+  }
   *out = config;
   return Status::Ok();
 }

@@ -28,6 +28,11 @@ inline constexpr std::string_view kEnvCopyWorkers = "HYPER_PARALLEL_SHMEM_COPY_W
 inline constexpr std::string_view kEnvWait = "HYPER_PARALLEL_SHMEM_WAIT";
 inline constexpr std::string_view kEnvQuarantineBytes = "HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES";
 inline constexpr std::string_view kEnvMaxTeams = "HYPER_PARALLEL_SHMEM_MAX_TEAMS";
+// PEs on several hosts (docs/scale-out.md). Never UCX_-prefixed: UCX parses every such
+// variable as its own setting.
+inline constexpr std::string_view kEnvRemotePeers = "HYPER_PARALLEL_SHMEM_REMOTE_PEERS";
+inline constexpr std::string_view kEnvUcxLibrary = "HYPER_PARALLEL_SHMEM_UCX_LIBRARY";
+inline constexpr std::string_view kEnvPeerSilenceMs = "HYPER_PARALLEL_SHMEM_PEER_SILENCE_MS";
 
 /// Log levels of HYPER_PARALLEL_SHMEM_LOG_LEVEL: 0 debug, 1 info, 2 error.
 enum class LogLevel : std::uint8_t { kDebug = 0, kInfo = 1, kError = 2 };
@@ -68,6 +73,16 @@ struct Config {
   /// Team slots per PE, the world's included (HYPER_PARALLEL_SHMEM_MAX_TEAMS): each has its
   /// own sync words beside the heap.
   std::uint64_t max_teams = kDefaultMaxTeams;
+  static constexpr std::uint64_t kDefaultPeerSilenceMs = 3000;
+  static constexpr std::uint64_t kMaxPeerSilenceMs = 3'600'000;
+  /// Which peers are reached through the network (HYPER_PARALLEL_SHMEM_REMOTE_PEERS):
+  /// "other-hosts" (default: same-host peers are mapped) or "all" (every peer through UCX,
+  /// also on this host: the quick way to test the network path over loopback).
+  std::string remote_peers = "other-hosts";
+  /// The UCX library loaded when a peer is remote (empty: libucp.so.0).
+  std::string ucx_library;
+  /// How long a remote peer's heartbeats may stay away before it counts as lost.
+  std::uint64_t peer_silence_ms = kDefaultPeerSilenceMs;
 
   /// The quarantine budget in force.
   std::uint64_t quarantine() const { return quarantine_bytes.value_or(heap_bytes / 8); }

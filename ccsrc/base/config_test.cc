@@ -121,6 +121,29 @@ TEST(Config, TheQuarantineDefaultsToAnEighthOfTheHeapAndZeroTurnsItOff) {
   EXPECT_EQ(config.quarantine(), 4096u);
 }
 
+TEST(Config, ScaleOutSettings) {
+  Config config;
+  ASSERT_TRUE(Config::FromEnvironment(Env({}), &config).ok());
+  EXPECT_EQ(config.remote_peers, "other-hosts");
+  EXPECT_EQ(config.ucx_library, "");
+  EXPECT_EQ(config.peer_silence_ms, Config::kDefaultPeerSilenceMs);
+  ASSERT_TRUE(Config::FromEnvironment(Env({{"HYPER_PARALLEL_SHMEM_REMOTE_PEERS", "all"},
+                                           {"HYPER_PARALLEL_SHMEM_UCX_LIBRARY", "/x/libucp.so"},
+                                           {"HYPER_PARALLEL_SHMEM_PEER_SILENCE_MS", "500"}}),
+                                      &config)
+                  .ok());
+  EXPECT_EQ(config.remote_peers, "all");
+  EXPECT_EQ(config.ucx_library, "/x/libucp.so");
+  EXPECT_EQ(config.peer_silence_ms, 500u);
+  const Status bad =
+      Config::FromEnvironment(Env({{"HYPER_PARALLEL_SHMEM_REMOTE_PEERS", "some"}}), &config);
+  EXPECT_EQ(bad.code(), ErrorCode::kInvalidConfig);
+  EXPECT_NE(bad.message().find("one of other-hosts, all"), std::string::npos) << bad.message();
+  EXPECT_EQ(Config::FromEnvironment(Env({{"HYPER_PARALLEL_SHMEM_PEER_SILENCE_MS", "0"}}), &config)
+                .code(),
+            ErrorCode::kInvalidConfig);
+}
+
 TEST(ParsePositiveDecimal, Boundaries) {
   std::uint64_t value = 0;
   EXPECT_TRUE(ParsePositiveDecimal("X", "1", 10, &value).ok());

@@ -33,7 +33,8 @@ std::string InitRecord(const Config& config, std::string_view backend, const Dev
   text << "heap_bytes=" << config.heap_bytes << ";timeout_sec=" << config.timeout_sec
        << ";backend=" << backend << ";device_type=" << static_cast<int>(device.type)
        << ";quarantine_bytes=" << config.quarantine() << ";max_teams=" << config.max_teams
-       << ";size=" << size << ";global_ranks=" << JoinInts(global_ranks);
+       << ";size=" << size << ";global_ranks=" << JoinInts(global_ranks)
+       << ";remote_peers=" << config.remote_peers << ";peer_silence_ms=" << config.peer_silence_ms;
   return text.str();
 }
 
@@ -253,8 +254,23 @@ Status Runtime::Init(InitOptions options) {
     return Status::Ok();
   };
 
-  HeapSpec spec{rank,    size, config.heap_bytes, timeout, static_cast<int>(config.copy_workers),
-                &blocking_ops_, config.wait, static_cast<int>(config.max_teams)};
+  HeapSpec spec;
+  spec.rank = rank;
+  spec.size = size;
+  spec.heap_bytes = config.heap_bytes;
+  spec.timeout = timeout;
+  spec.copy_workers = static_cast<int>(config.copy_workers);
+  spec.blocking_ops = &blocking_ops_;
+  spec.wait = config.wait;
+  spec.teams = static_cast<int>(config.max_teams);
+  spec.remote_peers = config.remote_peers;
+  spec.ucx_library = config.ucx_library;
+  spec.peer_silence = std::chrono::milliseconds(config.peer_silence_ms);
+  // A backend that learns from the handles that it needs a second round (the host backend's
+  // network addresses, once it knows some peer is remote) gathers it through the bootstrap.
+  spec.all_gather = [&bootstrap, timeout](std::string_view bytes, std::vector<std::string>* all) {
+    return bootstrap.AllGather(bytes, timeout, all);
+  };
   std::string handle;
   std::vector<std::string> handles;
   Status created = backend->CreateHeap(spec, &handle);
@@ -1068,7 +1084,11 @@ Diagnostics Runtime::Snapshot() {
       d.teams.push_back(std::move(row));
     }
     d.calls_in_flight = calls_in_flight_.load(std::memory_order_acquire);
-    if (backend_) d.wait = backend_->Wait();
+    if (backend_) {
+      d.wait = backend_->Wait();
+      d.peers = backend_->Placement();
+      d.network = backend_->Network();
+    }
     d.wait.mode = config_.wait;
   }
   d.blocking = blocking_ops_.Snapshot();

@@ -192,6 +192,8 @@ struct Diagnostics {
   };
   std::vector<TeamRow> teams;
   WaitInfo wait;                         ///< the wait policy in force
+  std::vector<PeerPlacement> peers;      ///< every PE's host and transport (empty: one host)
+  NetworkInfo network;                   ///< the network transport in use (empty: none)
   std::vector<BlockingOp> blocking;      ///< operations blocked right now, oldest first
 };
 
@@ -284,8 +286,9 @@ class Runtime {
   // (INVALID_ARGUMENT); a creation when every slot is taken (HYPER_PARALLEL_SHMEM_MAX_TEAMS,
   // INVALID_STATE on every member alike).
 
-  /// The team of the PEs on this PE's host (every PE today: all PEs share one host, so it is
-  /// the world team).
+  /// The team of the PEs on this PE's host (docs/scale-out.md). The world team when every PE
+  /// shares one host; otherwise a team made at the first call, collective over that host's
+  /// PEs (each of them must call it), and the same handle at every later call.
   Status NodeTeam(TeamHandle* out) EXCLUDES(mutex_);
   /// Collective over `parent`'s PEs, with the same arguments on every one of them: the team of
   /// parent PEs start, start + stride, ... (`size` of them), in that order. A PE outside it gets
@@ -532,6 +535,7 @@ class Runtime {
   std::vector<std::uint64_t> pair_rounds_ GUARDED_BY(mutex_);
   std::uint64_t next_team_handle_ GUARDED_BY(mutex_) = 0;
   bool creating_team_ GUARDED_BY(mutex_) = false;  // one creation at a time per PE
+  TeamHandle node_team_ GUARDED_BY(mutex_);  // the node team once made (several hosts)
   // Every team's claims together, claimed under mutex_ and released anywhere; seq_cst with
   // collective_waiters_, so a release either sees a waiter or the waiter sees the release.
   std::atomic<int> collectives_in_flight_{0};

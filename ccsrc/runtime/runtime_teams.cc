@@ -269,10 +269,26 @@ Status Runtime::NodeTeam(TeamHandle* out) {
   constexpr std::string_view kOp = "team_node";
   MutexLock lock(&mutex_);
   HPS_REJECT_IF_ERROR(CheckReady(kOp), kOp, "state");
-  // Every PE of a job shares one host today (each backend maps its peers' memory), so the
-  // node team is the world.
-  *out = kWorldTeam;
-  return Status::Ok();
+  // The PEs whose host is this PE's (a backend that does not say has one host).
+  const std::vector<PeerPlacement> placement = backend_->Placement();
+  std::vector<int> node;
+  for (int pe = 0; pe < static_cast<int>(placement.size()); ++pe) {
+    if (placement[pe].host == placement[rank_].host) node.push_back(pe);
+  }
+  if (placement.empty() || static_cast<int>(node.size()) == size_) {
+    *out = kWorldTeam;
+    return Status::Ok();
+  }
+  std::shared_ptr<TeamState> made_before;
+  if (node_team_.valid() && ResolveTeam(node_team_, &made_before).ok()) {
+    *out = node_team_;
+    return Status::Ok();
+  }
+  HPS_REJECT_IF_ERROR(BeginTeamChange(kOp), kOp, "state");
+  Status made = MakeTeam(node, kOp, out);
+  creating_team_ = false;
+  if (made.ok()) node_team_ = *out;
+  return ConcludeLocked(std::move(made), kOp, "create");
 }
 
 Status Runtime::TeamCreate(const std::vector<int>& pes, TeamHandle* out) {

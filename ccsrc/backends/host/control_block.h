@@ -21,7 +21,7 @@ namespace hyper_parallel::shmem::host {
 inline constexpr int kMaxHostPes = 256;
 
 inline constexpr std::uint64_t kControlMagic = 0x4850534d43544c31ull;  // "HPSMCTL1"
-inline constexpr std::uint32_t kControlVersion = 6;
+inline constexpr std::uint32_t kControlVersion = 7;  // 7: mirrors and heartbeats (remote peers)
 
 struct alignas(64) PaddedCounter {
   std::atomic<std::uint64_t> value{0};
@@ -60,6 +60,11 @@ struct ControlBlock {
 ///                           team slot t (the kernel-side API's epochs, see HostDevice)
 ///   offers     [pes][2]     CollectiveSlot: the members-only exchange words PE src sent this PE
 ///                           for its round r with this PE, in [src][r % 2] (team creation)
+///   mirrors    [teams][2][pes] CollectiveSlot: a copy of remote PE src's own collective slot
+///                           [t][n % 2], pushed here by src (a remote peer's block cannot be
+///                           read by a load, so a PE reached through UCX writes its descriptor
+///                           into every remote member's mirror instead; docs/scale-out.md)
+///   beats      [pes]        PaddedCounter: heartbeats remote PE src adds to (liveness of hosts)
 /// Every array is written by one PE per element (its owner or its source) and read by others.
 struct ControlLayout {
   ControlLayout(int team_slots, int pe_count)
@@ -67,7 +72,9 @@ struct ControlLayout {
     collective = (sizeof(ControlBlock) + 63) / 64 * 64;
     epochs = collective + teams * 2 * sizeof(CollectiveSlot);
     offers = epochs + teams * pes * sizeof(PaddedCounter);
-    bytes = offers + pes * 2 * sizeof(CollectiveSlot);
+    mirrors = offers + pes * 2 * sizeof(CollectiveSlot);
+    beats = mirrors + teams * 2 * pes * sizeof(CollectiveSlot);
+    bytes = beats + pes * sizeof(PaddedCounter);
   }
 
   /// Constructs the arrays of a zeroed block in place (the owner, before anyone maps it).
@@ -82,6 +89,12 @@ struct ControlLayout {
     for (std::uint64_t i = 0; i < pes * 2; ++i) {
       new (base + offers + i * sizeof(CollectiveSlot)) CollectiveSlot();
     }
+    for (std::uint64_t i = 0; i < teams * 2 * pes; ++i) {
+      new (base + mirrors + i * sizeof(CollectiveSlot)) CollectiveSlot();
+    }
+    for (std::uint64_t i = 0; i < pes; ++i) {
+      new (base + beats + i * sizeof(PaddedCounter)) PaddedCounter();
+    }
   }
 
   CollectiveSlot& Collective(ControlBlock* block, int team, std::uint64_t sequence) const {
@@ -94,12 +107,28 @@ struct ControlLayout {
   CollectiveSlot& Offer(ControlBlock* block, int source, std::uint64_t round) const {
     return At<CollectiveSlot>(block, offers, static_cast<std::uint64_t>(source) * 2 + round % 2);
   }
+  CollectiveSlot& Mirror(ControlBlock* block, int team, std::uint64_t sequence, int source) const {
+    return At<CollectiveSlot>(
+        block, mirrors,
+        (static_cast<std::uint64_t>(team) * 2 + sequence % 2) * pes + static_cast<std::uint64_t>(source));
+  }
+  PaddedCounter& Beat(ControlBlock* block, int source) const {
+    return At<PaddedCounter>(block, beats, static_cast<std::uint64_t>(source));
+  }
+  /// Where `field` (a reference into `block`) lies from the block's start: the same in every
+  /// PE's block, so a remote peer's field is at its control block's segment offset plus this.
+  static std::uint64_t OffsetIn(const ControlBlock* block, const void* field) {
+    return static_cast<std::uint64_t>(static_cast<const std::byte*>(field) -
+                                      reinterpret_cast<const std::byte*>(block));
+  }
 
   std::uint64_t teams;
   std::uint64_t pes;
   std::uint64_t collective = 0;
   std::uint64_t epochs = 0;
   std::uint64_t offers = 0;
+  std::uint64_t mirrors = 0;
+  std::uint64_t beats = 0;
   std::uint64_t bytes = 0;
 
  private:

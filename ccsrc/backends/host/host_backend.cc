@@ -133,7 +133,8 @@ Status DecodeSegmentHandle(std::string_view bytes, SegmentHandle* out) {
   return Status::Ok();
 }
 
-Status CheckOneHost(const std::vector<SegmentHandle>& handles, int rank) {
+bool HostsLayout(const std::vector<SegmentHandle>& handles, int rank, std::string* layout,
+                 std::string* others) {
   const HostIdentity& mine = handles[rank].host;
   // The PEs grouped by host, in order of their first PE.
   std::vector<std::pair<const HostIdentity*, std::vector<int>>> hosts;
@@ -149,21 +150,24 @@ Status CheckOneHost(const std::vector<SegmentHandle>& handles, int rank) {
       it->second.push_back(pe);
     }
   }
-  if (alone) return Status::Ok();
-  std::string layout;
-  std::string others;
   for (const auto& [host, pes] : hosts) {
     std::string list;
     for (int pe : pes) list += (list.empty() ? "" : ",") + std::to_string(pe);
-    layout += (layout.empty() ? "" : "; ") + host->Label() + ": pes " + list;
-    if (!host->SameHost(mine)) others += (others.empty() ? "" : ",") + list;
+    *layout += (layout->empty() ? "" : "; ") + host->Label() + ": pes " + list;
+    if (!host->SameHost(mine)) *others += (others->empty() ? "" : ",") + list;
   }
+  return alone;
+}
+
+Status CheckOneHost(const std::vector<SegmentHandle>& handles, int rank, std::string_view reason) {
+  std::string layout, others;
+  if (HostsLayout(handles, rank, &layout, &others)) return Status::Ok();
   return Status::Assertion(
       ErrorCode::kUnsupportedCapability,
-      "the host backend reaches only PEs on its own host (it maps their memory); PEs on other "
-      "hosts need a network transport, which this build does not have",
-      {{"pe", std::to_string(rank)}, {"host", mine.Label()}, {"other_host_pes", others},
-       {"hosts", layout}});
+      "the host backend maps the memory of PEs on its own host only; PEs on other hosts need "
+      "the network transport (UCX), which is not available: " + std::string(reason),
+      {{"pe", std::to_string(rank)}, {"host", handles[rank].host.Label()},
+       {"other_host_pes", others}, {"hosts", layout}});
 }
 
 HostBackend::~HostBackend() { DestroyHeap(); }
@@ -247,12 +251,31 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
   for (int pe = 0; pe < spec_.size; ++pe) {
     HPS_RETURN_IF_ERROR(DecodeSegmentHandle(handles[pe], &decoded[pe]));
   }
-  HPS_RETURN_IF_ERROR(CheckOneHost(decoded, spec_.rank));
+  // Which peers this PE maps and which it reaches through the network. Every PE decides
+  // alike from the same handles whether the job needs the network at all, so either every PE
+  // takes part in the second exchange (ConnectRemotes) or none does.
+  const bool all_remote = spec_.remote_peers == "all";
+  bool several_hosts = false;
+  for (int pe = 1; pe < spec_.size; ++pe) {
+    if (!decoded[pe].host.SameHost(decoded[0].host)) several_hosts = true;
+  }
+  std::vector<bool> remote(spec_.size, false);
+  placement_.assign(spec_.size, PeerPlacement{});
+  for (int pe = 0; pe < spec_.size; ++pe) {
+    remote[pe] = pe != spec_.rank &&
+                 (all_remote || !decoded[pe].host.SameHost(decoded[spec_.rank].host));
+    placement_[pe].host = decoded[pe].host.Label();
+    placement_[pe].transport = pe == spec_.rank ? "self" : remote[pe] ? "ucx" : "shared memory";
+  }
+  if (several_hosts || (all_remote && spec_.size > 1)) {
+    HPS_RETURN_IF_ERROR(ConnectRemotes(decoded, remote));
+  }
   std::vector<int> pids(spec_.size, static_cast<int>(::getpid()));
   for (int pe = 0; pe < spec_.size; ++pe) {
     if (pe == spec_.rank) continue;
     const SegmentHandle& handle = decoded[pe];
-    pids[pe] = handle.pid;
+    pids[pe] = remote[pe] ? -1 : handle.pid;  // a remote PE's liveness is the transport's
+    if (remote[pe]) continue;
     if (handle.rank != pe || handle.segment_bytes != segment_bytes_ ||
         handle.heap_bytes != spec_.heap_bytes) {
       return Status::Assertion(ErrorCode::kBackendError, "peer segment does not match ours",
@@ -300,12 +323,18 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
                                          wait_policy_,
                                          std::move(heaps), std::move(controls), workers_.get(),
                                          &latch_, spec_.blocking_ops);
+  if (transport_) {
+    device_->AttachRemote(transport_.get(), heap_region_bytes_);
+    HPS_RETURN_IF_ERROR(StartRemotes(remote));
+  }
   if (wait_mode_ == WaitMode::kAuto) {
     RequireCallable<HostCall::kPinThread, CallSite::kHostThread>();
     pin_.PinForPe(spec_.rank, spec_.size);
   }
   std::vector<std::atomic<std::int32_t>*> lost_words(spec_.size);
-  for (int pe = 0; pe < spec_.size; ++pe) lost_words[pe] = &PeerControl(pe)->lost_peer;
+  for (int pe = 0; pe < spec_.size; ++pe) {
+    lost_words[pe] = remote[pe] ? nullptr : &PeerControl(pe)->lost_peer;
+  }
   return monitor_.Start(spec_.rank, pids, &latch_, &PeerControl(spec_.rank)->doorbell,
                         std::move(lost_words));
 }
@@ -313,6 +342,9 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
 Status HostBackend::DestroyHeap() {
   RequireCallable<HostCall::kUnmapSegments, CallSite::kHostThread>();
   monitor_.Stop();  // it rings the local doorbell, which is about to be unmapped
+  // Before the segment goes: once the worker is destroyed no remote write can land here.
+  if (transport_) transport_->Close();
+  transport_.reset();
   pin_.Restore();
   device_.reset();
   workers_.reset();  // joins the copy threads
@@ -347,6 +379,111 @@ Status HostBackend::DestroyHeap() {
     fd_ = -1;
   }
   return result;
+}
+
+Status HostBackend::ConnectRemotes(const std::vector<SegmentHandle>& handles,
+                                   const std::vector<bool>& remote) {
+  if (!spec_.all_gather) {
+    return Status::Assertion(ErrorCode::kInvalidState,
+                             "PEs on other hosts need a second exchange, and none was given", {});
+  }
+  // Every PE takes part in the exchange, also one that could not load UCX: then every PE
+  // fails alike, naming those that could not.
+  Status loaded = UcxTransport::Load(spec_.ucx_library, spec_.timeout, &transport_);
+  std::string blob;
+  if (loaded.ok()) {
+    RequireCallable<HostCall::kOpenPeerSegment, CallSite::kHostThread>();
+    loaded = transport_->Register(mappings_[spec_.rank].base, segment_bytes_, &blob);
+  }
+  std::vector<std::string> blobs;
+  HPS_RETURN_IF_ERROR(
+      spec_.all_gather(loaded.ok() ? "K" + blob : "E" + loaded.message(), &blobs));
+  std::string without;
+  std::string reason;
+  for (int pe = 0; pe < spec_.size; ++pe) {
+    if (!blobs[pe].empty() && blobs[pe][0] == 'K') {
+      blobs[pe].erase(0, 1);
+      continue;
+    }
+    without += (without.empty() ? "" : ",") + std::to_string(pe) + " (" + handles[pe].host.Label() + ")";
+    if (reason.empty()) reason = blobs[pe].empty() ? "unknown" : blobs[pe].substr(1);
+  }
+  if (!without.empty()) {
+    transport_.reset();
+    std::string layout, others;
+    HostsLayout(handles, spec_.rank, &layout, &others);
+    return Status::Assertion(ErrorCode::kUnsupportedCapability,
+                             "PEs on other hosts (or HYPER_PARALLEL_SHMEM_REMOTE_PEERS=all) need "
+                             "the network transport (UCX), which some PEs could not load",
+                             {{"pe", std::to_string(spec_.rank)}, {"pes_without_ucx", without},
+                              {"hosts", layout}, {"reason", reason}});
+  }
+  return transport_->Connect(spec_.rank, blobs, remote,
+                             [this](int pe, const std::string& how) {
+                               const bool first = latch_.Set(Status::Assertion(
+                                   ErrorCode::kPeerLost, "a remote peer PE was lost",
+                                   {{"pe", std::to_string(pe)},
+                                    {"host", placement_[pe].host},
+                                    {"noticed", how}}));
+                               (void)first;
+                               if (ControlBlock* own = PeerControl(spec_.rank)) {
+                                 Ring<CallSite::kHostThread>(&own->doorbell);
+                               }
+                             });
+}
+
+Status HostBackend::StartRemotes(const std::vector<bool>& remote) {
+  ControlBlock* own = PeerControl(spec_.rank);
+  const ControlLayout layout(spec_.teams, spec_.size);
+  UcxTransport::Liveness liveness;
+  liveness.silence = spec_.peer_silence;
+  const std::uint64_t control = heap_region_bytes_;
+  const int rank = spec_.rank;
+  liveness.remote_beat_offset = [own, layout, control, rank](int) {
+    return control + ControlLayout::OffsetIn(own, &layout.Beat(own, rank));
+  };
+  liveness.observed_beat = [own, layout](int pe) {
+    return layout.Beat(own, pe).value.load(std::memory_order_acquire);
+  };
+  HPS_RETURN_IF_ERROR(transport_->Start(
+      [own] { Ring<CallSite::kHostThread>(&own->doorbell); }, std::move(liveness)));
+  // Every remote peer is reachable and its segment is what we expect: read its control
+  // block's head (a round trip; its progress thread answers).
+  for (int pe = 0; pe < spec_.size; ++pe) {
+    if (!remote[pe]) continue;
+    struct {
+      std::uint64_t magic;
+      std::uint32_t version;
+      std::int32_t rank;
+    } head{};
+    static_assert(offsetof(ControlBlock, magic) == 0 && offsetof(ControlBlock, rank) == 12);
+    Status read = transport_->Get(pe, &head, control, sizeof head);
+    if (!read.ok()) {
+      return Status::Assertion(ErrorCode::kBackendError,
+                               "a remote peer could not be reached through UCX",
+                               {{"pe", std::to_string(pe)}, {"host", placement_[pe].host},
+                                {"reason", read.message()}});
+    }
+    if (head.magic != kControlMagic || head.version != kControlVersion || head.rank != pe) {
+      return Status::Assertion(ErrorCode::kBackendError, "remote peer control block is not valid",
+                               {{"pe", std::to_string(pe)}, {"magic", Hex(head.magic)},
+                                {"version", std::to_string(head.version)}});
+    }
+  }
+  return Status::Ok();
+}
+
+NetworkInfo HostBackend::Network() const {
+  NetworkInfo info;
+  if (!transport_) return info;
+  info.provider = "ucx";
+  info.version = transport_->version();
+  info.endpoints = transport_->endpoints();
+  const RemoteCounters counters = transport_->counters();
+  info.counters = {{"puts", counters.puts}, {"gets", counters.gets},
+                   {"atomics", counters.atomics}, {"bytes_put", counters.bytes_put},
+                   {"bytes_got", counters.bytes_got}};
+  return info;
 }
 
 std::byte* HostBackend::LocalHeapBase() const { return PeerHeapBase(spec_.rank); }
@@ -394,7 +531,11 @@ std::string HostBackend::StreamLabel(StreamRef stream) const {
   return host::StreamLabel(static_cast<const HostStream*>(stream.native));
 }
 
-Status HostBackend::Quiesce() { return DrainAllStreams(spec_.timeout); }
+Status HostBackend::Quiesce() {
+  HPS_RETURN_IF_ERROR(DrainAllStreams(spec_.timeout));
+  // Remote operations have left this PE; wait until they landed (a quiet).
+  return transport_ ? transport_->Flush() : Status::Ok();
+}
 
 StreamRef HostBackend::CurrentStream() const { return StreamRef{host::CurrentStream()}; }
 
@@ -418,6 +559,14 @@ Status HostBackend::Submit(StreamRef stream, std::string_view operation, Body bo
 Status HostBackend::Put(StreamRef stream, std::uint64_t offset, const void* source,
                         std::uint64_t bytes, int pe, KeepAlive keep_alive) {
   if (bytes == 0) return Status::Ok();
+  if (device_->IsRemote(pe)) {
+    UcxTransport* transport = transport_.get();
+    return Submit(stream, "put", [transport, offset, source, bytes, pe,
+                                  hold = std::move(keep_alive)]<CallSite kSite>() {
+      RequireCallable<HostCall::kCopyBytes, kSite>();
+      return transport->Put(pe, offset, source, bytes);
+    });
+  }
   std::byte* destination = PeerHeapBase(pe) + offset;
   return Submit(stream, "put", [destination, source, bytes, hold = std::move(keep_alive)]<CallSite kSite>() {
     CopyBytes<kSite>(destination, source, bytes);
@@ -428,6 +577,14 @@ Status HostBackend::Put(StreamRef stream, std::uint64_t offset, const void* sour
 Status HostBackend::Get(StreamRef stream, void* destination, std::uint64_t offset,
                         std::uint64_t bytes, int pe, KeepAlive keep_alive) {
   if (bytes == 0) return Status::Ok();
+  if (device_->IsRemote(pe)) {
+    UcxTransport* transport = transport_.get();
+    return Submit(stream, "get", [transport, destination, offset, bytes, pe,
+                                  hold = std::move(keep_alive)]<CallSite kSite>() {
+      RequireCallable<HostCall::kCopyBytes, kSite>();
+      return transport->Get(pe, destination, offset, bytes);
+    });
+  }
   const std::byte* source = PeerHeapBase(pe) + offset;
   return Submit(stream, "get", [destination, source, bytes, hold = std::move(keep_alive)]<CallSite kSite>() {
     CopyBytes<kSite>(destination, source, bytes);
@@ -437,6 +594,14 @@ Status HostBackend::Get(StreamRef stream, void* destination, std::uint64_t offse
 
 Status HostBackend::Signal(StreamRef stream, std::uint64_t offset, SignalWidth width, SignalOp op,
                            std::int64_t value, int pe) {
+  if (device_->IsRemote(pe)) {
+    UcxTransport* transport = transport_.get();
+    return Submit(stream, "signal", [transport, offset, width, op, value, pe]<CallSite kSite>() {
+      RequireCallable<HostCall::kAtomicSignal, kSite>();
+      return transport->Atomic(pe, offset, width == SignalWidth::k32 ? 4 : 8,
+                               op == SignalOp::kSet, value);
+    });
+  }
   std::byte* address = PeerHeapBase(pe) + offset;
   Doorbell* bell = &PeerControl(pe)->doorbell;
   return Submit(stream, "signal", [address, bell, width, op, value]<CallSite kSite>() {
@@ -449,6 +614,18 @@ Status HostBackend::PutSignal(StreamRef stream, std::uint64_t offset, const void
                               std::uint64_t bytes, std::uint64_t signal_offset,
                               SignalWidth width, SignalOp op, std::int64_t value, int pe,
                               KeepAlive keep_alive) {
+  if (device_->IsRemote(pe)) {
+    UcxTransport* transport = transport_.get();
+    return Submit(stream, "put_signal",
+                  [transport, offset, source, bytes, signal_offset, width, op, value, pe,
+                   hold = std::move(keep_alive)]<CallSite kSite>() {
+                    RequireCallable<HostCall::kCopyBytes, kSite>();
+                    if (bytes > 0) HPS_RETURN_IF_ERROR(transport->Put(pe, offset, source, bytes));
+                    // Fenced after the put on the same endpoint: data before signal.
+                    return transport->Atomic(pe, signal_offset, width == SignalWidth::k32 ? 4 : 8,
+                                             op == SignalOp::kSet, value);
+                  });
+  }
   std::byte* destination = PeerHeapBase(pe) + offset;
   std::byte* address = PeerHeapBase(pe) + signal_offset;
   Doorbell* bell = &PeerControl(pe)->doorbell;
@@ -483,7 +660,12 @@ Status HostBackend::WaitSignal(StreamRef stream, std::uint64_t offset, SignalWid
       });
     };
     const WaitOutcome outcome = WaitUntil<kSite>(
-        bell, [&] { return Compare(observe(), comparison, value); }, timeout, policy,
+        bell,
+        [&] {
+          device->PollRemote();
+          return Compare(observe(), comparison, value);
+        },
+        timeout, policy,
         device->latch().flag(), notice);
     if (outcome == WaitOutcome::kReady) return Status::Ok();
     if (outcome == WaitOutcome::kAborted) return device->latch().Get();

@@ -15,6 +15,12 @@
 // Liveness: a PeerMonitor watches every peer's process from OpenPeers to DestroyHeap; a peer
 // that exits latches PEER_LOST and every wait of this backend gives up at once (liveness.h).
 //
+// Several hosts: a PE on another host (every peer, with HYPER_PARALLEL_SHMEM_REMOTE_PEERS=all)
+// cannot be mapped. OpenPeers then loads UCX, registers the segment, gathers every PE's UCX
+// address through the bootstrap and reaches those peers through UcxTransport (puts, gets,
+// atomics into their segment; a progress thread; heartbeats and endpoint errors for liveness),
+// while same-host peers stay mapped (docs/scale-out.md).
+//
 // Closing: DestroyHeap releases every segment, but leaves the local heap's addresses reserved
 // for the rest of the process as private zero pages, so a stale alias of a heap tensor reads
 // zeros rather than crashing, and no later mapping can land there.
@@ -35,6 +41,7 @@
 #include "backends/host/host_device.h"
 #include "backends/host/host_identity.h"
 #include "backends/host/liveness.h"
+#include "backends/host/ucx_transport.h"
 
 namespace hyper_parallel::shmem::host {
 
@@ -75,6 +82,8 @@ class HostBackend final : public Backend {
   bool RunsInline(StreamRef stream) const override { return stream.native == nullptr; }
   std::string StreamLabel(StreamRef stream) const override;
   WaitInfo Wait() const override;
+  std::vector<PeerPlacement> Placement() const override { return placement_; }
+  NetworkInfo Network() const override;
   Status Health() const override {
     if (!latch_.failed()) [[likely]] return Status::Ok();
     return latch_.Get();
@@ -134,13 +143,25 @@ class HostBackend final : public Backend {
   ThreadPin pin_;
   std::unique_ptr<CopyWorkers> workers_;
   std::unique_ptr<HostDevice> device_;
+  std::unique_ptr<UcxTransport> transport_;  // null: every peer is mapped
+  std::vector<PeerPlacement> placement_;
+  // Loads UCX, publishes this PE's address and connects to every peer marked remote.
+  Status ConnectRemotes(const std::vector<SegmentHandle>& handles, const std::vector<bool>& remote);
+  // Starts the progress thread and checks that every remote peer answers.
+  Status StartRemotes(const std::vector<bool>& remote);
 };
+
+/// "host0 (net:[…]): pes 0,1; host1 (net:[…]): pes 2,3" and, in `others`, the PEs on hosts
+/// other than handles[rank]'s ("2,3"); returns whether every PE is on rank's host.
+bool HostsLayout(const std::vector<SegmentHandle>& handles, int rank, std::string* layout,
+                 std::string* others);
 
 /// Serialises a handle to the bytes CreateHeap publishes, and back (with validation).
 std::string EncodeSegmentHandle(const SegmentHandle& handle);
 Status DecodeSegmentHandle(std::string_view bytes, SegmentHandle* out);
 /// UNSUPPORTED_CAPABILITY naming every host and its PEs unless every handle's host is that of
 /// handles[rank]: the host backend maps its peers' memory, so it reaches only its own host.
-Status CheckOneHost(const std::vector<SegmentHandle>& handles, int rank);
+Status CheckOneHost(const std::vector<SegmentHandle>& handles, int rank,
+                    std::string_view reason = "this process has no network transport");
 
 }  // namespace hyper_parallel::shmem::host

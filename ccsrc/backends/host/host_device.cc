@@ -73,7 +73,7 @@ Status HostDevice::ReadDescriptors(const data_plane::CollectiveGroup& group,
   all->assign(static_cast<std::size_t>(group.size()), CollectiveDescriptor{});
   for (int member = 0; member < group.size(); ++member) {
     const int pe = group.pe(member);
-    const CollectiveSlot& theirs = layout_.Collective(controls_[pe], group.sync_slot, sequence);
+    const CollectiveSlot& theirs = SlotOf(pe, group.sync_slot, sequence);
     std::array<std::uint64_t, CollectiveDescriptor::kWords> words{};
     words[0] = theirs.sequence.load(std::memory_order_acquire);
     for (int i = 1; i < CollectiveDescriptor::kWords; ++i) {
@@ -108,7 +108,7 @@ bool HostDevice::CoreWordsMatch(const data_plane::CollectiveGroup& group,
   for (int member = 0; member < group.size(); ++member) {
     const int pe = group.pe(member);
     if (pe == rank_) continue;
-    const CollectiveSlot& theirs = layout_.Collective(controls_[pe], group.sync_slot, mine.sequence);
+    const CollectiveSlot& theirs = SlotOf(pe, group.sync_slot, mine.sequence);
     if (theirs.sequence.load(std::memory_order_acquire) != mine.sequence) return false;
     for (int i = 1; i < CollectiveDescriptor::kCoreWords; ++i) {
       if (theirs.words[i - 1].load(std::memory_order_relaxed) != words[i]) return false;

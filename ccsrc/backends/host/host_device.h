@@ -30,6 +30,7 @@
 #include "backends/host/control_block.h"
 #include "backends/host/doorbell.h"
 #include "backends/host/liveness.h"
+#include "backends/host/ucx_transport.h"
 #include "base/mutex.h"
 #include "base/status.h"
 
@@ -55,6 +56,17 @@ class HostDevice {
         latch_(latch),
         blocking_ops_(blocking_ops) {}
 
+  /// Reaches the PEs `transport` serves through it (their heaps and control blocks are not
+  /// mapped here: heap(pe) is null); `control_offset` is where a segment's control block
+  /// starts. Called once, before any kernel runs.
+  void AttachRemote(UcxTransport* transport, std::uint64_t control_offset) {
+    remote_ = transport;
+    control_offset_ = control_offset;
+  }
+  /// Whether PE `pe` is reached through the network transport.
+  bool IsRemote(int pe) const { return remote_ != nullptr && remote_->remote(pe); }
+  UcxTransport* transport() const { return remote_; }
+
   int rank() const { return rank_; }
   int size() const { return size_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
@@ -69,10 +81,40 @@ class HostDevice {
     CopyBytes(destination, source, bytes);
   }
 
+  /// Copies `bytes` from local `source` to heap offset `offset` of PE `pe`: a memcpy into its
+  /// mapping, or a UCX put to a remote PE (a failure is latched: the lifecycle cannot go on).
+  template <CallSite kSite>
+  void PutTo(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes) const {
+    RequireCallable<HostCall::kCopyBytes, kSite>();
+    if (IsRemote(pe)) {
+      Check<kSite>(remote_->Put(pe, offset, source, bytes));
+      return;
+    }
+    CopyBytes(heap_bases_[pe] + offset, source, bytes);
+  }
+
+  /// Progresses the network transport once (a waiter's poll); nothing without remote peers.
+  void PollRemote() const {
+    if (remote_ != nullptr) remote_->Poll();
+  }
+
+  /// Latches a failed remote operation (terminal) and wakes this PE's waiters to see it.
+  template <CallSite kSite>
+  void Check(const Status& status) const {
+    if (status.ok()) [[likely]] return;
+    latch_->Set(status);
+    Ring<kSite>(&controls_[rank_]->doorbell);
+  }
+
   /// Publishes `epoch` on `slot` to PE `pe`, after every write this thread made before.
   template <CallSite kSite>
   void Publish(int pe, int slot, std::uint64_t epoch) const {
     RequireCallable<HostCall::kAtomicSignal, kSite>();
+    if (IsRemote(pe)) {
+      Check<kSite>(remote_->PutWord(pe, RemoteOffset(&layout_.Epoch(controls_[rank_], slot, rank_)),
+                                    epoch));
+      return;
+    }
     layout_.Epoch(controls_[pe], slot, rank_).value.store(epoch, std::memory_order_release);
     Ring<kSite>(&controls_[pe]->doorbell);
   }
@@ -82,6 +124,10 @@ class HostDevice {
   template <CallSite kSite>
   void AddCounter(int pe, std::uint64_t offset, std::int64_t value) const {
     RequireCallable<HostCall::kAtomicSignal, kSite>();
+    if (IsRemote(pe)) {
+      Check<kSite>(remote_->Atomic(pe, offset, 8, /*set=*/false, value));
+      return;
+    }
     Counter(pe, offset).fetch_add(value, std::memory_order_seq_cst);
     RingAfterSeqCst<kSite>(&controls_[pe]->doorbell);
   }
@@ -92,7 +138,10 @@ class HostDevice {
   Status WaitCounter(std::uint64_t offset, std::int64_t target, std::string_view what,
                      const HostStream* stream) const {
     RequireCallable<HostCall::kBoundedWait, kSite>();
-    auto reached = [&] { return ReadCounter(rank_, offset) >= target; };
+    auto reached = [&] {
+      PollRemote();
+      return ReadCounter(rank_, offset) >= target;
+    };
     auto notice = [&] {
       return Register(what, stream, [this, offset, target] {
         return "counter=" + CounterText(offset, target);
@@ -128,6 +177,7 @@ class HostDevice {
                  const HostStream* stream) const {
     RequireCallable<HostCall::kBoundedWait, kSite>();
     auto all_arrived = [&] {
+      PollRemote();
       for (int source : sources) {
         if (Observed(slot, source) < epoch) return false;
       }
@@ -190,9 +240,12 @@ class HostDevice {
     }
     own.sequence.store(sequence, std::memory_order_release);
     for (int member = 0; member < group.size(); ++member) {
-      if (const int pe = group.pe(member); pe != rank_) Ring<kSite>(&controls_[pe]->doorbell);
+      const int pe = group.pe(member);
+      if (pe != rank_ && !IsRemote(pe)) Ring<kSite>(&controls_[pe]->doorbell);
     }
+    if (remote_ != nullptr) PublishToRemotes<kSite>(group, team, sequence, words);
     auto everyone = [&] {
+      PollRemote();
       for (int member = 0; member < group.size(); ++member) {
         if (PublishedSequence(group.pe(member), team, sequence) < sequence) return false;
       }
@@ -221,6 +274,14 @@ class HostDevice {
                            std::string_view operation, std::vector<ExchangeWords>* theirs) const {
     RequireCallable<HostCall::kExchange, kSite>();
     for (const PeerRound& peer : peers) {
+      if (IsRemote(peer.pe)) {
+        // Into the peer's mailbox through UCX: the words, then the round (fenced after them).
+        const CollectiveSlot& box = layout_.Offer(controls_[rank_], rank_, peer.round);
+        Check<kSite>(remote_->Put(peer.pe, RemoteOffset(&box.words[0]), &mine[1],
+                                  (CollectiveDescriptor::kWords - 1) * sizeof(std::uint64_t)));
+        Check<kSite>(remote_->PutWord(peer.pe, RemoteOffset(&box.sequence), peer.round));
+        continue;
+      }
       CollectiveSlot& box = layout_.Offer(controls_[peer.pe], rank_, peer.round);
       for (int i = 1; i < CollectiveDescriptor::kWords; ++i) {
         box.words[i - 1].store(mine[i], std::memory_order_relaxed);
@@ -233,6 +294,7 @@ class HostDevice {
                  .sequence.load(std::memory_order_acquire) >= peer.round;
     };
     auto everyone = [&] {
+      PollRemote();
       for (const PeerRound& peer : peers) {
         if (!arrived(peer)) return false;
       }
@@ -295,7 +357,36 @@ class HostDevice {
  private:
   static void CopyBytes(void* destination, const void* source, std::uint64_t bytes);
   std::uint64_t PublishedSequence(int pe, int team, std::uint64_t sequence) const {
-    return layout_.Collective(controls_[pe], team, sequence).sequence.load(std::memory_order_acquire);
+    return SlotOf(pe, team, sequence).sequence.load(std::memory_order_acquire);
+  }
+  // PE `pe`'s descriptor slot of team slot `team`, call `sequence`: in its control block, or,
+  // for a remote PE, the mirror of it that PE pushed into this PE's block.
+  const CollectiveSlot& SlotOf(int pe, int team, std::uint64_t sequence) const {
+    return IsRemote(pe) ? layout_.Mirror(controls_[rank_], team, sequence, pe)
+                        : layout_.Collective(controls_[pe], team, sequence);
+  }
+  // The segment offset, at any PE, of `field` (a field of this PE's control block).
+  std::uint64_t RemoteOffset(const void* field) const {
+    return control_offset_ + ControlLayout::OffsetIn(controls_[rank_], field);
+  }
+  // Pushes this PE's descriptor of call `sequence` into every remote member's mirror: first
+  // everything this PE wrote lands (flush: the exchange is a barrier), then the words, then
+  // the sequence, fenced after them.
+  template <CallSite kSite>
+  void PublishToRemotes(const data_plane::CollectiveGroup& group, int team, std::uint64_t sequence,
+                        const std::array<std::uint64_t, CollectiveDescriptor::kWords>& words) const {
+    bool any = false;
+    for (int member = 0; member < group.size() && !any; ++member) any = IsRemote(group.pe(member));
+    if (!any) return;
+    Check<kSite>(remote_->Flush());
+    const CollectiveSlot& mirror = layout_.Mirror(controls_[rank_], team, sequence, rank_);
+    for (int member = 0; member < group.size(); ++member) {
+      const int pe = group.pe(member);
+      if (!IsRemote(pe)) continue;
+      Check<kSite>(remote_->Put(pe, RemoteOffset(&mirror.words[0]), &words[1],
+                                (CollectiveDescriptor::kWords - 1) * sizeof(std::uint64_t)));
+      Check<kSite>(remote_->PutWord(pe, RemoteOffset(&mirror.sequence), sequence));
+    }
   }
   Status ReadDescriptors(const data_plane::CollectiveGroup& group, std::uint64_t sequence,
                          std::vector<CollectiveDescriptor>* all) const;
@@ -330,6 +421,8 @@ class HostDevice {
   CopyWorkers* workers_;  // may be null: the caller alone
   FailureLatch* latch_;
   BlockingOpTable* blocking_ops_;  // may be null: waits are not registered
+  UcxTransport* remote_ = nullptr;  // null: every peer is mapped
+  std::uint64_t control_offset_ = 0;
 };
 
 /// The label of a stream in diagnostics: "stream <id>", or the calling thread's default stream.

@@ -53,12 +53,12 @@ TEST(HostIdentity, OneHostPasses) {
   EXPECT_TRUE(CheckOneHost(Handles({0, 0, 0}), 1).ok());
 }
 
-TEST(HostIdentity, PesOnOtherHostsAreRefusedNamingEveryHostAndItsPes) {
+TEST(HostIdentity, PesOnOtherHostsWithoutTheNetworkAreRefusedNamingEveryHostAndItsPes) {
   const Status status = CheckOneHost(Handles({0, 1, 0, 1}), 2);
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.code(), ErrorCode::kUnsupportedCapability);
   const std::string message = status.message();
-  EXPECT_NE(message.find("reaches only PEs on its own host"), std::string::npos) << message;
+  EXPECT_NE(message.find("PEs on other hosts need the network transport (UCX)"), std::string::npos) << message;
   EXPECT_NE(message.find("pe=2"), std::string::npos) << message;
   EXPECT_NE(message.find("host=host0 (net:[100])"), std::string::npos) << message;
   EXPECT_NE(message.find("other_host_pes=1,3"), std::string::npos) << message;

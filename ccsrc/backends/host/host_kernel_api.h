@@ -26,7 +26,7 @@ class HostKernelApi final : public data_plane::KernelApi {
     return device_.heap(device_.rank()) + offset;
   }
   void PutBlock(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes) override {
-    if (bytes > 0) device_.Copy<kSite>(device_.heap(pe) + offset, source, bytes);
+    if (bytes > 0) device_.PutTo<kSite>(pe, offset, source, bytes);
   }
   void AddCounter(int pe, std::uint64_t offset, std::int64_t value) override {
     device_.AddCounter<kSite>(pe, offset, value);
@@ -46,7 +46,7 @@ class HostKernelApi final : public data_plane::KernelApi {
       const data_plane::Range range = data_plane::PartitionRange(puts.size(), workers, worker);
       for (std::uint64_t i = range.begin; i < range.end; ++i) {
         const data_plane::BlockPut& put = puts[i];
-        if (put.bytes > 0) device_.Copy<kSite>(device_.heap(put.pe) + put.offset, put.source, put.bytes);
+        if (put.bytes > 0) device_.PutTo<kSite>(put.pe, put.offset, put.source, put.bytes);
       }
     });
   }

@@ -61,7 +61,7 @@ Status PeerMonitor::Start(int rank, const std::vector<int>& pids, FailureLatch* 
   uses_pidfds_ = true;
   int already_gone = -1;
   for (int pe = 0; pe < static_cast<int>(pids.size()); ++pe) {
-    if (pe == rank) continue;
+    if (pe == rank || pids[pe] < 0) continue;  // < 0: on another host, watched by the network
     const int fd = PidfdOpen(pids[pe]);
     if (fd >= 0) {
       pidfds_[pe] = fd;
@@ -111,12 +111,13 @@ void PeerMonitor::Lost(int pe) {
   int cause = pe;
   if (lost_words_.size() == pids_.size()) {
     // A peer that exited because it had lost another one: name that first one.
-    const int reported = lost_words_[pe]->load(std::memory_order_acquire);
+    const int reported =
+        lost_words_[pe] != nullptr ? lost_words_[pe]->load(std::memory_order_acquire) : -1;
     if (reported >= 0 && reported < size && reported != rank_ && reported != pe) cause = reported;
   }
   const bool first = latch_->Set(cause == pe ? PeerLost(pe, pids_[pe])
                                              : PeerLost(cause, pids_[cause], pe, pids_[pe]));
-  if (first && lost_words_.size() == pids_.size()) {
+  if (first && lost_words_.size() == pids_.size() && lost_words_[rank_] != nullptr) {
     lost_words_[rank_]->store(cause, std::memory_order_release);
   }
   if (bell_ != nullptr) Ring<CallSite::kHostThread>(bell_);
@@ -145,7 +146,7 @@ void PeerMonitor::Run() {
       }
     } else {
       for (int pe = 0; pe < static_cast<int>(pids_.size()); ++pe) {
-        if (pe != rank_ && ProcessGone(pids_[pe])) {
+        if (pe != rank_ && pids_[pe] >= 0 && ProcessGone(pids_[pe])) {
           Lost(pe);
           return;
         }

@@ -36,9 +36,10 @@ class PeerMonitor {
   PeerMonitor(const PeerMonitor&) = delete;
   PeerMonitor& operator=(const PeerMonitor&) = delete;
 
-  /// Starts watching `pids` (indexed by rank; this PE's own entry is skipped). A peer that is
+  /// Starts watching `pids` (indexed by rank; this PE's own entry is skipped, and so is a
+  /// negative one: a PE on another host, whose liveness the network transport watches). A peer that is
   /// already gone is latched at once. `bell` is rung when a loss is latched. `lost_words`
-  /// (indexed by rank, or empty) are the PEs' "lost peer" words: this PE publishes in its own
+  /// (indexed by rank, or empty; null for a PE that is not mapped) are the PEs' "lost peer" words: this PE publishes in its own
   /// which peer it lost, and when a peer exits after having lost another one, the loss is
   /// reported as that first one's (a job whose PE 1 died, then PE 0 exited because of it,
   /// names PE 1 on every survivor).

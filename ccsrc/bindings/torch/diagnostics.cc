@@ -109,6 +109,28 @@ py::dict Snapshot() {
   wait["sleeps"] = d.wait.sleeps;
   wait["pinned"] = d.wait.pinning;
   state["wait"] = wait;
+  // Where every PE is and how this PE reaches it (docs/scale-out.md).
+  py::list peers;
+  for (std::size_t pe = 0; pe < d.peers.size(); ++pe) {
+    py::dict entry;
+    entry["pe"] = static_cast<int>(pe);
+    entry["host"] = d.peers[pe].host;
+    entry["transport"] = d.peers[pe].transport;
+    peers.append(entry);
+  }
+  state["peers"] = peers;
+  if (d.network.provider.empty()) {
+    state["network"] = py::none();
+  } else {
+    py::dict network;
+    network["provider"] = d.network.provider;
+    network["version"] = d.network.version;
+    network["endpoints"] = d.network.endpoints;
+    py::dict counters;
+    for (const auto& [name, value] : d.network.counters) counters[py::str(name)] = value;
+    network["ops"] = counters;
+    state["network"] = network;
+  }
   const auto now = std::chrono::system_clock::now();
   py::list blocked;
   for (const BlockingOp& op : d.blocking) {
