@@ -16,10 +16,12 @@ every byte between the two PEs crosses eth0 over TCP. Needs root. The systems me
                 descriptors over a Unix socket) to this process, which starts the command
                 inside host 1's namespaces; see Relay.
                 put_bw: putmem x iters + quiet; put_signal: 8 B putmem, fence, atomic add on a
-                flag, quiet (time per call); pingpong: 8 B putmem + fence + atomic set,
+                flag, quiet (time per call; the target waits in shmem_wait_until, which
+                drives its progress); pingpong: 8 B putmem + fence + atomic set,
                 answered after shmem_wait_until (half round trip).
   ucx_perftest  UCX's own benchmark, server on host 1 and client on host 0: ucp_put_bw,
-                ucp_put_lat and ucp_am_lat (its typical latency, i.e. the median).
+                ucp_put_lat and ucp_am_lat (its typical latency, i.e. the median);
+                ucp_put_bw with -O 1 (one put in flight, like a blocking putmem).
   gloo          torch.distributed over gloo: all_gather_into_tensor, all_to_all_single.
   hps           Hyper-Parallel SHMEM from Python (hyper_parallel.core.multicore.shmem): put_bw
                 (shmem.put x iters, then a barrier), put_signal (8 B, time per call, a
@@ -31,8 +33,9 @@ every byte between the two PEs crosses eth0 over TCP. Needs root. The systems me
 Every PE-side figure is the median of the repetitions (min and max kept); bandwidth is bytes
 moved per second (GB = 1e9 B). Output: a table with ratios (peer time / our time: above 1, ours
 is faster) on stdout, DIR/scale_out.json, and the plots scale_out_put_bw.png and
-scale_out_latency.png in --plots (default: DIR). The machine is shared by both hosts (same
-cores, same kernel): treat the figures as the link's software cost, not a NIC's.
+scale_out_latency.png in --plots (default: docs/benchmarks). The machine is shared by both hosts (same
+cores, same kernel): treat the figures as the link's software cost, not a NIC's; on a loaded
+machine, busy-polling PEs wait for a scheduler tick (milliseconds) now and then.
 
 Our side with settings of its own (the UCX transport once it exists), e.g.:
     sudo python benchmarks/scale_out.py --only hps --pe-env UCX_TLS=tcp,self
@@ -298,11 +301,11 @@ def parse_perftest(text: str) -> dict | None:
 
 
 def perftest_once(hosts, test: str, size: int, iters: int, port: int,
-                  timeout_s: float = 300) -> tuple:
+                  timeout_s: float = 300, extra: tuple = ()) -> tuple:
     """One ucx_perftest run (server on host 1, client on host 0): (parsed, problem)."""
     env = dict(os.environ, UCX_TLS="tcp,self", UCX_NET_DEVICES=LINK)
     common = ["-t", test, "-s", str(size), "-n", str(iters), "-w", str(max(1, iters // 10)),
-              "-p", str(port), "-f"]
+              "-p", str(port), "-f", *extra]
     server = hosts.popen(1, ["ucx_perftest", *common], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     time.sleep(0.3)
@@ -337,7 +340,11 @@ def run_perftest(hosts, p: dict, port: int) -> tuple:
         samples, extra = [], {}
         for rep in range(p["reps"] if name != "put_bw" else max(1, p["reps"] - 2)):
             port += 1
-            parsed, problem = perftest_once(hosts, test, size, iters, port)
+            # put_bw with one put in flight (-O 1), as OSHMEM's blocking putmem: with
+            # unlimited outstanding puts (its default) UCX 1.13 over tcp fell to 25 MB/s
+            # from 1 MiB up here, against 150-330 MB/s with -O 1.
+            parsed, problem = perftest_once(hosts, test, size, iters, port,
+                                            extra=("-O", "1") if name == "put_bw" else ())
             if problem:
                 failures.append(failure("ucx_perftest", name, [size], "failed", problem))
                 break
@@ -624,7 +631,7 @@ def table(rows: list, failures: list) -> str:
                   | {(f["test"], s) for f in failures for s in f["sizes"]},
                   key=lambda k: ([t for t, _ in tests].index(k[0]) if k[0] in dict(tests) else 99,
                                  k[1]))
-    header = f"{'measurement':<22}{'size':>9}" + "".join(f"{c:>16}" for c, _ in columns)
+    header = f"{'measurement':<22}{'size':>9}" + "".join(f" {c:>16}" for c, _ in columns)
     header += f"{'peer/hps':>12}"
     lines = [header, "-" * len(header)]
     for test, size in keys:
@@ -645,7 +652,7 @@ def table(rows: list, failures: list) -> str:
         ratio = (f"{min(r['median_us'] for r in peers) / ours['median_us']:>11.2f}x"
                  if ours and peers else f"{'-':>12}")
         name = dict(tests).get(test, test)
-        lines.append(f"{name:<22}{human(size):>9}" + "".join(cells) + ratio)
+        lines.append(f"{name:<22}{human(size):>9}" + "".join(" " + c for c in cells) + ratio)
     return "\n".join(lines)
 
 
@@ -784,7 +791,8 @@ def main() -> int:
                         help=f"comma list of systems to run (default: {','.join(SYSTEMS)})")
     parser.add_argument("--out", default=os.path.join(ROOT, "bench-results"),
                         help="folder for scale_out.json (default: bench-results/)")
-    parser.add_argument("--plots", default=None, help="folder for the PNGs (default: --out)")
+    parser.add_argument("--plots", default=os.path.join(ROOT, "docs", "benchmarks"),
+                        help="folder for the PNGs (default: docs/benchmarks/)")
     parser.add_argument("--plot-only", metavar="JSON", help="redraw the plots from a result file")
     parser.add_argument("--pe-env", action="append", default=[], metavar="KEY=VALUE",
                         help="an environment variable for the Python PEs (ours and gloo's)")
@@ -801,7 +809,7 @@ def main() -> int:
     if args.plot_only:
         with open(args.plot_only) as source:
             results = json.load(source)
-        written = plots(results, args.plots or os.path.dirname(os.path.abspath(args.plot_only)))
+        written = plots(results, args.plots)
         print("wrote " + ", ".join(written) if written else "no plots: matplotlib is missing")
         return 0 if written else 1
     only = [s for s in args.only.split(",") if s]
@@ -846,7 +854,7 @@ def main() -> int:
     path = os.path.join(args.out, "scale_out.json")
     with open(path, "w") as sink:
         json.dump(results, sink, indent=1)
-    written = plots(results, args.plots or args.out)
+    written = plots(results, args.plots)
     report(results)
     print(f"wrote {path}" + "".join(f", {w}" for w in written)
           + ("" if written else " (no plots: matplotlib is missing)"))

@@ -316,11 +316,17 @@ static double batch_get(struct bench *b, long n)
 
 /* OpenSHMEM 1.4 has no put-with-signal: the payload, a fence, a remote add on
  * the peer's flag, and a quiet, so every call is complete (both writes
- * visible at the target) before the next starts: time per call. */
+ * visible at the target) before the next starts: time per call.  The target
+ * waits for the batch's last add in shmem_long_wait_until, which drives its
+ * progress (over tcp a remote atomic lands only while the target does;
+ * waiting in a barrier instead cost a scheduler tick per call). */
 static double batch_put_signal(struct bench *b, long n)
 {
     double t0;
 
+    b->seq += n;
+    if (b->me == 1)
+        shmem_long_wait_until(b->flag, SHMEM_CMP_GE, b->seq);
     if (b->me != 0)
         return 0.0;
     t0 = now_us();
