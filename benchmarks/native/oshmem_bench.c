@@ -2,7 +2,7 @@
  * oshmem_bench.c - reference micro-benchmark for Open MPI's OSHMEM.
  *
  * Measures the same communication patterns as the Hyper-Parallel SHMEM
- * benchmarks (put, get, ping-pong, barrier, fcollect) using only the
+ * benchmarks (put, get, put + signal, ping-pong, barrier, fcollect) using only the
  * OpenSHMEM 1.4 API, so an orchestrator can compare the two runtimes.
  * For every requested size all PEs first run an untimed warm-up, then PE 0
  * calibrates an iteration count by doubling a trial batch until the shorter
@@ -37,11 +37,11 @@
 #define FILL_BYTE 0xFF
 
 enum test_kind {
-    TEST_PUT, TEST_GET, TEST_PINGPONG, TEST_BARRIER, TEST_FCOLLECT
+    TEST_PUT, TEST_GET, TEST_PINGPONG, TEST_BARRIER, TEST_FCOLLECT, TEST_PUT_SIGNAL
 };
 
 static const char *const test_names[] = {
-    "put", "get", "pingpong", "barrier", "fcollect"
+    "put", "get", "pingpong", "barrier", "fcollect", "put_signal"
 };
 
 struct options {
@@ -75,7 +75,7 @@ static void usage(const char *msg)
 {
     fprintf(stderr, "oshmem_bench: %s\n", msg);
     fprintf(stderr,
-            "usage: oshmem_bench --test put|get|pingpong|barrier|fcollect "
+            "usage: oshmem_bench --test put|get|put_signal|pingpong|barrier|fcollect "
             "--sizes S1,S2,... --reps R --min-time-us T\n");
     exit(EXIT_USAGE);
 }
@@ -314,6 +314,31 @@ static double batch_get(struct bench *b, long n)
     return now_us() - t0;
 }
 
+/* OpenSHMEM 1.4 has no put-with-signal: the payload, a fence, a remote add on
+ * the peer's flag, and a quiet, so every call is complete (both writes
+ * visible at the target) before the next starts: time per call.  The target
+ * waits for the batch's last add in shmem_long_wait_until, which drives its
+ * progress (over tcp a remote atomic lands only while the target does;
+ * waiting in a barrier instead cost a scheduler tick per call). */
+static double batch_put_signal(struct bench *b, long n)
+{
+    double t0;
+
+    b->seq += n;
+    if (b->me == 1)
+        shmem_long_wait_until(b->flag, SHMEM_CMP_GE, b->seq);
+    if (b->me != 0)
+        return 0.0;
+    t0 = now_us();
+    for (long i = 0; i < n; i++) {
+        shmem_putmem(b->sym_dst, b->local, b->bytes, 1);
+        shmem_fence();
+        shmem_long_atomic_add(b->flag, 1, 1);
+        shmem_quiet();
+    }
+    return now_us() - t0;
+}
+
 /* The fence orders the payload before the flag, so once the peer sees the
  * flag the data has landed.  The flag only grows, so it is never reset. */
 static void pingpong_send(struct bench *b, int peer)
@@ -382,6 +407,8 @@ static double run_batch(struct bench *b, long n)
         return batch_barrier(b, n);
     case TEST_FCOLLECT:
         return batch_fcollect(b, n);
+    case TEST_PUT_SIGNAL:
+        return batch_put_signal(b, n);
     }
     return 0.0;
 }
@@ -440,8 +467,9 @@ static void verify(struct bench *b)
     shmem_barrier_all();
     switch (b->test) {
     case TEST_PUT:
+    case TEST_PUT_SIGNAL:
         if (b->me == 1)
-            check_pattern(b, b->sym_dst, b->bytes, 0, "put");
+            check_pattern(b, b->sym_dst, b->bytes, 0, test_names[b->test]);
         break;
     case TEST_GET:
         if (b->me == 0)
