@@ -6,6 +6,7 @@
 #include <sstream>
 #include <thread>
 
+#include "backends/host/host_identity.h"
 #include "backends/registry.h"
 #include "data_plane/pe_address.h"
 #include "data_plane/team_kernel_api.h"
@@ -219,18 +220,50 @@ Status Runtime::Init(InitOptions options) {
   const auto timeout = config.timeout();
 
   // 1. Every PE must run with the same configuration.
+  //    Each record also says where its PE runs ("|host=..."), compared apart.
   std::vector<std::string> records;
   const std::string mine = InitRecord(config, backend->name(), device, size, global_ranks);
-  if (Status gathered = bootstrap.AllGather(mine, timeout, &records); !gathered.ok()) {
+  const host::HostIdentity here = host::HostIdentity::Current();
+  const std::string where = "|host=" + std::string(reinterpret_cast<const char*>(&here), sizeof here);
+  if (Status gathered = bootstrap.AllGather(mine + where, timeout, &records); !gathered.ok()) {
     return fail(gathered, "bootstrap", std::move(backend));
   }
+  std::vector<host::HostIdentity> hosts(size);
   for (int pe = 0; pe < size; ++pe) {
+    const std::size_t bar = records[pe].rfind("|host=");
+    if (bar != std::string::npos && records[pe].size() - bar - 6 == sizeof(host::HostIdentity)) {
+      std::memcpy(&hosts[pe], records[pe].data() + bar + 6, sizeof(host::HostIdentity));
+      records[pe].resize(bar);
+    }
     if (records[pe] != mine) {
       return fail(Status::Assertion(ErrorCode::kInvalidConfig,
                                     "PEs disagree on the configuration",
                                     {{"pe", std::to_string(pe)},
                                      {"theirs", records[pe]},
                                      {"ours", mine}}),
+                  "bootstrap", std::move(backend));
+    }
+  }
+
+  // A device backend maps its peers' memory (CUDA IPC, the CANN library's own heap): it
+  //    reaches one host only. The host backend reaches other hosts over UCX
+  //    (docs/scale-out.md).
+  if (backend->name() != "host") {
+    std::string layout, others;
+    for (int pe = 0; pe < size; ++pe) {
+      if (!hosts[pe].SameHost(hosts[rank])) others += (others.empty() ? "" : ",") + std::to_string(pe);
+    }
+    if (!others.empty()) {
+      for (int pe = 0; pe < size; ++pe) {
+        layout += (layout.empty() ? "" : "; ") + std::to_string(pe) + "@" + hosts[pe].Label();
+      }
+      return fail(Status::Assertion(ErrorCode::kUnsupportedCapability,
+                                    "this backend reaches PEs on its own host only; PEs on "
+                                    "several hosts need the host backend (over UCX)",
+                                    {{"backend", std::string(backend->name())},
+                                     {"pe", std::to_string(rank)},
+                                     {"other_host_pes", others},
+                                     {"pes", layout}}),
                   "bootstrap", std::move(backend));
     }
   }

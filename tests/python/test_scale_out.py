@@ -1,0 +1,225 @@
+"""PEs on several hosts over UCX (docs/scale-out.md): hosts made of namespaces (netns_hosts.py),
+and, for a quick check on one host, HYPER_PARALLEL_SHMEM_REMOTE_PEERS=all over loopback.
+
+Each PE is a process running scale_out_pe.py <scenario>; the test reads its lines (READY,
+RESULT <json>, OK). Every test ends with no process and no namespace left behind, also when it
+fails (NetnsHosts closes in a finally)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import netns_hosts
+from netns_hosts import NetnsHosts
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PE = os.path.join(HERE, "scale_out_pe.py")
+
+needs_hosts = pytest.mark.skipif(netns_hosts.available() is not None,
+                                 reason=str(netns_hosts.available()))
+
+
+def _ucx_present() -> bool:
+    import ctypes
+
+    try:
+        ctypes.CDLL("libucp.so.0")
+        return True
+    except OSError:
+        return False
+
+
+pytestmark = pytest.mark.skipif(not _ucx_present(),
+                                reason="UCX (libucp.so.0) is not installed: scripts/setup_deps.sh")
+
+
+class Pe:
+    """One PE process whose stdout lines are collected as they come."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def has(self, word: str) -> bool:
+        return any(line.startswith(word) for line in self.lines)
+
+    def results(self) -> list[dict]:
+        return [json.loads(line[len("RESULT "):]) for line in self.lines
+                if line.startswith("RESULT ")]
+
+    def finish(self, timeout: float) -> int:
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            return -9
+        finally:
+            self._reader.join(timeout=5)
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def _env(rank: int, world: int, per_host: int, master: str, port: int, device: str,
+         extra: dict | None) -> dict:
+    env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world),
+               LOCAL_RANK=str(rank % per_host), LOCAL_WORLD_SIZE=str(per_host),
+               MASTER_ADDR=master, MASTER_PORT=str(port), GLOO_SOCKET_IFNAME=device,
+               SCALE_OUT_PES_PER_HOST=str(per_host), PYTHONUNBUFFERED="1",
+               HYPER_PARALLEL_SHMEM_TIMEOUT_SEC="20",
+               # UCX's own settings: TCP over the hosts' link (shared-memory transports cannot
+               # report a lost peer in UCX 1.13, and the hosts share one kernel).
+               UCX_TLS="tcp,self", UCX_NET_DEVICES=device)
+    env.pop("HYPER_PARALLEL_SHMEM_BACKEND", None)
+    env.update(extra or {})
+    return env
+
+
+def _start_on_hosts(hosts: NetnsHosts, scenario: str, per_host: int,
+                    extra: dict | None = None) -> list[Pe]:
+    world = hosts.count * per_host
+    return [Pe(hosts.popen(rank // per_host, [sys.executable, PE, scenario],
+                           env=_env(rank, world, per_host, hosts.address(0), 29500, "eth0", extra),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+            for rank in range(world)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_here(scenario: str, world: int, extra: dict | None = None,
+                per_rank: dict | None = None) -> list[Pe]:
+    port = _free_port()
+    pes = []
+    for rank in range(world):
+        env = _env(rank, world, world, "127.0.0.1", port, "lo",
+                   {"HYPER_PARALLEL_SHMEM_REMOTE_PEERS": "all", **(extra or {}),
+                    **((per_rank or {}).get(rank, {}))})
+        pes.append(Pe(subprocess.Popen([sys.executable, PE, scenario], env=env,
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       text=True)))
+    return pes
+
+
+def _all_ok(pes: list[Pe], timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    codes = [pe.finish(max(1.0, deadline - time.monotonic())) for pe in pes]
+    failed = [rank for rank, (pe, code) in enumerate(zip(pes, codes))
+              if code != 0 or not pe.has("OK")]
+    assert not failed, "\n".join(f"PE {rank} exited {codes[rank]}:\n{pes[rank].text()}"
+                                  for rank in range(len(pes)))
+
+
+def test_every_peer_remote_over_loopback_runs_the_suite():
+    # The quick form: one host, every peer through UCX over lo.
+    _all_ok(_start_here("suite", 2, per_rank=None, extra={"SCALE_OUT_PES_PER_HOST": "2"}))
+
+
+def test_pes_that_disagree_on_remote_peers_fail_at_init_on_every_pe():
+    pes = _start_here("suite", 2, extra={"SCALE_OUT_PES_PER_HOST": "2"},
+                      per_rank={1: {"HYPER_PARALLEL_SHMEM_REMOTE_PEERS": "other-hosts"}})
+    for pe in pes:
+        assert pe.finish(120) == 1
+        assert "INVALID_CONFIG" in pe.text() and "remote_peers=" in pe.text(), pe.text()
+
+
+@needs_hosts
+@pytest.mark.parametrize("per_host", [1, 2], ids=["2x1", "2x2"])
+def test_rma_signals_collectives_and_teams_across_two_hosts(per_host):
+    with NetnsHosts(2) as hosts:
+        _all_ok(_start_on_hosts(hosts, "suite", per_host))
+    assert hosts.residue() == []
+
+
+@needs_hosts
+def test_a_remote_op_completes_while_its_target_computes_outside_the_library():
+    with NetnsHosts(2) as hosts:
+        pes = _start_on_hosts(hosts, "sleeper", 1)
+        _all_ok(pes)
+        sender, target = pes[0].results()[0], pes[1].results()[0]
+        assert target["landed_while_away"] is True, pes[1].text()
+        assert sender["issued_s"] < 1.0, sender  # the put and signal did not wait for PE 1
+        assert 1.9 < sender["answered_s"] < 10, sender
+    assert hosts.residue() == []
+
+
+@needs_hosts
+def test_a_remote_pe_killed_mid_wait_is_peer_lost_within_a_second():
+    with NetnsHosts(2) as hosts:
+        pes = _start_on_hosts(hosts, "waiter", 1, {"SCALE_OUT_SELF_KILL": "1"})
+        survivor = pes[0]
+        assert survivor.finish(120) == 0, survivor.text()
+        assert pes[1].finish(30) == -9
+        killed_at = float(next(line.split()[1] for line in pes[1].lines
+                               if line.startswith("KILLING")))
+        outcome = survivor.results()[0]
+        assert outcome["code"] == "PEER_LOST", outcome
+        assert "pe=1" in outcome["message"] and "host1" in outcome["message"], outcome
+        assert outcome["at"] - killed_at < 1.0, (outcome["at"] - killed_at)
+    assert hosts.residue() == []
+
+
+@needs_hosts
+def test_a_host_whose_link_goes_down_is_peer_lost_within_the_silence_bound():
+    silence_ms = 1000
+    with NetnsHosts(2) as hosts:
+        pes = _start_on_hosts(hosts, "waiter", 1,
+                              {"HYPER_PARALLEL_SHMEM_PEER_SILENCE_MS": str(silence_ms)})
+        deadline = time.monotonic() + 120
+        while not all(pe.has("READY") for pe in pes):
+            assert time.monotonic() < deadline and all(pe.process.poll() is None for pe in pes), \
+                [pe.text() for pe in pes]
+            time.sleep(0.05)
+        time.sleep(0.3)
+        pulled = time.time()
+        hosts.set_link(1, up=False)
+        for rank, pe in enumerate(pes):
+            assert pe.finish(60) == 0, pe.text()
+            outcome = pe.results()[0]
+            assert outcome["code"] == "PEER_LOST", outcome
+            assert f"pe={1 - rank}" in outcome["message"], outcome
+            assert "no heartbeat" in outcome["message"], outcome
+            # The documented bound: the silence plus one heartbeat period, with slack for a
+            # loaded machine.
+            assert outcome["at"] - pulled < silence_ms / 1000 * 2 + 1.0, outcome["at"] - pulled
+    assert hosts.residue() == []
+
+
+@needs_hosts
+@pytest.mark.parametrize("per_host", [1, 2], ids=["ep-over-2-hosts", "ep-in-host-dp-across"])
+def test_mega_moe_across_hosts_matches_the_dense_layer(per_host):
+    with NetnsHosts(2) as hosts:
+        _all_ok(_start_on_hosts(hosts, "mega_moe", per_host), timeout=400)
+    assert hosts.residue() == []
+
+
+@needs_hosts
+def test_without_ucx_every_pe_fails_at_init_naming_the_hosts_and_their_pes():
+    with NetnsHosts(2) as hosts:
+        pes = _start_on_hosts(hosts, "suite", 2,
+                              {"HYPER_PARALLEL_SHMEM_UCX_LIBRARY": "/nonexistent/libucp.so.0"})
+        for rank, pe in enumerate(pes):
+            assert pe.finish(120) == 1, pe.text()
+            text = pe.text()
+            assert "UNSUPPORTED_CAPABILITY" in text and "could not load" in text, text
+            assert "hosts=host0 (net:[" in text and "]): pes 0,1; host1 (net:[" in text, text
+            assert "pes_without_ucx=0 (host0" in text, text
+    assert hosts.residue() == []
