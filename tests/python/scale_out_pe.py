@@ -197,10 +197,40 @@ def mega_moe(rank: int, size: int, per_host: int) -> None:
     (1 PE per host), or EP within each host with DP across hosts (2 PEs per host)."""
     import test_mega_moe_teams as teams  # the checks of the single-host tests, reused
 
+    from hyper_parallel.core.multicore.mega_moe import MegaMoE
+
     say("READY")
-    tokens = [37, 5, 0, 64][:size] if size == 4 else [29, 11]
-    report = teams._ep_dp_layer(rank, size, per_host if size > 2 else size, tokens, 8)
-    result(**{k: v for k, v in report.items() if isinstance(v, (int, float, bool))})
+    if per_host > 1:  # EP within each host (a team), DP across the hosts
+        report = teams._ep_dp_layer(rank, size, per_host, [37, 5, 0, 64][:size], 8)
+        result(**{k: v for k, v in report.items() if isinstance(v, (int, float, bool))})
+        return
+    # EP over every PE, one per host: the layer against the dense layer on this PE's tokens,
+    # and every expert's gradient at its owner against the dense gradients of all tokens.
+    counts = [29, 11]
+    torch.manual_seed(7)
+    layer = MegaMoE(teams.H, teams.I, 2 * size, 2, shared_intermediate_size=teams.IS,
+                    gated_shared_expert=True)
+    dense = layer.dense_weights()
+    x = teams._tokens(rank, counts[rank]).requires_grad_(True)
+    g = teams._grad_out(rank, counts[rank])
+    y = layer(x)
+    (y * g).sum().backward()
+    weights = teams._leaf(dense)
+    xr = x.detach().clone().requires_grad_(True)
+    yr = teams._dense(layer, weights, xr)
+    (yr * g).sum().backward()
+    assert teams._close(y, yr), (y - yr).abs().max()
+    assert teams._close(x.grad, xr.grad), (x.grad - xr.grad).abs().max()
+    every = teams._leaf(dense)
+    for source in range(size):
+        (teams._dense(layer, every, teams._tokens(source, counts[source]))
+         * teams._grad_out(source, counts[source])).sum().backward()
+    local = slice(rank * layer.local_experts, (rank + 1) * layer.local_experts)
+    for name in ("gate_proj", "up_proj", "down_proj"):
+        assert teams._close(getattr(layer, name).grad.to_local(), every[name].grad[local],
+                            atol=1e-5), name
+    result(worst_vs_dense=float((y - yr).detach().abs().max()))
+    layer.close()
 
 
 def main() -> int:
