@@ -186,10 +186,12 @@ def waiter(rank: int, size: int, per_host: int) -> None:
         say("UNEXPECTED wait returned")
     except shmem.ShmemError as error:
         result(code=error.error_code, message=str(error), at=time.time())
+    closing = time.monotonic()
     try:
         handle.close()
     except shmem.ShmemError as error:
         result(close_code=error.error_code)
+    result(close_s=time.monotonic() - closing)
 
 
 def mega_moe(rank: int, size: int, per_host: int) -> None:

@@ -446,7 +446,8 @@ Status HostBackend::StartRemotes(const std::vector<bool>& remote) {
     return layout.Beat(own, pe).value.load(std::memory_order_acquire);
   };
   HPS_RETURN_IF_ERROR(transport_->Start(
-      [own] { Ring<CallSite::kHostThread>(&own->doorbell); }, std::move(liveness)));
+      [own] { Ring<CallSite::kHostThread>(&own->doorbell); }, std::move(liveness),
+      latch_.flag()));
   // Every remote peer is reachable and its segment is what we expect: read its control
   // block's head (a round trip; its progress thread answers).
   for (int pe = 0; pe < spec_.size; ++pe) {
@@ -533,8 +534,9 @@ std::string HostBackend::StreamLabel(StreamRef stream) const {
 
 Status HostBackend::Quiesce() {
   HPS_RETURN_IF_ERROR(DrainAllStreams(spec_.timeout));
-  // Remote operations have left this PE; wait until they landed (a quiet).
-  return transport_ ? transport_->Flush() : Status::Ok();
+  // Remote operations have left this PE; wait until they landed (a quiet). Not once a peer is
+  // lost: its operations never land.
+  return transport_ && !latch_.failed() ? transport_->Flush() : Status::Ok();
 }
 
 StreamRef HostBackend::CurrentStream() const { return StreamRef{host::CurrentStream()}; }

@@ -311,6 +311,12 @@ Status UcxTransport::WaitRequest(void* request, int pe, const char* what) {
     }
     if (l.worker_progress(worker) != 0 && activity_) activity_();
     if ((spins & 1023) == 1023) {
+      if (abort_ != nullptr && abort_->load(std::memory_order_acquire)) {
+        l.request_free(request);  // the lifecycle is over: a lost peer never answers
+        return Status::Assertion(ErrorCode::kPeerLost,
+                                 "a remote operation was abandoned: a peer was lost",
+                                 {{"pe", std::to_string(pe)}, {"call", what}});
+      }
       if (std::chrono::steady_clock::now() > deadline) {
         l.request_free(request);  // released by UCX when it completes
         return Status::Assertion(ErrorCode::kTimeout, "a remote operation did not complete",
@@ -422,7 +428,9 @@ void UcxTransport::Poll() {
   if (lib_->worker_progress(static_cast<ucp_worker_h>(worker_)) != 0 && activity_) activity_();
 }
 
-Status UcxTransport::Start(ActivityFn activity, Liveness liveness) {
+Status UcxTransport::Start(ActivityFn activity, Liveness liveness,
+                           const std::atomic<bool>* abort) {
+  abort_ = abort;
   activity_ = std::move(activity);
   liveness_ = std::move(liveness);
   const auto now = std::chrono::steady_clock::now();
@@ -599,7 +607,7 @@ Status UcxTransport::Register(void*, std::uint64_t, std::string*) { return Statu
 Status UcxTransport::Connect(int, const std::vector<std::string>&, const std::vector<bool>&, LostFn) {
   return Status::Ok();
 }
-Status UcxTransport::Start(ActivityFn, Liveness) { return Status::Ok(); }
+Status UcxTransport::Start(ActivityFn, Liveness, const std::atomic<bool>*) { return Status::Ok(); }
 void UcxTransport::Close() {}
 Status UcxTransport::Put(int, std::uint64_t, const void*, std::uint64_t) { return Status::Ok(); }
 Status UcxTransport::Get(int, void*, std::uint64_t, std::uint64_t) { return Status::Ok(); }

@@ -92,8 +92,10 @@ class UcxTransport {
   Status Connect(int rank, const std::vector<std::string>& blobs, const std::vector<bool>& remote,
                  LostFn lost);
 
-  /// Starts the progress thread (and the heartbeats). `activity` runs after progress.
-  Status Start(ActivityFn activity, Liveness liveness);
+  /// Starts the progress thread (and the heartbeats). `activity` runs after progress. Waits
+  /// for remote completion give up once `abort` is set (this PE's failure latch: a lost
+  /// peer's operations never complete).
+  Status Start(ActivityFn activity, Liveness liveness, const std::atomic<bool>* abort);
 
   /// Stops the progress thread, flushes (bounded) and releases every UCX object. Idempotent.
   void Close();
@@ -155,6 +157,7 @@ class UcxTransport {
   LostFn lost_;
   ActivityFn activity_;
   Liveness liveness_;
+  const std::atomic<bool>* abort_ = nullptr;
   std::unique_ptr<std::atomic<bool>[]> failed_;  // by PE: its endpoint reported an error
   std::atomic<bool> stopping_{false};
   int stop_fd_ = -1;
