@@ -248,7 +248,7 @@ Status Runtime::Init(InitOptions options) {
   // A device backend maps its peers' memory (CUDA IPC, the CANN library's own heap): it
   //    reaches one host only. The host backend reaches other hosts over UCX
   //    (docs/scale-out.md).
-  if (backend->name() != "host") {
+  if (const std::string backend_name(backend->name()); backend_name != "host") {
     std::string layout, others;
     for (int pe = 0; pe < size; ++pe) {
       if (!hosts[pe].SameHost(hosts[rank])) others += (others.empty() ? "" : ",") + std::to_string(pe);
@@ -260,7 +260,7 @@ Status Runtime::Init(InitOptions options) {
       return fail(Status::Assertion(ErrorCode::kUnsupportedCapability,
                                     "this backend reaches PEs on its own host only; PEs on "
                                     "several hosts need the host backend (over UCX)",
-                                    {{"backend", std::string(backend->name())},
+                                    {{"backend", backend_name},
                                      {"pe", std::to_string(rank)},
                                      {"other_host_pes", others},
                                      {"pes", layout}}),

@@ -226,3 +226,25 @@ def test_without_ucx_every_pe_fails_at_init_naming_the_hosts_and_their_pes():
             assert "hosts=host0 (net:[" in text and "]): pes 0,1; host1 (net:[" in text, text
             assert "pes_without_ucx=0 (host0" in text, text
     assert hosts.residue() == []
+
+
+FAKE_CANN = os.path.join(HERE, "..", "..", "build", "backends", "cann", "fake_cann",
+                         "libhps_fake_cann_v1_5.so")
+
+
+@needs_hosts
+@pytest.mark.skipif(not os.path.exists(FAKE_CANN), reason="the C++ build's fake CANN library")
+def test_a_device_backend_refuses_pes_on_several_hosts_naming_them():
+    # The CANN backend (over its fake vendor library) maps device memory: one host only.
+    fake = os.path.abspath(FAKE_CANN)
+    with NetnsHosts(2) as hosts:
+        pes = _start_on_hosts(hosts, "suite", 1, {"HYPER_PARALLEL_SHMEM_BACKEND": "cann",
+                                                  "HYPER_PARALLEL_SHMEM_CANN_LIBRARY": fake,
+                                                  "HYPER_PARALLEL_SHMEM_ACL_LIBRARY": fake})
+        for rank, pe in enumerate(pes):
+            assert pe.finish(120) == 1, pe.text()
+            text = pe.text()
+            assert "UNSUPPORTED_CAPABILITY" in text and "backend=cann" in text, text
+            assert "reaches PEs on its own host only" in text, text
+            assert f"other_host_pes={1 - rank}" in text and "@host0 (net:[" in text, text
+    assert hosts.residue() == []
