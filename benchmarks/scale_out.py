@@ -1019,10 +1019,10 @@ def report(results: dict) -> None:
             print(f"{r['comparison']:<62}{human(r['bytes']):>9}{r['speedup']:>8.2f}x")
     if results.get("targets"):
         print()
-        print(f"{'target':<64}{'goal':>9}  {'met':<12}measured")
+        print(f"{'target':<64}{'goal':>9}  {'met':<14}measured")
         for t in results["targets"]:
             met = ("yes" if t["met"] else "no") + f" ({t['met_at']})"
-            print(f"{t['target']:<64}{t['goal']:>9}  {met:<12}{t['measured']}")
+            print(f"{t['target']:<64}{t['goal']:>9}  {met:<14}{t['measured']}")
     if results["failures"]:
         print()
         for bad in results["failures"]:
