@@ -26,19 +26,27 @@ every byte between the two PEs crosses eth0 over TCP. Needs root. The systems me
   hps           Hyper-Parallel SHMEM from Python (hyper_parallel.core.multicore.shmem): put_bw
                 (shmem.put x iters, then a barrier), put_signal (8 B, time per call, a
                 barrier closing each repetition), pingpong (put_signal + wait_signal),
-                all_gather, all_to_all. Until the runtime reaches PEs on other hosts every row
-                fails with UNSUPPORTED_CAPABILITY; the failure is recorded per row and the run
-                goes on.
+                all_gather, all_to_all. A build without the UCX transport fails every row with
+                UNSUPPORTED_CAPABILITY; the failure is recorded per row and the run goes on.
+  moe           the MegaMoE training step (benchmarks/moe_bench.py --test step: zero_grad,
+                forward, backward, dense all-reduce, AdamW of the suite's small decoder;
+                MegaMoE with EP over both PEs against AllToAllMoE, the same layer over gloo's
+                all_to_all_single, built from the same seed, routers frozen, alternating
+                order, one torch thread per PE, a step's time the slower PE's) on the suite's
+                model sizes (benchmarks/moe.py SIZES): across the two hosts, and for reference
+                on one host through the package's launcher, every peer through UCX over lo
+                (HYPER_PARALLEL_SHMEM_REMOTE_PEERS=all) and over shared memory.
 
 Every PE-side figure is the median of the repetitions (min and max kept); bandwidth is bytes
 moved per second (GB = 1e9 B). Output: a table with ratios (peer time / our time: above 1, ours
-is faster) on stdout, DIR/scale_out.json, and the plots scale_out_put_bw.png and
-scale_out_latency.png in --plots (default: docs/benchmarks). The machine is shared by both hosts (same
-cores, same kernel): treat the figures as the link's software cost, not a NIC's; on a loaded
+is faster), the MoE steps and the scale-out targets (met or not) on stdout, DIR/scale_out.json,
+and the plots scale_out_put_bw.png, scale_out_latency.png and scale_out_collectives.png
+(all_gather and all_to_all against gloo, the MoE step) in --plots (default: docs/benchmarks).
+The machine is shared by both hosts (same cores, same kernel): treat the figures as the link's software cost, not a NIC's; on a loaded
 machine, busy-polling PEs wait for a scheduler tick (milliseconds) now and then.
 
-Our side with settings of its own (the UCX transport once it exists), e.g.:
-    sudo python benchmarks/scale_out.py --only hps --pe-env UCX_TLS=tcp,self
+Our side with settings of its own, e.g.:
+    sudo python benchmarks/scale_out.py --only hps,moe --pe-env UCX_TLS=tcp,self
 """
 
 from __future__ import annotations
@@ -61,7 +69,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BUILD = os.path.join(ROOT, "build", "bench")
 KIB, MIB = 1 << 10, 1 << 20
-SYSTEMS = ("oshmem", "ucx_perftest", "gloo", "hps")
+SYSTEMS = ("oshmem", "ucx_perftest", "gloo", "hps", "moe")
 # The hosts' link, as the PEs see it; every system is told to use it and nothing else.
 LINK = "eth0"
 
@@ -69,10 +77,12 @@ LINK = "eth0"
 def plan(quick: bool) -> dict:
     if quick:
         return {"bw": [256 * KIB, 4 * MIB], "coll": [MIB], "reps": 3, "min_us": 50000,
-                "perftest_bytes": 64 * MIB, "lat_iters": 5000}
+                "perftest_bytes": 64 * MIB, "lat_iters": 5000,
+                "moe": ["tiny", "small"], "moe_steps": 5}
     return {"bw": [64 * KIB, 256 * KIB, MIB, 4 * MIB, 16 * MIB, 64 * MIB],
             "coll": [64 * KIB, MIB, 4 * MIB, 16 * MIB], "reps": 5, "min_us": 200000,
-            "perftest_bytes": 256 * MIB, "lat_iters": 20000}
+            "perftest_bytes": 256 * MIB, "lat_iters": 20000,
+            "moe": ["tiny", "small", "medium"], "moe_steps": 9}
 
 
 def human(size: int) -> str:
@@ -581,6 +591,95 @@ def measure_hps(hosts, p: dict, port: int, extra_env: dict) -> tuple:
     return rows, failures, port
 
 
+# ---- MegaMoE: the training step across the hosts -------------------------------------------
+
+# Where the two PEs of the MoE step run: both hosts (one PE each, every byte over eth0), and
+# for reference on this machine alone, through the package's launcher: every peer through UCX
+# over lo (HYPER_PARALLEL_SHMEM_REMOTE_PEERS=all), and the plain shared-memory path.
+MOE_PLACEMENTS = ("2 hosts", "1 host, UCX loopback", "1 host, shared memory")
+MOE_LOOPBACK_ENV = {"HYPER_PARALLEL_SHMEM_REMOTE_PEERS": "all", "UCX_TLS": "tcp,self",
+                    "UCX_NET_DEVICES": "lo"}
+
+
+def _moe():
+    sys.path.insert(0, HERE)
+    import moe
+
+    return moe
+
+
+def moe_program(p: dict) -> list:
+    """benchmarks/moe_bench.py --test step (the suite's MoE step: zero_grad, forward,
+    backward, dense all-reduce, AdamW of the small decoder, MegaMoE on SHMEM and AllToAllMoE on
+    gloo's all_to_all_single built from the same seed, routers frozen, alternating order, one
+    torch thread per PE, rank max) on the suite's model sizes (benchmarks/moe.py SIZES)."""
+    moe = _moe()
+    configs = ",".join(moe._config(name, moe.SIZES[name]) for name in p["moe"])
+    return [os.path.join(HERE, "moe_bench.py"), "--test", "step", "--configs", configs,
+            "--warmup", "3", "--steps", str(p["moe_steps"])]
+
+
+def moe_rows(stdout: str, placement: str) -> tuple:
+    """(rows, finished) from PE 0's output of moe_bench.py: one row per model size."""
+    moe = _moe()
+    records, finished = moe.parse(stdout)
+    rows = []
+    for r in moe.summarise(records):
+        if r["test"] != "step":
+            continue
+        rows.append({key: r[key] for key in (
+            "config", "pes", "shape", "parameters", "steps", "a2a_step_us", "shmem_step_us",
+            "step_ratio", "a2a_comm_us", "shmem_comm_us", "comm_share", "a2a_cpu_floor_us",
+            "shmem_cpu_floor_us", "started_early", "experts", "step_samples_us")}
+                    | {"placement": placement})
+    return rows, finished
+
+
+def _moe_failure(placement: str, rc, out: str, err: str) -> dict:
+    what = "timed out" if rc is None else f"exit code {rc}"
+    return failure("moe", f"step ({placement})", [], what,
+                   " | ".join((err or out).strip().splitlines()[-6:]))
+
+
+def measure_moe(hosts, p: dict, port: int, extra_env: dict) -> tuple:
+    """The MoE training step in each placement (MOE_PLACEMENTS): (rows, failures, port)."""
+    program = moe_program(p)
+    rows, failures = [], []
+    port += 1
+    env = hps_env(p, extra_env)
+    processes = [hosts.popen(rank, [sys.executable, *program],
+                             env=_base_env(rank, hosts, port, env),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for rank in range(2)]
+    results = _wait(processes, 1800)
+    got, finished = moe_rows(results[0][1], MOE_PLACEMENTS[0])
+    rows += got
+    bad = [(rc, out, err) for rc, out, err in results if rc != 0]
+    if bad or not finished:
+        rc, out, err = bad[0] if bad else results[0]
+        failures.append(_moe_failure(MOE_PLACEMENTS[0], rc, out, err))
+    launch = [sys.executable, "-m", "hyper_parallel.core.multicore.shmem.launch", "--nproc",
+              "2", "--timeout", "1500"]
+    for placement, knob in ((MOE_PLACEMENTS[1], MOE_LOOPBACK_ENV), (MOE_PLACEMENTS[2], {})):
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        for key in ("HYPER_PARALLEL_SHMEM_REMOTE_PEERS", "UCX_TLS", "UCX_NET_DEVICES", "RANK",
+                    "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK"):
+            env.pop(key, None)
+        env.update(knob)
+        try:
+            done = subprocess.run(launch + program, env=env, capture_output=True, text=True,
+                                  timeout=1600)
+            rc, out, err = done.returncode, done.stdout, done.stderr
+        except subprocess.TimeoutExpired as expired:
+            rc, out, err = None, expired.stdout or "", expired.stderr or ""
+            out, err = (x.decode() if isinstance(x, bytes) else x for x in (out, err))
+        got, finished = moe_rows(out, placement)
+        rows += got
+        if rc != 0 or not finished:
+            failures.append(_moe_failure(placement, rc, out, err))
+    return rows, failures, port
+
+
 # ---- results -------------------------------------------------------------------------------
 
 # What our rows are compared with: (our test, peer system, peer test, label).
@@ -656,6 +755,71 @@ def table(rows: list, failures: list) -> str:
     return "\n".join(lines)
 
 
+def targets(results: dict) -> list:
+    """The scale-out targets, each with what this run measured and whether it is met; a
+    target whose figures are missing (a system not run, or failed) is left out."""
+    rows, out = results["rows"], []
+
+    def per_size(ours_test, peer, peer_test, sizes=None):
+        pairs = []
+        for row in sorted((r for r in rows if r["system"] == "hps" and r["test"] == ours_test),
+                          key=lambda r: r["bytes"]):
+            other = find(rows, peer, peer_test, row["bytes"])
+            if other and (sizes is None or row["bytes"] in sizes):
+                pairs.append((row, other))
+        return pairs
+
+    def add(target, goal, pairs, value, test, fmt):
+        if not pairs:
+            return
+        values = [(mine["bytes"], value(mine, other)) for mine, other in pairs]
+        met = [ok for ok in (test(v) for _, v in values)]
+        out.append({"target": target, "goal": goal,
+                    "measured": ", ".join(f"{human(b)}: {fmt(v)}" for b, v in values),
+                    "values": {str(b): v for b, v in values},
+                    "met": all(met), "met_at": f"{sum(met)} of {len(met)}"})
+
+    # Bandwidth ratios are our GB/s over theirs, the same as their time over ours.
+    speedup = lambda mine, other: other["median_us"] / mine["median_us"]  # noqa: E731
+    slowdown = lambda mine, other: mine["median_us"] / other["median_us"]  # noqa: E731
+    add("put bandwidth vs OSHMEM putmem + quiet", ">= 1.0x",
+        per_size("put_bw", "oshmem", "put_bw"), speedup, lambda v: v >= 1.0, "{:.2f}x".format)
+    add("put bandwidth vs ucx_perftest ucp_put_bw (-O 1)", ">= 0.8x",
+        per_size("put_bw", "ucx_perftest", "put_bw"), speedup, lambda v: v >= 0.8,
+        "{:.2f}x".format)
+    add("8 B put + signal latency vs OSHMEM put + fence + add + quiet", "<= 1.0x",
+        per_size("put_signal", "oshmem", "put_signal"), slowdown, lambda v: v <= 1.0,
+        "{:.2f}x".format)
+    add("8 B ping-pong half round trip vs OSHMEM", "<= 1.0x",
+        per_size("pingpong", "oshmem", "pingpong"), slowdown, lambda v: v <= 1.0,
+        "{:.2f}x".format)
+    add("all_gather vs gloo all_gather_into_tensor, 1 MiB per PE", ">= 1.5x",
+        per_size("allgather", "gloo", "allgather", {MIB}), speedup, lambda v: v >= 1.5,
+        "{:.2f}x".format)
+    add("all_to_all vs gloo all_to_all_single, 1 MiB per PE", ">= 1.5x",
+        per_size("alltoall", "gloo", "alltoall", {MIB}), speedup, lambda v: v >= 1.5,
+        "{:.2f}x".format)
+    steps = [r for r in results.get("moe", []) if r["placement"] == MOE_PLACEMENTS[0]]
+    if steps:
+        met = [r["step_ratio"] <= 0.8 for r in steps]
+        out.append({"target": "MoE training step across the hosts: MegaMoE / AllToAllMoE (gloo)",
+                    "goal": "<= 0.8x",
+                    "measured": ", ".join(f"{r['config']}: {r['step_ratio']:.2f}x" for r in steps),
+                    "values": {r["config"]: r["step_ratio"] for r in steps},
+                    "met": all(met), "met_at": f"{sum(met)} of {len(met)}"})
+    return out
+
+
+def moe_table(steps: list) -> str:
+    lines = [f"{'MoE training step (rank-max median)':<36}{'config':>8}{'a2a ms':>9}"
+             f"{'MegaMoE ms':>12}{'ratio':>7}{'a2a comm':>10}{'share':>7}"]
+    for r in steps:
+        lines.append(f"{r['placement']:<36}{r['config']:>8}{r['a2a_step_us'] / 1e3:>9.1f}"
+                     f"{r['shmem_step_us'] / 1e3:>12.1f}{r['step_ratio']:>6.2f}x"
+                     f"{r['a2a_comm_us'] / 1e3:>8.1f}ms{100 * r['comm_share']:>6.0f}%")
+    return "\n".join(lines)
+
+
 STYLE = {"oshmem": ("OSHMEM (UCX tcp)", "tab:red"), "ucx_perftest": ("ucx_perftest", "tab:orange"),
          "gloo": ("gloo", "tab:green"), "hps": ("Hyper-Parallel SHMEM", "tab:blue")}
 
@@ -673,6 +837,18 @@ def plots(results: dict, folder: str) -> list:
     rows = results["rows"]
     os.makedirs(folder, exist_ok=True)
     written = []
+    if any(r["test"] == "put_bw" for r in rows):
+        written.append(_plot_put_bw(plt, rows, folder))
+    path = _plot_latency(plt, rows, folder)
+    if path:
+        written.append(path)
+    path = _plot_collectives(plt, results, folder)
+    if path:
+        written.append(path)
+    return written
+
+
+def _plot_put_bw(plt, rows: list, folder: str) -> str:
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     for system, (label, color) in STYLE.items():
         points = sorted((r["bytes"], r) for r in rows
@@ -693,8 +869,10 @@ def plots(results: dict, folder: str) -> list:
     path = os.path.join(folder, "scale_out_put_bw.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    written.append(path)
+    return path
 
+
+def _plot_latency(plt, rows: list, folder: str) -> str | None:
     bars = [("put_signal", "oshmem", "OSHMEM put+fence+add+quiet"),
             ("put_signal", "hps", "hps put_signal"),
             ("put_lat", "ucx_perftest", "ucx_perftest ucp_put_lat"),
@@ -721,8 +899,72 @@ def plots(results: dict, folder: str) -> list:
         path = os.path.join(folder, "scale_out_latency.png")
         fig.savefig(path, dpi=110)
         plt.close(fig)
-        written.append(path)
-    return written
+        return path
+    return None
+
+
+def _plot_collectives(plt, results: dict, folder: str) -> str | None:
+    """scale_out_collectives.png: all_gather and all_to_all against gloo (time per call by
+    bytes per PE) and the MoE training step of both layers in each placement."""
+    rows, steps = results["rows"], results.get("moe", [])
+    panels = [test for test in ("allgather", "alltoall")
+              if any(r["test"] == test for r in rows)] + (["moe"] if steps else [])
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.8), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        if panel == "moe":
+            short = {MOE_PLACEMENTS[0]: "2 hosts", MOE_PLACEMENTS[1]: "1 host\nUCX lo",
+                     MOE_PLACEMENTS[2]: "1 host\nshm"}
+            labels = [f"{r['config']}\n{short.get(r['placement'], r['placement'])}"
+                      for r in steps]
+            xs = range(len(steps))
+            for offset, path, label, color in ((-0.2, "a2a", "AllToAllMoE (gloo)", "tab:green"),
+                                               (0.2, "shmem", "MegaMoE (SHMEM)", "tab:blue")):
+                ax.bar([x + offset for x in xs], [r[f"{path}_step_us"] / 1e3 for r in steps], 0.4,
+                       color=color, label=label)
+            for x, r in zip(xs, steps):
+                ax.annotate(f"{r['step_ratio']:.2f}x",
+                            (x, max(r["a2a_step_us"], r["shmem_step_us"]) / 1e3),
+                            ha="center", va="bottom", fontsize=8)
+            ax.set_xticks(list(xs))
+            ax.set_xticklabels(labels, fontsize=7)
+            ax.set(title="MoE training step, 2 PEs (ms; label: MegaMoE / a2a)", ylabel="ms")
+            ax.grid(True, axis="y", which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+            continue
+        name = {"allgather": "all_gather", "alltoall": "all_to_all"}[panel]
+        for system in ("gloo", "hps"):
+            points = sorted((r["bytes"], r) for r in rows
+                            if r["system"] == system and r["test"] == panel)
+            if not points:
+                continue
+            label, color = STYLE[system]
+            xs = [x for x, _ in points]
+            ax.plot(xs, [r["median_us"] / 1e3 for _, r in points], "-o", color=color,
+                    label=label)
+            ax.fill_between(xs, [r["min_us"] / 1e3 for _, r in points],
+                            [r["max_us"] / 1e3 for _, r in points], color=color, alpha=0.15)
+            if system == "hps":
+                for x, r in points:
+                    peer = find(rows, "gloo", panel, x)
+                    if peer:
+                        ax.annotate(f"{peer['median_us'] / r['median_us']:.2f}x",
+                                    (x, r["median_us"] / 1e3), textcoords="offset points",
+                                    xytext=(0, -12), ha="center", fontsize=8)
+        ax.set(title=f"{name}, 2 hosts, 1 PE each (label: gloo / ours)", xscale="log",
+               yscale="log", xlabel="bytes per PE", ylabel="ms per call")
+        ticks = sorted({r["bytes"] for r in rows if r["test"] == panel})
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([human(x) for x in ticks], fontsize=8)
+        ax.minorticks_off()
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(folder, "scale_out_collectives.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 # ---- driver --------------------------------------------------------------------------------
@@ -766,12 +1008,21 @@ def machine(started: float, quick: bool) -> dict:
 
 def report(results: dict) -> None:
     print(table(results["rows"], results["failures"]))
+    if results.get("moe"):
+        print()
+        print(moe_table(results["moe"]))
     if results["ratios"]:
         print()
         print(f"{'comparison (peer time / our time; above 1: ours is faster)':<62}{'size':>9}"
               f"{'ratio':>9}")
         for r in results["ratios"]:
             print(f"{r['comparison']:<62}{human(r['bytes']):>9}{r['speedup']:>8.2f}x")
+    if results.get("targets"):
+        print()
+        print(f"{'target':<64}{'goal':>9}  {'met':<14}measured")
+        for t in results["targets"]:
+            met = ("yes" if t["met"] else "no") + f" ({t['met_at']})"
+            print(f"{t['target']:<64}{t['goal']:>9}  {met:<14}{t['measured']}")
     if results["failures"]:
         print()
         for bad in results["failures"]:
@@ -824,7 +1075,7 @@ def main() -> int:
         return 77
     p = plan(args.quick)
     os.makedirs(args.out, exist_ok=True)
-    rows, failures, notes, info = [], [], [], {}
+    rows, failures, notes, info, moe_steps = [], [], [], {}, []
     started, port = time.monotonic(), 29600
     with tempfile.TemporaryDirectory(prefix="scale-out-") as folder, \
             netns_hosts.NetnsHosts(2) as hosts:
@@ -841,6 +1092,10 @@ def main() -> int:
                     got, bad, port = run_perftest(hosts, p, port)
             elif system == "gloo":
                 got, bad, port = measure_gloo(hosts, p, port, extra_env)
+            elif system == "moe":
+                got, bad, port = measure_moe(hosts, p, port, extra_env)
+                moe_steps += got
+                got = []
             else:
                 got, bad, port = measure_hps(hosts, p, port, extra_env)
             rows += got
@@ -850,7 +1105,9 @@ def main() -> int:
         notes.append(f"namespaces left behind: {residue.residue()}")
     results = {"machine": machine(started, args.quick), "hosts": 2, "pes_per_host": 1,
                "link": f"{LINK} (veth pair through a bridge, tcp)", "rows": rows,
-               "failures": failures, "ratios": ratios(rows), "notes": notes, **info}
+               "failures": failures, "ratios": ratios(rows), "moe": moe_steps, "notes": notes,
+               **info}
+    results["targets"] = targets(results)
     path = os.path.join(args.out, "scale_out.json")
     with open(path, "w") as sink:
         json.dump(results, sink, indent=1)
@@ -858,7 +1115,7 @@ def main() -> int:
     report(results)
     print(f"wrote {path}" + "".join(f", {w}" for w in written)
           + ("" if written else " (no plots: matplotlib is missing)"))
-    return 0 if rows else 1
+    return 0 if rows or moe_steps else 1
 
 
 if __name__ == "__main__":
