@@ -270,6 +270,16 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
   if (several_hosts || (all_remote && spec_.size > 1)) {
     HPS_RETURN_IF_ERROR(ConnectRemotes(decoded, remote));
   }
+  // The wait policy, the pinning and the copy workers count the PEs that share this machine's
+  // cores (one kernel: namespace hosts of one machine included), not the world.
+  int local_pes = 0;
+  int local_index = 0;
+  for (int pe = 0; pe < spec_.size; ++pe) {
+    if (!decoded[pe].host.SameCores(decoded[spec_.rank].host)) continue;
+    if (pe < spec_.rank) ++local_index;
+    ++local_pes;
+  }
+  wait_policy_ = WaitPolicy::For(wait_mode_, local_pes, UsableCores());
   std::vector<int> pids(spec_.size, static_cast<int>(::getpid()));
   for (int pe = 0; pe < spec_.size; ++pe) {
     if (pe == spec_.rank) continue;
@@ -311,7 +321,7 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
     }
   }
   const int workers =
-      spec_.copy_workers > 0 ? spec_.copy_workers : DefaultCopyWorkers(spec_.size);
+      spec_.copy_workers > 0 ? spec_.copy_workers : DefaultCopyWorkers(local_pes);
   workers_ = std::make_unique<CopyWorkers>(workers - 1);
   std::vector<std::byte*> heaps(spec_.size);
   std::vector<ControlBlock*> controls(spec_.size);
@@ -329,7 +339,7 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
   }
   if (wait_mode_ == WaitMode::kAuto) {
     RequireCallable<HostCall::kPinThread, CallSite::kHostThread>();
-    pin_.PinForPe(spec_.rank, spec_.size);
+    pin_.PinForPe(local_index, local_pes);
   }
   std::vector<std::atomic<std::int32_t>*> lost_words(spec_.size);
   for (int pe = 0; pe < spec_.size; ++pe) {

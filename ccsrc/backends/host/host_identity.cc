@@ -41,6 +41,10 @@ bool HostIdentity::SameHost(const HostIdentity& other) const {
          net_namespace == other.net_namespace;
 }
 
+bool HostIdentity::SameCores(const HostIdentity& other) const {
+  return boot_id[0] != '\0' && boot_id == other.boot_id;
+}
+
 std::string HostIdentity::Label() const {
   return std::string(hostname.data()) + " (net:[" + std::to_string(net_namespace) + "])";
 }

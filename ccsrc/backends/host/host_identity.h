@@ -24,6 +24,10 @@ struct HostIdentity {
   /// Same kernel and the same PID and network namespaces: its memory can be mapped directly.
   bool SameHost(const HostIdentity& other) const;
 
+  /// Same kernel (boot id), so the same cores: hosts made of namespaces are distinct hosts
+  /// that share one machine's cores.
+  bool SameCores(const HostIdentity& other) const;
+
   /// "host0 (net:[4026531840])": the hostname and the network namespace's inode.
   std::string Label() const;
 };

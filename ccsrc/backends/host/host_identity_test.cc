@@ -49,6 +49,16 @@ std::vector<SegmentHandle> Handles(const std::vector<int>& host_of_pe) {
   return handles;
 }
 
+TEST(HostIdentity, NamespaceHostsAreDistinctHostsOnTheSameCores) {
+  const std::vector<SegmentHandle> handles = Handles({0, 1});
+  EXPECT_FALSE(handles[0].host.SameHost(handles[1].host));
+  EXPECT_TRUE(handles[0].host.SameCores(handles[1].host));  // one kernel, one boot id
+  HostIdentity elsewhere = handles[1].host;
+  elsewhere.boot_id = {};
+  "another-boot".copy(elsewhere.boot_id.data(), 12);
+  EXPECT_FALSE(handles[0].host.SameCores(elsewhere));
+}
+
 TEST(HostIdentity, OneHostPasses) {
   EXPECT_TRUE(CheckOneHost(Handles({0, 0, 0}), 1).ok());
 }

@@ -356,27 +356,10 @@ Status UcxTransport::Atomic(int pe, std::uint64_t offset, int width, bool set, s
   }
   ucs_status_t fenced = l.worker_fence(static_cast<ucp_worker_h>(worker_));
   if (fenced != UCS_OK) return Failure(pe, fenced, "ucp_worker_fence");
-  if (set) {
-    // A SWAP is a fetching operation: its target replies. It is waited for, so that no reply
-    // can outlive this PE's endpoint (UCX 1.13 aborts a target whose reply endpoint is gone).
-    std::uint64_t operand = 0;
-    std::uint64_t reply = 0;
-    if (width == 4) {
-      const auto word = static_cast<std::uint32_t>(static_cast<std::int32_t>(value));
-      std::memcpy(&operand, &word, sizeof word);
-    } else {
-      operand = static_cast<std::uint64_t>(value);
-    }
-    ucp_request_param_t params{};
-    params.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
-    params.datatype = ucp_dt_make_contig(static_cast<std::size_t>(width));
-    params.reply_buffer = &reply;
-    void* request = l.atomic_op_nbx(static_cast<ucp_ep_h>(peer.ep), UCP_ATOMIC_OP_SWAP, &operand,
-                                    1, peer.base + offset, static_cast<ucp_rkey_h>(peer.rkey),
-                                    &params);
-    atomics_.fetch_add(1, std::memory_order_relaxed);
-    return WaitRequest(request, pe, "ucp_atomic_op_nbx");
-  }
+  // A SWAP (a set) is a fetching operation: its target replies into buffers->reply. It is not
+  // waited for either (that would add a round trip to every set); Close flushes before it
+  // closes the endpoints, so no reply outlives them (UCX 1.13 aborts a target whose reply
+  // endpoint is gone).
   auto* buffers = new AmoBuffers();
   buffers->request_free = l.request_free;
   if (width == 4) {
@@ -391,8 +374,13 @@ Status UcxTransport::Atomic(int pe, std::uint64_t offset, int width, bool set, s
   params.datatype = ucp_dt_make_contig(static_cast<std::size_t>(width));
   params.cb.send = ReleaseAmo;
   params.user_data = buffers;
+  if (set) {
+    params.op_attr_mask |= UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+    params.reply_buffer = &buffers->reply;
+  }
   void* request =
-      l.atomic_op_nbx(static_cast<ucp_ep_h>(peer.ep), UCP_ATOMIC_OP_ADD, &buffers->operand, 1, peer.base + offset,
+      l.atomic_op_nbx(static_cast<ucp_ep_h>(peer.ep), set ? UCP_ATOMIC_OP_SWAP : UCP_ATOMIC_OP_ADD,
+                      &buffers->operand, 1, peer.base + offset,
                       static_cast<ucp_rkey_h>(peer.rkey), &params);
   atomics_.fetch_add(1, std::memory_order_relaxed);
   if (request == nullptr) {  // completed at once: the callback is not called

@@ -106,8 +106,8 @@ class UcxTransport {
   /// Copies `bytes` from segment offset `offset` of `pe` to `destination`; returns once there.
   Status Get(int pe, void* destination, std::uint64_t offset, std::uint64_t bytes);
   /// Fence, then an atomic ADD (or SWAP, for a set) of `value` on the `width`-byte word at
-  /// segment offset `offset` of `pe`: it lands after every earlier put of this PE. An ADD is
-  /// not waited for (Flush does); a SWAP is, until its reply came back.
+  /// segment offset `offset` of `pe`: it lands after every earlier put of this PE. Not waited
+  /// for (Flush does, replies included).
   Status Atomic(int pe, std::uint64_t offset, int width, bool set, std::int64_t value);
   /// Fence, then a put of the 8-byte word `value` at segment offset `offset` of `pe` (a
   /// monotonic control word with one writer: an epoch, a sequence). Not fetching: nothing
