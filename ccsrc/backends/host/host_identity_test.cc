@@ -55,7 +55,7 @@ TEST(HostIdentity, NamespaceHostsAreDistinctHostsOnTheSameCores) {
   EXPECT_TRUE(handles[0].host.SameCores(handles[1].host));  // one kernel, one boot id
   HostIdentity elsewhere = handles[1].host;
   elsewhere.boot_id = {};
-  "another-boot".copy(elsewhere.boot_id.data(), 12);
+  std::string("another-boot").copy(elsewhere.boot_id.data(), 12);
   EXPECT_FALSE(handles[0].host.SameCores(elsewhere));
 }
 
