@@ -169,6 +169,29 @@ def sleeper(rank: int, size: int, per_host: int) -> None:
     handle.close()
 
 
+def timeout(rank: int, size: int, per_host: int) -> None:
+    """PE 0 waits for a signal PE 1 never sends while PE 1 computes outside the library: the
+    wait ends with TIMEOUT naming what it awaited, and the job goes on (a wait_signal timeout
+    is not terminal)."""
+    handle = shmem.acquire_shmem()
+    flag = shmem.empty(1, dtype=torch.int64)
+    flag.zero_()
+    shmem.barrier()
+    say("READY")
+    if rank == 0:
+        start = time.monotonic()
+        try:
+            shmem.wait_signal(flag, 1, comparison="eq")
+            say("UNEXPECTED wait returned")
+        except shmem.ShmemError as error:
+            result(code=error.error_code, message=str(error), waited_s=time.monotonic() - start)
+    else:
+        time.sleep(float(os.environ["HYPER_PARALLEL_SHMEM_TIMEOUT_SEC"]) + 0.5)
+    shmem.barrier()  # both PEs carry on after the timeout
+    shmem.free(flag)
+    handle.close()
+
+
 def waiter(rank: int, size: int, per_host: int) -> None:
     """Every PE but the last waits on a signal that never comes; the last is killed (or its
     host's link pulled) by the test. Prints the error the wait raised and when."""
@@ -242,7 +265,8 @@ def main() -> int:
     per_host = int(os.environ.get("SCALE_OUT_PES_PER_HOST", "1"))
     init_process_group_from_environment(timeout_s=120)
     try:
-        {"suite": suite, "sleeper": sleeper, "waiter": waiter, "mega_moe": mega_moe}[scenario](
+        {"suite": suite, "sleeper": sleeper, "waiter": waiter, "mega_moe": mega_moe,
+         "timeout": timeout}[scenario](
             rank, size, per_host)
     except BaseException:  # noqa: BLE001 (printed for the test)
         traceback.print_exc(file=sys.stdout)

@@ -162,6 +162,19 @@ def test_a_remote_op_completes_while_its_target_computes_outside_the_library():
 
 
 @needs_hosts
+def test_a_wait_on_a_remote_pe_that_computes_times_out_naming_what_it_awaited():
+    with NetnsHosts(2) as hosts:
+        pes = _start_on_hosts(hosts, "timeout", 1, {"HYPER_PARALLEL_SHMEM_TIMEOUT_SEC": "2"})
+        _all_ok(pes)
+        outcome = pes[0].results()[0]
+        assert outcome["code"] == "TIMEOUT", outcome
+        assert "wait_signal timed out" in outcome["message"], outcome
+        assert "expected=1" in outcome["message"] and "observed=0" in outcome["message"], outcome
+        assert 1.9 < outcome["waited_s"] < 10, outcome
+    assert hosts.residue() == []
+
+
+@needs_hosts
 def test_a_remote_pe_killed_mid_wait_is_peer_lost_within_a_second():
     with NetnsHosts(2) as hosts:
         pes = _start_on_hosts(hosts, "waiter", 1, {"SCALE_OUT_SELF_KILL": "1"})
