@@ -6,7 +6,7 @@
 #include <sstream>
 #include <thread>
 
-#include "backends/host/host_identity.h"
+#include "backends/host_identity.h"
 #include "backends/registry.h"
 #include "data_plane/pe_address.h"
 #include "data_plane/team_kernel_api.h"
@@ -223,16 +223,16 @@ Status Runtime::Init(InitOptions options) {
   //    Each record also says where its PE runs ("|host=..."), compared apart.
   std::vector<std::string> records;
   const std::string mine = InitRecord(config, backend->name(), device, size, global_ranks);
-  const host::HostIdentity here = host::HostIdentity::Current();
+  const HostIdentity here = HostIdentity::Current();
   const std::string where = "|host=" + std::string(reinterpret_cast<const char*>(&here), sizeof here);
   if (Status gathered = bootstrap.AllGather(mine + where, timeout, &records); !gathered.ok()) {
     return fail(gathered, "bootstrap", std::move(backend));
   }
-  std::vector<host::HostIdentity> hosts(size);
+  std::vector<HostIdentity> hosts(size);
   for (int pe = 0; pe < size; ++pe) {
     const std::size_t bar = records[pe].rfind("|host=");
-    if (bar != std::string::npos && records[pe].size() - bar - 6 == sizeof(host::HostIdentity)) {
-      std::memcpy(&hosts[pe], records[pe].data() + bar + 6, sizeof(host::HostIdentity));
+    if (bar != std::string::npos && records[pe].size() - bar - 6 == sizeof(HostIdentity)) {
+      std::memcpy(&hosts[pe], records[pe].data() + bar + 6, sizeof(HostIdentity));
       records[pe].resize(bar);
     }
     if (records[pe] != mine) {

@@ -39,7 +39,7 @@
 #include "backends/host/call_sites.h"
 #include "backends/host/control_block.h"
 #include "backends/host/host_device.h"
-#include "backends/host/host_identity.h"
+#include "backends/host_identity.h"
 #include "backends/host/liveness.h"
 #include "backends/host/ucx_transport.h"
 

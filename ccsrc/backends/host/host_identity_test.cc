@@ -1,4 +1,4 @@
-#include "backends/host/host_identity.h"
+#include "backends/host_identity.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "backends/host/host_identity.h"
+#include "backends/host_identity.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <fstream>
 
-namespace hyper_parallel::shmem::host {
+namespace hyper_parallel::shmem {
 namespace {
 
 std::uint64_t NamespaceInode(const char* path) {
@@ -49,4 +49,4 @@ std::string HostIdentity::Label() const {
   return std::string(hostname.data()) + " (net:[" + std::to_string(net_namespace) + "])";
 }
 
-}  // namespace hyper_parallel::shmem::host
+}  // namespace hyper_parallel::shmem

@@ -1,6 +1,7 @@
-// Which host a PE runs on, as the host backend must know it: PEs reach each other's heaps by
-// mapping memory (/proc/<pid>/fd of a memfd), which needs one kernel, one PID namespace and,
-// for the same view of the machine, one network namespace. Hosts made of Linux namespaces
+// Which host a PE runs on (backends share it; the Runtime compares it at init): the host
+// backend's PEs reach each other's heaps by mapping memory (/proc/<pid>/fd of a memfd), which
+// needs one kernel, one PID namespace and, for the same view of the machine, one network
+// namespace. Hosts made of Linux namespaces
 // share the kernel and so its boot id; the namespaces tell them apart (docs/architecture.md,
 // "Hosts").
 #pragma once
@@ -9,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-namespace hyper_parallel::shmem::host {
+namespace hyper_parallel::shmem {
 
 /// Fixed-size, so that it travels inside the segment handle as bytes.
 struct HostIdentity {
@@ -32,4 +33,8 @@ struct HostIdentity {
   std::string Label() const;
 };
 
+}  // namespace hyper_parallel::shmem
+
+namespace hyper_parallel::shmem::host {
+using shmem::HostIdentity;  // the host backend's name for it
 }  // namespace hyper_parallel::shmem::host
