@@ -15,7 +15,8 @@ pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh
 
 FIELDS = ["state", "reference_count", "lifecycle", "root_rank", "root_size", "global_ranks",
           "device", "backend", "config", "heap_base", "heap", "live_allocations", "leaks",
-          "collectives", "teams", "calls_in_flight", "wait", "blocked", "recent_ops",
+          "collectives", "teams", "calls_in_flight", "wait", "peers", "network", "blocked",
+          "recent_ops",
           "latest_failure", "terminal_failure"]
 
 
@@ -57,6 +58,11 @@ def _fields_and_repr(rank, size):
                                    "predefined": True, "handles": 0, "sequence": 1,
                                    "first_sequence": 0, "in_flight": 0, "stream": None}]
         assert state["calls_in_flight"] == 0 and state["blocked"] == []
+        # One host: every peer mapped, no network transport (docs/scale-out.md).
+        assert [peer["transport"] for peer in state["peers"]] == [
+            "self" if pe == rank else "shared memory" for pe in range(size)]
+        assert len({peer["host"] for peer in state["peers"]}) == 1, state["peers"]
+        assert state["network"] is None
         assert state["terminal_failure"] is None
         text = repr(state)
         lines = text.splitlines()
