@@ -430,12 +430,11 @@ Status HostBackend::ConnectRemotes(const std::vector<SegmentHandle>& handles,
   }
   return transport_->Connect(spec_.rank, blobs, remote,
                              [this](int pe, const std::string& how) {
-                               const bool first = latch_.Set(Status::Assertion(
+                               latch_.Set(Status::Assertion(
                                    ErrorCode::kPeerLost, "a remote peer PE was lost",
                                    {{"pe", std::to_string(pe)},
                                     {"host", placement_[pe].host},
                                     {"noticed", how}}));
-                               (void)first;
                                if (ControlBlock* own = PeerControl(spec_.rank)) {
                                  Ring<CallSite::kHostThread>(&own->doorbell);
                                }

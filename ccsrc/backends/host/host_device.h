@@ -65,7 +65,6 @@ class HostDevice {
   }
   /// Whether PE `pe` is reached through the network transport.
   bool IsRemote(int pe) const { return remote_ != nullptr && remote_->remote(pe); }
-  UcxTransport* transport() const { return remote_; }
 
   int rank() const { return rank_; }
   int size() const { return size_; }
