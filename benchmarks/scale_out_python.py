@@ -1,0 +1,213 @@
+"""The scale-out benchmark's Python PEs (benchmarks/scale_out.py): gloo's collectives and ours
+(put bandwidth, put_signal, ping-pong, all_gather, all_to_all).
+
+run_pes starts one PE on each host as `scale_out.py --pe TEST ...` (SCRIPT, the entry point,
+whose hidden --pe option calls pe_main here); pe_main is the code that runs inside each PE.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from scale_out_hosts import HERE, LINK, MIB, base_env, failure, record, wait_all
+
+PE_TESTS = ("gloo_allgather", "gloo_alltoall", "hps_put_bw", "hps_put_signal", "hps_pingpong",
+            "hps_allgather", "hps_alltoall")
+
+# What run_pes starts on each host: the entry point; its --pe option runs pe_main.
+SCRIPT = os.path.join(HERE, "scale_out.py")
+
+
+def run_pes(hosts, test: str, sizes: list, p: dict, port: int, extra_env: dict,
+            timeout_s: float = 600) -> tuple:
+    """Starts `scale_out.py --pe test` on host 0 (rank 0) and host 1 (rank 1), the caller's
+    environment plus extra_env passed through; (rows, failures). A PE that cannot run prints a
+    JSON line with "error" (the ShmemError code) and exits 3."""
+    argv = [sys.executable, SCRIPT, "--pe", test, "--sizes",
+            ",".join(map(str, sizes)), "--reps", str(p["reps"]), "--min-time-us", str(p["min_us"])]
+    processes = [hosts.popen(rank, argv, env=base_env(rank, hosts, port, extra_env),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for rank in range(2)]
+    results = wait_all(processes, timeout_s)
+    system, name = test.split("_", 1)
+    rows, errors = [], []
+    for rank, (rc, out, err) in enumerate(results):
+        for line in out.splitlines():
+            if not line.startswith("{"):
+                continue
+            data = json.loads(line)
+            if "error" in data:
+                errors.append((rank, data["error"], data["message"]))
+            elif rank == 0 and "samples_us" in data:
+                rows.append(record(system, name, data["bytes"], data["samples_us"], data["iters"]))
+        if rc != 0 and not errors:
+            what = "timed out" if rc is None else f"exit code {rc}"
+            errors.append((rank, what, " | ".join((err or out).strip().splitlines()[-4:])))
+    if errors:
+        rank, code, message = errors[0]
+        return rows, [failure(system, name, [s for s in sizes if not any(
+            r["bytes"] == s for r in rows)], code, f"PE {rank}: {message}")]
+    return rows, []
+
+
+def pe_main(args) -> int:
+    """One PE of a Python measurement (run on each host by run_pes)."""
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    from hyper_parallel.core.multicore.shmem.launch import init_process_group_from_environment
+
+    init_process_group_from_environment(timeout_s=120)
+    rank = dist.get_rank()
+    system, test = args.pe.split("_", 1)
+
+    def emit(size, iters, samples):
+        if rank == 0:
+            print(json.dumps({"test": test, "bytes": size, "iters": iters,
+                              "samples_us": samples}), flush=True)
+
+    def mean_us(body, iters, finish=None):
+        start = time.perf_counter()
+        for _ in range(iters):
+            body()
+        if finish is not None:
+            finish()
+        return (time.perf_counter() - start) / iters * 1e6
+
+    def measure(body, finish=None, scale=1.0):
+        """Warm-up, an iteration count from PE 0's probe (every PE runs the probe, so the
+        patterns that need both PEs work), args.reps timed repetitions."""
+        for _ in range(3):
+            body()
+        if finish is not None:
+            finish()
+        one = mean_us(body, 4, finish)
+        count = torch.tensor([max(4, min(1 << 20, int(args.min_time_us / max(one, 0.01))))])
+        dist.broadcast(count, 0)
+        iters = int(count.item())
+        samples = []
+        for _ in range(args.reps):
+            dist.barrier()
+            samples.append(mean_us(body, iters, finish) / scale)
+        dist.barrier()
+        return iters, samples
+
+    largest = max(args.sizes)
+    if system == "gloo":
+        for n in args.sizes:
+            source = torch.full((n,), rank, dtype=torch.uint8)
+            if test == "allgather":
+                output = torch.empty(2 * n, dtype=torch.uint8)
+                body = lambda: dist.all_gather_into_tensor(output, source)  # noqa: E731
+            else:
+                output = torch.empty(n, dtype=torch.uint8)
+                body = lambda: dist.all_to_all_single(output, source)  # noqa: E731
+            emit(n, *measure(body))
+        dist.destroy_process_group()
+        return 0
+
+    from hyper_parallel.core.multicore import shmem
+
+    try:
+        handle = shmem.acquire_shmem()
+    except shmem.ShmemError as error:
+        print(json.dumps({"error": error.error_code, "message": str(error)}), flush=True)
+        dist.destroy_process_group()
+        return 3
+    peer = 1 - rank
+    try:
+        if test in ("put_bw", "put_signal", "pingpong"):
+            buffer = shmem.empty(max(largest, 8), dtype=torch.uint8)
+            flag = shmem.empty(1, dtype=torch.int64)
+            flag.zero_()
+            local = torch.ones(max(largest, 8), dtype=torch.uint8)
+            shmem.barrier()
+            for n in args.sizes:
+                dst, src = buffer[:n], local[:n]
+                if test == "put_bw":
+                    # PE 0 puts, then the barrier: every put has landed on PE 1.
+                    body = (lambda: shmem.put(dst, src, peer)) if rank == 0 else (lambda: None)
+                    emit(n, *measure(body, finish=shmem.barrier))
+                elif test == "put_signal":
+                    # put + signal add, one call; the closing barrier makes the repetition
+                    # count only delivered calls (its cost is spread over the iterations).
+                    body = ((lambda: shmem.put_signal(dst, src, flag, 1, peer, operation="add"))
+                            if rank == 0 else (lambda: None))
+                    emit(n, *measure(body, finish=shmem.barrier))
+                else:
+                    counter = [0]
+
+                    def body():
+                        counter[0] += 1
+                        if rank == 0:
+                            shmem.put_signal(dst, src, flag, counter[0], peer)
+                            shmem.wait_signal(flag, counter[0], comparison="ge")
+                        else:
+                            shmem.wait_signal(flag, counter[0], comparison="ge")
+                            shmem.put_signal(dst, src, flag, counter[0], peer)
+
+                    emit(n, *measure(body, scale=2.0))
+            shmem.free(flag)
+            shmem.free(buffer)
+        else:
+            output = shmem.empty(2 * largest, dtype=torch.uint8)
+            source = torch.full((largest,), rank, dtype=torch.uint8)
+            for n in args.sizes:
+                if test == "allgather":
+                    out, inp = output[: 2 * n], source[:n]
+                    body = lambda: shmem.all_gather(out, inp)  # noqa: E731
+                else:
+                    out, inp = output[:n], source[:n]
+                    body = lambda: shmem.all_to_all(out, inp)  # noqa: E731
+                emit(n, *measure(body))
+            shmem.free(output)
+    except shmem.ShmemError as error:
+        print(json.dumps({"error": error.error_code, "message": str(error)}), flush=True)
+        return 3
+    finally:
+        try:
+            handle.close()
+        finally:
+            dist.destroy_process_group()
+    return 0
+
+
+# ---- one system each: gloo and ours --------------------------------------------------------
+
+def measure_gloo(hosts, p: dict, port: int, extra_env: dict) -> tuple:
+    rows, failures = [], []
+    for test in ("gloo_allgather", "gloo_alltoall"):
+        port += 1
+        got, bad = run_pes(hosts, test, p["coll"], p, port, extra_env)
+        rows += got
+        failures += bad
+    return rows, failures, port
+
+
+def hps_env(p: dict, extra_env: dict) -> dict:
+    """Our PEs' settings: a heap for the largest buffers, UCX on the link (read by the runtime's
+    network transport once it has one), then the caller's --pe-env on top."""
+    largest = max(max(p["bw"]), 2 * max(p["coll"]))
+    env = {"HYPER_PARALLEL_SHMEM_HEAP_SIZE": str(max(256 * MIB, 2 * largest + 64 * MIB)),
+           "UCX_TLS": "tcp,self", "UCX_NET_DEVICES": LINK}
+    env.update(extra_env)
+    return env
+
+
+def measure_hps(hosts, p: dict, port: int, extra_env: dict) -> tuple:
+    """Our side: put bandwidth, put_signal latency, ping-pong, all_gather, all_to_all; a
+    failing measurement (today: UNSUPPORTED_CAPABILITY at init) becomes a failure row."""
+    env = hps_env(p, extra_env)
+    rows, failures = [], []
+    for test, sizes in (("hps_put_bw", p["bw"]), ("hps_put_signal", [8]), ("hps_pingpong", [8]),
+                        ("hps_allgather", p["coll"]), ("hps_alltoall", p["coll"])):
+        port += 1
+        got, bad = run_pes(hosts, test, sizes, p, port, env)
+        rows += got
+        failures += bad
+    return rows, failures, port
