@@ -1,0 +1,117 @@
+// Runtime: symmetric allocation (runtime.h; docs/architecture.md, "The protection chain"):
+// Allocate and Free, each a collective every PE agrees on before the heap changes, and the
+// leaks a tensor's deleter reports, adopted at the next entry.
+#include <cstring>
+
+#include "base/log.h"
+#include "runtime/runtime.h"
+
+namespace hyper_parallel::shmem {
+
+static_assert(HeapAllocator::kMaxAlignment == kHeapBaseAlignment,
+              "an offset the allocator aligns must be an address aligned alike");
+
+Status Runtime::Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocation* out,
+                         std::string_view note) {
+  constexpr std::string_view kOp = "empty";
+  MutexLock lock(&mutex_);
+  HPS_REJECT_IF_ERROR(CheckReady(kOp), kOp, "state");
+  AdoptOrphans();
+  HPS_REJECT_IF_ERROR(WaitForOtherCollectives(World(), kOp), kOp, "state");
+  // Every PE's heap has seen the same agreed allocations and frees, so a request one PE cannot
+  // place (bad alignment, no room) fails alike on every PE: rejected here, before anything
+  // collective, and without taking a collective number.
+  HeapBlock block;
+  const Status placed = allocator_.Place(bytes, alignment, &block);
+  HPS_REJECT_IF_ERROR(placed, kOp, "allocate");
+  CollectiveDescriptor mine = CollectiveDescriptor::Of(
+      "empty", data_plane::kAgreeBytes | data_plane::kAgreeAlignment | data_plane::kAgreeOffset |
+                   data_plane::kAgreeLocal);
+  HPS_REJECT_IF_ERROR(ClaimCollective(World(), OwnerOf({}, true), kOp, &mine.sequence), kOp, "state");
+  // Only collectives change the allocator, and this PE has one in flight: the block is still
+  // free when it is committed below.
+  mine.bytes = bytes;
+  mine.alignment = alignment;
+  mine.offset = block.offset;
+  HPS_REJECT_IF_ERROR(Agree(World(), kOp, mine), kOp, "agree");
+  allocator_.Commit(block);
+
+  const AllocationId id =
+      registry_.Register(block.offset, bytes, block.reserved_bytes, alignment);
+  *out = Allocation{id, registry_.lifecycle(), heap_base_ + block.offset, bytes, alignment};
+  HPS_LOG_DEBUG("op=Empty id=" + std::to_string(id) + " base=" + Hex(out->data) +
+                " bytes=" + std::to_string(bytes) + " alignment=" + std::to_string(alignment) +
+                (note.empty() ? "" : " ") + std::string(note));
+  return Status::Ok();
+}
+
+Status Runtime::Free(const SymmetricView& whole, std::string_view note) {
+  constexpr std::string_view kOp = "free";
+  MutexLock lock(&mutex_);
+  HPS_REJECT_IF_ERROR(CheckReady(kOp), kOp, "state");
+  AdoptOrphans();
+  AllocationRecord record;
+  std::uint64_t offset = 0;
+  HPS_REJECT_IF_ERROR(ResolveOperand(whole, &offset, &record, ErrorCode::kDoubleFree), kOp,
+                      "validate");
+  Backend* backend = backend_.get();
+  Status drained;
+  {
+    // Queued work may still touch the allocation: drain before any PE can reuse it.
+    CallScope call(this);
+    lock.Unlock();
+    drained = backend->Quiesce();
+    lock.Lock();
+  }
+  HPS_REJECT_IF_ERROR(drained, kOp, "quiesce");
+  HPS_REJECT_IF_ERROR(CheckReady(kOp), kOp, "state");
+  HPS_REJECT_IF_ERROR(WaitForOtherCollectives(World(), kOp), kOp, "state");
+  // Another thread may have freed it meanwhile.
+  HPS_REJECT_IF_ERROR(ResolveOperand(whole, &offset, &record, ErrorCode::kDoubleFree), kOp,
+                      "validate");
+  CollectiveDescriptor mine =
+      CollectiveDescriptor::Of("free", data_plane::kAgreeBytes | data_plane::kAgreeOffset);
+  HPS_REJECT_IF_ERROR(ClaimCollective(World(), OwnerOf({}, true), kOp, &mine.sequence), kOp, "state");
+  mine.bytes = record.bytes;
+  mine.offset = record.offset;
+  HPS_REJECT_IF_ERROR(Agree(World(), kOp, mine), kOp, "agree");
+  // Poison: a stale alias (a numpy array, a DLPack capsule) reads NaN in every IEEE float
+  // dtype (all bits set) and -1 in signed integers, not the data it had; no queued work of any
+  // PE touches the allocation any more (each drained before agreeing).
+  if (backend_->HostAddressableHeap() && record.bytes > 0) {
+    std::memset(heap_base_ + record.offset, kPoisonByte, record.bytes);
+  }
+  HPS_REJECT_IF_ERROR(allocator_.Release(record.offset), kOp, "release");
+  registry_.Release(record.id);
+  HPS_LOG_DEBUG("op=Free id=" + std::to_string(record.id) + " base=" + Hex(whole.data) +
+                " bytes=" + std::to_string(record.bytes) + (note.empty() ? "" : " ") +
+                std::string(note));
+  return Status::Ok();
+}
+
+void Runtime::ReportOrphan(const OrphanReport& report) {
+  if (report.lifecycle != heap_lifecycle_.load(std::memory_order_acquire)) {
+    HPS_LOG_INFO("a tensor of a lifecycle whose heap is gone was released: id=" +
+                 std::to_string(report.id) + ", lifecycle=" + std::to_string(report.lifecycle));
+    return;
+  }
+  HPS_LOG_ERROR("symmetric allocation lost its last reference without free (leak): id=" +
+                std::to_string(report.id) + ", base=" + Hex(report.base) +
+                ", bytes=" + std::to_string(report.bytes) + ", rank=" +
+                std::to_string(report.rank) + ", lifecycle=" + std::to_string(report.lifecycle));
+  MutexLock lock(&orphan_mutex_);
+  pending_orphans_.push_back(report);
+}
+
+void Runtime::AdoptOrphans() {
+  std::vector<OrphanReport> pending;
+  {
+    MutexLock lock(&orphan_mutex_);
+    pending.swap(pending_orphans_);
+  }
+  for (const OrphanReport& report : pending) {
+    if (report.lifecycle == registry_.lifecycle()) registry_.MarkLeaked(report.id);
+  }
+}
+
+}  // namespace hyper_parallel::shmem
