@@ -2,7 +2,7 @@
 // shuts down. It is never on the data path.
 //
 // An implementation offers an all-gather of byte strings and a barrier, both bounded by a
-// timeout. UnixSocketBootstrap serves C++ tests and the native demo; the torch binding adds one
+// timeout. SocketBootstrap serves C++ tests and the native demo; the torch binding adds one
 // over a torch.distributed process group. Calls are collective and made from one thread at a
 // time (the Runtime's mutex guarantees it).
 #pragma once

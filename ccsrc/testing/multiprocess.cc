@@ -39,9 +39,9 @@ bool IsNumber(const std::string& text) {
 
 Status PeContext::InitRuntime(std::chrono::milliseconds bootstrap_timeout,
                               BackendFactory factory) {
-  std::unique_ptr<UnixSocketBootstrap> bootstrap;
+  std::unique_ptr<SocketBootstrap> bootstrap;
   HPS_RETURN_IF_ERROR(
-      UnixSocketBootstrap::Create(bootstrap_name, rank, size, bootstrap_timeout, &bootstrap));
+      SocketBootstrap::Create(bootstrap_name, rank, size, bootstrap_timeout, &bootstrap));
   InitOptions options;
   options.bootstrap = std::move(bootstrap);
   options.backend_factory = std::move(factory);
@@ -58,7 +58,7 @@ bool PeContext::Check(bool ok, const char* file, int line, const std::string& wh
 
 std::vector<PeOutcome> RunPes(const PeLaunch& launch,
                               const std::function<int(PeContext&)>& body) {
-  const std::string name = UnixSocketBootstrap::UniqueName();
+  const std::string name = SocketBootstrap::UniqueName();
   std::vector<PeOutcome> outcomes(launch.size);
   std::vector<int> pipes(launch.size, -1);
   std::fflush(nullptr);

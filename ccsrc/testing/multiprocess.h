@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/runtime.h"
-#include "runtime/unix_socket_bootstrap.h"
+#include "runtime/socket_bootstrap.h"
 
 namespace hyper_parallel::shmem::testing {
 

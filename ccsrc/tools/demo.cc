@@ -19,7 +19,7 @@
 
 #include "ops/collectives.h"
 #include "runtime/runtime.h"
-#include "runtime/unix_socket_bootstrap.h"
+#include "runtime/socket_bootstrap.h"
 
 namespace shmem = hyper_parallel::shmem;
 
@@ -37,8 +37,8 @@ int Fail(int rank, const shmem::Status& status) {
 
 int RunPe(const std::string& name, int rank, int size) {
   using namespace std::chrono_literals;
-  std::unique_ptr<shmem::UnixSocketBootstrap> bootstrap;
-  if (auto s = shmem::UnixSocketBootstrap::Create(name, rank, size, 60s, &bootstrap); !s.ok()) {
+  std::unique_ptr<shmem::SocketBootstrap> bootstrap;
+  if (auto s = shmem::SocketBootstrap::Create(name, rank, size, 60s, &bootstrap); !s.ok()) {
     return Fail(rank, s);
   }
   shmem::Runtime& runtime = shmem::Runtime::Process();
@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--pes must be in [1, 64], but got %d\n", pes);
     return 2;
   }
-  const std::string name = shmem::UnixSocketBootstrap::UniqueName();
+  const std::string name = shmem::SocketBootstrap::UniqueName();
   std::printf("hyper_parallel_shmem_demo: %d PEs on the host backend\n", pes);
   std::fflush(stdout);
   std::vector<pid_t> children;

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "backends/host/host_stream.h"
-#include "runtime/unix_socket_bootstrap.h"
+#include "runtime/socket_bootstrap.h"
 #include "tests/multiprocess/pe_helpers.h"
 #include "testing/eventually.h"
 
@@ -222,8 +222,8 @@ TEST_P(DeathDuringInit, SurvivorsFailInitAndNothingIsLeft) {
   const auto [victim, die_at] = GetParam();
   const std::vector<PeOutcome> outcomes =
       RunPes(DefaultTimeoutLaunch(3), [victim = victim, die_at = die_at](PeContext& ctx) {
-        std::unique_ptr<UnixSocketBootstrap> socket;
-        CHECK_PE_OK(ctx, UnixSocketBootstrap::Create(ctx.bootstrap_name, ctx.rank, ctx.size, 20s,
+        std::unique_ptr<SocketBootstrap> socket;
+        CHECK_PE_OK(ctx, SocketBootstrap::Create(ctx.bootstrap_name, ctx.rank, ctx.size, 20s,
                                                      &socket));
         InitOptions options;
         options.bootstrap =

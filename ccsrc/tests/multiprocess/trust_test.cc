@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "backends/host/host_backend.h"
-#include "runtime/unix_socket_bootstrap.h"
+#include "runtime/socket_bootstrap.h"
 #include "tests/multiprocess/pe_helpers.h"
 
 namespace hyper_parallel::shmem::testing {
@@ -61,9 +61,9 @@ TEST(Trust, AnotherUserCanNeitherJoinTheBootstrapNorOpenAHeap) {
     if (ctx.rank == 1) {
       // Another user's process tries to take rank 1 first: rank 0 refuses it.
       const int foreign = AsAnotherUser([&] {
-        std::unique_ptr<UnixSocketBootstrap> boot;
+        std::unique_ptr<SocketBootstrap> boot;
         const Status joined =
-            UnixSocketBootstrap::Create(ctx.bootstrap_name, 1, 2, 10s, &boot);
+            SocketBootstrap::Create(ctx.bootstrap_name, 1, 2, 10s, &boot);
         if (joined.ok()) return 1;
         return Contains(joined.message(), "bootstrap root refused this process") ? 0 : 2;
       });

@@ -1,12 +1,16 @@
-#include "runtime/unix_socket_bootstrap.h"
+#include "runtime/socket_bootstrap.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -108,13 +112,48 @@ Status RecvMessage(int fd, std::string* bytes, Clock::time_point deadline, int p
   return RecvAll(fd, bytes->data(), length, deadline, peer, timeout);
 }
 
-// Abstract-namespace address: sun_path[0] == '\0', no file is created.
-socklen_t AbstractAddress(std::string_view name, sockaddr_un* address) {
-  std::memset(address, 0, sizeof *address);
-  address->sun_family = AF_UNIX;
-  const std::size_t length = std::min(name.size(), sizeof(address->sun_path) - 2);
-  std::memcpy(address->sun_path + 1, name.data(), length);
-  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + length);
+constexpr std::string_view kTcpPrefix = "tcp:";
+
+// Where rank 0 listens: an abstract-namespace Unix address (sun_path[0] == '\0', no file is
+// created) or, for "tcp:<address>:<port>", an IPv4 one.
+struct Endpoint {
+  sockaddr_storage address{};
+  socklen_t length = 0;
+  int family() const { return address.ss_family; }
+  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&address); }
+};
+
+Status ParseEndpoint(std::string_view name, Endpoint* out) {
+  if (name.substr(0, kTcpPrefix.size()) != kTcpPrefix) {
+    if (name.empty() || name.size() > sizeof(sockaddr_un{}.sun_path) - 2) {
+      return Status::Contract(ErrorCode::kInvalidArgument, "bootstrap name",
+                              "1 to " + std::to_string(sizeof(sockaddr_un{}.sun_path) - 2) +
+                                  " bytes",
+                              std::to_string(name.size()) + " bytes");
+    }
+    auto* address = reinterpret_cast<sockaddr_un*>(&out->address);
+    address->sun_family = AF_UNIX;
+    std::memcpy(address->sun_path + 1, name.data(), name.size());
+    out->length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    return Status::Ok();
+  }
+  const std::string_view rest = name.substr(kTcpPrefix.size());
+  const std::size_t colon = rest.rfind(':');
+  const std::string host(rest.substr(0, colon == std::string_view::npos ? 0 : colon));
+  const std::string port(colon == std::string_view::npos ? "" : rest.substr(colon + 1));
+  auto* address = reinterpret_cast<sockaddr_in*>(&out->address);
+  address->sin_family = AF_INET;
+  char* end = nullptr;
+  const unsigned long number = port.empty() ? 0 : std::strtoul(port.c_str(), &end, 10);
+  if (port.empty() || *end != '\0' || number == 0 || number > 65535 ||
+      ::inet_pton(AF_INET, host.c_str(), &address->sin_addr) != 1) {
+    return Status::Contract(ErrorCode::kInvalidArgument, "bootstrap name",
+                            "a Unix socket name or tcp:<IPv4 address>:<port>",
+                            "\"" + std::string(name) + "\"");
+  }
+  address->sin_port = htons(static_cast<std::uint16_t>(number));
+  out->length = sizeof(sockaddr_in);
+  return Status::Ok();
 }
 
 struct Hello {
@@ -125,16 +164,16 @@ struct Hello {
 
 }  // namespace
 
-std::string UnixSocketBootstrap::UniqueName() {
+std::string SocketBootstrap::UniqueName() {
   std::random_device device;
   const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
   return "hyper_parallel_shmem." + std::to_string(::getpid()) + "." + std::to_string(now) + "." +
          std::to_string(device());
 }
 
-Status UnixSocketBootstrap::Create(std::string_view name, int rank, int size,
+Status SocketBootstrap::Create(std::string_view name, int rank, int size,
                                    std::chrono::milliseconds timeout,
-                                   std::unique_ptr<UnixSocketBootstrap>* out) {
+                                   std::unique_ptr<SocketBootstrap>* out) {
   if (size < 1 || size > kMaxPes) {
     return Status::Contract(ErrorCode::kInvalidArgument, "bootstrap world size",
                             "in [1, " + std::to_string(kMaxPes) + "]", std::to_string(size));
@@ -143,16 +182,11 @@ Status UnixSocketBootstrap::Create(std::string_view name, int rank, int size,
     return Status::Contract(ErrorCode::kInvalidArgument, "bootstrap rank",
                             "in [0, " + std::to_string(size) + ")", std::to_string(rank));
   }
-  if (name.empty() || name.size() > sizeof(sockaddr_un{}.sun_path) - 2) {
-    return Status::Contract(ErrorCode::kInvalidArgument, "bootstrap name",
-                            "1 to " + std::to_string(sizeof(sockaddr_un{}.sun_path) - 2) +
-                                " bytes",
-                            std::to_string(name.size()) + " bytes");
-  }
-  std::unique_ptr<UnixSocketBootstrap> boot(new UnixSocketBootstrap(rank, size));
+  Endpoint endpoint;
+  HPS_RETURN_IF_ERROR(ParseEndpoint(name, &endpoint));
+  const bool tcp = endpoint.family() == AF_INET;
+  std::unique_ptr<SocketBootstrap> boot(new SocketBootstrap(rank, size));
   const auto deadline = Clock::now() + timeout;
-  sockaddr_un address;
-  const socklen_t address_length = AbstractAddress(name, &address);
 
   if (size == 1) {
     *out = std::move(boot);
@@ -160,13 +194,16 @@ Status UnixSocketBootstrap::Create(std::string_view name, int rank, int size,
   }
 
   if (rank == 0) {
-    const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    const int listener =
+        ::socket(endpoint.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (listener < 0) return SystemError("bootstrap socket failed", errno);
     struct Closer {
       int fd;
       ~Closer() { ::close(fd); }
     } closer{listener};
-    if (::bind(listener, reinterpret_cast<sockaddr*>(&address), address_length) != 0) {
+    const int one = 1;
+    if (tcp) ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(listener, endpoint.get(), endpoint.length) != 0) {
       return SystemError("bootstrap bind failed", errno, {{"name", std::string(name)}});
     }
     if (::listen(listener, size) != 0) return SystemError("bootstrap listen failed", errno);
@@ -181,11 +218,13 @@ Status UnixSocketBootstrap::Create(std::string_view name, int rank, int size,
       }
       ucred credentials{};
       socklen_t credentials_length = sizeof credentials;
-      if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &credentials_length) != 0 ||
-          credentials.uid != ::getuid()) {
+      if (!tcp &&
+          (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &credentials_length) != 0 ||
+           credentials.uid != ::getuid())) {
         ::close(fd);  // another user's process: never part of this job
         continue;
       }
+      if (tcp) ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       Hello hello{};
       Status status = RecvAll(fd, &hello, sizeof hello, deadline, -1, timeout);
       if (!status.ok() || hello.magic != kHelloMagic || hello.size != size || hello.rank <= 0 ||
@@ -208,12 +247,17 @@ Status UnixSocketBootstrap::Create(std::string_view name, int rank, int size,
   } else {
     int fd = -1;
     for (int attempt = 0;; ++attempt) {
-      fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      fd = ::socket(endpoint.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
       if (fd < 0) return SystemError("bootstrap socket failed", errno);
-      if (::connect(fd, reinterpret_cast<sockaddr*>(&address), address_length) == 0) break;
+      if (::connect(fd, endpoint.get(), endpoint.length) == 0) {
+        const int one = 1;
+        if (tcp) ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        break;
+      }
       const int error = errno;
       ::close(fd);
-      if (error != ECONNREFUSED && error != ENOENT && error != EAGAIN) {
+      if (error != ECONNREFUSED && error != ENOENT && error != EAGAIN && error != ENETUNREACH &&
+          error != EHOSTUNREACH && error != ETIMEDOUT) {
         return SystemError("bootstrap connect failed", error, {{"name", std::string(name)}});
       }
       if (Clock::now() >= deadline) return TimedOut("rank 0 to listen", 0, timeout);
@@ -240,9 +284,9 @@ Status UnixSocketBootstrap::Create(std::string_view name, int rank, int size,
   return Status::Ok();
 }
 
-Status UnixSocketBootstrap::FromEnvironment(const EnvLookup& env,
+Status SocketBootstrap::FromEnvironment(const EnvLookup& env,
                                             std::chrono::milliseconds timeout,
-                                            std::unique_ptr<UnixSocketBootstrap>* out) {
+                                            std::unique_ptr<SocketBootstrap>* out) {
   const auto name = env(kEnvBootstrapName);
   const auto rank_text = env(kEnvRank);
   const auto size_text = env(kEnvWorldSize);
@@ -262,13 +306,13 @@ Status UnixSocketBootstrap::FromEnvironment(const EnvLookup& env,
   return Create(*name, static_cast<int>(rank), static_cast<int>(size), timeout, out);
 }
 
-UnixSocketBootstrap::~UnixSocketBootstrap() {
+SocketBootstrap::~SocketBootstrap() {
   for (int fd : peers_) {
     if (fd >= 0) ::close(fd);
   }
 }
 
-Status UnixSocketBootstrap::AllGather(std::string_view mine, std::chrono::milliseconds timeout,
+Status SocketBootstrap::AllGather(std::string_view mine, std::chrono::milliseconds timeout,
                                       std::vector<std::string>* all) {
   const auto deadline = Clock::now() + timeout;
   std::vector<std::string> gathered(size_);
@@ -295,7 +339,7 @@ Status UnixSocketBootstrap::AllGather(std::string_view mine, std::chrono::millis
   return Status::Ok();
 }
 
-Status UnixSocketBootstrap::Barrier(std::chrono::milliseconds timeout) {
+Status SocketBootstrap::Barrier(std::chrono::milliseconds timeout) {
   std::vector<std::string> ignored;
   return AllGather({}, timeout, &ignored);
 }
