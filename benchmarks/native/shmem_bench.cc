@@ -1,19 +1,37 @@
 // shmem_bench: the runtime measured from C++, without Python, so it can stand beside OSHMEM.
 //
-//   shmem_bench --test put|get|pingpong|pingpong_fused|barrier|allgather|memcpy
+//   shmem_bench --test put|get|pingpong|pingpong_fused|barrier|allgather|memcpy|tcp_pingpong
 //               --pes N --sizes S1,S2,... --reps R --min-time-us T
+//               [--bootstrap tcp:ADDRESS:PORT --rank R]
 //
 // The program forks N PEs on the host backend (memcpy runs in this one process: the limit a
-// transfer can reach). For every size it warms up, lets PE 0 pick an iteration count so one
-// repetition lasts at least T microseconds, shares it with every PE, and records R
-// repetitions of the mean time per iteration. memcpy runs --pes threads in this process. PE 0
-// prints one JSON line per size:
+// transfer can reach). With --bootstrap and --rank it is one PE of N instead, started by the
+// caller on each host (docs/benchmarks.md, "Across hosts"): rank 0 listens at ADDRESS:PORT.
+// For every size it warms up, lets PE 0 pick an iteration count so one repetition lasts at
+// least T microseconds, shares it with every PE, and records R repetitions of the mean time per
+// iteration. memcpy runs --pes threads in this process. PE 0 prints one JSON line per size:
 //   {"impl": "hps_native", "test": ..., "pes": N, "bytes": S, "iters": k, "samples_us": [...]}
 // Patterns mirror the OSHMEM peer (oshmem_bench.c): put/get from PE 0 to PE 1 on the default
 // stream (complete when the call returns), put + signal -> wait_signal ping-pong reported as a
 // half round trip (pingpong_fused: the same with the one-call PutSignal), barrier, and
 // all_gather with S bytes per PE.
+//
+// The ping-pongs also time every round trip of the timed repetitions, and each message
+// carries its send time (CLOCK_MONOTONIC, which PEs of one kernel share: namespace hosts), so
+// they add per-PE statistics (median, mean, p90, p99 in us) of
+//   half_rtt_us  a round trip / 2 (PE 0; the median is ucx_perftest's "typical" latency),
+//   send_us      the sending call (put + signal, or put_signal): the runtime and UCX's send,
+//   one_way_us   from the peer's send to this PE's wait returning: the wire, the target's
+//                progress and its wake-up,
+// in one more line per PE: {"impl": "hps_native", "test": ..., "rank": r, "bytes": S, ...}.
+// tcp_pingpong: the wire's own floor, 8 B over one TCP connection between PE 0 and PE 1 (no
+// runtime; busy-polling recv, then blocking recv, as ucx_perftest's poll and sleep modes): one
+// line each, test "tcp_pingpong" and "tcp_pingpong_block", with half_rtt_us.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,7 +49,7 @@
 
 #include "ops/collectives.h"
 #include "runtime/runtime.h"
-#include "runtime/unix_socket_bootstrap.h"
+#include "runtime/socket_bootstrap.h"
 
 namespace shmem = hyper_parallel::shmem;
 using Clock = std::chrono::steady_clock;
@@ -49,13 +67,15 @@ struct Options {
   std::vector<std::uint64_t> sizes;
   int reps = 5;
   double min_time_us = 20000;
+  std::string bootstrap;  // --bootstrap: one PE of a job started on several hosts
+  int rank = -1;          // --rank
 };
 
 [[noreturn]] void Usage(const std::string& problem) {
   std::fprintf(stderr,
                "shmem_bench: %s\nusage: shmem_bench --test put|get|pingpong|pingpong_fused|"
-               "barrier|allgather|memcpy --pes N --sizes S1,S2,... --reps R "
-               "--min-time-us T\n",
+               "barrier|allgather|memcpy|tcp_pingpong --pes N --sizes S1,S2,... --reps R "
+               "--min-time-us T [--bootstrap tcp:ADDRESS:PORT --rank R]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -81,6 +101,10 @@ Options Parse(int argc, char** argv) {
       options.reps = static_cast<int>(ParseCount(value, "--reps"));
     } else if (arg == "--min-time-us") {
       options.min_time_us = static_cast<double>(ParseCount(value, "--min-time-us"));
+    } else if (arg == "--bootstrap") {
+      options.bootstrap = value;
+    } else if (arg == "--rank") {
+      options.rank = static_cast<int>(ParseCount(value, "--rank"));
     } else if (arg == "--sizes") {
       std::stringstream list(value);
       std::string item;
@@ -89,14 +113,19 @@ Options Parse(int argc, char** argv) {
       Usage("unknown argument " + arg);
     }
   }
-  static const std::vector<std::string> kTests = {"put", "get", "pingpong", "pingpong_fused",
-                                                  "barrier", "allgather", "memcpy"};
+  static const std::vector<std::string> kTests = {"put",       "get",    "pingpong",
+                                                  "pingpong_fused", "barrier", "allgather",
+                                                  "memcpy",    "tcp_pingpong"};
   if (std::find(kTests.begin(), kTests.end(), options.test) == kTests.end()) {
     Usage("--test must be one of the listed patterns, but got \"" + options.test + "\"");
   }
   if (options.pes < 1 || options.pes > 64) Usage("--pes must be in [1, 64]");
   if (options.reps < 1) Usage("--reps must be at least 1");
   if (options.sizes.empty()) Usage("--sizes must list at least one size");
+  if (options.bootstrap.empty() != (options.rank < 0)) {
+    Usage("--bootstrap and --rank go together");
+  }
+  if (options.rank >= options.pes) Usage("--rank must be below --pes");
   return options;
 }
 
@@ -145,6 +174,122 @@ void Report(const Options& options, std::uint64_t bytes, std::uint64_t iters,
   }
   std::printf("}\n");
   std::fflush(stdout);
+}
+
+// Median, mean and tails of per-call times (us), as one JSON object.
+std::string Stats(std::vector<double> values) {
+  if (values.empty()) return "null";
+  std::sort(values.begin(), values.end());
+  auto at = [&](double q) {
+    return values[std::min(values.size() - 1, static_cast<std::size_t>(q * values.size()))];
+  };
+  double sum = 0;
+  for (double value : values) sum += value;
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "{\"median\": %.4f, \"mean\": %.4f, \"p90\": %.4f, \"p99\": %.4f, "
+                "\"count\": %zu}",
+                at(0.5), sum / static_cast<double>(values.size()), at(0.9), at(0.99),
+                values.size());
+  return text;
+}
+
+double Micros(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double, std::micro>(to - from).count();
+}
+
+// The wire's floor between PE 0 and PE 1: one TCP connection, 8 B each way. Rank 0 listens on
+// an ephemeral port of every address and shares it through the bootstrap; rank 1 connects to
+// the bootstrap's address (127.0.0.1 for a Unix-socket bootstrap).
+int RunTcpPingPong(const Options& options, const std::string& name, int rank) {
+  std::unique_ptr<shmem::SocketBootstrap> bootstrap;
+  Ok(shmem::SocketBootstrap::Create(name, rank, options.pes, std::chrono::seconds(60),
+                                    &bootstrap));
+  const auto timeout = std::chrono::milliseconds(60000);
+  int fd = -1;
+  std::vector<std::string> ports;
+  if (rank == 0) {
+    const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_ANY);
+    socklen_t length = sizeof address;
+    if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+        ::listen(listener, 1) != 0 ||
+        ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      std::perror("shmem_bench: tcp_pingpong listener");
+      return 1;
+    }
+    Ok(bootstrap->AllGather(std::to_string(ntohs(address.sin_port)), timeout, &ports));
+    fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    ::close(listener);
+  } else {
+    Ok(bootstrap->AllGather("", timeout, &ports));
+    std::string host = "127.0.0.1";
+    if (name.rfind("tcp:", 0) == 0) host = name.substr(4, name.rfind(':') - 4);
+    if (rank == 1) {
+      sockaddr_in address{};
+      address.sin_family = AF_INET;
+      address.sin_port = htons(static_cast<std::uint16_t>(std::stoi(ports[0])));
+      ::inet_pton(AF_INET, host.c_str(), &address.sin_addr);
+      fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+        std::perror("shmem_bench: tcp_pingpong connect");
+        return 1;
+      }
+    }
+  }
+  if (rank > 1) {
+    Ok(bootstrap->Barrier(timeout));
+    return 0;
+  }
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  std::uint64_t word = 0;
+  auto receive = [&](bool poll) {
+    std::size_t got = 0;
+    while (got < sizeof word) {
+      const ssize_t n = ::recv(fd, reinterpret_cast<char*>(&word) + got, sizeof word - got,
+                               poll ? MSG_DONTWAIT : 0);
+      if (n > 0) got += static_cast<std::size_t>(n);
+      if (n == 0) {
+        Die(shmem::Status::Assertion(shmem::ErrorCode::kBackendError,
+                                     "tcp_pingpong: the peer closed its connection", {}));
+      }
+    }
+  };
+  auto send = [&] {
+    if (::send(fd, &word, sizeof word, MSG_NOSIGNAL) != sizeof word) {
+      Die(shmem::Status::Assertion(shmem::ErrorCode::kBackendError, "tcp_pingpong: send failed",
+                                   {}));
+    }
+  };
+  constexpr std::uint64_t kWarmUp = 1000, kIters = 20000;
+  for (bool poll : {true, false}) {
+    std::vector<double> half;
+    half.reserve(kIters);
+    for (std::uint64_t i = 0; i < kWarmUp + kIters; ++i) {
+      const auto start = Clock::now();
+      if (rank == 0) {
+        send();
+        receive(poll);
+        if (i >= kWarmUp) half.push_back(Micros(start, Clock::now()) / 2);
+      } else {
+        receive(poll);
+        send();
+      }
+    }
+    if (rank == 0) {
+      std::printf("{\"impl\": \"tcp\", \"test\": \"%s\", \"pes\": %d, \"bytes\": 8, "
+                  "\"iters\": %llu, \"half_rtt_us\": %s}\n",
+                  poll ? "tcp_pingpong" : "tcp_pingpong_block", options.pes,
+                  static_cast<unsigned long long>(kIters), Stats(half).c_str());
+      std::fflush(stdout);
+    }
+  }
+  ::close(fd);
+  Ok(bootstrap->Barrier(timeout));
+  return 0;
 }
 
 // The limit a transfer can reach: --pes N threads each copying S bytes between their own
@@ -201,8 +346,8 @@ std::uint64_t ShareIterations(shmem::Runtime& runtime, const shmem::Allocation& 
 
 int RunRuntimePe(const Options& options, const std::string& name, int rank) {
   using namespace std::chrono_literals;
-  std::unique_ptr<shmem::UnixSocketBootstrap> bootstrap;
-  Ok(shmem::UnixSocketBootstrap::Create(name, rank, options.pes, 60s, &bootstrap));
+  std::unique_ptr<shmem::SocketBootstrap> bootstrap;
+  Ok(shmem::SocketBootstrap::Create(name, rank, options.pes, 60s, &bootstrap));
   shmem::Runtime& runtime = shmem::Runtime::Process();
   shmem::InitOptions init;
   init.bootstrap = std::move(bootstrap);
@@ -221,6 +366,28 @@ int RunRuntimePe(const Options& options, const std::string& name, int rank) {
   std::vector<unsigned char> local(largest + 64, static_cast<unsigned char>(rank + 1));
   const shmem::SymmetricView flag_view{flag.id, flag.data, 8};
   std::int64_t round = 0;  // ping-pong epochs only grow
+  // The ping-pongs' per-call record (timed repetitions only; see the file comment).
+  bool tracing = false;
+  std::vector<double> half_rtt, send_us, one_way;
+  Clock::time_point sent_at;
+  auto stamp = [&](std::uint64_t bytes) {  // this message's send time travels in its data
+    sent_at = Clock::now();
+    if (bytes >= sizeof(std::int64_t)) {
+      const std::int64_t ns = sent_at.time_since_epoch().count();
+      std::memcpy(local.data(), &ns, sizeof ns);
+    }
+  };
+  auto sent = [&] {
+    if (tracing) send_us.push_back(Micros(sent_at, Clock::now()));
+  };
+  auto arrived = [&](std::uint64_t bytes) {  // after the wait: the peer's send time is here
+    const auto now = Clock::now();
+    if (!tracing || bytes < sizeof(std::int64_t)) return now;
+    std::int64_t ns = 0;
+    std::memcpy(&ns, buffer.data, sizeof ns);
+    one_way.push_back(Micros(Clock::time_point(Clock::duration(ns)), now));
+    return now;
+  };
 
   for (std::uint64_t bytes : options.sizes) {
     const shmem::SymmetricView view{buffer.id, buffer.data, gather ? bytes * size : bytes};
@@ -230,36 +397,35 @@ int RunRuntimePe(const Options& options, const std::string& name, int rank) {
       body = [&] { if (rank == 0) Ok(runtime.Put(view, local.data(), 1 % size, {})); };
     } else if (options.test == "get") {
       body = [&] { if (rank == 0) Ok(runtime.Get(local.data(), view, 1 % size, {})); };
-    } else if (options.test == "pingpong") {
-      body = [&] {
-        ++round;
-        if (rank == 0) {
-          Ok(runtime.Put(view, local.data(), 1 % size, {}));
-          Ok(runtime.Signal(flag_view, shmem::SignalWidth::k64, round, 1 % size,
-                            shmem::SignalOp::kSet, {}));
-          Ok(runtime.WaitSignal(flag_view, shmem::SignalWidth::k64, round,
-                                shmem::Comparison::kGe, {}));
-        } else if (rank == 1) {
-          Ok(runtime.WaitSignal(flag_view, shmem::SignalWidth::k64, round,
-                                shmem::Comparison::kGe, {}));
-          Ok(runtime.Put(view, local.data(), 0, {}));
-          Ok(runtime.Signal(flag_view, shmem::SignalWidth::k64, round, 0,
+    } else if (options.test == "pingpong" || options.test == "pingpong_fused") {
+      const bool fused = options.test == "pingpong_fused";
+      auto send = [&, fused](int to) {
+        stamp(bytes);
+        if (fused) {
+          Ok(runtime.PutSignal(view, local.data(), flag_view, shmem::SignalWidth::k64, round, to,
+                               shmem::SignalOp::kSet, {}));
+        } else {
+          Ok(runtime.Put(view, local.data(), to, {}));
+          Ok(runtime.Signal(flag_view, shmem::SignalWidth::k64, round, to,
                             shmem::SignalOp::kSet, {}));
         }
+        sent();
       };
-    } else if (options.test == "pingpong_fused") {
-      body = [&] {
+      auto wait = [&] {
+        Ok(runtime.WaitSignal(flag_view, shmem::SignalWidth::k64, round,
+                              shmem::Comparison::kGe, {}));
+        return arrived(bytes);
+      };
+      body = [&, send, wait] {
         ++round;
         if (rank == 0) {
-          Ok(runtime.PutSignal(view, local.data(), flag_view, shmem::SignalWidth::k64, round,
-                               1 % size, shmem::SignalOp::kSet, {}));
-          Ok(runtime.WaitSignal(flag_view, shmem::SignalWidth::k64, round,
-                                shmem::Comparison::kGe, {}));
+          send(1 % size);
+          const auto start = sent_at;
+          const auto end = wait();
+          if (tracing) half_rtt.push_back(Micros(start, end) / 2);
         } else if (rank == 1) {
-          Ok(runtime.WaitSignal(flag_view, shmem::SignalWidth::k64, round,
-                                shmem::Comparison::kGe, {}));
-          Ok(runtime.PutSignal(view, local.data(), flag_view, shmem::SignalWidth::k64, round, 0,
-                               shmem::SignalOp::kSet, {}));
+          wait();
+          send(0);
         }
       };
     } else if (options.test == "barrier") {
@@ -289,14 +455,27 @@ int RunRuntimePe(const Options& options, const std::string& name, int rank) {
       std::memcpy(copy_target.data(), local.data(), bytes);
       asm volatile("" ::: "memory");
     };
+    const bool pingpong = options.test.rfind("pingpong", 0) == 0;
+    half_rtt.clear();
+    send_us.clear();
+    one_way.clear();
     for (int rep = 0; rep < options.reps; ++rep) {
       Ok(Barrier(runtime));
+      tracing = pingpong;
       const double micros = MicrosPerIteration(body, iters);
-      samples.push_back(options.test.rfind("pingpong", 0) == 0 ? micros / 2 : micros);
+      tracing = false;
+      samples.push_back(pingpong ? micros / 2 : micros);
       if (one_sided && rank == 0) baseline.push_back(MicrosPerIteration(local_copy, iters));
     }
     Ok(Barrier(runtime));
     if (timed_here) Report(options, bytes, iters, samples, baseline);
+    if (pingpong && rank < 2) {
+      std::printf("{\"impl\": \"hps_native\", \"test\": \"%s\", \"rank\": %d, \"bytes\": "
+                  "%llu, \"half_rtt_us\": %s, \"send_us\": %s, \"one_way_us\": %s}\n",
+                  options.test.c_str(), rank, static_cast<unsigned long long>(bytes),
+                  Stats(half_rtt).c_str(), Stats(send_us).c_str(), Stats(one_way).c_str());
+      std::fflush(stdout);
+    }
   }
   for (const shmem::Allocation* a : {&word, &flag, &buffer}) {
     Ok(runtime.Free(shmem::SymmetricView{a->id, a->data, a->bytes}));
@@ -313,16 +492,21 @@ int main(int argc, char** argv) {
     RunMemcpy(options);
     return 0;
   }
-  if (options.test.rfind("pingpong", 0) == 0 && options.pes < 2) {
+  if (options.test.find("pingpong") != std::string::npos && options.pes < 2) {
     Usage("pingpong needs --pes 2 or more");
   }
-  const std::string name = shmem::UnixSocketBootstrap::UniqueName();
+  auto run_pe = [&options](const std::string& name, int rank) {
+    return options.test == "tcp_pingpong" ? RunTcpPingPong(options, name, rank)
+                                          : RunRuntimePe(options, name, rank);
+  };
+  if (options.rank >= 0) return run_pe(options.bootstrap, options.rank);
+  const std::string name = shmem::SocketBootstrap::UniqueName();
   std::vector<pid_t> children;
   std::fflush(stdout);
   for (int rank = 0; rank < options.pes; ++rank) {
     const pid_t pid = ::fork();
     if (pid == 0) {
-      ::_exit(RunRuntimePe(options, name, rank));
+      ::_exit(run_pe(name, rank));
     }
     children.push_back(pid);
   }
