@@ -91,6 +91,7 @@ struct HeapSpec {
   /// heartbeats may be missing before it is lost.
   std::string remote_peers = "other-hosts";
   std::string ucx_library;
+  std::string remote_path = "auto";
   std::chrono::milliseconds peer_silence{3000};
   /// A collective all-gather over every PE (the bootstrap's), usable during OpenPeers only:
   /// every PE calls it the same number of times, decided from the handles alone.
@@ -101,6 +102,7 @@ struct HeapSpec {
 struct PeerPlacement {
   std::string host;       ///< the host's label ("host1 (net:[4026532])")
   std::string transport;  ///< "self", "shared memory" or "ucx"
+  std::string path;       ///< for "ucx": "messages" or "rma" (docs/scale-out.md); else empty
 };
 
 /// The network transport in use, as debug_state() shows it (empty provider: none).

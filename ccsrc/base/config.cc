@@ -97,6 +97,12 @@ Status Config::FromEnvironment(const EnvLookup& env, Config* out) {
     config.remote_peers = *text;
   }
   if (auto text = env(kEnvUcxLibrary)) config.ucx_library = *text;
+  if (auto text = env(kEnvRemotePath)) {
+    if (*text != "auto" && *text != "messages" && *text != "rma") {
+      return InvalidConfig(kEnvRemotePath, "one of auto, messages, rma", *text);
+    }
+    config.remote_path = *text;
+  }
   if (auto text = env(kEnvPeerSilenceMs)) {
     HPS_RETURN_IF_ERROR(ParsePositiveDecimal(kEnvPeerSilenceMs, *text, kMaxPeerSilenceMs,
                                              &config.peer_silence_ms));

@@ -32,6 +32,7 @@ inline constexpr std::string_view kEnvMaxTeams = "HYPER_PARALLEL_SHMEM_MAX_TEAMS
 // variable as its own setting.
 inline constexpr std::string_view kEnvRemotePeers = "HYPER_PARALLEL_SHMEM_REMOTE_PEERS";
 inline constexpr std::string_view kEnvUcxLibrary = "HYPER_PARALLEL_SHMEM_UCX_LIBRARY";
+inline constexpr std::string_view kEnvRemotePath = "HYPER_PARALLEL_SHMEM_REMOTE_PATH";
 inline constexpr std::string_view kEnvPeerSilenceMs = "HYPER_PARALLEL_SHMEM_PEER_SILENCE_MS";
 
 /// Log levels of HYPER_PARALLEL_SHMEM_LOG_LEVEL: 0 debug, 1 info, 2 error.
@@ -81,6 +82,9 @@ struct Config {
   std::string remote_peers = "other-hosts";
   /// The UCX library loaded when a peer is remote (empty: libucp.so.0).
   std::string ucx_library;
+  /// How remote peers are reached (HYPER_PARALLEL_SHMEM_REMOTE_PATH): "auto" (active messages
+  /// unless UCX has hardware RMA to the peer), "messages" or "rma" for every peer.
+  std::string remote_path = "auto";
   /// How long a remote peer's heartbeats may stay away before it counts as lost.
   std::uint64_t peer_silence_ms = kDefaultPeerSilenceMs;
 

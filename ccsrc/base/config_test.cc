@@ -135,6 +135,16 @@ TEST(Config, ScaleOutSettings) {
   EXPECT_EQ(config.remote_peers, "all");
   EXPECT_EQ(config.ucx_library, "/x/libucp.so");
   EXPECT_EQ(config.peer_silence_ms, 500u);
+  EXPECT_EQ(config.remote_path, "auto");
+  ASSERT_TRUE(Config::FromEnvironment(Env({{"HYPER_PARALLEL_SHMEM_REMOTE_PATH", "rma"}}), &config)
+                  .ok());
+  EXPECT_EQ(config.remote_path, "rma");
+  const Status path = Config::FromEnvironment(
+      Env({{"HYPER_PARALLEL_SHMEM_REMOTE_PATH", "am"}}), &config);
+  EXPECT_EQ(path.code(), ErrorCode::kInvalidConfig);
+  EXPECT_NE(path.message().find("HYPER_PARALLEL_SHMEM_REMOTE_PATH"), std::string::npos);
+  EXPECT_NE(path.message().find("one of auto, messages, rma"), std::string::npos)
+      << path.message();
   const Status bad =
       Config::FromEnvironment(Env({{"HYPER_PARALLEL_SHMEM_REMOTE_PEERS", "some"}}), &config);
   EXPECT_EQ(bad.code(), ErrorCode::kInvalidConfig);

@@ -164,4 +164,18 @@ inline Status PublishAndAwaitPeers(KernelApi& api, const CollectivePlan& plan,
                         "peers' data to arrive");
 }
 
+/// PublishAndAwaitPeers after putting `puts`, through KernelApi::PutBlocksAndPublish: the
+/// backend may send each peer's last block with its epoch as one message.
+inline Status PutPublishAndAwaitPeers(KernelApi& api, const CollectivePlan& plan,
+                                      std::span<const BlockPut> puts, std::span<const int> peers,
+                                      std::string_view operation) {
+  if (peers.empty()) {
+    api.PutBlocks(puts);
+    return Status::Ok();
+  }
+  api.PutBlocksAndPublish(puts, peers, plan.group.sync_slot, plan.sequence);
+  return api.WaitEpochs(plan.group.sync_slot, plan.sequence, peers, operation,
+                        "peers' data to arrive");
+}
+
 }  // namespace hyper_parallel::shmem::data_plane

@@ -107,6 +107,15 @@ class KernelApi {
   /// block this kernel put to `pe` before (data before signal).
   virtual void PublishEpoch(int pe, int slot, std::uint64_t epoch) = 0;
 
+  /// PutBlocks(puts), then PublishEpoch(pe, slot, epoch) for every pe of `peers`: a
+  /// collective's data and its arrival flag. A backend may send a peer's last block and its
+  /// epoch as one message (the host backend to a PE on another host).
+  virtual void PutBlocksAndPublish(std::span<const BlockPut> puts, std::span<const int> peers,
+                                   int slot, std::uint64_t epoch) {
+    PutBlocks(puts);
+    for (int pe : peers) PublishEpoch(pe, slot, epoch);
+  }
+
   /// Waits until every PE of `sources` published at least `epoch` on slot `slot` here. A
   /// TIMEOUT names `operation`, `waiting_for` and the PEs still missing, and is terminal for
   /// the lifecycle (the PEs' collectives are out of step); PEER_LOST when a peer exits.

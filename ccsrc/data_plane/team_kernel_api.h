@@ -43,6 +43,14 @@ class TeamKernelApi final : public KernelApi {
   void PublishEpoch(int pe, int slot, std::uint64_t epoch) override {
     inner_.PublishEpoch(group_.pe(pe), slot, epoch);
   }
+  void PutBlocksAndPublish(std::span<const BlockPut> puts, std::span<const int> peers, int slot,
+                           std::uint64_t epoch) override {
+    std::vector<BlockPut> world(puts.begin(), puts.end());
+    for (BlockPut& put : world) put.pe = group_.pe(put.pe);
+    std::vector<int> world_peers(peers.begin(), peers.end());
+    for (int& pe : world_peers) pe = group_.pe(pe);
+    inner_.PutBlocksAndPublish(world, world_peers, slot, epoch);
+  }
   Status WaitEpochs(int slot, std::uint64_t epoch, std::span<const int> sources,
                     std::string_view operation, std::string_view waiting_for) override {
     std::vector<int> world(sources.begin(), sources.end());

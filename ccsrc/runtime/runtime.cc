@@ -24,7 +24,7 @@ std::string InitRecord(const Config& config, std::string_view backend, const Dev
        << ";backend=" << backend << ";device_type=" << static_cast<int>(device.type)
        << ";quarantine_bytes=" << config.quarantine() << ";max_teams=" << config.max_teams
        << ";size=" << size << ";global_ranks=" << JoinInts(global_ranks)
-       << ";remote_peers=" << config.remote_peers << ";peer_silence_ms=" << config.peer_silence_ms;
+       << ";remote_peers=" << config.remote_peers << ";remote_path=" << config.remote_path << ";peer_silence_ms=" << config.peer_silence_ms;
   return text.str();
 }
 
@@ -291,6 +291,7 @@ Status Runtime::Init(InitOptions options) {
   spec.teams = static_cast<int>(config.max_teams);
   spec.remote_peers = config.remote_peers;
   spec.ucx_library = config.ucx_library;
+  spec.remote_path = config.remote_path;
   spec.peer_silence = std::chrono::milliseconds(config.peer_silence_ms);
   // A backend that learns from the handles that it needs a second round (the host backend's
   // network addresses, once it knows some peer is remote) gathers it through the bootstrap.

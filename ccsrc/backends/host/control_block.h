@@ -21,7 +21,7 @@ namespace hyper_parallel::shmem::host {
 inline constexpr int kMaxHostPes = 256;
 
 inline constexpr std::uint64_t kControlMagic = 0x4850534d43544c31ull;  // "HPSMCTL1"
-inline constexpr std::uint32_t kControlVersion = 7;  // 7: mirrors and heartbeats (remote peers)
+inline constexpr std::uint32_t kControlVersion = 8;  // 8: the doorbell names a wake socket
 
 struct alignas(64) PaddedCounter {
   std::atomic<std::uint64_t> value{0};

@@ -2,11 +2,18 @@
 
 #include <linux/futex.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <random>
 #include <thread>
 #include <ctime>
 
@@ -42,6 +49,66 @@ WaitPolicy WaitPolicy::For(WaitMode mode, int local_pes, int cores) {
   }
 
   return policy;
+}
+
+namespace {
+
+// "\0hyper_parallel_shmem.wake.<16 hex digits>": abstract, so no file is made and the name
+// goes with the socket; scoped to the network namespace, which the PEs of a host share.
+socklen_t WakeAddress(std::uint64_t name, sockaddr_un* address) {
+  std::memset(address, 0, sizeof *address);
+  address->sun_family = AF_UNIX;
+  char text[64];
+  const int length = std::snprintf(text, sizeof text, "hyper_parallel_shmem.wake.%016llx",
+                                   static_cast<unsigned long long>(name));
+  std::memcpy(address->sun_path + 1, text, static_cast<std::size_t>(length));
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + length);
+}
+
+}  // namespace
+
+WakeSocket::~WakeSocket() { Close(); }
+
+Status WakeSocket::Open() {
+  Close();
+  std::random_device random;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+      return Status::Assertion(ErrorCode::kBackendError, "creating the wake socket failed",
+                               {{"errno", std::strerror(errno)}});
+    }
+    std::uint64_t name = 0;
+    while (name == 0) {
+      name = (static_cast<std::uint64_t>(random()) << 32) ^ random();
+    }
+    sockaddr_un address;
+    const socklen_t length = WakeAddress(name, &address);
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), length) == 0) {
+      fd_ = fd;
+      name_ = name;
+      return Status::Ok();
+    }
+    const int error = errno;
+    ::close(fd);
+    if (error != EADDRINUSE) {
+      return Status::Assertion(ErrorCode::kBackendError, "binding the wake socket failed",
+                               {{"errno", std::strerror(error)}});
+    }
+  }
+  return Status::Assertion(ErrorCode::kBackendError, "no free name for the wake socket", {});
+}
+
+void WakeSocket::Close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  name_ = 0;
+}
+
+void WakeSocket::Drain() const {
+  char byte[8];
+  while (fd_ >= 0 && ::recv(fd_, byte, sizeof byte, MSG_DONTWAIT) >= 0) {
+  }
 }
 
 std::atomic<int>& RunningExecutors() {
@@ -80,6 +147,19 @@ void FutexWakeAll(std::atomic<std::uint32_t>* word) {
 }
 
 void Yield() { ::sched_yield(); }
+
+void Kick(std::uint64_t name) {
+  if (name == 0) return;
+  // One unbound sender per process: sendto on a datagram socket is thread-safe.
+  static const int sender = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (sender < 0) return;
+  sockaddr_un address;
+  const socklen_t length = WakeAddress(name, &address);
+  // A full queue already wakes the sleeper; a socket that is gone has nobody to wake.
+  const char byte = 1;
+  (void)::sendto(sender, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
+                 reinterpret_cast<const sockaddr*>(&address), length);
+}
 
 void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)

@@ -8,6 +8,13 @@
 // changed without a ring (a signal word written by a plain put) is still seen. Every wait has
 // a deadline, and may be aborted early by a flag (a peer that is gone, see liveness.h).
 //
+// A PE with peers on other hosts has a second way to sleep (docs/scale-out.md, "Waiting"): on
+// the network's own events (an EventSleeper: the UCX worker's event fd), so that a message from
+// another host wakes the waiter itself rather than a progress thread that then rings the
+// futex. A waiter asleep there cannot hear the futex, so the doorbell also names the owner's
+// wake socket (an abstract Unix datagram socket, reachable from every process of the host), and
+// a ring kicks it while such a waiter sleeps.
+//
 // Safe from any thread of any process that maps the doorbell; the members are lock-free,
 // address-free atomics.
 #pragma once
@@ -21,12 +28,18 @@
 #include "backends/host/call_sites.h"
 #include "backends/host/wait_policy.h"
 #include "base/config.h"
+#include "base/status.h"
 
 namespace hyper_parallel::shmem::host {
 
 struct Doorbell {
   std::atomic<std::uint32_t> sequence{0};  ///< futex word; bumped by rings that may wake
   std::atomic<std::uint32_t> sleepers{0};  ///< waiters inside futex wait (skip wake if none)
+  /// Waiters asleep on the network's events: a ring kicks the wake socket while any are.
+  std::atomic<std::uint32_t> event_sleepers{0};
+  std::uint32_t unused = 0;
+  /// The owner's wake socket (WakeSocket::name(); 0: it has none).
+  std::atomic<std::uint64_t> wake_name{0};
 };
 
 using WaitClock = std::chrono::steady_clock;
@@ -69,7 +82,33 @@ void FutexWait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
 void FutexWakeAll(std::atomic<std::uint32_t>* word);
 void CpuRelax();
 void Yield();
+/// Sends one datagram to the wake socket called `name` (nothing when 0 or when it is gone).
+void Kick(std::uint64_t name);
 }  // namespace internal
+
+/// A PE's wake socket: an abstract-namespace Unix datagram socket with a random name, which
+/// any process of the host (they share the network namespace) can kick (internal::Kick). The
+/// name vanishes with the socket. Not thread-safe to open or close; fd() may be polled and
+/// Drain() called from one thread at a time.
+class WakeSocket {
+ public:
+  WakeSocket() = default;
+  ~WakeSocket();
+  WakeSocket(const WakeSocket&) = delete;
+  WakeSocket& operator=(const WakeSocket&) = delete;
+
+  /// Binds a fresh socket (BACKEND_ERROR naming the system error if it cannot).
+  Status Open();
+  void Close();
+  int fd() const { return fd_; }
+  std::uint64_t name() const { return name_; }
+  /// Reads every pending kick.
+  void Drain() const;
+
+ private:
+  int fd_ = -1;
+  std::uint64_t name_ = 0;
+};
 
 /// Wakes every waiter of `bell`. Call after the watched data changed.
 ///
@@ -86,6 +125,10 @@ void RingAfterSeqCst(Doorbell* bell) {
   if (bell->sleepers.load(std::memory_order_seq_cst) != 0) {
     bell->sequence.fetch_add(1, std::memory_order_seq_cst);
     internal::FutexWakeAll(&bell->sequence);
+  }
+  // The same Dekker pairing with an event sleeper's seq_cst increment (EventSleeper::Arm).
+  if (bell->event_sleepers.load(std::memory_order_seq_cst) != 0) {
+    internal::Kick(bell->wake_name.load(std::memory_order_relaxed));
   }
 }
 
@@ -108,18 +151,41 @@ struct NoBlockingNotice {
   int operator()() const { return 0; }
 };
 
+/// A sleep that the network's events end (UcxTransport): see the file comment. At most one
+/// thread of a PE holds the role at a time; the others sleep on the futex, and the holder's
+/// progress rings them when their data lands.
+class EventSleeper {
+ public:
+  enum class Armed : std::uint8_t {
+    kArmed,  ///< this thread holds the role and counts in `bell`'s event_sleepers: Sleep next
+    kBusy,   ///< events were pending, or data is streaming, and progress ran: check again
+    kTaken,  ///< another thread holds the role: sleep on the futex instead
+  };
+  /// Takes the role, counts this thread in bell->event_sleepers (seq_cst: a ring after this
+  /// kicks), drains old kicks and arms the network's events.
+  virtual Armed Arm(Doorbell* bell) = 0;
+  /// After kArmed: sleeps until a network event, a kick or `timeout` (zero: not at all), then
+  /// gives the role back and progresses what arrived.
+  virtual void Sleep(Doorbell* bell, std::chrono::nanoseconds timeout) = 0;
+
+ protected:
+  ~EventSleeper() = default;
+};
+
 /// Waits until `ready()` is true, `timeout` has passed, or `*abort` (if not null) is raised;
 /// the predicate is checked before the flag, so a wait that was answered is never reported as
 /// aborted. The clock is read only once the first check failed, so a wait that is already
 /// satisfied costs one predicate call. Once the wait has lasted kRegisterAfter, or when the
 /// spin phase ends unanswered, `on_block()` is called once and its result is kept until the
 /// wait returns (an RAII registration of the blocked wait, for diagnostics): a wait answered
-/// quickly pays nothing for it.
+/// quickly pays nothing for it. With an `events` sleeper (a PE with network peers), the sleep
+/// phase sleeps there when it can take the role, on the futex otherwise; a thread that held
+/// the role rings the futex sleepers as it returns, so one of them takes it over.
 template <CallSite kSite, class Predicate, class OnBlock = NoBlockingNotice>
 WaitOutcome WaitUntil(Doorbell* bell, Predicate&& ready, std::chrono::nanoseconds timeout,
                       const WaitPolicy& policy = WaitPolicy(),
                       const std::atomic<bool>* abort = nullptr,
-                      OnBlock&& on_block = OnBlock()) {
+                      OnBlock&& on_block = OnBlock(), EventSleeper* events = nullptr) {
   RequireCallable<HostCall::kBoundedWait, kSite>();
   if (ready()) return WaitOutcome::kReady;
   auto aborted = [abort] { return abort != nullptr && abort->load(std::memory_order_acquire); };
@@ -152,7 +218,41 @@ WaitOutcome WaitUntil(Doorbell* bell, Predicate&& ready, std::chrono::nanosecond
     if (ready()) return WaitOutcome::kReady;
     if (aborted()) return WaitOutcome::kAborted;
   } while (WaitClock::now() < yield_end);
+  struct HandOver {  // the role's next holder, among this PE's futex sleepers
+    Doorbell* bell;
+    bool held = false;
+    ~HandOver() {
+      if (held && bell->sleepers.load(std::memory_order_seq_cst) != 0) {
+        bell->sequence.fetch_add(1, std::memory_order_seq_cst);
+        internal::FutexWakeAll(&bell->sequence);
+      }
+    }
+  } hand_over{bell};
   for (;;) {
+    const EventSleeper::Armed armed =
+        events != nullptr ? events->Arm(bell) : EventSleeper::Armed::kTaken;
+    if (armed != EventSleeper::Armed::kTaken) {
+      bool done = ready();
+      if (armed == EventSleeper::Armed::kArmed) {
+        hand_over.held = true;
+        std::chrono::nanoseconds sleep{0};
+        if (!done && !aborted()) {
+          const auto now = WaitClock::now();
+          if (now < deadline) {
+            sleep = std::min<std::chrono::nanoseconds>(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now), kMaxSleep);
+          }
+        }
+        events->Sleep(bell, sleep);
+        done = done || ready();
+      }
+      if (done) return WaitOutcome::kReady;
+      if (aborted()) return WaitOutcome::kAborted;
+      if (WaitClock::now() >= deadline) {
+        return ready() ? WaitOutcome::kReady : WaitOutcome::kTimedOut;
+      }
+      continue;
+    }
     bell->sleepers.fetch_add(1, std::memory_order_seq_cst);
     const std::uint32_t sequence = bell->sequence.load(std::memory_order_seq_cst);
     bool done = ready();

@@ -98,6 +98,11 @@ void ApplySignal(std::byte* address, SignalOp op, Word value) {
   }
 }
 
+RemoteSignal ToRemote(std::uint64_t offset, SignalWidth width, SignalOp op, std::int64_t value) {
+  return RemoteSignal{offset, static_cast<std::uint8_t>(width == SignalWidth::k32 ? 4 : 8),
+                      op == SignalOp::kSet ? SignalAction::kSet : SignalAction::kAdd, value};
+}
+
 template <CallSite kSite>
 void SignalAndRing(std::byte* address, Doorbell* bell, SignalWidth width, SignalOp op,
                    std::int64_t value) {
@@ -399,7 +404,11 @@ Status HostBackend::ConnectRemotes(const std::vector<SegmentHandle>& handles,
   }
   // Every PE takes part in the exchange, also one that could not load UCX: then every PE
   // fails alike, naming those that could not.
-  Status loaded = UcxTransport::Load(spec_.ucx_library, spec_.timeout, &transport_);
+  UcxTransport::Options options;
+  options.library = spec_.ucx_library;
+  options.timeout = spec_.timeout;
+  options.path = spec_.remote_path;
+  Status loaded = UcxTransport::Load(options, &transport_);
   std::string blob;
   if (loaded.ok()) {
     RequireCallable<HostCall::kOpenPeerSegment, CallSite::kHostThread>();
@@ -428,17 +437,20 @@ Status HostBackend::ConnectRemotes(const std::vector<SegmentHandle>& handles,
                              {{"pe", std::to_string(spec_.rank)}, {"pes_without_ucx", without},
                               {"hosts", layout}, {"reason", reason}});
   }
-  return transport_->Connect(spec_.rank, blobs, remote,
-                             [this](int pe, const std::string& how) {
-                               latch_.Set(Status::Assertion(
-                                   ErrorCode::kPeerLost, "a remote peer PE was lost",
-                                   {{"pe", std::to_string(pe)},
-                                    {"host", placement_[pe].host},
-                                    {"noticed", how}}));
-                               if (ControlBlock* own = PeerControl(spec_.rank)) {
-                                 Ring<CallSite::kHostThread>(&own->doorbell);
-                               }
-                             });
+  HPS_RETURN_IF_ERROR(transport_->Connect(
+      spec_.rank, blobs, remote, [this](int pe, const std::string& how) {
+        latch_.Set(Status::Assertion(ErrorCode::kPeerLost, "a remote peer PE was lost",
+                                     {{"pe", std::to_string(pe)},
+                                      {"host", placement_[pe].host},
+                                      {"noticed", how}}));
+        if (ControlBlock* own = PeerControl(spec_.rank)) {
+          Ring<CallSite::kHostThread>(&own->doorbell);
+        }
+      }));
+  for (int pe = 0; pe < spec_.size; ++pe) {
+    if (remote[pe]) placement_[pe].path = std::string(transport_->PathName(pe));
+  }
+  return Status::Ok();
 }
 
 Status HostBackend::StartRemotes(const std::vector<bool>& remote) {
@@ -456,7 +468,7 @@ Status HostBackend::StartRemotes(const std::vector<bool>& remote) {
   };
   HPS_RETURN_IF_ERROR(transport_->Start(
       [own] { Ring<CallSite::kHostThread>(&own->doorbell); }, std::move(liveness),
-      latch_.flag()));
+      latch_.flag(), &own->doorbell, wait_policy_));
   // Every remote peer is reachable and its segment is what we expect: read its control
   // block's head (a round trip; its progress thread answers).
   for (int pe = 0; pe < spec_.size; ++pe) {
@@ -490,9 +502,10 @@ NetworkInfo HostBackend::Network() const {
   info.version = transport_->version();
   info.endpoints = transport_->endpoints();
   const RemoteCounters counters = transport_->counters();
-  info.counters = {{"puts", counters.puts}, {"gets", counters.gets},
-                   {"atomics", counters.atomics}, {"bytes_put", counters.bytes_put},
-                   {"bytes_got", counters.bytes_got}};
+  info.counters = {{"puts", counters.puts},           {"gets", counters.gets},
+                   {"atomics", counters.atomics},     {"bytes_put", counters.bytes_put},
+                   {"bytes_got", counters.bytes_got}, {"messages", counters.messages},
+                   {"flushes", counters.flushes},     {"rejected", counters.rejected}};
   return info;
 }
 
@@ -607,10 +620,10 @@ Status HostBackend::Signal(StreamRef stream, std::uint64_t offset, SignalWidth w
                            std::int64_t value, int pe) {
   if (device_->IsRemote(pe)) {
     UcxTransport* transport = transport_.get();
-    return Submit(stream, "signal", [transport, offset, width, op, value, pe]<CallSite kSite>() {
+    const RemoteSignal signal = ToRemote(offset, width, op, value);
+    return Submit(stream, "signal", [transport, signal, pe]<CallSite kSite>() {
       RequireCallable<HostCall::kAtomicSignal, kSite>();
-      return transport->Atomic(pe, offset, width == SignalWidth::k32 ? 4 : 8,
-                               op == SignalOp::kSet, value);
+      return transport->PutSignal(pe, 0, nullptr, 0, signal);
     });
   }
   std::byte* address = PeerHeapBase(pe) + offset;
@@ -627,14 +640,13 @@ Status HostBackend::PutSignal(StreamRef stream, std::uint64_t offset, const void
                               KeepAlive keep_alive) {
   if (device_->IsRemote(pe)) {
     UcxTransport* transport = transport_.get();
+    const RemoteSignal signal = ToRemote(signal_offset, width, op, value);
     return Submit(stream, "put_signal",
-                  [transport, offset, source, bytes, signal_offset, width, op, value, pe,
+                  [transport, offset, source, bytes, signal, pe,
                    hold = std::move(keep_alive)]<CallSite kSite>() {
                     RequireCallable<HostCall::kCopyBytes, kSite>();
-                    if (bytes > 0) HPS_RETURN_IF_ERROR(transport->Put(pe, offset, source, bytes));
-                    // Fenced after the put on the same endpoint: data before signal.
-                    return transport->Atomic(pe, signal_offset, width == SignalWidth::k32 ? 4 : 8,
-                                             op == SignalOp::kSet, value);
+                    // Data before signal: one message, or a put, a fence and an atomic.
+                    return transport->PutSignal(pe, offset, source, bytes, signal);
                   });
   }
   std::byte* destination = PeerHeapBase(pe) + offset;
@@ -652,10 +664,8 @@ Status HostBackend::PutSignal(StreamRef stream, std::uint64_t offset, const void
 Status HostBackend::WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
                                Comparison comparison, std::int64_t value) {
   const std::byte* address = LocalHeapBase() + offset;
-  Doorbell* bell = &PeerControl(spec_.rank)->doorbell;
   const int rank = spec_.rank;
   const auto timeout = spec_.timeout;
-  const WaitPolicy policy = wait_policy_;
   const HostDevice* device = device_.get();
   const auto* host_stream = static_cast<const HostStream*>(stream.native);
   return Submit(stream, "wait_signal", [=]<CallSite kSite>() {
@@ -670,14 +680,8 @@ Status HostBackend::WaitSignal(StreamRef stream, std::uint64_t offset, SignalWid
                ", observed=" + std::to_string(observe());
       });
     };
-    const WaitOutcome outcome = WaitUntil<kSite>(
-        bell,
-        [&] {
-          device->PollRemote();
-          return Compare(observe(), comparison, value);
-        },
-        timeout, policy,
-        device->latch().flag(), notice);
+    const WaitOutcome outcome = device->Await<kSite>(
+        [&] { return Compare(observe(), comparison, value); }, notice);
     if (outcome == WaitOutcome::kReady) return Status::Ok();
     if (outcome == WaitOutcome::kAborted) return device->latch().Get();
     return Status::Assertion(ErrorCode::kTimeout, "wait_signal timed out",

@@ -65,6 +65,8 @@ class HostDevice {
   }
   /// Whether PE `pe` is reached through the network transport.
   bool IsRemote(int pe) const { return remote_ != nullptr && remote_->remote(pe); }
+  /// Whether any PE is.
+  bool HasRemote() const { return remote_ != nullptr; }
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -82,19 +84,74 @@ class HostDevice {
 
   /// Copies `bytes` from local `source` to heap offset `offset` of PE `pe`: a memcpy into its
   /// mapping, or a UCX put to a remote PE (a failure is latched: the lifecycle cannot go on).
+  /// `audience`: whether a later flush (a barrier) must wait for it (ucx_transport.h).
   template <CallSite kSite>
-  void PutTo(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes) const {
+  void PutTo(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes,
+             Audience audience = Audience::kAnyone) const {
     RequireCallable<HostCall::kCopyBytes, kSite>();
     if (IsRemote(pe)) {
-      Check<kSite>(remote_->Put(pe, offset, source, bytes));
+      Check<kSite>(remote_->Put(pe, offset, source, bytes, audience));
       return;
     }
     CopyBytes(heap_bases_[pe] + offset, source, bytes);
   }
 
+  /// PutTo, then adds `value` to the 64-bit counter at heap offset `counter_offset` of the same
+  /// PE (AddCounter): one message to a remote PE.
+  template <CallSite kSite>
+  void PutThenAdd(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes,
+                  std::uint64_t counter_offset, std::int64_t value) const {
+    RequireCallable<HostCall::kCopyBytes, kSite>();
+    if (IsRemote(pe)) {
+      Check<kSite>(remote_->PutSignal(pe, offset, source, bytes,
+                                      RemoteSignal{counter_offset, 8, SignalAction::kAdd, value}));
+      return;
+    }
+    if (bytes > 0) CopyBytes(heap_bases_[pe] + offset, source, bytes);
+    AddCounter<kSite>(pe, counter_offset, value);
+  }
+
+  /// PutTo, then Publish(pe, slot, epoch): one message to a remote PE. The data is the
+  /// collective's own, which the target waits for through the epoch.
+  template <CallSite kSite>
+  void PutThenPublish(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes,
+                      int slot, std::uint64_t epoch) const {
+    RequireCallable<HostCall::kCopyBytes, kSite>();
+    if (IsRemote(pe)) {
+      const std::uint64_t word = RemoteOffset(&layout_.Epoch(controls_[rank_], slot, rank_));
+      Check<kSite>(remote_->PutSignal(
+          pe, offset, source, bytes,
+          RemoteSignal{word, 8, SignalAction::kSet, static_cast<std::int64_t>(epoch)},
+          Audience::kTarget));
+      return;
+    }
+    if (bytes > 0) CopyBytes(heap_bases_[pe] + offset, source, bytes);
+    Publish<kSite>(pe, slot, epoch);
+  }
+
   /// Progresses the network transport once (a waiter's poll); nothing without remote peers.
   void PollRemote() const {
     if (remote_ != nullptr) remote_->Poll();
+  }
+
+  /// Waits on this PE's doorbell until `ready()`, the timeout or the latch (WaitUntil with the
+  /// PE's policy). With remote peers the waiter drives the network itself: it progresses while
+  /// it spins and sleeps on the network's events when it can (ucx_transport.h).
+  template <CallSite kSite, class Ready, class Notice>
+  WaitOutcome Await(Ready&& ready, Notice&& notice) const {
+    Doorbell* bell = &controls_[rank_]->doorbell;
+    if (remote_ == nullptr) {
+      return WaitUntil<kSite>(bell, ready, timeout_, wait_policy_, latch_->flag(), notice);
+    }
+    if (ready()) return WaitOutcome::kReady;
+    UcxTransport::Waiting waiting(remote_);
+    return WaitUntil<kSite>(
+        bell,
+        [&] {
+          remote_->Poll();
+          return ready();
+        },
+        timeout_, wait_policy_, latch_->flag(), notice, remote_);
   }
 
   /// Latches a failed remote operation (terminal) and wakes this PE's waiters to see it.
@@ -124,7 +181,8 @@ class HostDevice {
   void AddCounter(int pe, std::uint64_t offset, std::int64_t value) const {
     RequireCallable<HostCall::kAtomicSignal, kSite>();
     if (IsRemote(pe)) {
-      Check<kSite>(remote_->Atomic(pe, offset, 8, /*set=*/false, value));
+      Check<kSite>(remote_->PutSignal(pe, 0, nullptr, 0,
+                                      RemoteSignal{offset, 8, SignalAction::kAdd, value}));
       return;
     }
     Counter(pe, offset).fetch_add(value, std::memory_order_seq_cst);
@@ -137,17 +195,13 @@ class HostDevice {
   Status WaitCounter(std::uint64_t offset, std::int64_t target, std::string_view what,
                      const HostStream* stream) const {
     RequireCallable<HostCall::kBoundedWait, kSite>();
-    auto reached = [&] {
-      PollRemote();
-      return ReadCounter(rank_, offset) >= target;
-    };
+    auto reached = [&] { return ReadCounter(rank_, offset) >= target; };
     auto notice = [&] {
       return Register(what, stream, [this, offset, target] {
         return "counter=" + CounterText(offset, target);
       });
     };
-    const WaitOutcome outcome = WaitUntil<kSite>(&controls_[rank_]->doorbell, reached, timeout_,
-                                                 wait_policy_, latch_->flag(), notice);
+    const WaitOutcome outcome = Await<kSite>(reached, notice);
     if (outcome == WaitOutcome::kReady) return Status::Ok();
     if (outcome == WaitOutcome::kAborted) return latch_->Get();
     return Status::Assertion(ErrorCode::kTimeout, std::string(what) + " timed out",
@@ -176,7 +230,6 @@ class HostDevice {
                  const HostStream* stream) const {
     RequireCallable<HostCall::kBoundedWait, kSite>();
     auto all_arrived = [&] {
-      PollRemote();
       for (int source : sources) {
         if (Observed(slot, source) < epoch) return false;
       }
@@ -189,8 +242,7 @@ class HostDevice {
                ", missing_pes=" + MissingSources(slot, epoch, sources);
       });
     };
-    const WaitOutcome outcome = WaitUntil<kSite>(&controls_[rank_]->doorbell, all_arrived,
-                                                 timeout_, wait_policy_, latch_->flag(), notice);
+    const WaitOutcome outcome = Await<kSite>(all_arrived, notice);
     if (outcome == WaitOutcome::kReady) return Status::Ok();
     if (outcome == WaitOutcome::kAborted) return latch_->Get();
     return Latched(Timeout(slot, epoch, sources, operation, waiting_for));
@@ -244,7 +296,6 @@ class HostDevice {
     }
     if (remote_ != nullptr) PublishToRemotes<kSite>(group, team, sequence, words);
     auto everyone = [&] {
-      PollRemote();
       for (int member = 0; member < group.size(); ++member) {
         if (PublishedSequence(group.pe(member), team, sequence) < sequence) return false;
       }
@@ -257,8 +308,7 @@ class HostDevice {
                ", missing_pes=" + MissingExchange(group, mine.sequence);
       });
     };
-    const WaitOutcome outcome = WaitUntil<kSite>(&controls_[rank_]->doorbell, everyone,
-                                                 timeout_, wait_policy_, latch_->flag(), notice);
+    const WaitOutcome outcome = Await<kSite>(everyone, notice);
     if (outcome == WaitOutcome::kAborted) return latch_->Get();
     if (outcome == WaitOutcome::kTimedOut) return Latched(ExchangeTimeout(group, mine));
     return Status::Ok();
@@ -274,11 +324,15 @@ class HostDevice {
     RequireCallable<HostCall::kExchange, kSite>();
     for (const PeerRound& peer : peers) {
       if (IsRemote(peer.pe)) {
-        // Into the peer's mailbox through UCX: the words, then the round (fenced after them).
+        // Into the peer's mailbox through UCX: the words, then the round (after them; one
+        // message on the messages path).
         const CollectiveSlot& box = layout_.Offer(controls_[rank_], rank_, peer.round);
-        Check<kSite>(remote_->Put(peer.pe, RemoteOffset(&box.words[0]), &mine[1],
-                                  (CollectiveDescriptor::kWords - 1) * sizeof(std::uint64_t)));
-        Check<kSite>(remote_->PutWord(peer.pe, RemoteOffset(&box.sequence), peer.round));
+        Check<kSite>(remote_->PutSignal(
+            peer.pe, RemoteOffset(&box.words[0]), &mine[1],
+            (CollectiveDescriptor::kWords - 1) * sizeof(std::uint64_t),
+            RemoteSignal{RemoteOffset(&box.sequence), 8, SignalAction::kSet,
+                         static_cast<std::int64_t>(peer.round)},
+            Audience::kTarget));
         continue;
       }
       CollectiveSlot& box = layout_.Offer(controls_[peer.pe], rank_, peer.round);
@@ -293,7 +347,6 @@ class HostDevice {
                  .sequence.load(std::memory_order_acquire) >= peer.round;
     };
     auto everyone = [&] {
-      PollRemote();
       for (const PeerRound& peer : peers) {
         if (!arrived(peer)) return false;
       }
@@ -311,8 +364,7 @@ class HostDevice {
     auto notice = [&] {
       return Register(operation, nullptr, [missing] { return "missing_pes=" + missing(); });
     };
-    const WaitOutcome outcome = WaitUntil<kSite>(&controls_[rank_]->doorbell, everyone,
-                                                 timeout_, wait_policy_, latch_->flag(), notice);
+    const WaitOutcome outcome = Await<kSite>(everyone, notice);
     if (outcome == WaitOutcome::kAborted) return latch_->Get();
     if (outcome == WaitOutcome::kTimedOut) {
       return Latched(Status::Assertion(ErrorCode::kTimeout,
@@ -382,9 +434,12 @@ class HostDevice {
     for (int member = 0; member < group.size(); ++member) {
       const int pe = group.pe(member);
       if (!IsRemote(pe)) continue;
-      Check<kSite>(remote_->Put(pe, RemoteOffset(&mirror.words[0]), &words[1],
-                                (CollectiveDescriptor::kWords - 1) * sizeof(std::uint64_t)));
-      Check<kSite>(remote_->PutWord(pe, RemoteOffset(&mirror.sequence), sequence));
+      Check<kSite>(remote_->PutSignal(
+          pe, RemoteOffset(&mirror.words[0]), &words[1],
+          (CollectiveDescriptor::kWords - 1) * sizeof(std::uint64_t),
+          RemoteSignal{RemoteOffset(&mirror.sequence), 8, SignalAction::kSet,
+                       static_cast<std::int64_t>(sequence)},
+          Audience::kTarget));
     }
   }
   Status ReadDescriptors(const data_plane::CollectiveGroup& group, std::uint64_t sequence,

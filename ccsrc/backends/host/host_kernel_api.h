@@ -6,6 +6,7 @@
 // stream, or a stream executor).
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "backends/host/host_device.h"
@@ -35,9 +36,14 @@ class HostKernelApi final : public data_plane::KernelApi {
     return device_.WaitCounter<kSite>(offset, target, what, stream_);
   }
   void PutBlocks(std::span<const data_plane::BlockPut> puts) override {
+    PutBlocks(puts, Audience::kAnyone);
+  }
+  void PutBlocks(std::span<const data_plane::BlockPut> puts, Audience audience) {
     const int workers = device_.workers();
     if (workers <= 1 || puts.size() <= 1) {
-      for (const data_plane::BlockPut& put : puts) PutBlock(put.pe, put.offset, put.source, put.bytes);
+      for (const data_plane::BlockPut& put : puts) {
+        if (put.bytes > 0) device_.PutTo<kSite>(put.pe, put.offset, put.source, put.bytes, audience);
+      }
       return;
     }
     // Contiguous runs per worker: a caller that orders its batch source-major keeps a source
@@ -46,12 +52,52 @@ class HostKernelApi final : public data_plane::KernelApi {
       const data_plane::Range range = data_plane::PartitionRange(puts.size(), workers, worker);
       for (std::uint64_t i = range.begin; i < range.end; ++i) {
         const data_plane::BlockPut& put = puts[i];
-        if (put.bytes > 0) device_.PutTo<kSite>(put.pe, put.offset, put.source, put.bytes);
+        if (put.bytes > 0) {
+          device_.PutTo<kSite>(put.pe, put.offset, put.source, put.bytes, audience);
+        }
       }
     });
   }
   void PublishEpoch(int pe, int slot, std::uint64_t epoch) override {
     device_.Publish<kSite>(pe, slot, epoch);
+  }
+  // To a PE on another host, each block and its counter addition is one message.
+  void PutBlocksSignalled(std::span<const data_plane::SignalledPut> puts) override {
+    for (const data_plane::SignalledPut& put : puts) {
+      device_.PutThenAdd<kSite>(put.pe, put.offset, put.source, put.bytes, put.counter_offset,
+                                put.add);
+    }
+  }
+  // To a PE on another host, the last block of the batch carries the epoch (one message);
+  // every other block goes first, so the epoch still lands after all of them.
+  void PutBlocksAndPublish(std::span<const data_plane::BlockPut> puts, std::span<const int> peers,
+                           int slot, std::uint64_t epoch) override {
+    if (!device_.HasRemote()) {
+      PutBlocks(puts);
+      for (int pe : peers) PublishEpoch(pe, slot, epoch);
+      return;
+    }
+    std::vector<std::size_t> carrier(peers.size(), puts.size());  // the block with the epoch
+    for (std::size_t p = 0; p < peers.size(); ++p) {
+      if (!device_.IsRemote(peers[p])) continue;
+      for (std::size_t i = 0; i < puts.size(); ++i) {
+        if (puts[i].pe == peers[p] && puts[i].bytes > 0) carrier[p] = i;
+      }
+    }
+    std::vector<data_plane::BlockPut> first;
+    first.reserve(puts.size());
+    for (std::size_t i = 0; i < puts.size(); ++i) {
+      if (std::find(carrier.begin(), carrier.end(), i) == carrier.end()) first.push_back(puts[i]);
+    }
+    PutBlocks(first, Audience::kTarget);
+    for (std::size_t p = 0; p < peers.size(); ++p) {
+      if (carrier[p] == puts.size()) {
+        PublishEpoch(peers[p], slot, epoch);
+        continue;
+      }
+      const data_plane::BlockPut& put = puts[carrier[p]];
+      device_.PutThenPublish<kSite>(put.pe, put.offset, put.source, put.bytes, slot, epoch);
+    }
   }
   Status WaitEpochs(int slot, std::uint64_t epoch, std::span<const int> sources,
                     std::string_view operation, std::string_view waiting_for) override {

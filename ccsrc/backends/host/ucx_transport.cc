@@ -1,19 +1,16 @@
-#include "backends/host/ucx_transport.h"
+// UcxTransport: loading UCX, connecting peers and choosing their paths, the operations a PE
+// issues, closing (ucx_transport.h). Progress and waiting: ucx_progress.cc; what arrives on
+// the messages path: ucx_messages.cc.
+#include "backends/host/ucx_library.h"
 
-#include <dlfcn.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
-
-#if __has_include(<ucp/api/ucp.h>)
-#include <ucp/api/ucp.h>
-#define HPS_HAVE_UCX_HEADERS 1
-#else
-#define HPS_HAVE_UCX_HEADERS 0
-#endif
 
 namespace hyper_parallel::shmem::host {
 
@@ -25,83 +22,94 @@ namespace {
 constexpr unsigned kMinMajor = 1;
 constexpr unsigned kMinMinor = 10;
 
-std::string Text(ucs_status_t status, const char* (*name)(ucs_status_t)) {
-  return name != nullptr ? std::string(name(status)) : std::to_string(static_cast<int>(status));
+// What a peer's blob says about it besides its address ([u64 flags]).
+constexpr std::uint64_t kAcceptsMessages = 1;
+
+// A send at least this large streams while it is in flight (Arm keeps waiters polling).
+constexpr std::uint64_t kBulkBytes = 16 << 10;
+
+template <class T>
+bool Resolve(void* handle, const char* name, T* out, std::string* missing) {
+  *out = reinterpret_cast<T>(::dlsym(handle, name));
+  if (*out == nullptr && missing != nullptr) {
+    *missing += (missing->empty() ? "" : ",") + std::string(name);
+  }
+  return *out != nullptr;
 }
 
-// A fire-and-forget atomic's operand and reply: released by the completion callback (or at
-// once when the operation completed immediately).
-struct AmoBuffers {
+// A fire-and-forget operation's state (an atomic's operand and reply, a posted message's
+// header): released by its completion callback, or at once when it completed immediately.
+struct Posted {
+  WireHeader header;
   std::uint64_t operand = 0;
   std::uint64_t reply = 0;
   void (*request_free)(void*) = nullptr;
 };
 
-void ReleaseAmo(void* request, ucs_status_t, void* user_data);
-
-}  // namespace
-
-// The ucp entry points, resolved with dlsym from the library loaded at run time.
-struct UcxTransport::Library {
-  void* handle = nullptr;
-  decltype(&ucp_get_version) get_version = nullptr;
-  decltype(&ucp_config_read) config_read = nullptr;
-  decltype(&ucp_config_release) config_release = nullptr;
-  decltype(&ucp_init_version) init_version = nullptr;
-  decltype(&ucp_cleanup) cleanup = nullptr;
-  decltype(&ucp_worker_create) worker_create = nullptr;
-  decltype(&ucp_worker_destroy) worker_destroy = nullptr;
-  decltype(&ucp_worker_get_address) worker_get_address = nullptr;
-  decltype(&ucp_worker_release_address) worker_release_address = nullptr;
-  decltype(&ucp_worker_progress) worker_progress = nullptr;
-  decltype(&ucp_worker_arm) worker_arm = nullptr;
-  decltype(&ucp_worker_get_efd) worker_get_efd = nullptr;
-  decltype(&ucp_worker_fence) worker_fence = nullptr;
-  decltype(&ucp_worker_flush_nbx) worker_flush_nbx = nullptr;
-  decltype(&ucp_ep_create) ep_create = nullptr;
-  decltype(&ucp_ep_close_nbx) ep_close_nbx = nullptr;
-  decltype(&ucp_mem_map) mem_map = nullptr;
-  decltype(&ucp_mem_unmap) mem_unmap = nullptr;
-  decltype(&ucp_rkey_pack) rkey_pack = nullptr;
-  decltype(&ucp_rkey_buffer_release) rkey_buffer_release = nullptr;
-  decltype(&ucp_ep_rkey_unpack) ep_rkey_unpack = nullptr;
-  decltype(&ucp_rkey_destroy) rkey_destroy = nullptr;
-  decltype(&ucp_put_nbx) put_nbx = nullptr;
-  decltype(&ucp_get_nbx) get_nbx = nullptr;
-  decltype(&ucp_atomic_op_nbx) atomic_op_nbx = nullptr;
-  decltype(&ucp_request_check_status) request_check_status = nullptr;
-  decltype(&ucp_request_free) request_free = nullptr;
-  const char* (*status_string)(ucs_status_t) = nullptr;
-
-  ~Library() {
-    if (handle != nullptr) ::dlclose(handle);
-  }
-};
-
-namespace {
-
-// A library loaded once per process stays loaded: UCX registers global state (memory hooks,
-// signal handlers) that must not be unloaded under it.
-template <class T>
-bool Resolve(void* handle, const char* name, T* out, std::string* missing) {
-  *out = reinterpret_cast<T>(::dlsym(handle, name));
-  if (*out == nullptr) *missing += (missing->empty() ? "" : ",") + std::string(name);
-  return *out != nullptr;
+void ReleasePosted(void* request, ucs_status_t, void* user_data) {
+  auto* posted = static_cast<Posted*>(user_data);
+  posted->request_free(request);  // a completion callback may free its request
+  delete posted;
 }
 
-void ReleaseAmo(void* request, ucs_status_t, void* user_data) {
-  auto* buffers = static_cast<AmoBuffers*>(user_data);
-  buffers->request_free(request);  // a completion callback may free its request
-  delete buffers;
+// Whether UCX drives RMA and atomics to this peer in hardware (LanesHaveHardwareRma of the
+// endpoint's own description).
+bool HardwareRma(decltype(&ucp_ep_print_info) print_info, ucp_ep_h ep) {
+  if (print_info == nullptr) return false;
+  char* text = nullptr;
+  std::size_t size = 0;
+  FILE* stream = ::open_memstream(&text, &size);
+  if (stream == nullptr) return false;
+  print_info(ep, stream);
+  std::fclose(stream);
+  const std::string info(text != nullptr ? text : "");
+  std::free(text);
+  return UcxTransport::LanesHaveHardwareRma(info);
 }
 
 }  // namespace
 
 UcxTransport::~UcxTransport() { Close(); }
 
-Status UcxTransport::Load(const std::string& library, std::chrono::milliseconds timeout,
-                          std::unique_ptr<UcxTransport>* out) {
-  const std::string path = library.empty() ? "libucp.so.0" : library;
+#endif
+
+std::pair<UcxTransport::Path, std::string> UcxTransport::ChoosePath(std::string_view setting,
+                                                                    std::string_view here_cannot,
+                                                                    bool peer_takes_messages,
+                                                                    bool hardware_rma) {
+  // Messages unless forced to rma, unless either side cannot take them, or, on auto, unless
+  // UCX drives RMA and atomics to the peer in hardware.
+  if (setting == "rma") return {Path::kRma, "HYPER_PARALLEL_SHMEM_REMOTE_PATH=rma"};
+  if (!here_cannot.empty()) return {Path::kRma, std::string(here_cannot)};
+  if (!peer_takes_messages) return {Path::kRma, "the peer's UCX has no active messages"};
+  if (setting == "auto" && hardware_rma) {
+    return {Path::kRma, "UCX drives RMA and atomics to the peer in hardware"};
+  }
+  return {Path::kMessages, ""};
+}
+
+bool UcxTransport::LanesHaveHardwareRma(std::string_view info) {
+  // Lane lines read like "lane[1]: 3:rc_mlx5/mlx5_0:1.0 md[0] -> md[0]/ib rma#0 rma_bw#0 amo#0".
+  bool rma = false, amo = false;
+  std::size_t start = 0;
+  while (start < info.size()) {
+    std::size_t end = info.find('\n', start);
+    if (end == std::string_view::npos) end = info.size();
+    const std::string_view line = info.substr(start, end - start);
+    if (line.find("lane[") != std::string_view::npos) {
+      rma = rma || line.find(" rma#") != std::string_view::npos ||
+            line.find(" rma_bw#") != std::string_view::npos;
+      amo = amo || line.find(" amo#") != std::string_view::npos;
+    }
+    start = end + 1;
+  }
+  return rma && amo;
+}
+
+#if HPS_HAVE_UCX_HEADERS
+
+Status UcxTransport::Load(const Options& options, std::unique_ptr<UcxTransport>* out) {
+  const std::string path = options.library.empty() ? "libucp.so.0" : options.library;
   auto lib = std::make_unique<Library>();
   lib->handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (lib->handle == nullptr) {
@@ -141,6 +149,13 @@ Status UcxTransport::Load(const std::string& library, std::chrono::milliseconds 
   Resolve(h, "ucp_atomic_op_nbx", &lib->atomic_op_nbx, &missing);
   Resolve(h, "ucp_request_check_status", &lib->request_check_status, &missing);
   Resolve(h, "ucp_request_free", &lib->request_free, &missing);
+  // The messages path's entry points are optional: without them every peer takes rma.
+  Resolve(h, "ucp_worker_set_am_recv_handler", &lib->set_am_recv_handler, nullptr);
+  Resolve(h, "ucp_am_send_nbx", &lib->am_send_nbx, nullptr);
+  Resolve(h, "ucp_am_recv_data_nbx", &lib->am_recv_data_nbx, nullptr);
+  Resolve(h, "ucp_am_data_release", &lib->am_data_release, nullptr);
+  Resolve(h, "ucp_worker_query", &lib->worker_query, nullptr);
+  Resolve(h, "ucp_ep_print_info", &lib->ep_print_info, nullptr);
   // ucs_status_string lives in libucs, which libucp depends on.
   lib->status_string =
       reinterpret_cast<const char* (*)(ucs_status_t)>(::dlsym(RTLD_DEFAULT, "ucs_status_string"));
@@ -163,7 +178,8 @@ Status UcxTransport::Load(const std::string& library, std::chrono::milliseconds 
   std::unique_ptr<UcxTransport> transport(new UcxTransport());
   transport->lib_ = std::move(lib);
   transport->version_ = version;
-  transport->timeout_ = timeout;
+  transport->timeout_ = options.timeout;
+  transport->path_setting_ = options.path;
   Library& l = *transport->lib_;
 
   // UCX reads its own settings (UCX_TLS, UCX_NET_DEVICES, ...) from the environment here.
@@ -173,6 +189,7 @@ Status UcxTransport::Load(const std::string& library, std::chrono::milliseconds 
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO32 | UCP_FEATURE_AMO64 | UCP_FEATURE_WAKEUP;
+  if (l.has_messages()) params.features |= UCP_FEATURE_AM;
   params.mt_workers_shared = 0;
   ucp_context_h context = nullptr;
   status = l.init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &context);
@@ -187,6 +204,29 @@ Status UcxTransport::Load(const std::string& library, std::chrono::milliseconds 
   status = l.worker_create(context, &worker_params, &worker);
   if (status != UCS_OK) return transport->Failure(-1, status, "ucp_worker_create");
   transport->worker_ = worker;
+
+  // The messages path needs active messages with room for our header.
+  if (!l.has_messages()) {
+    transport->path_reason_ = "UCX " + version + " has no active messages (ucp_am_send_nbx)";
+  } else {
+    ucp_worker_attr_t attributes{};
+    attributes.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+    if (l.worker_query(worker, &attributes) != UCS_OK ||
+        attributes.max_am_header < sizeof(WireHeader)) {
+      transport->path_reason_ = "UCX's active message header is too small (max_am_header=" +
+                                std::to_string(attributes.max_am_header) + ")";
+    } else {
+      HPS_RETURN_IF_ERROR(transport->RegisterHandler());
+      transport->messages_supported_ = true;
+    }
+  }
+  if (options.path == "messages" && !transport->messages_supported_) {
+    return Status::Assertion(ErrorCode::kUnsupportedCapability,
+                             "HYPER_PARALLEL_SHMEM_REMOTE_PATH=messages needs UCX active "
+                             "messages, which this UCX cannot give",
+                             {{"library", path}, {"version", version},
+                              {"reason", transport->path_reason_}});
+  }
   *out = std::move(transport);
   return Status::Ok();
 }
@@ -196,13 +236,20 @@ Status UcxTransport::Failure(int pe, int ucs_status, const char* what) const {
   std::vector<Field> fields;
   if (pe >= 0) fields.push_back({"pe", std::to_string(pe)});
   fields.push_back({"call", what});
-  fields.push_back({"ucx_status", Text(status, lib_ ? lib_->status_string : nullptr)});
+  fields.push_back({"ucx_status", UcxStatusText(status, lib_ ? lib_->status_string : nullptr)});
   if (pe >= 0 && failed_ && failed_[pe].load(std::memory_order_acquire)) {
     return Status::Assertion(ErrorCode::kPeerLost,
                              "a remote peer was lost (its UCX endpoint reported an error)",
                              std::move(fields));
   }
   return Status::Assertion(ErrorCode::kBackendError, "a UCX call failed", std::move(fields));
+}
+
+Status UcxTransport::CheckPeer(int pe, const char* what) const {
+  if (failed_[pe].load(std::memory_order_acquire)) {
+    return Failure(pe, UCS_ERR_ENDPOINT_TIMEOUT, what);
+  }
+  return Status::Ok();
 }
 
 Status UcxTransport::Register(void* base, std::uint64_t bytes, std::string* blob) {
@@ -215,6 +262,8 @@ Status UcxTransport::Register(void* base, std::uint64_t bytes, std::string* blob
   ucs_status_t status = l.mem_map(static_cast<ucp_context_h>(context_), &params, &memh);
   if (status != UCS_OK) return Failure(-1, status, "ucp_mem_map");
   memh_ = memh;
+  segment_ = static_cast<std::byte*>(base);
+  segment_bytes_ = bytes;
   void* rkey = nullptr;
   std::size_t rkey_bytes = 0;
   status = l.rkey_pack(static_cast<ucp_context_h>(context_), memh, &rkey, &rkey_bytes);
@@ -226,9 +275,9 @@ Status UcxTransport::Register(void* base, std::uint64_t bytes, std::string* blob
     l.rkey_buffer_release(rkey);
     return Failure(-1, status, "ucp_worker_get_address");
   }
-  // [u64 base][u64 rkey bytes][u64 address bytes][rkey][address]
-  const std::uint64_t header[3] = {reinterpret_cast<std::uint64_t>(base), rkey_bytes,
-                                   address_bytes};
+  // [u64 base][u64 rkey bytes][u64 address bytes][u64 flags][rkey][address]
+  const std::uint64_t header[4] = {reinterpret_cast<std::uint64_t>(base), rkey_bytes,
+                                   address_bytes, messages_supported_ ? kAcceptsMessages : 0};
   blob->assign(reinterpret_cast<const char*>(header), sizeof header);
   blob->append(static_cast<const char*>(rkey), rkey_bytes);
   blob->append(reinterpret_cast<const char*>(address), address_bytes);
@@ -241,11 +290,14 @@ void UcxTransport::OnEndpointError(void* arg, void* /*ep*/, int status) {
   auto* peer = static_cast<Peer*>(arg);
   UcxTransport* self = peer->owner;
   self->failed_[peer->pe].store(true, std::memory_order_release);
+  // Whoever waits on this PE's doorbell looks again (and finds the loss).
+  if (self->own_bell_ != nullptr) Ring<CallSite::kHostThread>(self->own_bell_);
   // A peer that said farewell closed normally (its connections go with it): not a loss.
   if (self->Departed(peer->pe)) return;
   if (self->lost_ && !self->stopping_.load(std::memory_order_acquire)) {
     self->lost_(peer->pe, "its UCX endpoint reported " +
-                              Text(static_cast<ucs_status_t>(status), self->lib_->status_string));
+                              UcxStatusText(static_cast<ucs_status_t>(status),
+                                            self->lib_->status_string));
   }
 }
 
@@ -254,15 +306,24 @@ Status UcxTransport::Connect(int rank, const std::vector<std::string>& blobs,
   Library& l = *lib_;
   rank_ = rank;
   lost_ = std::move(lost);
-  peers_.assign(blobs.size(), Peer{});
-  failed_ = std::make_unique<std::atomic<bool>[]>(blobs.size());
-  for (std::size_t pe = 0; pe < blobs.size(); ++pe) {
+  const std::size_t pes = blobs.size();
+  peers_.assign(pes, Peer{});
+  failed_ = std::make_unique<std::atomic<bool>[]>(pes);
+  unconfirmed_ = std::make_unique<std::atomic<bool>[]>(pes);
+  flush_sent_ = std::make_unique<std::atomic<std::uint64_t>[]>(pes);
+  flush_answered_ = std::make_unique<std::atomic<std::uint64_t>[]>(pes);
+  {
+    MutexLock lock(&inbound_mutex_);
+    inbound_.assign(pes, Inbound{});
+  }
+  std::string rma_peers;
+  for (std::size_t pe = 0; pe < pes; ++pe) {
     Peer& peer = peers_[pe];
     peer.pe = static_cast<int>(pe);
     peer.owner = this;
     if (!remote[pe]) continue;
     const std::string& blob = blobs[pe];
-    std::uint64_t header[3] = {};
+    std::uint64_t header[4] = {};
     if (blob.size() < sizeof header) {
       return Status::Contract(ErrorCode::kBackendError, "UCX peer blob", "a header",
                               std::to_string(blob.size()) + " bytes");
@@ -293,211 +354,235 @@ Status UcxTransport::Connect(int rank, const std::vector<std::string>& blobs,
     status = l.ep_rkey_unpack(ep, rkey, &key);
     if (status != UCS_OK) return Failure(static_cast<int>(pe), status, "ucp_ep_rkey_unpack");
     peer.rkey = key;
+    const bool hardware = path_setting_ == "auto" && messages_supported_ &&
+                          HardwareRma(l.ep_print_info, ep);
+    auto [path, why] = ChoosePath(path_setting_, messages_supported_ ? "" : path_reason_,
+                                  (header[3] & kAcceptsMessages) != 0, hardware);
+    peer.path = path;
+    if (!why.empty() && rma_peers.find(why) == std::string::npos) {
+      rma_peers += (rma_peers.empty() ? "" : "; ") + why;
+    }
   }
+  if (!rma_peers.empty()) path_reason_ = rma_peers;
   return Status::Ok();
+}
+
+std::string_view UcxTransport::PathName(int pe) const {
+  return peers_[pe].path == Path::kMessages ? "messages" : "rma";
 }
 
 Status UcxTransport::WaitRequest(void* request, int pe, const char* what) {
   if (request == nullptr) return Status::Ok();  // completed at once
   if (UCS_PTR_IS_ERR(request)) return Failure(pe, UCS_PTR_STATUS(request), what);
   Library& l = *lib_;
-  auto* worker = static_cast<ucp_worker_h>(worker_);
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  for (std::uint64_t spins = 0;; ++spins) {
-    const ucs_status_t status = l.request_check_status(request);
-    if (status != UCS_INPROGRESS) {
-      l.request_free(request);
-      return status == UCS_OK ? Status::Ok() : Failure(pe, status, what);
-    }
-    if (l.worker_progress(worker) != 0 && activity_) activity_();
-    if ((spins & 1023) == 1023) {
-      if (abort_ != nullptr && abort_->load(std::memory_order_acquire)) {
-        l.request_free(request);  // the lifecycle is over: a lost peer never answers
-        return Status::Assertion(ErrorCode::kPeerLost,
-                                 "a remote operation was abandoned: a peer was lost",
-                                 {{"pe", std::to_string(pe)}, {"call", what}});
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        l.request_free(request);  // released by UCX when it completes
-        return Status::Assertion(ErrorCode::kTimeout, "a remote operation did not complete",
-                                 {{"pe", std::to_string(pe)}, {"call", what},
-                                  {"timeout_ms", std::to_string(timeout_.count())}});
-      }
-      std::this_thread::yield();
-    }
+  Status waited =
+      Await([&] { return l.request_check_status(request) != UCS_INPROGRESS; }, pe, what);
+  if (!waited.ok()) {
+    l.request_free(request);  // released by UCX when it completes
+    return waited;
   }
+  const ucs_status_t status = l.request_check_status(request);
+  l.request_free(request);
+  return status == UCS_OK ? Status::Ok() : Failure(pe, status, what);
 }
 
-Status UcxTransport::Put(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes) {
-  Peer& peer = peers_[pe];
+Status UcxTransport::Send(int pe, const WireHeader& header, const void* data,
+                          std::uint64_t bytes) {
+  HPS_RETURN_IF_ERROR(CheckPeer(pe, "ucp_am_send_nbx"));
   ucp_request_param_t params{};
-  void* request = lib_->put_nbx(static_cast<ucp_ep_h>(peer.ep), source, bytes, peer.base + offset,
-                                static_cast<ucp_rkey_h>(peer.rkey), &params);
-  puts_.fetch_add(1, std::memory_order_relaxed);
-  bytes_put_.fetch_add(bytes, std::memory_order_relaxed);
-  return WaitRequest(request, pe, "ucp_put_nbx");
+  void* request = lib_->am_send_nbx(static_cast<ucp_ep_h>(peers_[pe].ep), kUcxMessageId,
+                                    &header, sizeof header, data, bytes, &params);
+  messages_.fetch_add(1, std::memory_order_relaxed);
+  // The header and the data stay ours until the request completes; a bulk one streams.
+  const bool bulk = request != nullptr && !UCS_PTR_IS_ERR(request) && bytes >= kBulkBytes;
+  if (bulk) streaming_.fetch_add(1, std::memory_order_relaxed);
+  Status status = WaitRequest(request, pe, "ucp_am_send_nbx");
+  if (bulk) streaming_.fetch_sub(1, std::memory_order_relaxed);
+  return status;
+}
+
+void UcxTransport::Post(int pe, const WireHeader& header) {
+  if (failed_[pe].load(std::memory_order_acquire)) return;
+  auto* posted = new Posted{header, 0, 0, lib_->request_free};
+  ucp_request_param_t params{};
+  params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  params.cb.send = ReleasePosted;
+  params.user_data = posted;
+  void* request = lib_->am_send_nbx(static_cast<ucp_ep_h>(peers_[pe].ep), kUcxMessageId,
+                                    &posted->header, sizeof posted->header, nullptr, 0, &params);
+  messages_.fetch_add(1, std::memory_order_relaxed);
+  if (request == nullptr || UCS_PTR_IS_ERR(request)) delete posted;
+}
+
+void UcxTransport::PostReply(int pe, const WireHeader& header, const void* data,
+                             std::uint64_t bytes) {
+  auto* posted = new Posted{header, 0, 0, lib_->request_free};
+  ucp_request_param_t params{};
+  params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  params.cb.send = ReleasePosted;
+  params.user_data = posted;
+  // `data` is this PE's segment, which outlives every reply (Close flushes first).
+  void* request = lib_->am_send_nbx(static_cast<ucp_ep_h>(peers_[pe].ep), kUcxMessageId,
+                                    &posted->header, sizeof posted->header, data, bytes, &params);
+  messages_.fetch_add(1, std::memory_order_relaxed);
+  if (request == nullptr || UCS_PTR_IS_ERR(request)) delete posted;
+}
+
+Status UcxTransport::PutSignal(int pe, std::uint64_t offset, const void* source,
+                               std::uint64_t bytes, const RemoteSignal& signal,
+                               Audience audience) {
+  Peer& peer = peers_[pe];
+  if (bytes > 0) {
+    puts_.fetch_add(1, std::memory_order_relaxed);
+    bytes_put_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  const bool signalled = signal.action != SignalAction::kNone;
+  if (signalled) atomics_.fetch_add(1, std::memory_order_relaxed);
+  if (peer.path == Path::kMessages) {
+    WireHeader header;
+    header.kind = WireKind::kPut;
+    header.source = rank_;
+    header.offset = offset;
+    header.bytes = bytes;
+    header.action = signal.action;
+    header.width = signal.width;
+    header.signal_offset = signal.offset;
+    header.value = signal.value;
+    HPS_RETURN_IF_ERROR(Send(pe, header, source, bytes));
+    if (audience == Audience::kAnyone) unconfirmed_[pe].store(true, std::memory_order_release);
+    return Status::Ok();
+  }
+  Library& l = *lib_;
+  if (bytes > 0) {
+    HPS_RETURN_IF_ERROR(CheckPeer(pe, "ucp_put_nbx"));
+    ucp_request_param_t params{};
+    void* request = l.put_nbx(static_cast<ucp_ep_h>(peer.ep), source, bytes, peer.base + offset,
+                              static_cast<ucp_rkey_h>(peer.rkey), &params);
+    HPS_RETURN_IF_ERROR(WaitRequest(request, pe, "ucp_put_nbx"));
+  }
+  if (!signalled) return Status::Ok();
+  HPS_RETURN_IF_ERROR(CheckPeer(pe, "ucp_atomic_op_nbx"));
+  const ucs_status_t fenced = l.worker_fence(static_cast<ucp_worker_h>(worker_));
+  if (fenced != UCS_OK) return Failure(pe, fenced, "ucp_worker_fence");
+  // A SWAP (a set) is a fetching operation: its target replies into posted->reply. It is not
+  // waited for either (that would add a round trip to every set); Close flushes before it
+  // closes the endpoints, so no reply outlives them (UCX 1.13 aborts a target whose reply
+  // endpoint is gone).
+  auto* posted = new Posted{WireHeader{}, 0, 0, l.request_free};
+  if (signal.width == 4) {
+    const auto word = static_cast<std::uint32_t>(static_cast<std::int32_t>(signal.value));
+    std::memcpy(&posted->operand, &word, sizeof word);
+  } else {
+    posted->operand = static_cast<std::uint64_t>(signal.value);
+  }
+  const bool set = signal.action == SignalAction::kSet;
+  ucp_request_param_t params{};
+  params.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_CALLBACK |
+                        UCP_OP_ATTR_FIELD_USER_DATA;
+  params.datatype = ucp_dt_make_contig(static_cast<std::size_t>(signal.width));
+  params.cb.send = ReleasePosted;
+  params.user_data = posted;
+  if (set) {
+    params.op_attr_mask |= UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+    params.reply_buffer = &posted->reply;
+  }
+  void* request = l.atomic_op_nbx(static_cast<ucp_ep_h>(peer.ep),
+                                  set ? UCP_ATOMIC_OP_SWAP : UCP_ATOMIC_OP_ADD, &posted->operand,
+                                  1, peer.base + signal.offset,
+                                  static_cast<ucp_rkey_h>(peer.rkey), &params);
+  if (request == nullptr) {  // completed at once: the callback is not called
+    delete posted;
+    return Status::Ok();
+  }
+  if (UCS_PTR_IS_ERR(request)) {
+    delete posted;
+    return Failure(pe, UCS_PTR_STATUS(request), "ucp_atomic_op_nbx");
+  }
+  return Status::Ok();
+}
+
+Status UcxTransport::Put(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes,
+                         Audience audience) {
+  return PutSignal(pe, offset, source, bytes, RemoteSignal{}, audience);
 }
 
 Status UcxTransport::Get(int pe, void* destination, std::uint64_t offset, std::uint64_t bytes) {
   Peer& peer = peers_[pe];
-  ucp_request_param_t params{};
-  void* request = lib_->get_nbx(static_cast<ucp_ep_h>(peer.ep), destination, bytes,
-                                peer.base + offset, static_cast<ucp_rkey_h>(peer.rkey), &params);
-  gets_.fetch_add(1, std::memory_order_relaxed);
+  gets_count_.fetch_add(1, std::memory_order_relaxed);
   bytes_got_.fetch_add(bytes, std::memory_order_relaxed);
-  return WaitRequest(request, pe, "ucp_get_nbx");
-}
-
-Status UcxTransport::Atomic(int pe, std::uint64_t offset, int width, bool set, std::int64_t value) {
-  Library& l = *lib_;
-  Peer& peer = peers_[pe];
-  if (failed_[pe].load(std::memory_order_acquire)) {
-    return Failure(pe, UCS_ERR_ENDPOINT_TIMEOUT, "ucp_atomic_op_nbx");
+  if (peer.path == Path::kRma) {
+    HPS_RETURN_IF_ERROR(CheckPeer(pe, "ucp_get_nbx"));
+    ucp_request_param_t params{};
+    void* request = lib_->get_nbx(static_cast<ucp_ep_h>(peer.ep), destination, bytes,
+                                  peer.base + offset, static_cast<ucp_rkey_h>(peer.rkey), &params);
+    return WaitRequest(request, pe, "ucp_get_nbx");
   }
-  ucs_status_t fenced = l.worker_fence(static_cast<ucp_worker_h>(worker_));
-  if (fenced != UCS_OK) return Failure(pe, fenced, "ucp_worker_fence");
-  // A SWAP (a set) is a fetching operation: its target replies into buffers->reply. It is not
-  // waited for either (that would add a round trip to every set); Close flushes before it
-  // closes the endpoints, so no reply outlives them (UCX 1.13 aborts a target whose reply
-  // endpoint is gone).
-  auto* buffers = new AmoBuffers();
-  buffers->request_free = l.request_free;
-  if (width == 4) {
-    const auto word = static_cast<std::uint32_t>(static_cast<std::int32_t>(value));
-    std::memcpy(&buffers->operand, &word, sizeof word);
-  } else {
-    buffers->operand = static_cast<std::uint64_t>(value);
+  auto pending = std::make_shared<PendingGet>();
+  pending->destination = destination;
+  pending->bytes = bytes;
+  WireHeader header;
+  header.kind = WireKind::kGet;
+  header.source = rank_;
+  header.offset = offset;
+  header.bytes = bytes;
+  header.token = next_token_.fetch_add(1, std::memory_order_relaxed);
+  {
+    MutexLock lock(&gets_mutex_);
+    gets_.emplace_back(header.token, pending);
   }
-  ucp_request_param_t params{};
-  params.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_CALLBACK |
-                        UCP_OP_ATTR_FIELD_USER_DATA;
-  params.datatype = ucp_dt_make_contig(static_cast<std::size_t>(width));
-  params.cb.send = ReleaseAmo;
-  params.user_data = buffers;
-  if (set) {
-    params.op_attr_mask |= UCP_OP_ATTR_FIELD_REPLY_BUFFER;
-    params.reply_buffer = &buffers->reply;
+  Status status = Send(pe, header, nullptr, 0);
+  if (status.ok()) {
+    status = Await([&] { return pending->done.load(std::memory_order_acquire); }, pe, "get");
   }
-  void* request =
-      l.atomic_op_nbx(static_cast<ucp_ep_h>(peer.ep), set ? UCP_ATOMIC_OP_SWAP : UCP_ATOMIC_OP_ADD,
-                      &buffers->operand, 1, peer.base + offset,
-                      static_cast<ucp_rkey_h>(peer.rkey), &params);
-  atomics_.fetch_add(1, std::memory_order_relaxed);
-  if (request == nullptr) {  // completed at once: the callback is not called
-    delete buffers;
-    return Status::Ok();
+  {
+    MutexLock lock(&gets_mutex_);
+    std::erase_if(gets_, [&](const auto& entry) { return entry.first == header.token; });
   }
-  if (UCS_PTR_IS_ERR(request)) {
-    delete buffers;
-    return Failure(pe, UCS_PTR_STATUS(request), "ucp_atomic_op_nbx");
-  }
-  // Not waited for: the operation is ordered after the fence, and Flush (or the next fence)
-  // waits for it. Its completion callback frees the request and the buffers.
-  return Status::Ok();
-}
-
-Status UcxTransport::PutWord(int pe, std::uint64_t offset, std::uint64_t value) {
-  if (failed_[pe].load(std::memory_order_acquire)) {
-    return Failure(pe, UCS_ERR_ENDPOINT_TIMEOUT, "ucp_put_nbx");
-  }
-  ucs_status_t fenced = lib_->worker_fence(static_cast<ucp_worker_h>(worker_));
-  if (fenced != UCS_OK) return Failure(pe, fenced, "ucp_worker_fence");
-  return Put(pe, offset, &value, sizeof value);
+  HPS_RETURN_IF_ERROR(status);
+  const int answered = pending->status.load(std::memory_order_acquire);
+  return answered == UCS_OK ? Status::Ok() : Failure(pe, answered, "ucp_am_recv_data_nbx");
 }
 
 Status UcxTransport::Flush() {
-  ucp_request_param_t params{};
-  void* request = lib_->worker_flush_nbx(static_cast<ucp_worker_h>(worker_), &params);
-  return WaitRequest(request, -1, "ucp_worker_flush_nbx");
-}
-
-void UcxTransport::Poll() {
-  if (worker_ == nullptr) return;
-  if (lib_->worker_progress(static_cast<ucp_worker_h>(worker_)) != 0 && activity_) activity_();
-}
-
-Status UcxTransport::Start(ActivityFn activity, Liveness liveness,
-                           const std::atomic<bool>* abort) {
-  abort_ = abort;
-  activity_ = std::move(activity);
-  liveness_ = std::move(liveness);
-  const auto now = std::chrono::steady_clock::now();
-  for (Peer& peer : peers_) {
+  // Messages-path peers with writes not yet confirmed get a flush request; it is answered once
+  // everything this PE sent them before it has landed. A peer whose flag another thread just
+  // cleared has that thread's request in flight: wait for it too.
+  std::vector<std::pair<int, std::uint64_t>> awaited;
+  bool rma = false;
+  for (const Peer& peer : peers_) {
     if (peer.ep == nullptr) continue;
-    peer.last_beat = liveness_.observed_beat ? liveness_.observed_beat(peer.pe) : 0;
-    peer.last_change = now;
-  }
-  stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (stop_fd_ < 0) {
-    return Status::Assertion(ErrorCode::kBackendError, "eventfd failed",
-                             {{"errno", std::strerror(errno)}});
-  }
-  stopping_.store(false);
-  thread_ = std::thread([this] { Run(); });
-  return Status::Ok();
-}
-
-void UcxTransport::Heartbeat(std::chrono::steady_clock::time_point now) {
-  if (!liveness_.remote_beat_offset || !liveness_.observed_beat) return;
-  for (Peer& peer : peers_) {
-    if (peer.ep == nullptr || failed_[peer.pe].load(std::memory_order_acquire)) continue;
-    if (Departed(peer.pe)) continue;
-    (void)Atomic(peer.pe, liveness_.remote_beat_offset(peer.pe), 8, false, 1);
-    const std::uint64_t beat = liveness_.observed_beat(peer.pe);
-    if (beat != peer.last_beat) {
-      peer.last_beat = beat;
-      peer.last_change = now;
-    } else if (now - peer.last_change > liveness_.silence) {
-      failed_[peer.pe].store(true, std::memory_order_release);
-      if (lost_) {
-        lost_(peer.pe, "no heartbeat from its host for " +
-                           std::to_string(liveness_.silence.count()) +
-                           " ms (HYPER_PARALLEL_SHMEM_PEER_SILENCE_MS)");
+    if (peer.path == Path::kRma) {
+      rma = true;
+      continue;
+    }
+    if (unconfirmed_[peer.pe].exchange(false, std::memory_order_acq_rel)) {
+      WireHeader header;
+      header.kind = WireKind::kFlush;
+      header.source = rank_;
+      header.token = flush_sent_[peer.pe].fetch_add(1, std::memory_order_acq_rel) + 1;
+      flushes_.fetch_add(1, std::memory_order_relaxed);
+      HPS_RETURN_IF_ERROR(Send(peer.pe, header, nullptr, 0));
+      awaited.emplace_back(peer.pe, header.token);
+    } else {
+      const std::uint64_t sent = flush_sent_[peer.pe].load(std::memory_order_acquire);
+      if (flush_answered_[peer.pe].load(std::memory_order_acquire) < sent) {
+        awaited.emplace_back(peer.pe, sent);
       }
     }
   }
-}
-
-void UcxTransport::Run() {
-  Library& l = *lib_;
-  auto* worker = static_cast<ucp_worker_h>(worker_);
-  int event_fd = -1;
-  const int epoll = ::epoll_create1(EPOLL_CLOEXEC);
-  if (epoll >= 0 && l.worker_get_efd(worker, &event_fd) == UCS_OK) {
-    epoll_event event{};
-    event.events = EPOLLIN;
-    event.data.fd = event_fd;
-    ::epoll_ctl(epoll, EPOLL_CTL_ADD, event_fd, &event);
+  if (rma) {
+    ucp_request_param_t params{};
+    void* request = lib_->worker_flush_nbx(static_cast<ucp_worker_h>(worker_), &params);
+    HPS_RETURN_IF_ERROR(WaitRequest(request, -1, "ucp_worker_flush_nbx"));
   }
-  if (epoll >= 0) {
-    epoll_event event{};
-    event.events = EPOLLIN;
-    event.data.fd = stop_fd_;
-    ::epoll_ctl(epoll, EPOLL_CTL_ADD, stop_fd_, &event);
+  for (const auto& [pe, token] : awaited) {
+    HPS_RETURN_IF_ERROR(Await(
+        [&, pe = pe, token = token] {
+          return flush_answered_[pe].load(std::memory_order_acquire) >= token;
+        },
+        pe, "flush"));
   }
-  const auto beat_every =
-      std::max(std::chrono::milliseconds(10), liveness_.silence / 8);
-  auto next_beat = std::chrono::steady_clock::now();
-  while (!stopping_.load(std::memory_order_acquire)) {
-    while (l.worker_progress(worker) != 0) {
-    }
-    if (activity_) activity_();
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= next_beat) {
-      Heartbeat(now);
-      next_beat = now + beat_every;
-    }
-    if (l.worker_arm(worker) == UCS_ERR_BUSY) continue;
-    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
-        next_beat - std::chrono::steady_clock::now());
-    epoll_event events[2];
-    if (epoll >= 0 && event_fd >= 0) {
-      ::epoll_wait(epoll, events, 2, static_cast<int>(std::max<long>(1, wait.count())));
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-  if (epoll >= 0) ::close(epoll);
+  return Status::Ok();
 }
 
 void UcxTransport::Close() {
@@ -513,7 +598,7 @@ void UcxTransport::Close() {
   if (stop_fd_ >= 0) ::close(stop_fd_);
   stop_fd_ = -1;
   auto* worker = static_cast<ucp_worker_h>(worker_);
-  if (worker != nullptr) {
+  if (worker != nullptr && !peers_.empty()) {
     // Lands what is still in flight; operations to a lost peer complete with its error. A
     // short bound: a silent host never answers.
     const auto timeout = timeout_;
@@ -527,6 +612,13 @@ void UcxTransport::Close() {
       }
     }
     (void)Flush();
+    // Every posted message and reply has left (UCX 1.13 aborts a target whose reply endpoint
+    // is gone, so nothing may be outstanding when the endpoints close).
+    {
+      ucp_request_param_t params{};
+      void* request = l.worker_flush_nbx(worker, &params);
+      (void)WaitRequest(request, -1, "ucp_worker_flush_nbx");
+    }
     timeout_ = timeout;
     for (Peer& peer : peers_) {
       if (peer.rkey != nullptr) l.rkey_destroy(static_cast<ucp_rkey_h>(peer.rkey));
@@ -548,7 +640,18 @@ void UcxTransport::Close() {
       peer.ep = nullptr;
     }
   }
-  if (memh_ != nullptr) l.mem_unmap(static_cast<ucp_context_h>(context_), static_cast<ucp_mem_h>(memh_));
+  {
+    // Deferred rendezvous descriptors belong to the worker: let it go with them.
+    MutexLock lock(&inbound_mutex_);
+    inbound_.clear();
+  }
+  if (sleep_epoll_ >= 0) ::close(sleep_epoll_);
+  sleep_epoll_ = -1;
+  wake_.Close();
+  if (own_bell_ != nullptr) own_bell_->wake_name.store(0, std::memory_order_relaxed);
+  if (memh_ != nullptr) {
+    l.mem_unmap(static_cast<ucp_context_h>(context_), static_cast<ucp_mem_h>(memh_));
+  }
   memh_ = nullptr;
   if (worker != nullptr) l.worker_destroy(worker);
   worker_ = nullptr;
@@ -565,10 +668,13 @@ bool UcxTransport::Departed(int pe) const {
 RemoteCounters UcxTransport::counters() const {
   RemoteCounters counters;
   counters.puts = puts_.load(std::memory_order_relaxed);
-  counters.gets = gets_.load(std::memory_order_relaxed);
+  counters.gets = gets_count_.load(std::memory_order_relaxed);
   counters.atomics = atomics_.load(std::memory_order_relaxed);
   counters.bytes_put = bytes_put_.load(std::memory_order_relaxed);
   counters.bytes_got = bytes_got_.load(std::memory_order_relaxed);
+  counters.messages = messages_.load(std::memory_order_relaxed);
+  counters.flushes = flushes_.load(std::memory_order_relaxed);
+  counters.rejected = rejected_.load(std::memory_order_relaxed);
   return counters;
 }
 
@@ -581,11 +687,11 @@ int UcxTransport::endpoints() const {
 #else  // !HPS_HAVE_UCX_HEADERS
 
 struct UcxTransport::Library {};
+struct UcxTransport::PendingGet {};
 
 UcxTransport::~UcxTransport() = default;
 
-Status UcxTransport::Load(const std::string&, std::chrono::milliseconds,
-                          std::unique_ptr<UcxTransport>*) {
+Status UcxTransport::Load(const Options&, std::unique_ptr<UcxTransport>*) {
   return Status::Assertion(ErrorCode::kUnsupportedCapability,
                            "this build has no UCX support (it was compiled without UCX's headers, "
                            "libucx-dev); PEs on other hosts cannot be reached",
@@ -595,14 +701,24 @@ Status UcxTransport::Register(void*, std::uint64_t, std::string*) { return Statu
 Status UcxTransport::Connect(int, const std::vector<std::string>&, const std::vector<bool>&, LostFn) {
   return Status::Ok();
 }
-Status UcxTransport::Start(ActivityFn, Liveness, const std::atomic<bool>*) { return Status::Ok(); }
+Status UcxTransport::Start(ActivityFn, Liveness, const std::atomic<bool>*, Doorbell*,
+                           WaitPolicy) {
+  return Status::Ok();
+}
 void UcxTransport::Close() {}
-Status UcxTransport::Put(int, std::uint64_t, const void*, std::uint64_t) { return Status::Ok(); }
+Status UcxTransport::Put(int, std::uint64_t, const void*, std::uint64_t, Audience) {
+  return Status::Ok();
+}
+Status UcxTransport::PutSignal(int, std::uint64_t, const void*, std::uint64_t,
+                               const RemoteSignal&, Audience) {
+  return Status::Ok();
+}
 Status UcxTransport::Get(int, void*, std::uint64_t, std::uint64_t) { return Status::Ok(); }
-Status UcxTransport::Atomic(int, std::uint64_t, int, bool, std::int64_t) { return Status::Ok(); }
 Status UcxTransport::Flush() { return Status::Ok(); }
-Status UcxTransport::PutWord(int, std::uint64_t, std::uint64_t) { return Status::Ok(); }
-void UcxTransport::Poll() {}
+bool UcxTransport::Poll() { return false; }
+EventSleeper::Armed UcxTransport::Arm(Doorbell*) { return Armed::kTaken; }
+void UcxTransport::Sleep(Doorbell*, std::chrono::nanoseconds) {}
+std::string_view UcxTransport::PathName(int) const { return "rma"; }
 RemoteCounters UcxTransport::counters() const { return {}; }
 int UcxTransport::endpoints() const { return 0; }
 

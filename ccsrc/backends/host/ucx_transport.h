@@ -2,21 +2,29 @@
 //
 // PEs on the same host map each other's segments and use plain loads and stores. A PE on
 // another host (or every peer, with HYPER_PARALLEL_SHMEM_REMOTE_PEERS=all) is reached through
-// UCX's ucp API instead: this PE's whole segment (heap and control block) is registered with
-// ucp_mem_map, and a peer writes into it with ucp_put_nbx, reads with ucp_get_nbx, and updates
-// its words with ucp_atomic_op_nbx (64- or 32-bit ADD, or SWAP for a set), after a
-// ucp_worker_fence, so that a signal lands after every earlier put of this PE. No network code
-// is written here: UCX owns the sockets, the wire-up and the reliability.
+// UCX's ucp API instead, over one of two paths, chosen per peer at connection:
+//   - messages (the default wherever UCX emulates RMA in software, e.g. TCP): every operation is
+//     one active message carrying its data and what to do with it (remote_wire.h). The
+//     target's handler lands the data in its segment, then applies the signal or word that came
+//     with it, in the order the source sent them (rendezvous data included), so a put_signal is
+//     one message and a collective's data carries its flag. Get is a request answered by a
+//     message; a flush is a request answered once everything before it landed.
+//   - rma (where UCX reports hardware RMA and atomics for the peer: InfiniBand, RoCE): ucp_put_nbx
+//     and ucp_get_nbx into the peer's registered segment, ucp_atomic_op_nbx for signals after a
+//     ucp_worker_fence, ucp_worker_flush_nbx for a flush.
+// HYPER_PARALLEL_SHMEM_REMOTE_PATH=messages|rma forces one path for every peer.
 //
 // UCX is loaded at run time (dlopen of libucp.so.0, or HYPER_PARALLEL_SHMEM_UCX_LIBRARY): the
 // package builds, installs and runs without it, and only a job that has remote peers needs it.
+// A UCX without active messages (or with too small a message header) falls back to rma and
+// says why in path_reason().
 //
-// Progress: over TCP (and with emulated atomics) a remote operation lands only while the
-// target drives progress. One progress thread per PE sleeps on the worker's event fd
-// (ucp_worker_arm + epoll) and progresses the worker whenever something arrives, then runs
-// `activity` (the host backend rings this PE's doorbell, so a waiter asleep on its futex
-// wakes). A spinning waiter also calls Poll(). So a remote put or signal completes while the
-// target computes outside the library.
+// Progress: a remote operation lands only while its target drives the UCX worker. Threads
+// that wait in the library drive it themselves: they progress while they spin (one at a time:
+// the progress token), and one of them at a time sleeps on the worker's event fd (EventSleeper),
+// so a message wakes the waiter itself. While any thread waits, the progress thread leaves the
+// worker to the waiters; while none does, it sleeps on the event fd and progresses whatever
+// arrives, so a target that computes outside the library still receives.
 //
 // Liveness: every endpoint is created with UCP_ERR_HANDLING_MODE_PEER and an error callback,
 // which latches PEER_LOST for that PE (a peer process that exits closes its connections: the
@@ -26,10 +34,10 @@
 // A PE that closes normally first sets its word at every peer to kFarewell (after its last
 // heartbeat, on the same endpoint): the error its closing connections then raise is no loss.
 //
-// Thread-safety: the worker is created UCS_THREAD_MODE_MULTI; Put, Get, Atomic, Fence, Flush
-// and Poll may be called from any thread at once (stream executors, copy workers, the
-// progress thread). Load, Register, Connect, Start and Close are called from one thread while
-// nothing else runs.
+// Thread-safety: the worker is created UCS_THREAD_MODE_MULTI; Put, PutSignal, Get, Flush,
+// Poll, Arm and Sleep may be called from any thread at once (stream executors, copy workers,
+// the progress thread). Load, Register, Connect, Start and Close are called from one thread
+// while nothing else runs.
 #pragma once
 
 #include <atomic>
@@ -38,9 +46,14 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "backends/host/doorbell.h"
+#include "backends/host/remote_wire.h"
+#include "base/mutex.h"
 #include "base/status.h"
 
 namespace hyper_parallel::shmem::host {
@@ -52,9 +65,18 @@ struct RemoteCounters {
   std::uint64_t atomics = 0;
   std::uint64_t bytes_put = 0;
   std::uint64_t bytes_got = 0;
+  std::uint64_t messages = 0;  ///< active messages sent (the messages path)
+  std::uint64_t flushes = 0;   ///< flush requests sent to peers with unconfirmed writes
+  std::uint64_t rejected = 0;  ///< arriving messages refused (malformed or out of bounds)
 };
 
-class UcxTransport {
+/// Who must see a remote write after a flush (UcxTransport::Flush).
+enum class Audience : std::uint8_t {
+  kAnyone,  ///< user data and signals: a flush (a barrier, a quiet) waits until it landed
+  kTarget,  ///< a control word or a collective's data that the target itself waits for
+};
+
+class UcxTransport final : public EventSleeper {
  public:
   /// Called (from any thread) when peer `pe` is lost; `reason` says how it was noticed.
   using LostFn = std::function<void(int pe, const std::string& reason)>;
@@ -63,6 +85,26 @@ class UcxTransport {
 
   /// The heartbeat word's value once its writer closed normally (it says farewell).
   static constexpr std::uint64_t kFarewell = ~0ull;
+
+  /// How a remote peer is reached (see the file comment).
+  enum class Path : std::uint8_t { kMessages, kRma };
+
+  /// The path to one peer and, for rma, why: `setting` is HYPER_PARALLEL_SHMEM_REMOTE_PATH;
+  /// `here_cannot` says why this PE's UCX cannot take messages (empty: it can);
+  /// `peer_takes_messages` whether the peer's can; `hardware_rma` whether UCX drives RMA and
+  /// atomics to the peer in hardware (LanesHaveHardwareRma). Pure.
+  static std::pair<Path, std::string> ChoosePath(std::string_view setting,
+                                                 std::string_view here_cannot,
+                                                 bool peer_takes_messages, bool hardware_rma);
+  /// Whether ucp_ep_print_info's text shows a lane for RMA and one for atomics (over TCP none
+  /// does: UCX emulates both with messages). Pure.
+  static bool LanesHaveHardwareRma(std::string_view endpoint_info);
+
+  struct Options {
+    std::string library;  ///< empty: libucp.so.0
+    std::chrono::milliseconds timeout{120000};
+    std::string path = "auto";  ///< auto, messages or rma (HYPER_PARALLEL_SHMEM_REMOTE_PATH)
+  };
 
   struct Liveness {
     std::chrono::milliseconds silence{3000};
@@ -76,10 +118,9 @@ class UcxTransport {
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
 
-  /// Loads UCX from `library` (empty: libucp.so.0) and creates a context and a worker.
-  /// UNSUPPORTED_CAPABILITY names what is missing (the library, a symbol, a too old version).
-  static Status Load(const std::string& library, std::chrono::milliseconds timeout,
-                     std::unique_ptr<UcxTransport>* out);
+  /// Loads UCX and creates a context and a worker. UNSUPPORTED_CAPABILITY names what is
+  /// missing (the library, a symbol, a too old version); INVALID_CONFIG a bad path setting.
+  static Status Load(const Options& options, std::unique_ptr<UcxTransport>* out);
 
   /// The loaded library's version ("1.13.1").
   const std::string& version() const { return version_; }
@@ -88,40 +129,76 @@ class UcxTransport {
   /// it: the worker address, the packed remote key and the base address.
   Status Register(void* base, std::uint64_t bytes, std::string* blob);
 
-  /// Creates an endpoint to every PE with remote[pe] from its blob. No traffic yet.
+  /// Creates an endpoint to every PE with remote[pe] from its blob and picks its path. No
+  /// traffic yet.
   Status Connect(int rank, const std::vector<std::string>& blobs, const std::vector<bool>& remote,
                  LostFn lost);
 
-  /// Starts the progress thread (and the heartbeats). `activity` runs after progress. Waits
-  /// for remote completion give up once `abort` is set (this PE's failure latch: a lost
-  /// peer's operations never complete).
-  Status Start(ActivityFn activity, Liveness liveness, const std::atomic<bool>* abort);
+  /// Starts the progress thread (and the heartbeats) and publishes this PE's wake socket in
+  /// `own_bell`. `activity` runs after progress. Waits for remote completion give up once
+  /// `abort` is set (this PE's failure latch: a lost peer's operations never complete).
+  /// Waits of the transport itself (a request, a get's reply, a flush's answers) follow
+  /// `policy` on `own_bell`.
+  Status Start(ActivityFn activity, Liveness liveness, const std::atomic<bool>* abort,
+               Doorbell* own_bell, WaitPolicy policy);
 
   /// Stops the progress thread, flushes (bounded) and releases every UCX object. Idempotent.
   void Close();
 
   /// Copies `bytes` from `source` to segment offset `offset` of `pe`; returns once `source`
   /// may be reused (the data is on its way; Flush waits for it to land).
-  Status Put(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes);
+  Status Put(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes,
+             Audience audience = Audience::kAnyone);
+  /// Put (when bytes > 0), then `signal` on a word of the same PE, which lands after the data
+  /// and after every earlier write of this PE to `pe`. One message on the messages path; a put,
+  /// a fence and an atomic on the rma path. Returns once `source` may be reused.
+  Status PutSignal(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes,
+                   const RemoteSignal& signal, Audience audience = Audience::kAnyone);
+  /// A monotonic control word (an epoch, a sequence: one writer), set after every earlier write
+  /// of this PE to `pe`. Only its target reads it.
+  Status PutWord(int pe, std::uint64_t offset, std::uint64_t value) {
+    return PutSignal(pe, 0, nullptr, 0, RemoteSignal{offset, 8, SignalAction::kSet,
+                                                     static_cast<std::int64_t>(value)},
+                     Audience::kTarget);
+  }
   /// Copies `bytes` from segment offset `offset` of `pe` to `destination`; returns once there.
+  /// It sees every earlier write of this PE to `pe`.
   Status Get(int pe, void* destination, std::uint64_t offset, std::uint64_t bytes);
-  /// Fence, then an atomic ADD (or SWAP, for a set) of `value` on the `width`-byte word at
-  /// segment offset `offset` of `pe`: it lands after every earlier put of this PE. Not waited
-  /// for (Flush does, replies included).
-  Status Atomic(int pe, std::uint64_t offset, int width, bool set, std::int64_t value);
-  /// Fence, then a put of the 8-byte word `value` at segment offset `offset` of `pe` (a
-  /// monotonic control word with one writer: an epoch, a sequence). Not fetching: nothing
-  /// answers it. Returns once `value` was taken.
-  Status PutWord(int pe, std::uint64_t offset, std::uint64_t value);
-  /// Waits until every operation this PE issued has landed at its target.
+  /// Waits until every kAnyone write this PE issued (before the call) has landed at its
+  /// target, and every operation has left this PE.
   Status Flush();
-  /// Progresses the worker once (a spinning waiter's poll). Never blocks for long.
-  void Poll();
+  /// Progresses the worker unless another thread does right now; true when something
+  /// happened. Never blocks for long.
+  bool Poll();
+
+  /// A thread that waits in the library and drives progress itself (its predicate polls):
+  /// while any does, the progress thread leaves the worker alone.
+  class Waiting {
+   public:
+    explicit Waiting(UcxTransport* transport) : transport_(transport) {
+      transport_->waiters_.fetch_add(1, std::memory_order_relaxed);
+    }
+    ~Waiting() { transport_->waiters_.fetch_sub(1, std::memory_order_release); }
+    Waiting(const Waiting&) = delete;
+    Waiting& operator=(const Waiting&) = delete;
+
+   private:
+    UcxTransport* transport_;
+  };
+
+  // EventSleeper: the worker's event fd plus this PE's wake socket.
+  Armed Arm(Doorbell* bell) override;
+  void Sleep(Doorbell* bell, std::chrono::nanoseconds timeout) override;
 
   /// Whether `pe` is reached through this transport.
   bool remote(int pe) const {
     return pe >= 0 && pe < static_cast<int>(peers_.size()) && peers_[pe].ep != nullptr;
   }
+  Path path(int pe) const { return peers_[pe].path; }
+  /// "messages" or "rma", for debug_state()'s peers.
+  std::string_view PathName(int pe) const;
+  /// Why the rma path was chosen where it was ("" when messages everywhere).
+  const std::string& path_reason() const { return path_reason_; }
   RemoteCounters counters() const;
   int endpoints() const;
 
@@ -132,16 +209,49 @@ class UcxTransport {
     void* rkey = nullptr;  // ucp_rkey_h
     std::uint64_t base = 0;
     int pe = -1;
+    Path path = Path::kMessages;
     UcxTransport* owner = nullptr;
     std::uint64_t last_beat = 0;
     std::chrono::steady_clock::time_point last_change{};
   };
+  // What arrived from one source PE, delivered in the order it was sent (remote_wire.h).
+  struct Inbound {
+    int receiving = 0;  // rendezvous receives from this source in flight
+    std::vector<DeferredMessage> deferred;  // what arrived meanwhile, in order
+    std::size_t next = 0;                   // the first of `deferred` not yet delivered
+  };
+  struct PendingGet;
 
   UcxTransport() = default;
   // Peer `pe` said farewell: it closes normally, its endpoint's error is no loss.
   bool Departed(int pe) const;
-  Status WaitRequest(void* request, int pe, const char* what);
   Status Failure(int pe, int ucs_status, const char* what) const;
+  Status CheckPeer(int pe, const char* what) const;
+  // Waits (spinning with progress, then sleeping on the events) until done() or the deadline,
+  // a lost peer, or the latch; `pe` and `what` name it in errors.
+  template <class Done>
+  Status Await(Done&& done, int pe, const char* what);
+  Status WaitRequest(void* request, int pe, const char* what);
+  Status Send(int pe, const WireHeader& header, const void* data, std::uint64_t bytes);
+  // Sends without waiting (heartbeats): `header` is copied; nothing when the peer is lost.
+  void Post(int pe, const WireHeader& header);
+  // Sends from inside progress (replies), not waited for: `header` is copied, `data` is this
+  // PE's segment.
+  void PostReply(int pe, const WireHeader& header, const void* data, std::uint64_t bytes);
+  // Inbound messages (ucx_messages.cc).
+  Status RegisterHandler();
+  int OnMessage(const void* header, std::size_t header_length, void* data, std::size_t length,
+                bool rendezvous);
+  // Lands one message; false when a rendezvous receive is now in flight (the rest of its
+  // source's messages wait for it).
+  bool Deliver(const WireHeader& header, void* data, std::size_t length, bool rendezvous);
+  // A put's data has landed: its signal, then the doorbell.
+  void Landed(const WireHeader& header);
+  // A rendezvous receive from `source` ended: one fewer in flight, then Resume.
+  void Received(int source);
+  // Delivers, in order, what waits from `source` and may go now.
+  void Resume(int source);
+  void OnGetReply(const WireHeader& header, void* data, std::size_t length, bool rendezvous);
   void Run();
   void Heartbeat(std::chrono::steady_clock::time_point now);
   static void OnEndpointError(void* arg, void* ep, int status);
@@ -149,20 +259,56 @@ class UcxTransport {
   std::unique_ptr<Library> lib_;
   std::string version_;
   std::chrono::milliseconds timeout_{0};
+  std::string path_setting_ = "auto";
+  std::string path_reason_;
+  bool messages_supported_ = false;
   void* context_ = nullptr;  // ucp_context_h
   void* worker_ = nullptr;   // ucp_worker_h
   void* memh_ = nullptr;     // ucp_mem_h
+  std::byte* segment_ = nullptr;
+  std::uint64_t segment_bytes_ = 0;
   int rank_ = -1;
   std::vector<Peer> peers_;
   LostFn lost_;
   ActivityFn activity_;
   Liveness liveness_;
   const std::atomic<bool>* abort_ = nullptr;
+  Doorbell* own_bell_ = nullptr;
+  WaitPolicy wait_policy_;
   std::unique_ptr<std::atomic<bool>[]> failed_;  // by PE: its endpoint reported an error
+  // Flush bookkeeping per peer (messages path): a kAnyone write not yet confirmed, the last
+  // flush request sent and the last one answered.
+  std::unique_ptr<std::atomic<bool>[]> unconfirmed_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> flush_sent_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> flush_answered_;
+  // Inbound ordering; touched only inside progress, guarded all the same (UCX may call a
+  // completion from another thread that progresses).
+  Mutex inbound_mutex_;
+  std::vector<Inbound> inbound_ GUARDED_BY(inbound_mutex_);
+  // Gets waiting for their reply, by token.
+  Mutex gets_mutex_;
+  std::vector<std::pair<std::uint64_t, std::shared_ptr<PendingGet>>> gets_ GUARDED_BY(gets_mutex_);
+  std::atomic<std::uint64_t> next_token_{1};
+  // Progress: one thread at a time drives the worker; waiters count themselves; one waiter at a
+  // time sleeps on the event fd.
+  std::atomic<bool> progressing_{false};
+  std::atomic<int> waiters_{0};
+  // Bulk transfers in flight, either way (rendezvous receives, large sends): while any are,
+  // waiters keep polling instead of sleeping, so the data keeps streaming (ucx_progress.cc).
+  std::atomic<int> streaming_{0};
+  // When progress last handled something (steady clock, ns): messages come in runs, so a
+  // waiter that just saw one keeps polling a while rather than sleep (ucx_progress.cc).
+  std::atomic<std::int64_t> last_activity_{0};
+
+  std::atomic<bool> event_role_{false};
+  int event_fd_ = -1;      // the worker's
+  int sleep_epoll_ = -1;   // {event_fd_, wake_}
+  WakeSocket wake_;
   std::atomic<bool> stopping_{false};
   int stop_fd_ = -1;
   std::thread thread_;
-  std::atomic<std::uint64_t> puts_{0}, gets_{0}, atomics_{0}, bytes_put_{0}, bytes_got_{0};
+  std::atomic<std::uint64_t> puts_{0}, gets_count_{0}, atomics_{0}, bytes_put_{0},
+      bytes_got_{0}, messages_{0}, flushes_{0}, rejected_{0};
 };
 
 }  // namespace hyper_parallel::shmem::host

@@ -116,6 +116,7 @@ py::dict Snapshot() {
     entry["pe"] = static_cast<int>(pe);
     entry["host"] = d.peers[pe].host;
     entry["transport"] = d.peers[pe].transport;
+    entry["path"] = d.peers[pe].path.empty() ? py::object(py::none()) : py::str(d.peers[pe].path);
     peers.append(entry);
   }
   state["peers"] = peers;

@@ -43,8 +43,7 @@ Status AllGather::Run(data_plane::KernelApi& api, const data_plane::CollectivePl
       puts.push_back({pe, slot + chunk.offset, input + chunk.offset, chunk.bytes});
     }
   }
-  api.PutBlocks(puts);
-  return data_plane::PublishAndAwaitPeers(api, plan, peers, name());
+  return data_plane::PutPublishAndAwaitPeers(api, plan, puts, peers, name());
 }
 
 }  // namespace hyper_parallel::shmem::ops

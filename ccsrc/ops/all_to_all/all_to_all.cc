@@ -47,8 +47,7 @@ Status AllToAll::Run(data_plane::KernelApi& api, const data_plane::CollectivePla
       puts.push_back({pe, slot + chunk.offset, source + chunk.offset, chunk.bytes});
     }
   }
-  api.PutBlocks(puts);
-  return data_plane::PublishAndAwaitPeers(api, plan, peers, name());
+  return data_plane::PutPublishAndAwaitPeers(api, plan, puts, peers, name());
 }
 
 }  // namespace hyper_parallel::shmem::ops

@@ -1,0 +1,122 @@
+// The network transport's pure parts: the messages path's header checks (remote_wire.h) and the
+// choice of a path per peer (ucx_transport.h). What crosses a network is tested by the
+// ucx_loopback ctest and tests/python/test_scale_out.py (docs/scale-out.md, "Tests").
+#include "backends/host/ucx_transport.h"
+
+#include <gtest/gtest.h>
+
+#include "backends/host/remote_wire.h"
+
+namespace hyper_parallel::shmem::host {
+namespace {
+
+constexpr std::uint64_t kSegment = 1 << 20;
+
+WireHeader Put(std::uint64_t offset, std::uint64_t bytes) {
+  WireHeader header;
+  header.kind = WireKind::kPut;
+  header.source = 1;
+  header.offset = offset;
+  header.bytes = bytes;
+  return header;
+}
+
+TEST(RemoteWire, AcceptsWhatLandsInsideTheSegment) {
+  EXPECT_EQ(Validate(Put(0, 64), 64, kSegment, 2), "");
+  EXPECT_EQ(Validate(Put(kSegment - 8, 8), 8, kSegment, 2), "");
+  EXPECT_EQ(Validate(Put(kSegment, 0), 0, kSegment, 2), "");  // a signal alone
+  WireHeader signalled = Put(128, 16);
+  signalled.action = SignalAction::kAdd;
+  signalled.width = 4;
+  signalled.signal_offset = kSegment - 4;
+  EXPECT_EQ(Validate(signalled, 16, kSegment, 2), "");
+  WireHeader get;
+  get.kind = WireKind::kGet;
+  get.source = 0;
+  get.offset = 4096;
+  get.bytes = 4096;
+  EXPECT_EQ(Validate(get, 0, kSegment, 2), "");
+}
+
+TEST(RemoteWire, RefusesWhatCouldWriteOutsideOrMeansNothing) {
+  EXPECT_EQ(Validate(Put(kSegment - 8, 16), 16, kSegment, 2), "data outside the segment");
+  EXPECT_EQ(Validate(Put(~0ull - 4, 16), 16, kSegment, 2), "data outside the segment");
+  EXPECT_EQ(Validate(Put(0, 64), 32, kSegment, 2), "data length differs from the header");
+  WireHeader stranger = Put(0, 8);
+  stranger.magic = 0x12345678;
+  EXPECT_EQ(Validate(stranger, 8, kSegment, 2), "bad magic");
+  WireHeader nobody = Put(0, 8);
+  nobody.source = 2;
+  EXPECT_EQ(Validate(nobody, 8, kSegment, 2), "source out of range");
+  WireHeader signal = Put(0, 0);
+  signal.action = SignalAction::kSet;
+  signal.width = 8;
+  signal.signal_offset = 12;
+  EXPECT_EQ(Validate(signal, 0, kSegment, 2), "signal word not aligned");
+  signal.signal_offset = kSegment;
+  EXPECT_EQ(Validate(signal, 0, kSegment, 2), "signal word outside the segment");
+  signal.signal_offset = 16;
+  signal.width = 2;
+  EXPECT_EQ(Validate(signal, 0, kSegment, 2), "signal width not 4 or 8");
+  signal.width = 8;
+  signal.action = static_cast<SignalAction>(7);
+  EXPECT_EQ(Validate(signal, 0, kSegment, 2), "unknown signal action");
+  WireHeader get;
+  get.kind = WireKind::kGet;
+  get.source = 0;
+  get.offset = kSegment;
+  get.bytes = 1;
+  EXPECT_EQ(Validate(get, 0, kSegment, 2), "read outside the segment");
+  WireHeader odd = Put(0, 0);
+  odd.kind = static_cast<WireKind>(42);
+  EXPECT_EQ(Validate(odd, 0, kSegment, 2), "unknown kind");
+}
+
+// ucp_ep_print_info's text for an endpoint over TCP (UCX 1.13) and over InfiniBand RC.
+constexpr std::string_view kTcpEndpoint = R"(#
+# UCP endpoint
+#
+#               peer: <no debug data>
+#                 lane[0]:  1:tcp/eth0.0 md[1]              -> md[1]/tcp/sysdev[255] am am_bw#0 keepalive wireup
+#
+#                 am_send: 0..<egr/short>..8185..<egr/zcopy>..20553..<rndv>..(inf)
+#
+#                  rma_bw: mds rndv_rkey_size 9
+#
+)";
+constexpr std::string_view kRcEndpoint = R"(#
+#                 lane[0]:  8:rc_mlx5/mlx5_0:1.0 md[4]      -> md[4]/ib/sysdev[255] rma#0 amo#0 am am_bw#0
+#                 lane[1]:  9:rc_mlx5/mlx5_0:1.0 md[4]      -> md[4]/ib/sysdev[255] rma_bw#0 wireup
+#                  rma_bw: mds [4] rndv_rkey_size 19
+)";
+
+TEST(RemotePath, HardwareRmaNeedsAnRmaLaneAndAnAmoLane) {
+  EXPECT_FALSE(UcxTransport::LanesHaveHardwareRma(kTcpEndpoint));
+  EXPECT_TRUE(UcxTransport::LanesHaveHardwareRma(kRcEndpoint));
+  // RMA without atomics (a copy engine alone): signals would be emulated, so messages.
+  EXPECT_FALSE(UcxTransport::LanesHaveHardwareRma(
+      "#  lane[0]:  2:cma/memory.0 md[2] -> md[2]/cma rma_bw#0\n"));
+  EXPECT_FALSE(UcxTransport::LanesHaveHardwareRma(""));
+}
+
+TEST(RemotePath, MessagesUnlessForcedOrImpossibleOrHardwareOnAuto) {
+  using Path = UcxTransport::Path;
+  EXPECT_EQ(UcxTransport::ChoosePath("auto", "", true, false).first, Path::kMessages);
+  EXPECT_EQ(UcxTransport::ChoosePath("messages", "", true, true).first, Path::kMessages);
+  auto hardware = UcxTransport::ChoosePath("auto", "", true, true);
+  EXPECT_EQ(hardware.first, Path::kRma);
+  EXPECT_NE(hardware.second.find("hardware"), std::string::npos) << hardware.second;
+  auto forced = UcxTransport::ChoosePath("rma", "", true, false);
+  EXPECT_EQ(forced.first, Path::kRma);
+  EXPECT_EQ(forced.second, "HYPER_PARALLEL_SHMEM_REMOTE_PATH=rma");
+  // A UCX without active messages falls back, naming what it lacks; so does a peer's.
+  auto lacking = UcxTransport::ChoosePath("auto", "UCX 1.10.0 has no active messages", true, false);
+  EXPECT_EQ(lacking.first, Path::kRma);
+  EXPECT_EQ(lacking.second, "UCX 1.10.0 has no active messages");
+  auto peer = UcxTransport::ChoosePath("auto", "", false, false);
+  EXPECT_EQ(peer.first, Path::kRma);
+  EXPECT_EQ(peer.second, "the peer's UCX has no active messages");
+}
+
+}  // namespace
+}  // namespace hyper_parallel::shmem::host
