@@ -50,6 +50,10 @@ def check_placement(rank: int, size: int, per_host: int) -> dict:
         else:
             want = "ucx"
         assert peer["transport"] == want, (peer, want)
+        # A remote peer's path: messages over TCP unless forced (docs/scale-out.md).
+        path = os.environ.get("HYPER_PARALLEL_SHMEM_REMOTE_PATH", "auto")
+        assert peer["path"] == (None if want != "ucx" else "rma" if path == "rma" else "messages"), \
+            (peer, path)
         assert (peer["host"] == peers[rank]["host"]) == same_host, peers
     network = state["network"]
     assert network is not None and network["provider"] == "ucx", network
@@ -217,6 +221,217 @@ def waiter(rank: int, size: int, per_host: int) -> None:
     result(close_s=time.monotonic() - closing)
 
 
+def ordering(rank: int, size: int, per_host: int) -> None:
+    """Order on the paths across hosts (2 hosts x 2 PEs): a put_signal's data is all there when
+    its signal is, eager and rendezvous sizes alike; signals of every PE into one word; a get
+    after one's own put sees it; a third PE's get of a region put_signal wrote, once the target
+    passed the word on, sees the data."""
+    handle = shmem.acquire_shmem()
+    say("READY")
+    check_placement(rank, size, per_host)
+    far = (rank + per_host) % size  # the same local rank on the other host
+    words = 1 << 20  # 4 MiB of int32
+    box = shmem.empty(words, dtype=torch.int32)
+    flag = shmem.empty(1, dtype=torch.int64)
+    box.fill_(-1)
+    flag.zero_()
+    shmem.barrier()
+    for round_, n in enumerate([2, 1024, 16 << 10, 256 << 10, words], 1):
+        shmem.put_signal(box[:n], torch.full((n,), rank * 1000 + round_, dtype=torch.int32), flag,
+                         round_, far, operation="set")
+        shmem.wait_signal(flag, round_, comparison="ge")
+        seen = box[:n]
+        assert bool(torch.all(seen == far * 1000 + round_)), (n, seen.unique()[:8])
+        shmem.barrier()
+    # Signals of every PE, remote and local, into PE 0's word, interleaved with puts.
+    counter = shmem.empty(1, dtype=torch.int64)
+    counter.zero_()
+    shmem.barrier()
+    adds = 300
+    for i in range(adds):
+        if i % 50 == 0:
+            shmem.put(box[rank * 64:(rank + 1) * 64], torch.full((64,), i, dtype=torch.int32), 0)
+        shmem.signal(counter, 1, 0, operation="add")
+    if rank == 0:
+        shmem.wait_signal(counter, adds * size, comparison="ge")
+    shmem.barrier()
+    if rank == 0:
+        assert int(counter[0]) == adds * size, int(counter[0])
+    # A get after this PE's own put to the same remote region sees the put.
+    mine = torch.arange(4096, dtype=torch.int32) * (rank + 3)
+    shmem.put(box[8192:8192 + 4096], mine, far)
+    back = torch.empty(4096, dtype=torch.int32)
+    shmem.get(back, box[8192:8192 + 4096], far)
+    assert torch.equal(back, mine), back[:8]
+    shmem.barrier()
+    # A third PE: PE 0 put_signals 1 MiB into PE `target` on the other host, which passes the
+    # word on to PE 1 (back on PE 0's host); PE 1 then reads the region from the target.
+    target, third = per_host, 1
+    relay = shmem.empty(1, dtype=torch.int64)
+    relay.zero_()
+    shmem.barrier()
+    block = torch.arange(1 << 18, dtype=torch.int32) * 7 + 11
+    if rank == 0:
+        shmem.put_signal(box[:1 << 18], block, flag, 100, target, operation="set")
+    elif rank == target:
+        shmem.wait_signal(flag, 100, comparison="eq")
+        shmem.signal(relay, 1, third, operation="set")
+    elif rank == third:
+        shmem.wait_signal(relay, 1, comparison="eq")
+        read = torch.empty(1 << 18, dtype=torch.int32)
+        shmem.get(read, box[:1 << 18], target)
+        assert torch.equal(read, block), (read[:4], block[:4])
+    shmem.barrier()
+    for tensor in (box, flag, counter, relay):
+        shmem.free(tensor)
+    handle.close()
+    result(ok=True)
+
+
+def asleep(rank: int, size: int, per_host: int) -> None:
+    """Waiters that went to sleep wake on a remote write: PE 1's two threads each wait on a
+    signal PE 0 sends only after they slept (0.5 s), one after the other, so the second needs
+    the first's role handed over. Each message carries PE 0's send time; the waiters report
+    how long after it they woke, and the network counters show they slept on its events."""
+    import threading
+
+    handle = shmem.acquire_shmem()
+    flags = shmem.empty(2 * 8, dtype=torch.int64)  # two words, 64 bytes apart
+    stamps = shmem.empty(2 * 8, dtype=torch.int64)
+    flags.zero_()
+    stamps.zero_()
+    shmem.barrier()
+    say("READY")
+    if rank == 0:
+        for slot in (1, 0):
+            time.sleep(0.5)
+            now = torch.tensor([time.monotonic_ns()], dtype=torch.int64)
+            shmem.put_signal(stamps[slot * 8:slot * 8 + 1], now, flags[slot * 8:slot * 8 + 1], 1,
+                             1, operation="set")
+    elif rank == 1:
+        before = shmem.debug_state()["network"]["ops"]["event_sleeps"]
+        woke = {}
+
+        def wait(slot):
+            shmem.wait_signal(flags[slot * 8:slot * 8 + 1], 1, comparison="eq")
+            woke[slot] = (time.monotonic_ns() - int(stamps[slot * 8])) / 1e9
+
+        threads = [threading.Thread(target=wait, args=(slot,)) for slot in (0, 1)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        after = shmem.debug_state()["network"]["ops"]["event_sleeps"]
+        result(woke_s=[woke.get(0), woke.get(1)], event_sleeps=after - before)
+    shmem.barrier()
+    shmem.free(flags)
+    shmem.free(stamps)
+    handle.close()
+
+
+def fan_in(rank: int, size: int, per_host: int) -> None:
+    """Every other PE (one per host) put_signals a block into its own slot at PE 0 and adds 1
+    to one counter there, many times; PE 0's single wait sees every block."""
+    handle = shmem.acquire_shmem()
+    slots = shmem.empty(size * 1024, dtype=torch.int32)
+    counter = shmem.empty(1, dtype=torch.int64)
+    slots.fill_(-1)
+    counter.zero_()
+    shmem.barrier()
+    say("READY")
+    rounds = 200
+    if rank != 0:
+        for i in range(rounds):
+            shmem.put_signal(slots[rank * 1024:(rank + 1) * 1024],
+                             torch.full((1024,), rank * 10_000 + i, dtype=torch.int32), counter,
+                             1, 0, operation="add")
+    else:
+        shmem.wait_signal(counter, rounds * (size - 1), comparison="eq")
+        for pe in range(1, size):
+            # Each source's blocks land in order: its slot holds its last one.
+            assert bool(torch.all(slots[pe * 1024:(pe + 1) * 1024] == pe * 10_000 + rounds - 1)), pe
+        result(counted=int(counter[0]))
+    shmem.barrier()
+    shmem.free(slots)
+    shmem.free(counter)
+    handle.close()
+
+
+def pingpong(rank: int, size: int, per_host: int) -> None:
+    """PE 0 and PE 1 bounce put_signal back and forth (the test may run a CPU hog on each host
+    meanwhile); every round's data is checked."""
+    handle = shmem.acquire_shmem()
+    box = shmem.empty(64, dtype=torch.int64)
+    flag = shmem.empty(1, dtype=torch.int64)
+    box.zero_()
+    flag.zero_()
+    shmem.barrier()
+    say("READY")
+    rounds = int(os.environ.get("SCALE_OUT_ROUNDS", "2000"))
+    peer = 1 - rank
+    start = time.monotonic()
+    for i in range(1, rounds + 1):
+        # Each PE checks what it received before it answers (the next write waits for that).
+        if rank == 0:
+            shmem.put_signal(box, torch.full((64,), i, dtype=torch.int64), flag, i, peer)
+            shmem.wait_signal(flag, i, comparison="eq")
+            assert int(box[63]) == -i, (i, int(box[63]))
+        else:
+            shmem.wait_signal(flag, i, comparison="eq")
+            assert int(box[63]) == i, (i, int(box[63]))
+            shmem.put_signal(box, torch.full((64,), -i, dtype=torch.int64), flag, i, peer)
+    result(rounds=rounds, seconds=time.monotonic() - start)
+    shmem.barrier()
+    shmem.free(box)
+    shmem.free(flag)
+    handle.close()
+
+
+def bulk_killed(rank: int, size: int, per_host: int) -> None:
+    """PE 1 is killed while its 64 MiB put_signal to PE 0 is on the wire; PE 0's two waiters
+    (the signal that data carries, and another) both end in PEER_LOST."""
+    import threading
+
+    handle = shmem.acquire_shmem()
+    big = shmem.empty(16 << 20, dtype=torch.int32)
+    flags = shmem.empty(16, dtype=torch.int64)
+    flags.zero_()
+    shmem.barrier()
+    say("READY")
+    if rank == 1:
+        source = torch.ones(16 << 20, dtype=torch.int32)
+
+        def kill_soon():
+            time.sleep(0.01)
+            say("KILLING", repr(time.time()))
+            os.kill(os.getpid(), 9)
+
+        threading.Thread(target=kill_soon, daemon=True).start()
+        while True:
+            shmem.put_signal(big, source, flags[:1], 1, 0, operation="add")
+    outcomes = {}
+
+    def wait(slot):
+        try:
+            shmem.wait_signal(flags[slot * 8:slot * 8 + 1], 1 << 40, comparison="ge")
+            outcomes[slot] = ("UNEXPECTED", "", 0.0)
+        except shmem.ShmemError as error:
+            outcomes[slot] = (error.error_code, str(error), time.time())
+
+    threads = [threading.Thread(target=wait, args=(slot,)) for slot in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    for slot in (0, 1):
+        code, message, at = outcomes.get(slot, ("HUNG", "", 0.0))
+        result(slot=slot, code=code, message=message, at=at)
+    try:
+        handle.close()
+    except shmem.ShmemError as error:
+        result(close_code=error.error_code)
+
+
 def mega_moe(rank: int, size: int, per_host: int) -> None:
     """MegaMoE forward and backward across hosts against the dense layer: EP over every PE
     (1 PE per host), or EP within each host with DP across hosts (2 PEs per host)."""
@@ -266,14 +481,14 @@ def main() -> int:
     init_process_group_from_environment(timeout_s=120)
     try:
         {"suite": suite, "sleeper": sleeper, "waiter": waiter, "mega_moe": mega_moe,
-         "timeout": timeout}[scenario](
-            rank, size, per_host)
+         "timeout": timeout, "ordering": ordering, "asleep": asleep, "fan_in": fan_in,
+         "pingpong": pingpong, "bulk_killed": bulk_killed}[scenario](rank, size, per_host)
     except BaseException:  # noqa: BLE001 (printed for the test)
         traceback.print_exc(file=sys.stdout)
         sys.stdout.flush()
         os._exit(1)
     say("OK")
-    if scenario != "waiter":
+    if scenario not in ("waiter", "bulk_killed"):
         dist.destroy_process_group()
     sys.stdout.flush()
     os._exit(0)  # a waiter's group may have lost a peer: do not wait on it at exit

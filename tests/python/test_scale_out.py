@@ -142,10 +142,71 @@ def test_pes_that_disagree_on_remote_peers_fail_at_init_on_every_pe():
 
 
 @needs_hosts
-@pytest.mark.parametrize("per_host", [1, 2], ids=["2x1", "2x2"])
-def test_rma_signals_collectives_and_teams_across_two_hosts(per_host):
+@pytest.mark.parametrize("per_host,path", [(1, "auto"), (2, "auto"), (1, "rma")],
+                         ids=["2x1", "2x2", "2x1-rma-path"])
+def test_rma_signals_collectives_and_teams_across_two_hosts(per_host, path):
+    # The messages path (the default over TCP), and the rma path forced (docs/scale-out.md).
     with NetnsHosts(2) as hosts:
-        _all_ok(_start_on_hosts(hosts, "suite", per_host))
+        _all_ok(_start_on_hosts(hosts, "suite", per_host,
+                                {"HYPER_PARALLEL_SHMEM_REMOTE_PATH": path}))
+    assert hosts.residue() == []
+
+
+@needs_hosts
+def test_order_holds_across_hosts_for_every_size_and_through_a_third_pe():
+    with NetnsHosts(2) as hosts:
+        _all_ok(_start_on_hosts(hosts, "ordering", 2))
+    assert hosts.residue() == []
+
+
+@needs_hosts
+def test_many_pes_on_other_hosts_signal_one_waiter():
+    with NetnsHosts(4) as hosts:
+        pes = _start_on_hosts(hosts, "fan_in", 1)
+        _all_ok(pes)
+        assert pes[0].results()[0]["counted"] == 200 * 3, pes[0].text()
+    assert hosts.residue() == []
+
+
+@needs_hosts
+def test_sleeping_waiters_wake_on_a_remote_write_each_in_turn():
+    with NetnsHosts(2) as hosts:
+        pes = _start_on_hosts(hosts, "asleep", 1)
+        _all_ok(pes)
+        woke = pes[1].results()[0]
+        # They slept on the network's events (not only spun), and each woke on its message,
+        # long before the wait's 20 s bound.
+        assert woke["event_sleeps"] >= 1, woke
+        assert all(w is not None and 0 <= w < 2.0 for w in woke["woke_s"]), woke
+    assert hosts.residue() == []
+
+
+@needs_hosts
+def test_a_ping_pong_across_hosts_beside_a_cpu_hog_on_each():
+    with NetnsHosts(2) as hosts:
+        for host in range(2):
+            hosts.popen(host, ["sh", "-c", "while :; do :; done"])
+        pes = _start_on_hosts(hosts, "pingpong", 1, {"SCALE_OUT_ROUNDS": "2000"})
+        _all_ok(pes)
+        assert pes[0].results()[0]["rounds"] == 2000, pes[0].text()
+    assert hosts.residue() == []
+
+
+@needs_hosts
+def test_a_pe_killed_during_a_bulk_put_signal_is_peer_lost_on_every_waiter():
+    with NetnsHosts(2) as hosts:
+        pes = _start_on_hosts(hosts, "bulk_killed", 1)
+        survivor = pes[0]
+        assert survivor.finish(120) == 0, survivor.text()
+        assert pes[1].finish(30) == -9, pes[1].text()
+        killed_at = float(next(line.split()[1] for line in pes[1].lines
+                               if line.startswith("KILLING")))
+        outcomes = [r for r in survivor.results() if "slot" in r]
+        assert len(outcomes) == 2, survivor.text()
+        for outcome in outcomes:
+            assert outcome["code"] == "PEER_LOST", outcome
+            assert "pe=1" in outcome["message"], outcome
+            assert outcome["at"] - killed_at < 1.0, (outcome["at"] - killed_at)
     assert hosts.residue() == []
 
 

@@ -505,7 +505,8 @@ NetworkInfo HostBackend::Network() const {
   info.counters = {{"puts", counters.puts},           {"gets", counters.gets},
                    {"atomics", counters.atomics},     {"bytes_put", counters.bytes_put},
                    {"bytes_got", counters.bytes_got}, {"messages", counters.messages},
-                   {"flushes", counters.flushes},     {"rejected", counters.rejected}};
+                   {"flushes", counters.flushes},     {"rejected", counters.rejected},
+                   {"event_sleeps", counters.event_sleeps}};
   return info;
 }
 

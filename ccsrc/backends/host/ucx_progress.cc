@@ -95,6 +95,7 @@ EventSleeper::Armed UcxTransport::Arm(Doorbell* bell) {
 
 void UcxTransport::Sleep(Doorbell* bell, std::chrono::nanoseconds timeout) {
   if (timeout.count() > 0) {
+    event_sleeps_.fetch_add(1, std::memory_order_relaxed);
     epoll_event events[2];
     (void)::epoll_wait(sleep_epoll_, events, 2, Milliseconds(timeout));
   }

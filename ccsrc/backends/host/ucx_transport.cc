@@ -675,6 +675,7 @@ RemoteCounters UcxTransport::counters() const {
   counters.messages = messages_.load(std::memory_order_relaxed);
   counters.flushes = flushes_.load(std::memory_order_relaxed);
   counters.rejected = rejected_.load(std::memory_order_relaxed);
+  counters.event_sleeps = event_sleeps_.load(std::memory_order_relaxed);
   return counters;
 }
 

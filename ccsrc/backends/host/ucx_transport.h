@@ -68,6 +68,7 @@ struct RemoteCounters {
   std::uint64_t messages = 0;  ///< active messages sent (the messages path)
   std::uint64_t flushes = 0;   ///< flush requests sent to peers with unconfirmed writes
   std::uint64_t rejected = 0;  ///< arriving messages refused (malformed or out of bounds)
+  std::uint64_t event_sleeps = 0;  ///< waits that slept on the network's events
 };
 
 /// Who must see a remote write after a flush (UcxTransport::Flush).
@@ -308,7 +309,7 @@ class UcxTransport final : public EventSleeper {
   int stop_fd_ = -1;
   std::thread thread_;
   std::atomic<std::uint64_t> puts_{0}, gets_count_{0}, atomics_{0}, bytes_put_{0},
-      bytes_got_{0}, messages_{0}, flushes_{0}, rejected_{0};
+      bytes_got_{0}, messages_{0}, flushes_{0}, rejected_{0}, event_sleeps_{0};
 };
 
 }  // namespace hyper_parallel::shmem::host
