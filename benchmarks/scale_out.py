@@ -63,10 +63,11 @@ import time
 from scale_out_hosts import KIB, LINK, MIB, ROOT, failure, import_netns_hosts
 from scale_out_moe import measure_moe
 from scale_out_peers import measure_oshmem, perftest_once, run_perftest
+from scale_out_native import breakdown_stages, measure_breakdown, measure_native
 from scale_out_python import PE_TESTS, measure_gloo, measure_hps, pe_main
 from scale_out_report import plots, ratios, report, targets
 
-SYSTEMS = ("oshmem", "ucx_perftest", "gloo", "hps", "moe")
+SYSTEMS = ("oshmem", "ucx_perftest", "gloo", "hps", "native", "breakdown", "moe")
 
 
 def plan(quick: bool) -> dict:
@@ -132,7 +133,11 @@ def main() -> int:
                         help="folder for the PNGs (default: docs/benchmarks/)")
     parser.add_argument("--plot-only", metavar="JSON", help="redraw the plots from a result file")
     parser.add_argument("--pe-env", action="append", default=[], metavar="KEY=VALUE",
-                        help="an environment variable for the Python PEs (ours and gloo's)")
+                        help="an environment variable for the PEs (ours, native and Python, "
+                             "and gloo's)")
+    parser.add_argument("--native-bench", metavar="PATH",
+                        help="the shmem_bench to run for native and breakdown (default: build "
+                             "the repository's into build/bench/)")
     parser.add_argument("--pe", choices=PE_TESTS, help=argparse.SUPPRESS)
     parser.add_argument("--sizes", type=lambda t: [int(v) for v in t.split(",")],
                         help=argparse.SUPPRESS)
@@ -182,6 +187,10 @@ def main() -> int:
                 got, bad, port = measure_moe(hosts, p, port, extra_env)
                 moe_steps += got
                 got = []
+            elif system == "native":
+                got, bad, port = measure_native(hosts, p, port, extra_env, args.native_bench)
+            elif system == "breakdown":
+                got, bad, port = measure_breakdown(hosts, p, port, extra_env, args.native_bench)
             else:
                 got, bad, port = measure_hps(hosts, p, port, extra_env)
             rows += got
@@ -192,7 +201,7 @@ def main() -> int:
     results = {"machine": machine(started, args.quick), "hosts": 2, "pes_per_host": 1,
                "link": f"{LINK} (veth pair through a bridge, tcp)", "rows": rows,
                "failures": failures, "ratios": ratios(rows), "moe": moe_steps, "notes": notes,
-               **info}
+               "breakdown": breakdown_stages(rows), **info}
     results["targets"] = targets(results)
     path = os.path.join(args.out, "scale_out.json")
     with open(path, "w") as sink:

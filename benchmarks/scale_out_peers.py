@@ -166,21 +166,32 @@ def run_perftest(hosts, p: dict, port: int) -> tuple:
     # ucp_put_bw: perftest_bytes per run (at least 4 puts); it gives one average per run.
     jobs = [("ucp_put_bw", "put_bw", size, max(4, p["perftest_bytes"] // size))
             for size in p["bw"]]
+    # ucp_am_bw: active messages with its defaults (eager, then rendezvous into the
+    # receiver's buffer), what the messages path's bulk puts are (docs/scale-out.md).
+    jobs += [("ucp_am_bw", "am_bw", size, max(4, p["perftest_bytes"] // size))
+             for size in p["bw"]]
+    # ... and with one message in flight (-O 1): what a put that returns when its source may be
+    # reused can reach, one after the other (the bound at sizes where am_bw's window wins).
+    jobs += [("ucp_am_bw", "am_bw_one", size, max(4, p["perftest_bytes"] // size))
+             for size in p["bw"]]
     jobs += [("ucp_put_lat", "put_lat", 8, p["lat_iters"]),
-             ("ucp_am_lat", "am_lat", 8, p["lat_iters"])]
+             ("ucp_am_lat", "am_lat", 8, p["lat_iters"]),
+             ("ucp_am_lat", "am_lat_sleep", 8, p["lat_iters"] // 2)]
+    extras = {"put_bw": ("-O", "1"), "am_bw_one": ("-O", "1"), "am_lat_sleep": ("-E", "sleep")}
     for test, name, size, iters in jobs:
         samples, extra = [], {}
-        for rep in range(p["reps"] if name != "put_bw" else max(1, p["reps"] - 2)):
+        bandwidth = name in ("put_bw", "am_bw", "am_bw_one")
+        for rep in range(p["reps"] if not bandwidth else max(1, p["reps"] - 2)):
             port += 1
             # put_bw with one put in flight (-O 1), as OSHMEM's blocking putmem: with
             # unlimited outstanding puts (its default) UCX 1.13 over tcp fell to 25 MB/s
             # from 1 MiB up here, against 150-330 MB/s with -O 1.
             parsed, problem = perftest_once(hosts, test, size, iters, port,
-                                            extra=("-O", "1") if name == "put_bw" else ())
+                                            extra=extras.get(name, ()))
             if problem:
                 failures.append(failure("ucx_perftest", name, [size], "failed", problem))
                 break
-            if name == "put_bw":
+            if bandwidth:
                 samples.append(size / (parsed["bw_avg_MBps"] * MIB) * 1e6)
             else:
                 samples.append(parsed["lat_typical_us"])
@@ -188,4 +199,6 @@ def run_perftest(hosts, p: dict, port: int) -> tuple:
         if samples:
             rows.append(record("ucx_perftest", name, size, samples, iters, tool_test=test,
                                **extra))
+            if bandwidth:
+                rows[-1]["gbps"] = size / rows[-1]["median_us"] / 1e3
     return rows, failures, port

@@ -7,8 +7,10 @@ whose hidden --pe option calls pe_main here); pe_main is the code that runs insi
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -16,7 +18,7 @@ import time
 from scale_out_hosts import HERE, LINK, MIB, base_env, failure, record, wait_all
 
 PE_TESTS = ("gloo_allgather", "gloo_alltoall", "hps_put_bw", "hps_put_signal", "hps_pingpong",
-            "hps_allgather", "hps_alltoall")
+            "hps_pingpong_trace", "hps_allgather", "hps_alltoall")
 
 # What run_pes starts on each host: the entry point; its --pe option runs pe_main.
 SCRIPT = os.path.join(HERE, "scale_out.py")
@@ -43,7 +45,12 @@ def run_pes(hosts, test: str, sizes: list, p: dict, port: int, extra_env: dict,
             if "error" in data:
                 errors.append((rank, data["error"], data["message"]))
             elif rank == 0 and "samples_us" in data:
-                rows.append(record(system, name, data["bytes"], data["samples_us"], data["iters"]))
+                extra = {k: data[k] for k in ("round_trips", "per_rank") if k in data}
+                rows.append(record(system, name, data["bytes"], data["samples_us"], data["iters"],
+                                   **extra))
+                if "round_trips" in data:  # a ping-pong: the typical round trip (its median)
+                    rows[-1]["median_us"] = data["round_trips"]["median"]
+                    rows[-1]["mean_us"] = data["round_trips"]["mean"]
         if rc != 0 and not errors:
             what = "timed out" if rc is None else f"exit code {rc}"
             errors.append((rank, what, " | ".join((err or out).strip().splitlines()[-4:])))
@@ -52,6 +59,92 @@ def run_pes(hosts, test: str, sizes: list, p: dict, port: int, extra_env: dict,
         return rows, [failure(system, name, [s for s in sizes if not any(
             r["bytes"] == s for r in rows)], code, f"PE {rank}: {message}")]
     return rows, []
+
+
+def stats(values: list) -> dict | None:
+    """Median, mean and tails of per-call times (us), as shmem_bench reports them."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    at = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+    return {"median": at(0.5), "mean": sum(ordered) / len(ordered), "p90": at(0.9),
+            "p99": at(0.99), "count": len(ordered)}
+
+
+def pingpong(shmem, dist, args, rank: int, dst, src, flag, trace: bool) -> None:
+    """put_signal + wait_signal back and forth, every round trip timed (perf_counter_ns, which
+    is CLOCK_MONOTONIC: the namespace hosts share it). With `trace`, each message carries its
+    send time in its first 8 bytes, so the receiver also times the one-way trip, and the
+    sender the put_signal call (docs/scale-out.md, "Where a ping-pong's time goes"). Rank 0
+    emits one row: samples_us (per repetition: mean half round trip), round_trips (every half
+    round trip) and per_rank (send_us, one_way_us of both PEs)."""
+    import torch
+
+    peer = 1 - rank
+    clock = time.perf_counter_ns
+    put_signal, wait_signal = shmem.put_signal, shmem.wait_signal
+    # The stamp goes out from a local tensor; the peer's lands in the symmetric buffer, which
+    # the protection chain does not export (numpy): read it through its address instead.
+    stamp = src[:8].view(torch.int64).numpy() if trace else None
+    landed = ctypes.c_int64.from_address(dst.data_ptr()) if trace else None
+    value = [int(flag.item())]
+    half, send, one_way = [], [], []
+
+    gap = float(os.environ.get("SCALE_OUT_GAP_US", "0")) / 1e6  # PE 0's pause before each trip
+
+    def run(count: int, keep: bool) -> float:
+        start = clock()
+        for _ in range(count):
+            value[0] += 1
+            v = value[0]
+            if rank == 0:
+                if gap:
+                    time.sleep(gap)
+                t0 = clock()
+                if trace:
+                    stamp[0] = t0
+                put_signal(dst, src, flag, v, peer)
+                t1 = clock()
+                wait_signal(flag, v, comparison="ge")
+                t2 = clock()
+                if keep:
+                    half.append((t2 - t0) / 2e3)
+                    if trace:
+                        send.append((t1 - t0) / 1e3)
+                        one_way.append((t2 - landed.value) / 1e3)
+            else:
+                wait_signal(flag, v, comparison="ge")
+                t2 = clock()
+                if trace and keep:
+                    one_way.append((t2 - landed.value) / 1e3)
+                t0 = clock()
+                if trace:
+                    stamp[0] = t0
+                put_signal(dst, src, flag, v, peer)
+                if trace and keep:
+                    send.append((clock() - t0) / 1e3)
+        return (clock() - start) / count / 2e3
+
+    run(1000, False)  # warm-up
+    one = run(200, False)
+    count = torch.tensor([max(100, min(1 << 20, int(args.min_time_us / max(2 * one, 0.01))))])
+    dist.broadcast(count, 0)
+    iters = int(count.item())
+    samples, rep_medians = [], []
+    for _ in range(args.reps):
+        dist.barrier()
+        before = len(half)
+        samples.append(run(iters, True))
+        if rank == 0:
+            rep_medians.append(statistics.median(half[before:]))
+    dist.barrier()
+    mine = {"send_us": stats(send), "one_way_us": stats(one_way)}
+    everyone = [None, None]
+    dist.all_gather_object(everyone, mine)
+    if rank == 0:
+        print(json.dumps({"test": "pingpong_trace" if trace else "pingpong", "bytes": dst.numel(),
+                          "iters": iters, "samples_us": samples, "round_trips": stats(half),
+                          "rep_medians_us": rep_medians, "per_rank": everyone}), flush=True)
 
 
 def pe_main(args) -> int:
@@ -121,7 +214,7 @@ def pe_main(args) -> int:
         return 3
     peer = 1 - rank
     try:
-        if test in ("put_bw", "put_signal", "pingpong"):
+        if test in ("put_bw", "put_signal", "pingpong", "pingpong_trace"):
             buffer = shmem.empty(max(largest, 8), dtype=torch.uint8)
             flag = shmem.empty(1, dtype=torch.int64)
             flag.zero_()
@@ -140,18 +233,7 @@ def pe_main(args) -> int:
                             if rank == 0 else (lambda: None))
                     emit(n, *measure(body, finish=shmem.barrier))
                 else:
-                    counter = [0]
-
-                    def body():
-                        counter[0] += 1
-                        if rank == 0:
-                            shmem.put_signal(dst, src, flag, counter[0], peer)
-                            shmem.wait_signal(flag, counter[0], comparison="ge")
-                        else:
-                            shmem.wait_signal(flag, counter[0], comparison="ge")
-                            shmem.put_signal(dst, src, flag, counter[0], peer)
-
-                    emit(n, *measure(body, scale=2.0))
+                    pingpong(shmem, dist, args, rank, dst, src, flag, test == "pingpong_trace")
             shmem.free(flag)
             shmem.free(buffer)
         else:

@@ -14,9 +14,11 @@ from scale_out_moe import MOE_PLACEMENTS
 COMPARISONS = [
     ("put_bw", "oshmem", "put_bw", "put bandwidth vs OSHMEM putmem + quiet"),
     ("put_bw", "ucx_perftest", "put_bw", "put bandwidth vs ucx_perftest ucp_put_bw"),
+    ("put_bw", "ucx_perftest", "am_bw", "put bandwidth vs ucx_perftest ucp_am_bw"),
     ("put_signal", "oshmem", "put_signal", "8 B put_signal vs OSHMEM put+fence+add+quiet"),
     ("put_signal", "ucx_perftest", "put_lat", "8 B put_signal vs ucx_perftest ucp_put_lat"),
     ("pingpong", "oshmem", "pingpong", "ping-pong 1/2 RTT vs OSHMEM (wait_until)"),
+    ("pingpong", "ucx_perftest", "am_lat", "ping-pong 1/2 RTT vs ucx_perftest ucp_am_lat"),
     ("allgather", "gloo", "allgather", "all_gather vs gloo all_gather_into_tensor"),
     ("alltoall", "gloo", "alltoall", "all_to_all vs gloo all_to_all_single"),
 ]
@@ -45,16 +47,21 @@ def ratios(rows: list) -> list:
 
 
 def table(rows: list, failures: list) -> str:
-    columns = [("oshmem", None), ("ucx_perftest", None), ("gloo", None), ("hps", None)]
-    tests = [("put_bw", "put bandwidth"), ("put_signal", "8 B put + signal"),
-             ("put_lat", "8 B put latency"), ("am_lat", "8 B AM latency"),
-             ("pingpong", "ping-pong 1/2 RTT"), ("allgather", "all_gather / PE"),
-             ("alltoall", "all_to_all / PE")]
+    """One line per measurement and size, a column per system (ping-pongs: the median of every
+    half round trip / their mean)."""
+    columns = [("tcp", None), ("oshmem", None), ("ucx_perftest", None), ("gloo", None),
+               ("hps_native", None), ("hps", None)]
+    tests = [("put_bw", "put bandwidth"), ("am_bw", "AM bandwidth"),
+             ("am_bw_one", "AM bw, 1 in flight"),
+             ("put_signal", "8 B put + signal"), ("put_lat", "8 B put latency"),
+             ("am_lat", "8 B AM latency"), ("am_lat_sleep", "8 B AM latency, asleep"),
+             ("pingpong", "ping-pong 1/2 RTT"), ("pingpong_block", "ping-pong, asleep"),
+             ("allgather", "all_gather / PE"), ("alltoall", "all_to_all / PE")]
     failed = {}
     for bad in failures:
         for size in bad["sizes"] or [None]:
             failed[(bad["system"], bad["test"], size)] = bad["error"]
-    keys = sorted({(r["test"], r["bytes"]) for r in rows}
+    keys = sorted({(r["test"], r["bytes"]) for r in rows if r["system"] != "breakdown"}
                   | {(f["test"], s) for f in failures for s in f["sizes"]},
                   key=lambda k: ([t for t, _ in tests].index(k[0]) if k[0] in dict(tests) else 99,
                                  k[1]))
@@ -65,8 +72,10 @@ def table(rows: list, failures: list) -> str:
         cells = []
         for system, _ in columns:
             row = find(rows, system, test, size)
-            if row and test == "put_bw":
+            if row and "gbps" in row:
                 cells.append(f"{row['gbps']:>11.3f} GB/s")
+            elif row and "mean_us" in row:
+                cells.append(f"{row['median_us']:>6.2f} /{row['mean_us']:>6.1f} us")
             elif row:
                 cells.append(f"{row['median_us']:>13.2f} us")
             elif (system, test, size) in failed:
@@ -112,9 +121,30 @@ def targets(results: dict) -> list:
     slowdown = lambda mine, other: mine["median_us"] / other["median_us"]  # noqa: E731
     add("put bandwidth vs OSHMEM putmem + quiet", ">= 1.0x",
         per_size("put_bw", "oshmem", "put_bw"), speedup, lambda v: v >= 1.0, "{:.2f}x".format)
-    add("put bandwidth vs ucx_perftest ucp_put_bw (-O 1)", ">= 0.8x",
-        per_size("put_bw", "ucx_perftest", "put_bw"), speedup, lambda v: v >= 0.8,
+    add("put bandwidth vs ucx_perftest ucp_am_bw (its defaults)", ">= 0.8x",
+        per_size("put_bw", "ucx_perftest", "am_bw"), speedup, lambda v: v >= 0.8,
         "{:.2f}x".format)
+    add("(the bound) put bandwidth vs ucp_am_bw -O 1, one message in flight", "reported",
+        per_size("put_bw", "ucx_perftest", "am_bw_one"), speedup, lambda v: True,
+        "{:.2f}x".format)
+    # Latency against UCX's own active messages, polled: the median of every half round trip
+    # (ucx_perftest's typical value), and the mean (the tail).
+    am = find(rows, "ucx_perftest", "am_lat", 8)
+    for system, who, goals in (("hps", "Python", (("median", 2.0), ("mean", 3.0))),
+                               ("hps_native", "C++", (("median", 1.5),))):
+        mine = find(rows, system, "pingpong", 8)
+        if not (am and mine):
+            continue
+        for stat, goal in goals:
+            if f"{stat}_us" not in mine:
+                continue
+            ratio = mine[f"{stat}_us"] / am["median_us"]
+            out.append({"target": f"8 B ping-pong from {who}: {stat} vs ucp_am_lat -E poll",
+                        "goal": f"<= {goal:.1f}x",
+                        "measured": f"8 B: {ratio:.2f}x ({mine[f'{stat}_us']:.2f} us against "
+                                    f"{am['median_us']:.2f} us)",
+                        "values": {"8": ratio}, "met": ratio <= goal,
+                        "met_at": f"{int(ratio <= goal)} of 1"})
     add("8 B put + signal latency vs OSHMEM put + fence + add + quiet", "<= 1.0x",
         per_size("put_signal", "oshmem", "put_signal"), slowdown, lambda v: v <= 1.0,
         "{:.2f}x".format)
@@ -149,7 +179,8 @@ def moe_table(steps: list) -> str:
 
 
 STYLE = {"oshmem": ("OSHMEM (UCX tcp)", "tab:red"), "ucx_perftest": ("ucx_perftest", "tab:orange"),
-         "gloo": ("gloo", "tab:green"), "hps": ("Hyper-Parallel SHMEM", "tab:blue")}
+         "gloo": ("gloo", "tab:green"), "hps": ("Hyper-Parallel SHMEM", "tab:blue"),
+         "hps_native": ("Hyper-Parallel SHMEM, C++", "tab:cyan"), "tcp": ("TCP", "tab:gray")}
 
 
 def plots(results: dict, folder: str) -> list:
@@ -173,18 +204,68 @@ def plots(results: dict, folder: str) -> list:
     path = _plot_collectives(plt, results, folder)
     if path:
         written.append(path)
+    path = _plot_breakdown(plt, results, folder)
+    if path:
+        written.append(path)
     return written
+
+
+def _plot_breakdown(plt, results: dict, folder: str) -> str | None:
+    """scale_out_breakdown.png: the 8 B half round trip from C++ and from Python, stacked by
+    the layer each part of it was measured in (results["breakdown"])."""
+    stages = {s["stage"]: s["us"] for s in results.get("breakdown", [])}
+    layers = [("the kernel's TCP over the link (polled)", "TCP over the link", "tab:gray"),
+              ("UCX's active-message layer", "UCX active messages", "tab:orange"),
+              ("the runtime's send, handler, signal and wait", "the runtime", "tab:blue"),
+              ("Python: put_signal and wait_signal calls", "Python", "tab:purple")]
+    if not all(name in stages for name, _, _ in layers[:3]):
+        return None
+    fig, ax = plt.subplots(figsize=(8.5, 3.2))
+    bars = [("C++", layers[:3]), ("Python", layers)]
+    for y, (who, parts) in enumerate(bars):
+        left = 0.0
+        for name, label, color in parts:
+            value = stages.get(name)
+            if value is None:
+                continue
+            ax.barh(y, value, left=left, color=color, label=label if y == 1 else None)
+            if value > 0.4:
+                ax.text(left + value / 2, y, f"{value:.1f}", ha="center", va="center",
+                        fontsize=8, color="white")
+            left += max(0.0, value)
+        ax.text(left, y, f" {left:.1f} us", va="center", fontsize=8)
+    ax.set_yticks(range(len(bars)))
+    ax.set_yticklabels([who for who, _ in bars])
+    ax.set(title="where an 8 B ping-pong's half round trip goes (medians, 2 namespace hosts)",
+           xlabel="us")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(True, axis="x", alpha=0.3)
+    return _save(plt, fig, folder, "scale_out_breakdown.png")
+
+
+def _save(plt, fig, folder: str, name: str) -> str:
+    fig.tight_layout()
+    path = os.path.join(folder, name)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def _plot_put_bw(plt, rows: list, folder: str) -> str:
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    for system, (label, color) in STYLE.items():
+    lines = [(system, "put_bw", label, color, "-o") for system, (label, color) in STYLE.items()]
+    lines.insert(2, ("ucx_perftest", "am_bw", "ucx_perftest ucp_am_bw", "tab:orange", "--s"))
+    lines.insert(3, ("ucx_perftest", "am_bw_one", "ucx_perftest ucp_am_bw -O 1", "tab:orange",
+                     ":^"))
+    for system, test, label, color, style in lines:
         points = sorted((r["bytes"], r) for r in rows
-                        if r["system"] == system and r["test"] == "put_bw")
+                        if r["system"] == system and r["test"] == test)
         if not points:
             continue
+        if system == "ucx_perftest" and test == "put_bw":
+            label = "ucx_perftest ucp_put_bw (-O 1)"
         xs = [x for x, _ in points]
-        ax.plot(xs, [r["gbps"] for _, r in points], "-o", color=color, label=label)
+        ax.plot(xs, [r["gbps"] for _, r in points], style, color=color, label=label)
         ax.fill_between(xs, [x / r["max_us"] / 1e3 for x, r in points],
                         [x / r["min_us"] / 1e3 for x, r in points], color=color, alpha=0.15)
     ax.set(title="put bandwidth, 2 hosts (namespaces), 1 PE each, tcp over veth",
@@ -193,41 +274,37 @@ def _plot_put_bw(plt, rows: list, folder: str) -> str:
     ax.set_xticklabels([human(x) for x in ax.get_xticks()], fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = os.path.join(folder, "scale_out_put_bw.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, folder, "scale_out_put_bw.png")
 
 
 def _plot_latency(plt, rows: list, folder: str) -> str | None:
     bars = [("put_signal", "oshmem", "OSHMEM put+fence+add+quiet"),
             ("put_signal", "hps", "hps put_signal"),
             ("put_lat", "ucx_perftest", "ucx_perftest ucp_put_lat"),
+            ("pingpong", "tcp", "TCP ping-pong 1/2 RTT"),
             ("am_lat", "ucx_perftest", "ucx_perftest ucp_am_lat"),
             ("pingpong", "oshmem", "OSHMEM ping-pong 1/2 RTT"),
-            ("pingpong", "hps", "hps ping-pong 1/2 RTT")]
+            ("pingpong", "hps_native", "hps C++ ping-pong 1/2 RTT"),
+            ("pingpong", "hps", "hps Python ping-pong 1/2 RTT")]
     present = [(find(rows, system, test, 8), system, label) for test, system, label in bars]
     present = [item for item in present if item[0]]
     if present:
         fig, ax = plt.subplots(figsize=(8.5, 4.8))
         for i, (row, system, label) in enumerate(present):
+            if "mean_us" in row:  # a ping-pong: its mean too (the tail), as a hollow bar
+                ax.bar(i, row["mean_us"], color="none", edgecolor=STYLE[system][1], hatch="//")
             ax.bar(i, row["median_us"], color=STYLE[system][1],
-                   yerr=[[row["median_us"] - row["min_us"]], [row["max_us"] - row["median_us"]]],
-                   capsize=3)
+                   yerr=[[max(0.0, row["median_us"] - row["min_us"])],
+                         [max(0.0, row["max_us"] - row["median_us"])]], capsize=3)
             ax.text(i, row["median_us"], f"{row['median_us']:.1f}", ha="center", va="bottom",
                     fontsize=8)
         ax.set_xticks(range(len(present)))
         ax.set_xticklabels([label for _, _, label in present], rotation=20, ha="right",
                            fontsize=8)
-        ax.set(title="8-byte latency, 2 hosts (namespaces), tcp over veth (median, min-max)",
-               ylabel="us")
+        ax.set(title="8-byte latency, 2 hosts (namespaces), tcp over veth\n(median, min-max of "
+                     "repetitions; hatched: a ping-pong's mean)", ylabel="us")
         ax.grid(True, axis="y", alpha=0.3)
-        fig.tight_layout()
-        path = os.path.join(folder, "scale_out_latency.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        return path
+        return _save(plt, fig, folder, "scale_out_latency.png")
     return None
 
 
@@ -288,15 +365,34 @@ def _plot_collectives(plt, results: dict, folder: str) -> str | None:
         ax.minorticks_off()
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = os.path.join(folder, "scale_out_collectives.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, folder, "scale_out_collectives.png")
+
+
+def breakdown_table(rows: list, stages: list) -> str:
+    """The breakdown's variants (half round trip; the send call and the one-way trip as PE 1
+    saw them), then the stages derived from them."""
+    def cell(stats):
+        return f"{stats['median']:>6.2f} /{stats['mean']:>6.1f}" if stats else f"{'-':>14}"
+
+    lines = [f"{'8 B ping-pong variant (median / mean, us)':<36}{'1/2 RTT':>14}{'send call':>16}"
+             f"{'one-way':>16}  what differs"]
+    for row in (r for r in rows if r["system"] == "breakdown"):
+        peer = (row.get("per_rank") or [None, None])[1] or {}
+        lines.append(f"{row['test']:<36}{cell(row.get('round_trips')):>14}"
+                     f"{cell(peer.get('send_us')):>16}{cell(peer.get('one_way_us')):>16}  "
+                     f"{row.get('note', '')}")
+    lines.append("")
+    lines.append(f"{'where the half round trip goes (medians)':<52}{'us':>8}  measured as")
+    for stage in stages:
+        lines.append(f"{stage['stage']:<52}{stage['us']:>8.2f}  {stage['how']}")
+    return "\n".join(lines)
 
 
 def report(results: dict) -> None:
     print(table(results["rows"], results["failures"]))
+    if results.get("breakdown"):
+        print()
+        print(breakdown_table(results["rows"], results["breakdown"]))
     if results.get("moe"):
         print()
         print(moe_table(results["moe"]))

@@ -2,7 +2,7 @@
 //
 //   shmem_bench --test put|get|pingpong|pingpong_fused|barrier|allgather|memcpy|tcp_pingpong
 //               --pes N --sizes S1,S2,... --reps R --min-time-us T
-//               [--bootstrap tcp:ADDRESS:PORT --rank R]
+//               [--bootstrap tcp:ADDRESS:PORT --rank R] [--gap-us G]
 //
 // The program forks N PEs on the host backend (memcpy runs in this one process: the limit a
 // transfer can reach). With --bootstrap and --rank it is one PE of N instead, started by the
@@ -24,6 +24,8 @@
 //   one_way_us   from the peer's send to this PE's wait returning: the wire, the target's
 //                progress and its wake-up,
 // in one more line per PE: {"impl": "hps_native", "test": ..., "rank": r, "bytes": S, ...}.
+// --gap-us G: PE 0 pauses G us before each round trip (not timed), so PE 1's wait has gone to
+// sleep when the message comes: PE 1's one_way_us then includes its wake-up.
 // tcp_pingpong: the wire's own floor, 8 B over one TCP connection between PE 0 and PE 1 (no
 // runtime; busy-polling recv, then blocking recv, as ucx_perftest's poll and sleep modes): one
 // line each, test "tcp_pingpong" and "tcp_pingpong_block", with half_rtt_us.
@@ -69,13 +71,14 @@ struct Options {
   double min_time_us = 20000;
   std::string bootstrap;  // --bootstrap: one PE of a job started on several hosts
   int rank = -1;          // --rank
+  std::uint64_t gap_us = 0;  // --gap-us: PE 0's pause before each ping-pong round trip
 };
 
 [[noreturn]] void Usage(const std::string& problem) {
   std::fprintf(stderr,
                "shmem_bench: %s\nusage: shmem_bench --test put|get|pingpong|pingpong_fused|"
                "barrier|allgather|memcpy|tcp_pingpong --pes N --sizes S1,S2,... --reps R "
-               "--min-time-us T [--bootstrap tcp:ADDRESS:PORT --rank R]\n",
+               "--min-time-us T [--bootstrap tcp:ADDRESS:PORT --rank R] [--gap-us G]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -103,6 +106,8 @@ Options Parse(int argc, char** argv) {
       options.min_time_us = static_cast<double>(ParseCount(value, "--min-time-us"));
     } else if (arg == "--bootstrap") {
       options.bootstrap = value;
+    } else if (arg == "--gap-us") {
+      options.gap_us = ParseCount(value, "--gap-us");
     } else if (arg == "--rank") {
       options.rank = static_cast<int>(ParseCount(value, "--rank"));
     } else if (arg == "--sizes") {
@@ -126,6 +131,7 @@ Options Parse(int argc, char** argv) {
     Usage("--bootstrap and --rank go together");
   }
   if (options.rank >= options.pes) Usage("--rank must be below --pes");
+  if (options.gap_us > 1000000) Usage("--gap-us must be at most 1000000");
   return options;
 }
 
@@ -419,6 +425,7 @@ int RunRuntimePe(const Options& options, const std::string& name, int rank) {
       body = [&, send, wait] {
         ++round;
         if (rank == 0) {
+          if (options.gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(options.gap_us));
           send(1 % size);
           const auto start = sent_at;
           const auto end = wait();

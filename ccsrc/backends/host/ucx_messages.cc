@@ -166,7 +166,7 @@ bool UcxTransport::Deliver(const WireHeader& header, void* data, std::size_t len
         reply.source = rank_;
         reply.token = header.token;
         reply.bytes = header.bytes;
-        PostReply(header.source, reply, segment_ + header.offset, header.bytes);
+        Post(header.source, reply, segment_ + header.offset, header.bytes);
       }
       return true;
     case WireKind::kFlush: {
@@ -175,7 +175,7 @@ bool UcxTransport::Deliver(const WireHeader& header, void* data, std::size_t len
       reply.kind = WireKind::kFlushReply;
       reply.source = rank_;
       reply.token = header.token;
-      PostReply(header.source, reply, nullptr, 0);
+      Post(header.source, reply, nullptr, 0);
       return true;
     }
     case WireKind::kGetReply:

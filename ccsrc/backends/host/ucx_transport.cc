@@ -401,27 +401,15 @@ Status UcxTransport::Send(int pe, const WireHeader& header, const void* data,
   return status;
 }
 
-void UcxTransport::Post(int pe, const WireHeader& header) {
-  if (failed_[pe].load(std::memory_order_acquire)) return;
+void UcxTransport::Post(int pe, const WireHeader& header, const void* data,
+                        std::uint64_t bytes) {
+  if (failed_[pe].load(std::memory_order_acquire)) return;  // nobody to tell
   auto* posted = new Posted{header, 0, 0, lib_->request_free};
   ucp_request_param_t params{};
   params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   params.cb.send = ReleasePosted;
   params.user_data = posted;
-  void* request = lib_->am_send_nbx(static_cast<ucp_ep_h>(peers_[pe].ep), kUcxMessageId,
-                                    &posted->header, sizeof posted->header, nullptr, 0, &params);
-  messages_.fetch_add(1, std::memory_order_relaxed);
-  if (request == nullptr || UCS_PTR_IS_ERR(request)) delete posted;
-}
-
-void UcxTransport::PostReply(int pe, const WireHeader& header, const void* data,
-                             std::uint64_t bytes) {
-  auto* posted = new Posted{header, 0, 0, lib_->request_free};
-  ucp_request_param_t params{};
-  params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  params.cb.send = ReleasePosted;
-  params.user_data = posted;
-  // `data` is this PE's segment, which outlives every reply (Close flushes first).
+  // `data` is this PE's segment, which outlives every posted message (Close flushes first).
   void* request = lib_->am_send_nbx(static_cast<ucp_ep_h>(peers_[pe].ep), kUcxMessageId,
                                     &posted->header, sizeof posted->header, data, bytes, &params);
   messages_.fetch_add(1, std::memory_order_relaxed);

@@ -234,11 +234,10 @@ class UcxTransport final : public EventSleeper {
   Status Await(Done&& done, int pe, const char* what);
   Status WaitRequest(void* request, int pe, const char* what);
   Status Send(int pe, const WireHeader& header, const void* data, std::uint64_t bytes);
-  // Sends without waiting (heartbeats): `header` is copied; nothing when the peer is lost.
-  void Post(int pe, const WireHeader& header);
-  // Sends from inside progress (replies), not waited for: `header` is copied, `data` is this
-  // PE's segment.
-  void PostReply(int pe, const WireHeader& header, const void* data, std::uint64_t bytes);
+  // Sends without waiting (heartbeats; replies from inside progress): `header` is copied,
+  // `data` (if any) is this PE's segment; nothing when the peer is lost.
+  void Post(int pe, const WireHeader& header, const void* data = nullptr,
+            std::uint64_t bytes = 0);
   // Inbound messages (ucx_messages.cc).
   Status RegisterHandler();
   int OnMessage(const void* header, std::size_t header_length, void* data, std::size_t length,
