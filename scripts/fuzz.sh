@@ -78,8 +78,11 @@ if ((${#missing[@]})); then
 fi
 
 echo "== building the fuzz harnesses in $BUILD (clang, libFuzzer + ASan + UBSan)"
+# Through ccache when it is there: a later run recompiles only what changed.
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S ccsrc -B "$BUILD" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \
-  -DHPS_FUZZ=ON -DHPS_BUILD_TESTS=ON -DHPS_BUILD_DEMO=OFF -DHPS_CUDA=OFF >/dev/null
+  -DHPS_FUZZ=ON -DHPS_BUILD_TESTS=ON -DHPS_BUILD_DEMO=OFF -DHPS_CUDA=OFF "${launcher[@]}" >/dev/null
 targets=()
 for name in "${harnesses[@]}"; do targets+=("${name}_fuzz"); done
 cmake --build "$BUILD" --target "${targets[@]}"

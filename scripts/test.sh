@@ -36,12 +36,13 @@ done
 
 bash scripts/setup_deps.sh
 
-# The package step (scripts/install.sh: scikit-build-core in build/pip/) compiles the native core
-# again with the release build's flags. With ccache under both builds it takes the release
-# build's objects instead (a third of that step's compile; the misses cost the release build a
-# preprocessor run per source, about 12 s of CPU). ccache hashes the compiler's name, so both
-# builds get the same CXX (scikit-build-core would otherwise take Python's sysconfig CXX); the
-# sanitizer and fuzz builds, whose flags differ, go without it.
+# Every build goes through ccache when it is there: a later run on the same machine (a CI run
+# after a developer's) recompiles only what changed, in the sanitizer and fuzz builds too. The
+# package step (scripts/install.sh: scikit-build-core in build/pip/) compiles the native core
+# again with the release build's flags, so it takes the release build's objects (a third of
+# that step's compile; the misses cost the release build a preprocessor run per source, about
+# 12 s of CPU). ccache hashes the compiler's name, so both builds get the same CXX
+# (scikit-build-core would otherwise take Python's sysconfig CXX).
 launcher=()
 if command -v ccache >/dev/null; then
   export CXX=${CXX:-c++}
@@ -59,8 +60,8 @@ run_ctest() {  # <build dir> <build type> <sanitizers> [ctest -E regex]
   local cuda=AUTO flags=("${launcher[@]}")
   if [[ -n "$sanitize" ]]; then
     cuda=OFF
-    flags=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
-           -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG")
+    flags+=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
+            -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG")
   fi
   cmake -S ccsrc -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$type" -DHPS_SANITIZE="$sanitize" \
     -DHPS_CUDA="$cuda" "${flags[@]}" >/dev/null
