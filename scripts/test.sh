@@ -43,9 +43,12 @@ bash scripts/setup_deps.sh
 # that step's compile; the misses cost the release build a preprocessor run per source, about
 # 12 s of CPU). ccache hashes the compiler's name, so both builds get the same CXX
 # (scikit-build-core would otherwise take Python's sysconfig CXX).
+# Paths below the checkout are hashed relative to it (CCACHE_BASEDIR, and the working directory
+# left out of the sanitizer builds' debug-info hash), so a clone elsewhere hits the same entries.
 launcher=()
 if command -v ccache >/dev/null; then
   export CXX=${CXX:-c++}
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
 
