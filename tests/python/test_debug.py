@@ -61,6 +61,7 @@ def _fields_and_repr(rank, size):
         # One host: every peer mapped, no network transport (docs/scale-out.md).
         assert [peer["transport"] for peer in state["peers"]] == [
             "self" if pe == rank else "shared memory" for pe in range(size)]
+        assert all(peer["path"] is None for peer in state["peers"]), state["peers"]
         assert len({peer["host"] for peer in state["peers"]}) == 1, state["peers"]
         assert state["network"] is None
         assert state["terminal_failure"] is None

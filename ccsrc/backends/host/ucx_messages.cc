@@ -71,6 +71,7 @@ int UcxTransport::OnMessage(const void* header_bytes, std::size_t header_length,
   if (header_length == sizeof header) {
     std::memcpy(&header, header_bytes, sizeof header);
     problem = Validate(header, length, segment_bytes_, static_cast<int>(peers_.size()));
+    if (problem.empty() && !remote(header.source)) problem = "source not reached through UCX";
   }
   if (!problem.empty()) {
     // A peer that does not speak this protocol, or a bug: nothing lands, the count says so.
