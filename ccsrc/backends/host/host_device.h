@@ -129,11 +129,6 @@ class HostDevice {
     Publish<kSite>(pe, slot, epoch);
   }
 
-  /// Progresses the network transport once (a waiter's poll); nothing without remote peers.
-  void PollRemote() const {
-    if (remote_ != nullptr) remote_->Poll();
-  }
-
   /// Waits on this PE's doorbell until `ready()`, the timeout or the latch (WaitUntil with the
   /// PE's policy). With remote peers the waiter drives the network itself: it progresses while
   /// it spins and sleeps on the network's events when it can (ucx_transport.h).
