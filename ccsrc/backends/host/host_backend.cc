@@ -466,9 +466,8 @@ Status HostBackend::StartRemotes(const std::vector<bool>& remote) {
   liveness.observed_beat = [own, layout](int pe) {
     return layout.Beat(own, pe).value.load(std::memory_order_acquire);
   };
-  HPS_RETURN_IF_ERROR(transport_->Start(
-      [own] { Ring<CallSite::kHostThread>(&own->doorbell); }, std::move(liveness),
-      latch_.flag(), &own->doorbell, wait_policy_));
+  HPS_RETURN_IF_ERROR(
+      transport_->Start(std::move(liveness), latch_.flag(), &own->doorbell, wait_policy_));
   // Every remote peer is reachable and its segment is what we expect: read its control
   // block's head (a round trip; its progress thread answers).
   for (int pe = 0; pe < spec_.size; ++pe) {

@@ -118,10 +118,9 @@ class HostDevice {
                       int slot, std::uint64_t epoch) const {
     RequireCallable<HostCall::kCopyBytes, kSite>();
     if (IsRemote(pe)) {
-      const std::uint64_t word = RemoteOffset(&layout_.Epoch(controls_[rank_], slot, rank_));
       Check<kSite>(remote_->PutSignal(
           pe, offset, source, bytes,
-          RemoteSignal{word, 8, SignalAction::kSet, static_cast<std::int64_t>(epoch)},
+          RemoteSignal{EpochWord(slot), 8, SignalAction::kSet, static_cast<std::int64_t>(epoch)},
           Audience::kTarget));
       return;
     }
@@ -162,8 +161,7 @@ class HostDevice {
   void Publish(int pe, int slot, std::uint64_t epoch) const {
     RequireCallable<HostCall::kAtomicSignal, kSite>();
     if (IsRemote(pe)) {
-      Check<kSite>(remote_->PutWord(pe, RemoteOffset(&layout_.Epoch(controls_[rank_], slot, rank_)),
-                                    epoch));
+      Check<kSite>(remote_->PutWord(pe, EpochWord(slot), epoch));
       return;
     }
     layout_.Epoch(controls_[pe], slot, rank_).value.store(epoch, std::memory_order_release);
@@ -414,6 +412,10 @@ class HostDevice {
   // The segment offset, at any PE, of `field` (a field of this PE's control block).
   std::uint64_t RemoteOffset(const void* field) const {
     return control_offset_ + ControlLayout::OffsetIn(controls_[rank_], field);
+  }
+  // The segment offset, at any PE, of the epoch word this PE publishes on `slot` there.
+  std::uint64_t EpochWord(int slot) const {
+    return RemoteOffset(&layout_.Epoch(controls_[rank_], slot, rank_));
   }
   // Pushes this PE's descriptor of call `sequence` into every remote member's mirror: first
   // everything this PE wrote lands (flush: the exchange is a barrier), then the words, then

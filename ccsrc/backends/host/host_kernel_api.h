@@ -6,7 +6,6 @@
 // stream, or a stream executor).
 #pragma once
 
-#include <algorithm>
 #include <vector>
 
 #include "backends/host/host_device.h"
@@ -77,25 +76,26 @@ class HostKernelApi final : public data_plane::KernelApi {
       for (int pe : peers) PublishEpoch(pe, slot, epoch);
       return;
     }
-    std::vector<std::size_t> carrier(peers.size(), puts.size());  // the block with the epoch
-    for (std::size_t p = 0; p < peers.size(); ++p) {
-      if (!device_.IsRemote(peers[p])) continue;
-      for (std::size_t i = 0; i < puts.size(); ++i) {
-        if (puts[i].pe == peers[p] && puts[i].bytes > 0) carrier[p] = i;
-      }
+    // By world PE: whether it is a remote peer to publish to, and its last block (the one
+    // that carries the epoch; puts.size(): none).
+    std::vector<bool> remote_peer(static_cast<std::size_t>(device_.size()), false);
+    for (int pe : peers) remote_peer[pe] = device_.IsRemote(pe);
+    std::vector<std::size_t> carrier(static_cast<std::size_t>(device_.size()), puts.size());
+    for (std::size_t i = 0; i < puts.size(); ++i) {
+      if (remote_peer[puts[i].pe] && puts[i].bytes > 0) carrier[puts[i].pe] = i;
     }
     std::vector<data_plane::BlockPut> first;
     first.reserve(puts.size());
     for (std::size_t i = 0; i < puts.size(); ++i) {
-      if (std::find(carrier.begin(), carrier.end(), i) == carrier.end()) first.push_back(puts[i]);
+      if (carrier[puts[i].pe] != i) first.push_back(puts[i]);
     }
     PutBlocks(first, Audience::kTarget);
-    for (std::size_t p = 0; p < peers.size(); ++p) {
-      if (carrier[p] == puts.size()) {
-        PublishEpoch(peers[p], slot, epoch);
+    for (int pe : peers) {
+      if (carrier[pe] == puts.size()) {
+        PublishEpoch(pe, slot, epoch);
         continue;
       }
-      const data_plane::BlockPut& put = puts[carrier[p]];
+      const data_plane::BlockPut& put = puts[carrier[pe]];
       device_.PutThenPublish<kSite>(put.pe, put.offset, put.source, put.bytes, slot, epoch);
     }
   }

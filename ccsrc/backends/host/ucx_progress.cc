@@ -62,7 +62,7 @@ bool UcxTransport::Poll() {
   last_activity_.store(Now(), std::memory_order_relaxed);
   // The rma path lands writes inside progress without a handler of ours: whoever waits here
   // looks again (the messages path's handlers ring for what they land).
-  if (activity_) activity_();
+  if (own_bell_ != nullptr) Ring<CallSite::kHostThread>(own_bell_);
   return true;
 }
 
@@ -103,11 +103,9 @@ void UcxTransport::Sleep(Doorbell* bell, std::chrono::nanoseconds timeout) {
   event_role_.store(false, std::memory_order_release);
 }
 
-Status UcxTransport::Start(ActivityFn activity, Liveness liveness,
-                           const std::atomic<bool>* abort, Doorbell* own_bell,
-                           WaitPolicy policy) {
+Status UcxTransport::Start(Liveness liveness, const std::atomic<bool>* abort,
+                           Doorbell* own_bell, WaitPolicy policy) {
   abort_ = abort;
-  activity_ = std::move(activity);
   liveness_ = std::move(liveness);
   wait_policy_ = policy;
   const auto now = std::chrono::steady_clock::now();

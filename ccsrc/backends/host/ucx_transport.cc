@@ -316,7 +316,6 @@ Status UcxTransport::Connect(int rank, const std::vector<std::string>& blobs,
     MutexLock lock(&inbound_mutex_);
     inbound_.assign(pes, Inbound{});
   }
-  std::string rma_peers;
   for (std::size_t pe = 0; pe < pes; ++pe) {
     Peer& peer = peers_[pe];
     peer.pe = static_cast<int>(pe);
@@ -356,14 +355,10 @@ Status UcxTransport::Connect(int rank, const std::vector<std::string>& blobs,
     peer.rkey = key;
     const bool hardware = path_setting_ == "auto" && messages_supported_ &&
                           HardwareRma(l.ep_print_info, ep);
-    auto [path, why] = ChoosePath(path_setting_, messages_supported_ ? "" : path_reason_,
-                                  (header[3] & kAcceptsMessages) != 0, hardware);
-    peer.path = path;
-    if (!why.empty() && rma_peers.find(why) == std::string::npos) {
-      rma_peers += (rma_peers.empty() ? "" : "; ") + why;
-    }
+    peer.path = ChoosePath(path_setting_, messages_supported_ ? "" : path_reason_,
+                           (header[3] & kAcceptsMessages) != 0, hardware)
+                    .first;
   }
-  if (!rma_peers.empty()) path_reason_ = rma_peers;
   return Status::Ok();
 }
 
@@ -690,8 +685,7 @@ Status UcxTransport::Register(void*, std::uint64_t, std::string*) { return Statu
 Status UcxTransport::Connect(int, const std::vector<std::string>&, const std::vector<bool>&, LostFn) {
   return Status::Ok();
 }
-Status UcxTransport::Start(ActivityFn, Liveness, const std::atomic<bool>*, Doorbell*,
-                           WaitPolicy) {
+Status UcxTransport::Start(Liveness, const std::atomic<bool>*, Doorbell*, WaitPolicy) {
   return Status::Ok();
 }
 void UcxTransport::Close() {}

@@ -16,8 +16,8 @@
 //
 // UCX is loaded at run time (dlopen of libucp.so.0, or HYPER_PARALLEL_SHMEM_UCX_LIBRARY): the
 // package builds, installs and runs without it, and only a job that has remote peers needs it.
-// A UCX without active messages (or with too small a message header) falls back to rma and
-// says why in path_reason().
+// A UCX without active messages (or with too small a message header) falls back to rma
+// (debug_state() shows each peer's path); forcing messages on it fails at Load, saying why.
 //
 // Progress: a remote operation lands only while its target drives the UCX worker. Threads
 // that wait in the library drive it themselves: they progress while they spin (one at a time:
@@ -81,8 +81,6 @@ class UcxTransport final : public EventSleeper {
  public:
   /// Called (from any thread) when peer `pe` is lost; `reason` says how it was noticed.
   using LostFn = std::function<void(int pe, const std::string& reason)>;
-  /// Called after progress handled something (a remote write may have landed here).
-  using ActivityFn = std::function<void()>;
 
   /// The heartbeat word's value once its writer closed normally (it says farewell).
   static constexpr std::uint64_t kFarewell = ~0ull;
@@ -136,12 +134,12 @@ class UcxTransport final : public EventSleeper {
                  LostFn lost);
 
   /// Starts the progress thread (and the heartbeats) and publishes this PE's wake socket in
-  /// `own_bell`. `activity` runs after progress. Waits for remote completion give up once
-  /// `abort` is set (this PE's failure latch: a lost peer's operations never complete).
-  /// Waits of the transport itself (a request, a get's reply, a flush's answers) follow
-  /// `policy` on `own_bell`.
-  Status Start(ActivityFn activity, Liveness liveness, const std::atomic<bool>* abort,
-               Doorbell* own_bell, WaitPolicy policy);
+  /// `own_bell`, which is rung whenever progress handled something (a remote write may have
+  /// landed here). Waits for remote completion give up once `abort` is set (this PE's failure
+  /// latch: a lost peer's operations never complete). Waits of the transport itself (a
+  /// request, a get's reply, a flush's answers) follow `policy` on `own_bell`.
+  Status Start(Liveness liveness, const std::atomic<bool>* abort, Doorbell* own_bell,
+               WaitPolicy policy);
 
   /// Stops the progress thread, flushes (bounded) and releases every UCX object. Idempotent.
   void Close();
@@ -195,11 +193,8 @@ class UcxTransport final : public EventSleeper {
   bool remote(int pe) const {
     return pe >= 0 && pe < static_cast<int>(peers_.size()) && peers_[pe].ep != nullptr;
   }
-  Path path(int pe) const { return peers_[pe].path; }
   /// "messages" or "rma", for debug_state()'s peers.
   std::string_view PathName(int pe) const;
-  /// Why the rma path was chosen where it was ("" when messages everywhere).
-  const std::string& path_reason() const { return path_reason_; }
   RemoteCounters counters() const;
   int endpoints() const;
 
@@ -260,7 +255,7 @@ class UcxTransport final : public EventSleeper {
   std::string version_;
   std::chrono::milliseconds timeout_{0};
   std::string path_setting_ = "auto";
-  std::string path_reason_;
+  std::string path_reason_;  // why this UCX cannot take messages ("" when it can)
   bool messages_supported_ = false;
   void* context_ = nullptr;  // ucp_context_h
   void* worker_ = nullptr;   // ucp_worker_h
@@ -270,7 +265,6 @@ class UcxTransport final : public EventSleeper {
   int rank_ = -1;
   std::vector<Peer> peers_;
   LostFn lost_;
-  ActivityFn activity_;
   Liveness liveness_;
   const std::atomic<bool>* abort_ = nullptr;
   Doorbell* own_bell_ = nullptr;
