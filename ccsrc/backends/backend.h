@@ -9,7 +9,7 @@
 // Thread-safety: CreateHeap, OpenPeers and DestroyHeap are made by one thread while no other
 // call is in flight. Every other call may come from several threads at once: the Runtime
 // serialises validation, not execution, so that no thread waits while holding its mutex. The
-// Runtime never has two collectives (ExchangeDescriptors, LaunchCollective) of one team in
+// Runtime never has two collectives (Agree, LaunchCollective) of one team in
 // flight on different streams; collectives of different teams (different slots) may run at
 // once, and team creations (ExchangeWithPeers) come one at a time. No backend holds a lock of its own across a wait or a stream
 // synchronisation either: a second thread's call must always get through. Work the backend
@@ -163,13 +163,16 @@ class Backend {
   virtual bool HostAddressableHeap() const = 0;
 
   /// Collective over `group`, on the calling thread: publishes this PE's descriptor of the
-  /// group's collective number mine.sequence on the group's slot and returns every member's
-  /// descriptor of that number in member order (checking them is the caller's:
-  /// MatchDescriptors). Bounded by the heap spec's timeout; a timeout or a lost peer is
-  /// terminal (see Health). `operation` names the call in diagnostics.
-  virtual Status ExchangeDescriptors(const data_plane::CollectiveGroup& group,
-                                     const CollectiveDescriptor& mine, std::string_view operation,
-                                     std::vector<CollectiveDescriptor>* all) = 0;
+  /// group's collective number mine.sequence and learns whether every member's descriptor of
+  /// that number agrees (the verdict: OK or COLLECTIVE_MISMATCH, the same on every member) and
+  /// the members' facts (DescriptorFacts). It is also a barrier of the group: every write a
+  /// member made before is visible to every member after. A backend that reads every member's
+  /// descriptor concludes with Agreement::FromAll; the host backend across hosts agrees in
+  /// rounds (docs/architecture.md, "Agreement across hosts"). Bounded by the heap spec's
+  /// timeout; a timeout or a lost peer is terminal (see Health) and is the returned status.
+  /// `operation` names the call in diagnostics.
+  virtual Status Agree(const data_plane::CollectiveGroup& group, const CollectiveDescriptor& mine,
+                       std::string_view operation, Agreement* agreement) = 0;
 
   /// A members-only exchange (team creation, docs/teams.md), on the calling thread: sends
   /// `mine` to every PE of `peers` (word 0 replaced by that peer's round) and returns, in the

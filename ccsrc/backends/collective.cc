@@ -109,6 +109,205 @@ std::string CollectiveDescriptor::Describe() const {
   return text;
 }
 
+namespace {
+
+// The words a descriptor is ordered and compared by: the packed descriptor with every field it
+// does not compare cleared (two calls that agree have equal keys).
+std::array<std::uint64_t, CollectiveDescriptor::kWords> KeyOf(const CollectiveDescriptor& d) {
+  CollectiveDescriptor key = d;
+  if (!(d.fields & kAgreeBytes)) key.bytes = 0;
+  if (!(d.fields & kAgreeAlignment)) key.alignment = 0;
+  if (!(d.fields & kAgreeDtype)) key.dtype.fill('\0');
+  if (!(d.fields & kAgreeOffset)) key.offset = 0;
+  if (!(d.fields & kAgreeLocal)) key.local = ErrorCode::kOk;
+  if (!(d.fields & kAgreeArguments)) key.extra = {};
+  return key.Pack();
+}
+
+// Merges the ascending PE list `from` into `into` (both end at the first -1), keeping the
+// lowest kListed; `more` is set when one was dropped.
+void MergeListed(std::array<int, DescriptorFacts::kListed>* into, bool* more,
+                 const std::array<int, DescriptorFacts::kListed>& from) {
+  std::vector<int> all;
+  for (int pe : *into) if (pe >= 0) all.push_back(pe);
+  for (int pe : from) if (pe >= 0) all.push_back(pe);
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  if (all.size() > into->size()) *more = true;
+  into->fill(-1);
+  for (std::size_t i = 0; i < all.size() && i < into->size(); ++i) (*into)[i] = all[i];
+}
+
+std::vector<int> Listed(const std::array<int, DescriptorFacts::kListed>& pes) {
+  std::vector<int> out;
+  for (int pe : pes) if (pe >= 0) out.push_back(pe);
+  return out;
+}
+
+// Two 32-bit PE numbers (each -1 or more) in one word, as pe + 1.
+std::uint64_t PackPair(int a, int b) {
+  return static_cast<std::uint64_t>(static_cast<std::uint32_t>(a + 1)) |
+         (static_cast<std::uint64_t>(static_cast<std::uint32_t>(b + 1)) << 32);
+}
+void UnpackPair(std::uint64_t word, int* a, int* b) {
+  *a = static_cast<int>(static_cast<std::uint32_t>(word)) - 1;
+  *b = static_cast<int>(static_cast<std::uint32_t>(word >> 32)) - 1;
+}
+
+// The COLLECTIVE_MISMATCH every member reports, naming `field` and the calls of `pes` (world
+// PE numbers) in `calls` order.
+Status MismatchStatus(const data_plane::CollectiveGroup* group, std::uint64_t sequence,
+                      const char* field, const std::vector<int>& pes,
+                      const std::vector<const CollectiveDescriptor*>& calls) {
+  const bool team = group != nullptr && group->sync_slot != 0;
+  std::string text;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    if (i > 0) text += "; ";
+    text += "pe " + std::to_string(pes[i]);
+    if (team) {
+      const auto& members = *group->pes;
+      const auto at = std::find(members.begin(), members.end(), pes[i]);
+      text += " (team pe " + std::to_string(at - members.begin()) + ")";
+    }
+    text += ": " + calls[i]->Describe();
+  }
+  std::vector<Field> fields;
+  if (team) fields.push_back({"team", GroupLabel(*group)});
+  fields.push_back({"sequence", std::to_string(sequence)});
+  fields.push_back({"field", field});
+  fields.push_back({"calls", text});
+  return Status::Assertion(ErrorCode::kCollectiveMismatch,
+                           team ? "team collective calls differ across the team's PEs"
+                                : "collective calls differ across PEs",
+                           fields);
+}
+
+}  // namespace
+
+Agreement Agreement::FromAll(const CollectiveDescriptor& mine,
+                             const std::vector<CollectiveDescriptor>& all,
+                             const data_plane::CollectiveGroup* group) {
+  Agreement agreement;
+  agreement.verdict = MatchDescriptors(mine, all, group);
+  DescriptorSummary summary(mine.sequence);
+  for (std::size_t member = 0; member < all.size(); ++member) {
+    const int index = static_cast<int>(member);
+    summary.Fold(all[member],
+                 group != nullptr && index < group->size() ? group->pe(index) : index);
+  }
+  agreement.facts = summary.Conclude(group != nullptr ? *group : data_plane::CollectiveGroup{})
+                        .facts;
+  return agreement;
+}
+
+DescriptorSummary::DescriptorSummary(std::uint64_t sequence_number) : sequence(sequence_number) {
+  not_ok.fill(-1);
+  holding.fill(-1);
+}
+
+void DescriptorSummary::Fold(const CollectiveDescriptor& descriptor, int pe) {
+  DescriptorSummary one(sequence);
+  one.low = one.high = descriptor;
+  one.low_pe = one.high_pe = pe;
+  if (descriptor.local != ErrorCode::kOk) one.not_ok[0] = pe;
+  if (descriptor.extra[0] != 0) one.holding[0] = pe;
+  one.extra_low = one.extra_high = descriptor.extra;
+  Combine(one);
+}
+
+void DescriptorSummary::Combine(const DescriptorSummary& other) {
+  if (other.low_pe < 0) return;
+  if (low_pe < 0) {
+    *this = other;
+    return;
+  }
+  const auto other_low = KeyOf(other.low);
+  const auto own_low = KeyOf(low);
+  if (other_low < own_low || (other_low == own_low && other.low_pe < low_pe)) {
+    low = other.low;
+    low_pe = other.low_pe;
+  }
+  const auto other_high = KeyOf(other.high);
+  const auto own_high = KeyOf(high);
+  if (other_high > own_high || (other_high == own_high && other.high_pe < high_pe)) {
+    high = other.high;
+    high_pe = other.high_pe;
+  }
+  not_ok_more = not_ok_more || other.not_ok_more;
+  holding_more = holding_more || other.holding_more;
+  MergeListed(&not_ok, &not_ok_more, other.not_ok);
+  MergeListed(&holding, &holding_more, other.holding);
+  for (std::size_t i = 0; i < extra_low.size(); ++i) {
+    extra_low[i] = std::min(extra_low[i], other.extra_low[i]);
+    extra_high[i] = std::max(extra_high[i], other.extra_high[i]);
+  }
+}
+
+std::array<std::uint64_t, DescriptorSummary::kWords> DescriptorSummary::Pack() const {
+  std::array<std::uint64_t, kWords> words{};
+  words[0] = sequence;
+  const auto low_words = low.Pack();
+  const auto high_words = high.Pack();
+  constexpr int kD = CollectiveDescriptor::kWords;
+  for (int i = 0; i < kD; ++i) {
+    words[1 + i] = low_words[i];
+    words[1 + kD + i] = high_words[i];
+  }
+  int at = 1 + 2 * kD;  // 25
+  words[at++] = PackPair(low_pe, high_pe);
+  for (int i = 0; i < DescriptorFacts::kListed; i += 2) words[at++] = PackPair(not_ok[i], not_ok[i + 1]);
+  for (int i = 0; i < DescriptorFacts::kListed; i += 2) words[at++] = PackPair(holding[i], holding[i + 1]);
+  words[at++] = (not_ok_more ? 1u : 0u) | (holding_more ? 2u : 0u);
+  for (std::uint64_t value : extra_low) words[at++] = value;
+  for (std::uint64_t value : extra_high) words[at++] = value;
+  return words;
+}
+
+DescriptorSummary DescriptorSummary::Unpack(const std::array<std::uint64_t, kWords>& words) {
+  DescriptorSummary s(words[0]);
+  constexpr int kD = CollectiveDescriptor::kWords;
+  std::array<std::uint64_t, kD> low_words{}, high_words{};
+  for (int i = 0; i < kD; ++i) {
+    low_words[i] = words[1 + i];
+    high_words[i] = words[1 + kD + i];
+  }
+  s.low = CollectiveDescriptor::Unpack(low_words);
+  s.high = CollectiveDescriptor::Unpack(high_words);
+  int at = 1 + 2 * kD;
+  UnpackPair(words[at++], &s.low_pe, &s.high_pe);
+  for (int i = 0; i < DescriptorFacts::kListed; i += 2) UnpackPair(words[at++], &s.not_ok[i], &s.not_ok[i + 1]);
+  for (int i = 0; i < DescriptorFacts::kListed; i += 2) UnpackPair(words[at++], &s.holding[i], &s.holding[i + 1]);
+  s.not_ok_more = (words[at] & 1u) != 0;
+  s.holding_more = (words[at] & 2u) != 0;
+  ++at;
+  for (std::uint64_t& value : s.extra_low) value = words[at++];
+  for (std::uint64_t& value : s.extra_high) value = words[at++];
+  return s;
+}
+
+Agreement DescriptorSummary::Conclude(const data_plane::CollectiveGroup& group) const {
+  Agreement agreement;
+  agreement.facts.not_ok = Listed(not_ok);
+  agreement.facts.not_ok_more = not_ok_more;
+  agreement.facts.holding = Listed(holding);
+  agreement.facts.holding_more = holding_more;
+  agreement.facts.extra_low = extra_low;
+  agreement.facts.extra_high = extra_high;
+  if (low_pe < 0 || KeyOf(low) == KeyOf(high)) return agreement;
+  const char* field = FirstDifference(low, high);
+  if (field == nullptr) field = FirstDifference(high, low);
+  if (field == nullptr) field = "fields";
+  // The two calls in PE order, as a full listing would show them.
+  std::vector<int> pes{low_pe, high_pe};
+  std::vector<const CollectiveDescriptor*> calls{&low, &high};
+  if (high_pe < low_pe) {
+    std::swap(pes[0], pes[1]);
+    std::swap(calls[0], calls[1]);
+  }
+  agreement.verdict = MismatchStatus(group.pes ? &group : nullptr, sequence, field, pes, calls);
+  return agreement;
+}
+
 std::string GroupLabel(const data_plane::CollectiveGroup& group) {
   if (group.sync_slot == 0) return "world";
   std::string pes = "[";
@@ -129,25 +328,14 @@ Status MatchDescriptors(const CollectiveDescriptor& mine,
     field = FirstDifference(reference, all[member]);
   }
   if (field == nullptr) return Status::Ok();
-  const bool team = group != nullptr && group->sync_slot != 0;
-  std::string calls;
+  std::vector<int> pes;
+  std::vector<const CollectiveDescriptor*> calls;
   for (std::size_t member = 0; member < all.size(); ++member) {
-    if (member > 0) calls += "; ";
     const int index = static_cast<int>(member);
-    const int pe = group != nullptr && index < group->size() ? group->pe(index) : index;
-    calls += "pe " + std::to_string(pe);
-    if (team) calls += " (team pe " + std::to_string(member) + ")";
-    calls += ": " + all[member].Describe();
+    pes.push_back(group != nullptr && index < group->size() ? group->pe(index) : index);
+    calls.push_back(&all[member]);
   }
-  std::vector<Field> fields;
-  if (team) fields.push_back({"team", GroupLabel(*group)});
-  fields.push_back({"sequence", std::to_string(mine.sequence)});
-  fields.push_back({"field", field});
-  fields.push_back({"calls", calls});
-  return Status::Assertion(ErrorCode::kCollectiveMismatch,
-                           team ? "team collective calls differ across the team's PEs"
-                                : "collective calls differ across PEs",
-                           fields);
+  return MismatchStatus(group, mine.sequence, field, pes, calls);
 }
 
 }  // namespace hyper_parallel::shmem

@@ -94,6 +94,72 @@ Status MatchDescriptors(const CollectiveDescriptor& mine,
 /// How errors and diagnostics name a group: "world", or "team 3 pes=[0,2]".
 std::string GroupLabel(const data_plane::CollectiveGroup& group);
 
+/// What the Runtime reads of the members' descriptors besides the verdict (close's facts),
+/// reduced to a size that does not grow with the group: the first PEs of two lists, and the
+/// least and greatest value of each `extra` word.
+struct DescriptorFacts {
+  /// How many PEs each list names at most (the lowest PE numbers).
+  static constexpr int kListed = 8;
+  std::vector<int> not_ok;   ///< PEs whose `local` is not OK
+  bool not_ok_more = false;  ///< more PEs than `not_ok` names
+  std::vector<int> holding;  ///< PEs whose extra[0] is not 0
+  bool holding_more = false;
+  std::array<std::uint64_t, 3> extra_low{};
+  std::array<std::uint64_t, 3> extra_high{};
+
+  /// Whether every member has the same extra[word].
+  bool Uniform(int word) const { return extra_low[word] == extra_high[word]; }
+};
+
+/// The outcome of a descriptor agreement (Backend::Agree): the verdict and the facts.
+struct Agreement {
+  Status verdict;  ///< OK, or COLLECTIVE_MISMATCH naming the field and the PEs' calls
+  DescriptorFacts facts;
+
+  /// From every member's descriptor, in member order (a backend that reads them all): the
+  /// verdict of MatchDescriptors, and the facts.
+  static Agreement FromAll(const CollectiveDescriptor& mine,
+                           const std::vector<CollectiveDescriptor>& all,
+                           const data_plane::CollectiveGroup* group = nullptr);
+};
+
+/// The descriptors of a set of PEs reduced to a fixed size, for an agreement in rounds
+/// (docs/architecture.md, "Agreement across hosts"): the least and the greatest descriptor (by
+/// the fields each compares, then by PE) and the facts. Combining is commutative, associative
+/// and idempotent, so a dissemination that sees some PEs twice still reaches the same summary
+/// on every PE; all members agree exactly when the least equals the greatest.
+struct DescriptorSummary {
+  /// Packed size in 64-bit words; word 0 is the sequence number (stored last).
+  static constexpr int kWords = 41;
+
+  std::uint64_t sequence = 0;
+  CollectiveDescriptor low;
+  CollectiveDescriptor high;
+  int low_pe = -1;  ///< -1: nothing folded in yet
+  int high_pe = -1;
+  std::array<int, DescriptorFacts::kListed> not_ok{};  ///< ascending; -1 after the last
+  std::array<int, DescriptorFacts::kListed> holding{};
+  bool not_ok_more = false;
+  bool holding_more = false;
+  std::array<std::uint64_t, 3> extra_low{};
+  std::array<std::uint64_t, 3> extra_high{};
+
+  /// An empty summary of call `sequence`.
+  explicit DescriptorSummary(std::uint64_t sequence_number = 0);
+
+  /// Adds PE `pe`'s descriptor.
+  void Fold(const CollectiveDescriptor& descriptor, int pe);
+  /// Adds everything `other` holds.
+  void Combine(const DescriptorSummary& other);
+
+  std::array<std::uint64_t, kWords> Pack() const;
+  static DescriptorSummary Unpack(const std::array<std::uint64_t, kWords>& words);
+
+  /// The verdict (OK when the least descriptor equals the greatest; else COLLECTIVE_MISMATCH
+  /// naming the first field in which they differ and those two PEs' calls) and the facts.
+  Agreement Conclude(const data_plane::CollectiveGroup& group) const;
+};
+
 /// One peer of a members-only exchange and the round of it (Backend::ExchangeWithPeers).
 struct PeerRound {
   int pe = 0;

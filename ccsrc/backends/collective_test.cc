@@ -186,5 +186,97 @@ TEST(CollectiveDescriptor, KindNamesRoundTripAndOnlyAlignmentLiesPastTheCoreWord
   EXPECT_FALSE(std::equal(wa.begin(), wa.begin() + CollectiveDescriptor::kCoreWords, wd.begin()));
 }
 
+// The summary an agreement across hosts passes in rounds (DescriptorSummary).
+DescriptorSummary SummaryOf(const std::vector<std::pair<int, CollectiveDescriptor>>& calls,
+                            std::uint64_t sequence) {
+  DescriptorSummary summary(sequence);
+  for (const auto& [pe, call] : calls) summary.Fold(call, pe);
+  return summary;
+}
+
+data_plane::CollectiveGroup WorldOf(int size) {
+  auto pes = std::make_shared<std::vector<int>>();
+  for (int pe = 0; pe < size; ++pe) pes->push_back(pe);
+  return {pes, 0, 0};
+}
+
+TEST(DescriptorSummary, AgreeingCallsConcludeOkInAnyOrderAndAnyGrouping) {
+  const CollectiveDescriptor call = AllGatherCall(4, 128, 0x80);
+  DescriptorSummary left = SummaryOf({{0, call}, {1, call}}, 4);
+  DescriptorSummary right = SummaryOf({{2, call}, {3, call}}, 4);
+  DescriptorSummary both = left;
+  both.Combine(right);
+  both.Combine(left);  // a dissemination may deliver some PEs twice
+  EXPECT_TRUE(both.Conclude(WorldOf(4)).verdict.ok());
+  EXPECT_EQ(both.low_pe, 0);
+  EXPECT_EQ(both.high_pe, 0) << "ties go to the lowest PE, so every PE ends the same";
+  DescriptorSummary other = right;
+  other.Combine(left);
+  EXPECT_EQ(other.Pack(), both.Pack()) << "combining is commutative and idempotent";
+}
+
+TEST(DescriptorSummary, AMismatchNamesTheFieldAndBothCallsOnEveryPe) {
+  const CollectiveDescriptor barrier = Barrier(3);
+  const CollectiveDescriptor gather = AllGatherCall(3, 64, 0x40);
+  // PE 5 calls all_gather, the others barrier; two PEs see the PEs in different groupings.
+  DescriptorSummary a = SummaryOf({{0, barrier}, {1, barrier}, {5, gather}}, 3);
+  a.Combine(SummaryOf({{2, barrier}, {3, barrier}, {4, barrier}}, 3));
+  DescriptorSummary b = SummaryOf({{4, barrier}, {5, gather}}, 3);
+  b.Combine(SummaryOf({{0, barrier}, {1, barrier}, {2, barrier}, {3, barrier}}, 3));
+  const Status status = a.Conclude(WorldOf(6)).verdict;
+  EXPECT_EQ(status.code(), ErrorCode::kCollectiveMismatch);
+  EXPECT_EQ(status.message(),
+            "collective calls differ across PEs: sequence=3, field=kind, calls=pe 0: barrier #3; "
+            "pe 5: all_gather #3 bytes=64 dtype=float32 offset=0x40");
+  EXPECT_EQ(b.Conclude(WorldOf(6)).verdict.message(), status.message());
+  // Each compared field is found; fields a kind does not compare are not.
+  const CollectiveDescriptor base = AllGatherCall(5, 64, 0x40);
+  for (const auto& [field, other] :
+       std::vector<std::pair<std::string, CollectiveDescriptor>>{
+           {"bytes", AllGatherCall(5, 128, 0x40)},
+           {"dtype", AllGatherCall(5, 64, 0x40, "int32")},
+           {"offset", AllGatherCall(5, 64, 0x80)}}) {
+    const Status differs = SummaryOf({{0, base}, {1, other}}, 5).Conclude(WorldOf(2)).verdict;
+    EXPECT_NE(differs.message().find("field=" + field), std::string::npos) << differs.message();
+  }
+  CollectiveDescriptor close = CollectiveDescriptor::Of("close", 0);
+  close.sequence = 2;
+  CollectiveDescriptor other_close = close;
+  other_close.extra = {3, 3, 4};
+  other_close.local = ErrorCode::kInvalidState;
+  EXPECT_TRUE(SummaryOf({{0, close}, {1, other_close}}, 2).Conclude(WorldOf(2)).verdict.ok())
+      << "close compares kind and number only";
+}
+
+TEST(DescriptorSummary, FactsMatchWhatEveryDescriptorSaysAndSurviveThePacking) {
+  std::vector<CollectiveDescriptor> all;
+  for (int pe = 0; pe < 12; ++pe) {
+    CollectiveDescriptor close = CollectiveDescriptor::Of("close", 0);
+    close.sequence = 7;
+    close.local = pe % 2 == 1 ? ErrorCode::kInvalidState : ErrorCode::kOk;
+    close.extra = {pe >= 2 ? 5u : 0u, 5, 0xabcdefull + (pe == 11 ? 1u : 0u)};
+    all.push_back(close);
+  }
+  const Agreement from_all = Agreement::FromAll(all[0], all, nullptr);
+  std::vector<std::pair<int, CollectiveDescriptor>> calls;
+  for (int pe = 0; pe < 12; ++pe) calls.emplace_back(pe, all[pe]);
+  const DescriptorSummary summary =
+      DescriptorSummary::Unpack(SummaryOf(calls, 7).Pack());
+  const Agreement rounds = summary.Conclude(WorldOf(12));
+  for (const Agreement* agreement : {&from_all, &rounds}) {
+    const DescriptorFacts& facts = agreement->facts;
+    EXPECT_TRUE(agreement->verdict.ok());
+    EXPECT_EQ(facts.not_ok, (std::vector<int>{1, 3, 5, 7, 9, 11}));
+    EXPECT_FALSE(facts.not_ok_more);
+    EXPECT_EQ(facts.holding, (std::vector<int>{2, 3, 4, 5, 6, 7, 8, 9})) << "the lowest 8";
+    EXPECT_TRUE(facts.holding_more);
+    EXPECT_FALSE(facts.Uniform(0));
+    EXPECT_TRUE(facts.Uniform(1));
+    EXPECT_FALSE(facts.Uniform(2));
+    EXPECT_EQ(facts.extra_low[2], 0xabcdefull);
+    EXPECT_EQ(facts.extra_high[2], 0xabcdf0ull);
+  }
+}
+
 }  // namespace
 }  // namespace hyper_parallel::shmem

@@ -271,13 +271,15 @@ Status DeviceBackend::Exchange(void* stream, const data_plane::CollectiveGroup& 
   return Status::Ok();
 }
 
-Status DeviceBackend::ExchangeDescriptors(const data_plane::CollectiveGroup& group,
-                                          const CollectiveDescriptor& mine,
-                                          std::string_view operation,
-                                          std::vector<CollectiveDescriptor>* all) {
+Status DeviceBackend::Agree(const data_plane::CollectiveGroup& group,
+                            const CollectiveDescriptor& mine, std::string_view operation,
+                            Agreement* agreement) {
   void* own = nullptr;
   HPS_RETURN_IF_ERROR(ThreadStream(&own));
-  return Exchange(own, group, mine, operation, all);
+  std::vector<CollectiveDescriptor> all;
+  HPS_RETURN_IF_ERROR(Exchange(own, group, mine, operation, &all));
+  *agreement = Agreement::FromAll(mine, all, &group);
+  return Status::Ok();
 }
 
 Status DeviceBackend::ExchangeWithPeers(std::span<const PeerRound> peers,

@@ -130,9 +130,8 @@ class DeviceBackend : public Backend {
  public:
   ~DeviceBackend() override = default;
 
-  Status ExchangeDescriptors(const data_plane::CollectiveGroup& group,
-                             const CollectiveDescriptor& mine, std::string_view operation,
-                             std::vector<CollectiveDescriptor>* all) final;
+  Status Agree(const data_plane::CollectiveGroup& group, const CollectiveDescriptor& mine,
+               std::string_view operation, Agreement* agreement) final;
   Status ExchangeWithPeers(std::span<const PeerRound> peers, const ExchangeWords& mine,
                            std::string_view operation, std::vector<ExchangeWords>* theirs) final;
   Status Quiesce() final;

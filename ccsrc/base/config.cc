@@ -90,6 +90,9 @@ Status Config::FromEnvironment(const EnvLookup& env, Config* out) {
   if (auto text = env(kEnvMaxTeams)) {
     HPS_RETURN_IF_ERROR(ParsePositiveDecimal(kEnvMaxTeams, *text, kMaxMaxTeams, &config.max_teams));
   }
+  if (auto text = env(kEnvMaxPes)) {
+    HPS_RETURN_IF_ERROR(ParsePositiveDecimal(kEnvMaxPes, *text, kMaxMaxPes, &config.max_pes));
+  }
   if (auto text = env(kEnvRemotePeers)) {
     if (*text != "other-hosts" && *text != "all") {
       return InvalidConfig(kEnvRemotePeers, "one of other-hosts, all", *text);

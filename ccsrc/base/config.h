@@ -28,6 +28,7 @@ inline constexpr std::string_view kEnvCopyWorkers = "HYPER_PARALLEL_SHMEM_COPY_W
 inline constexpr std::string_view kEnvWait = "HYPER_PARALLEL_SHMEM_WAIT";
 inline constexpr std::string_view kEnvQuarantineBytes = "HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES";
 inline constexpr std::string_view kEnvMaxTeams = "HYPER_PARALLEL_SHMEM_MAX_TEAMS";
+inline constexpr std::string_view kEnvMaxPes = "HYPER_PARALLEL_SHMEM_MAX_PES";
 // PEs on several hosts (docs/scale-out.md). Never UCX_-prefixed: UCX parses every such
 // variable as its own setting.
 inline constexpr std::string_view kEnvRemotePeers = "HYPER_PARALLEL_SHMEM_REMOTE_PEERS";
@@ -57,6 +58,9 @@ struct Config {
   static constexpr std::uint64_t kDefaultMaxTeams = 64;
   /// A creation's free-slot mask must fit its exchange (docs/teams.md).
   static constexpr std::uint64_t kMaxMaxTeams = 256;
+  static constexpr std::uint64_t kDefaultMaxPes = 4096;
+  /// The most the setting allows (16 dissemination rounds; docs/scale-out.md, "Cost model").
+  static constexpr std::uint64_t kMaxMaxPes = 65536;
 
   std::uint64_t heap_bytes = kDefaultHeapBytes;
   std::uint64_t timeout_sec = kDefaultTimeoutSec;
@@ -74,6 +78,9 @@ struct Config {
   /// Team slots per PE, the world's included (HYPER_PARALLEL_SHMEM_MAX_TEAMS): each has its
   /// own sync words beside the heap.
   std::uint64_t max_teams = kDefaultMaxTeams;
+  /// The largest world this job accepts (HYPER_PARALLEL_SHMEM_MAX_PES): a larger one fails at
+  /// init on every PE.
+  std::uint64_t max_pes = kDefaultMaxPes;
   static constexpr std::uint64_t kDefaultPeerSilenceMs = 3000;
   static constexpr std::uint64_t kMaxPeerSilenceMs = 3'600'000;
   /// Which peers are reached through the network (HYPER_PARALLEL_SHMEM_REMOTE_PEERS):

@@ -95,7 +95,19 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES", "1MiB"},
                       BadValue{"HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES", "70368744177665"},
                       BadValue{"HYPER_PARALLEL_SHMEM_MAX_TEAMS", "0"},
-                      BadValue{"HYPER_PARALLEL_SHMEM_MAX_TEAMS", "257"}));
+                      BadValue{"HYPER_PARALLEL_SHMEM_MAX_TEAMS", "257"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_MAX_PES", "0"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_MAX_PES", "65537"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_MAX_PES", "4k"}));
+
+TEST(Config, MaxPesDefaultsTo4096AndAcceptsUpTo65536) {
+  Config config;
+  ASSERT_TRUE(Config::FromEnvironment(Env({}), &config).ok());
+  EXPECT_EQ(config.max_pes, 4096u);
+  ASSERT_TRUE(
+      Config::FromEnvironment(Env({{"HYPER_PARALLEL_SHMEM_MAX_PES", "65536"}}), &config).ok());
+  EXPECT_EQ(config.max_pes, 65536u);
+}
 
 TEST(Config, MaxTeamsDefaultsTo64AndAcceptsUpTo256) {
   Config config;

@@ -69,6 +69,15 @@ class KernelApi {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
+  /// The host PE `pe` runs on, as a number every PE computes alike (the host's lowest PE
+  /// number): PEs of one host share memory, so a collective can combine there and cross the
+  /// network once per pair of hosts (docs/architecture.md, "Collectives across hosts"). 0 for
+  /// every PE of a backend on one host.
+  virtual int HostOf(int pe) const {
+    (void)pe;
+    return 0;
+  }
+
   /// This PE's byte at heap offset `offset`, for direct reads and writes of its own heap.
   virtual std::byte* Local(std::uint64_t offset) const = 0;
 
@@ -116,9 +125,13 @@ class KernelApi {
     for (int pe : peers) PublishEpoch(pe, slot, epoch);
   }
 
-  /// Waits until every PE of `sources` published at least `epoch` on slot `slot` here. A
-  /// TIMEOUT names `operation`, `waiting_for` and the PEs still missing, and is terminal for
-  /// the lifecycle (the PEs' collectives are out of step); PEER_LOST when a peer exits.
+  /// Waits until every PE of `sources` published `epoch` on slot `slot` here. Each PE publishes
+  /// a given epoch to a given PE once per time it is named in the sources of that PE's waits
+  /// (a PE named twice, in two waits or in one, publishes twice), and a wait names only PEs
+  /// that publish to this PE in the same call: a backend may count arrivals rather than keep a
+  /// word per source (the host backend does). A TIMEOUT names `operation`, `waiting_for` and
+  /// what is missing, and is terminal for the lifecycle (the PEs' collectives are out of step);
+  /// PEER_LOST when a peer exits.
   virtual Status WaitEpochs(int slot, std::uint64_t epoch, std::span<const int> sources,
                             std::string_view operation, std::string_view waiting_for) = 0;
 };

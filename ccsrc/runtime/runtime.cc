@@ -22,7 +22,7 @@ std::string InitRecord(const Config& config, std::string_view backend, const Dev
   std::ostringstream text;
   text << "heap_bytes=" << config.heap_bytes << ";timeout_sec=" << config.timeout_sec
        << ";backend=" << backend << ";device_type=" << static_cast<int>(device.type)
-       << ";quarantine_bytes=" << config.quarantine() << ";max_teams=" << config.max_teams
+       << ";quarantine_bytes=" << config.quarantine() << ";max_teams=" << config.max_teams << ";max_pes=" << config.max_pes
        << ";size=" << size << ";global_ranks=" << JoinInts(global_ranks)
        << ";remote_peers=" << config.remote_peers << ";remote_path=" << config.remote_path << ";peer_silence_ms=" << config.peer_silence_ms;
   return text.str();
@@ -198,6 +198,15 @@ Status Runtime::Init(InitOptions options) {
                                  std::to_string(size) + " non-negative ranks in increasing order",
                                  JoinInts(global_ranks)),
                 "validate", nullptr);
+  }
+
+  if (static_cast<std::uint64_t>(size) > config.max_pes) {
+    return fail(Status::Contract(ErrorCode::kInvalidConfig, "world size",
+                                 "at most " + std::to_string(config.max_pes) + " PEs (" +
+                                     std::string(kEnvMaxPes) + ", at most " +
+                                     std::to_string(Config::kMaxMaxPes) + ")",
+                                 std::to_string(size)),
+                "config", nullptr);
   }
 
   std::unique_ptr<Backend> backend;

@@ -110,13 +110,13 @@ Status Runtime::Agree(TeamState& team, std::string_view operation,
   // Kept alive while the mutex is released (another thread may end the team meanwhile).
   const std::shared_ptr<TeamState> hold = teams_[static_cast<std::size_t>(team.group.sync_slot)];
   const data_plane::CollectiveGroup group = team.group;
-  std::vector<CollectiveDescriptor> all;
+  Agreement agreement;
   Status agreed;
   {
     CallScope call(this);
     mutex_.Unlock();
-    agreed = backend.ExchangeDescriptors(group, mine, operation, &all);
-    if (agreed.ok()) agreed = MatchDescriptors(mine, all, &group);
+    agreed = backend.Agree(group, mine, operation, &agreement);
+    if (agreed.ok()) agreed = std::move(agreement.verdict);
     mutex_.Lock();
   }
   ReleaseCollectiveLocked(team);

@@ -106,9 +106,9 @@ Status Runtime::Shutdown() {
   mine.extra[kLeakedCount] = leaks.size();
   mine.extra[kLeakDigest] = LeakDigest(leaks);
   lock.Unlock();
-  std::vector<CollectiveDescriptor> all;
-  Status agreed = backend->ExchangeDescriptors(world_group, mine, kOp, &all);
-  if (agreed.ok()) agreed = MatchDescriptors(mine, all);
+  Agreement agreement;
+  Status agreed = backend->Agree(world_group, mine, kOp, &agreement);
+  if (agreed.ok()) agreed = agreement.verdict;
   lock.Lock();
   ReleaseCollectiveLocked(World());
   call.reset();
@@ -127,35 +127,37 @@ Status Runtime::Shutdown() {
     return TerminalShutdown();
   }
   if (!agreed.ok()) return refuse(std::move(agreed), "agree");
-  std::vector<int> busy, holders;
-  bool same_leaks = true;
-  for (int pe = 0; pe < size_; ++pe) {
-    const CollectiveDescriptor& theirs = all[pe];
-    if (theirs.local != ErrorCode::kOk) busy.push_back(pe);
-    if (theirs.extra[kLiveCount] != 0) holders.push_back(pe);
-    if (theirs.extra[kLiveCount] != theirs.extra[kLeakedCount] ||
-        theirs.extra[kLeakedCount] != mine.extra[kLeakedCount] ||
-        theirs.extra[kLeakDigest] != mine.extra[kLeakDigest]) {
-      same_leaks = false;
-    }
-  }
-  if (!busy.empty()) {
+  // What every PE said, reduced (backends/collective.h, DescriptorFacts): the PEs that were
+  // busy or hold allocations (the first few), and whether every PE leaked the same ones (each
+  // PE's live count equals its leaked count, and both and the digest are the same everywhere).
+  const DescriptorFacts& facts = agreement.facts;
+  const bool same_leaks =
+      facts.Uniform(kLiveCount) && facts.Uniform(kLeakedCount) && facts.Uniform(kLeakDigest) &&
+      facts.extra_low[kLiveCount] == facts.extra_low[kLeakedCount] &&
+      facts.extra_low[kLeakedCount] == mine.extra[kLeakedCount] &&
+      facts.extra_low[kLeakDigest] == mine.extra[kLeakDigest];
+  const auto listed = [](const std::vector<int>& pes, bool more) {
+    std::string text = JoinInts(pes);
+    if (more) text.insert(text.size() - 1, ",...");
+    return text;
+  };
+  if (!facts.not_ok.empty()) {
     return refuse(Status::Assertion(ErrorCode::kInvalidState,
                                     "shutdown refused: PEs still had calls in flight on other "
                                     "threads, or queued work that did not drain",
-                                    {{"pes", JoinInts(busy)},
+                                    {{"pes", listed(facts.not_ok, facts.not_ok_more)},
                                      {"calls_in_flight_here", std::to_string(other_calls)},
                                      {"drain", drained.ok() ? "ok" : drained.message()}}),
                   "validate");
   }
-  if (!holders.empty() && !same_leaks) {
+  if (!facts.holding.empty() && !same_leaks) {
     std::string ids;
     for (const AllocationRecord& record : registry_.Live()) {
       ids += (ids.empty() ? "" : ",") + std::to_string(record.id);
     }
     return refuse(Status::Assertion(ErrorCode::kInvalidState,
                                     "shutdown refused: live allocations remain",
-                                    {{"pes_with_live_allocations", JoinInts(holders)},
+                                    {{"pes_with_live_allocations", listed(facts.holding, facts.holding_more)},
                                      {"live_count", std::to_string(mine.extra[kLiveCount])},
                                      {"leaked_count", std::to_string(leaks.size())},
                                      {"live_ids", "[" + ids + "]"}}),

@@ -83,6 +83,15 @@ std::string FakeBackend::StreamLabel(StreamRef stream) const {
   return stream.native == nullptr ? DefaultStreamLabel() : "fake stream " + Hex(stream.native);
 }
 
+Status FakeBackend::Agree(const data_plane::CollectiveGroup& group,
+                          const CollectiveDescriptor& mine, std::string_view operation,
+                          Agreement* agreement) {
+  std::vector<CollectiveDescriptor> all;
+  HPS_RETURN_IF_ERROR(ExchangeDescriptors(group, mine, operation, &all));
+  *agreement = Agreement::FromAll(mine, all, &group);
+  return Status::Ok();
+}
+
 Status FakeBackend::ExchangeDescriptors(const data_plane::CollectiveGroup& group,
                                         const CollectiveDescriptor& mine, std::string_view,
                                         std::vector<CollectiveDescriptor>* all) {

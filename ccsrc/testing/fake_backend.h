@@ -102,9 +102,8 @@ class FakeBackend final : public Backend {
   Status DestroyHeap() override;
   std::byte* LocalHeapBase() const override { return heap_; }
   bool HostAddressableHeap() const override { return panel_->host_addressable; }
-  Status ExchangeDescriptors(const data_plane::CollectiveGroup& group,
-                             const CollectiveDescriptor& mine, std::string_view operation,
-                             std::vector<CollectiveDescriptor>* all) override;
+  Status Agree(const data_plane::CollectiveGroup& group, const CollectiveDescriptor& mine,
+               std::string_view operation, Agreement* agreement) override;
   Status ExchangeWithPeers(std::span<const PeerRound> peers, const ExchangeWords& mine,
                            std::string_view operation,
                            std::vector<ExchangeWords>* theirs) override;
@@ -132,6 +131,11 @@ class FakeBackend final : public Backend {
                 KeepAlive keep_alive) override;
 
  private:
+  // Every member's descriptor: this PE's, as often as the panel says (tampered with if asked).
+  Status ExchangeDescriptors(const data_plane::CollectiveGroup& group,
+                             const CollectiveDescriptor& mine, std::string_view operation,
+                             std::vector<CollectiveDescriptor>* all);
+
   std::shared_ptr<FakePanel> panel_;
   std::byte* heap_ = nullptr;
   std::uint64_t heap_bytes_ = 0;

@@ -473,6 +473,80 @@ def mega_moe(rank: int, size: int, per_host: int) -> None:
     layer.close()
 
 
+def collectives(rank: int, size: int, per_host: int) -> None:
+    """Collectives of a group across hosts agree in rounds through the hosts' leaders
+    (docs/architecture.md, "Agreement across hosts"): the remote operations a barrier sends,
+    all_gather and all_to_all over the world and over a strided team, a mismatch named alike on
+    every PE (the job goes on), and, with SCALE_OUT_LOSE_PE set, a PE lost during a barrier."""
+    handle = shmem.acquire_shmem()
+    say("READY")
+
+    def sent() -> dict:
+        return shmem.debug_state()["network"]["ops"]
+
+    def operations(ops: dict) -> int:
+        return ops["puts"] + ops["gets"] + ops["atomics"]
+
+    shmem.barrier()
+    before = sent()
+    barriers = 20
+    for _ in range(barriers):
+        shmem.barrier()
+    after = sent()
+    result(per_barrier=(operations(after) - operations(before)) / barriers,
+           heartbeats=after["heartbeats"] - before["heartbeats"])
+    for elements in (2, 70_000):  # a small block, and blocks of several chunks
+        gathered = shmem.empty(size * elements, dtype=torch.float32)
+        shmem.all_gather(gathered, torch.full((elements,), float(rank)))
+        want = torch.arange(size, dtype=torch.float32).repeat_interleave(elements)
+        assert torch.equal(gathered, want), gathered
+        exchanged = shmem.empty(size * elements, dtype=torch.int32)
+        source = (torch.arange(size * elements, dtype=torch.int32) // elements) * 100 + rank
+        shmem.all_to_all(exchanged, source)
+        want = torch.tensor([rank * 100 + src for src in range(size)],
+                            dtype=torch.int32).repeat_interleave(elements)
+        assert torch.equal(exchanged, want), exchanged
+        shmem.free(gathered)
+        shmem.free(exchanged)
+    if size >= 4:  # the odd PEs: a team whose every member is on another host than the next
+        out = shmem.empty(size // 2 * 3, dtype=torch.int64)  # allocations are the world's
+        odd = shmem.team_split_strided(shmem.TEAM_WORLD, 1, 2, size // 2)
+        if odd is not None:
+            shmem.all_gather(out, torch.full((3,), rank, dtype=torch.int64), team=odd)
+            assert torch.equal(out, torch.arange(1, size, 2).repeat_interleave(3)), out
+            shmem.barrier(team=odd)
+            odd.destroy()
+        shmem.free(out)
+    # The last PE calls all_gather while the others call barrier: every PE is told, alike.
+    gathered = shmem.empty(size * 4, dtype=torch.float32)
+    try:
+        if rank == size - 1:
+            shmem.all_gather(gathered, torch.zeros(4))
+        else:
+            shmem.barrier()
+        say("UNEXPECTED the mismatched calls passed")
+    except shmem.ShmemError as error:
+        result(mismatch_code=error.error_code, mismatch=str(error))
+    shmem.barrier()  # a mismatch is not terminal
+    shmem.free(gathered)
+    if os.environ.get("SCALE_OUT_LOSE_PE") == "1":
+        if rank == size - 1:
+            time.sleep(0.5)
+            say("KILLING", repr(time.time()))
+            os.kill(os.getpid(), 9)
+        try:
+            shmem.barrier()
+            say("UNEXPECTED the barrier returned")
+        except shmem.ShmemError as error:
+            result(lost_code=error.error_code, lost=str(error), at=time.time())
+        try:
+            handle.close()
+        except shmem.ShmemError:
+            pass
+        return
+    handle.close()
+
+
 def main() -> int:
     scenario = sys.argv[1]
     torch.set_num_threads(1)
@@ -482,13 +556,14 @@ def main() -> int:
     try:
         {"suite": suite, "sleeper": sleeper, "waiter": waiter, "mega_moe": mega_moe,
          "timeout": timeout, "ordering": ordering, "asleep": asleep, "fan_in": fan_in,
-         "pingpong": pingpong, "bulk_killed": bulk_killed}[scenario](rank, size, per_host)
+         "pingpong": pingpong, "bulk_killed": bulk_killed,
+         "collectives": collectives}[scenario](rank, size, per_host)
     except BaseException:  # noqa: BLE001 (printed for the test)
         traceback.print_exc(file=sys.stdout)
         sys.stdout.flush()
         os._exit(1)
     say("OK")
-    if scenario not in ("waiter", "bulk_killed"):
+    if scenario not in ("waiter", "bulk_killed") and not os.environ.get("SCALE_OUT_LOSE_PE"):
         dist.destroy_process_group()
     sys.stdout.flush()
     os._exit(0)  # a waiter's group may have lost a peer: do not wait on it at exit

@@ -8,6 +8,7 @@ fails (NetnsHosts closes in a finally)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import subprocess
@@ -150,6 +151,76 @@ def test_rma_signals_collectives_and_teams_across_two_hosts(per_host, path):
         _all_ok(_start_on_hosts(hosts, "suite", per_host,
                                 {"HYPER_PARALLEL_SHMEM_REMOTE_PATH": path}))
     assert hosts.residue() == []
+
+
+def _merged(pe: Pe) -> dict:
+    merged: dict = {}
+    for found in pe.results():
+        merged.update(found)
+    return merged
+
+
+def test_a_world_above_max_pes_fails_at_init_on_every_pe_naming_the_setting():
+    pes = _start_here("suite", 3, extra={"SCALE_OUT_PES_PER_HOST": "3",
+                                          "HYPER_PARALLEL_SHMEM_MAX_PES": "2"})
+    for pe in pes:
+        assert pe.finish(120) == 1, pe.text()
+        assert "INVALID_CONFIG" in pe.text() and "HYPER_PARALLEL_SHMEM_MAX_PES" in pe.text(), \
+            pe.text()
+
+
+@pytest.mark.parametrize("size", [8, 16])
+def test_pes_each_on_a_host_of_its_own_agree_in_log2_rounds(size):
+    # Every peer remote over loopback: every PE is a host of its own, so a barrier is a
+    # dissemination among all of them (docs/architecture.md, "Agreement across hosts").
+    pes = _start_here("collectives", size, extra={"SCALE_OUT_PES_PER_HOST": str(size)})
+    _all_ok(pes, timeout=400)
+    bound = 2 * math.ceil(math.log2(size))
+    outcomes = [_merged(pe) for pe in pes]
+    for rank, outcome in enumerate(outcomes):
+        assert outcome["per_barrier"] <= bound, (rank, outcome["per_barrier"], bound)
+        assert outcome["per_barrier"] == math.ceil(math.log2(size)), (rank, outcome)
+        assert outcome["mismatch_code"] == "COLLECTIVE_MISMATCH", outcome
+        assert "field=kind" in outcome["mismatch"], outcome
+        assert f"pe {size - 1}: all_gather" in outcome["mismatch"], outcome
+    assert len(_verdicts(outcomes)) == 1, "every PE says the same"
+
+
+def _verdicts(outcomes: list[dict]) -> set[str]:
+    # The verdict each PE reported, past the header (which names the PE's own call).
+    return {o["mismatch"][o["mismatch"].index("collective calls differ"):] for o in outcomes}
+
+
+def test_a_pe_lost_during_a_dissemination_is_peer_lost_on_every_survivor():
+    size = 8
+    pes = _start_here("collectives", size, extra={"SCALE_OUT_PES_PER_HOST": str(size),
+                                                  "SCALE_OUT_LOSE_PE": "1"})
+    for pe in pes[:-1]:
+        assert pe.finish(300) == 0, pe.text()
+    assert pes[-1].finish(60) == -9, pes[-1].text()
+    killed_at = float(next(line.split()[1] for line in pes[-1].lines
+                           if line.startswith("KILLING")))
+    for pe in pes[:-1]:
+        outcome = _merged(pe)
+        assert outcome["lost_code"] == "PEER_LOST", outcome
+        assert f"pe={size - 1}" in outcome["lost"], outcome
+        assert outcome["at"] - killed_at < 1.5, (outcome["at"] - killed_at)
+
+
+@needs_hosts
+@pytest.mark.parametrize("per_host", [2, 4], ids=["2x2", "2x4"])
+def test_collectives_across_two_hosts_cross_the_link_once_per_pair_of_hosts(per_host):
+    # Each host's leader speaks for its PEs: one message per barrier from each leader, none
+    # from the other PEs.
+    with NetnsHosts(2) as hosts:
+        pes = _start_on_hosts(hosts, "collectives", per_host)
+        _all_ok(pes, timeout=400)
+        outcomes = [_merged(pe) for pe in pes]
+    assert hosts.residue() == []
+    for rank, outcome in enumerate(outcomes):
+        assert outcome["per_barrier"] == (1 if rank % per_host == 0 else 0), (rank, outcome)
+        assert outcome["mismatch_code"] == "COLLECTIVE_MISMATCH", outcome
+    assert len(_verdicts(outcomes)) == 1, "every PE says the same"
 
 
 @needs_hosts

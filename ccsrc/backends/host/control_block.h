@@ -17,11 +17,16 @@
 
 namespace hyper_parallel::shmem::host {
 
-/// The largest Root WORLD the host backend serves (one machine).
-inline constexpr int kMaxHostPes = 256;
-
 inline constexpr std::uint64_t kControlMagic = 0x4850534d43544c31ull;  // "HPSMCTL1"
-inline constexpr std::uint32_t kControlVersion = 8;  // 8: the doorbell names a wake socket
+// 9: no per-peer mirrors or epochs; summaries in rounds and arrival counters per team slot
+inline constexpr std::uint32_t kControlVersion = 9;
+
+/// The rounds of a dissemination among `count` parties: ceil(log2(count)).
+inline constexpr int DisseminationRounds(std::uint64_t count) {
+  int rounds = 0;
+  while ((std::uint64_t{1} << rounds) < count) ++rounds;
+  return rounds;
+}
 
 struct alignas(64) PaddedCounter {
   std::atomic<std::uint64_t> value{0};
@@ -34,6 +39,13 @@ struct alignas(64) PaddedCounter {
 struct alignas(64) CollectiveSlot {
   std::atomic<std::uint64_t> sequence{0};
   std::atomic<std::uint64_t> words[CollectiveDescriptor::kWords - 1] = {};
+};
+
+/// One published DescriptorSummary (backends/collective.h): `sequence` (word 0) stored last
+/// (release) and read first (acquire).
+struct alignas(64) SummarySlot {
+  std::atomic<std::uint64_t> sequence{0};
+  std::atomic<std::uint64_t> words[DescriptorSummary::kWords - 1] = {};
 };
 
 /// The fixed head of a control block; the per-team and per-peer arrays follow it
@@ -52,28 +64,38 @@ struct ControlBlock {
   alignas(64) std::atomic<std::int32_t> lost_peer{-1};
 };
 
-/// Where the arrays of a control block of `teams` team slots and `pes` PEs lie, after the head:
+/// Where the arrays of a control block of `teams` team slots and `pes` PEs lie, after the head
+/// (R = DisseminationRounds(pes); docs/scale-out.md, "Cost model", has the formula):
 ///   collective [teams][2]   CollectiveSlot: this PE's descriptor of its team-slot t's
 ///                           collective n lives in [t][n % 2]; it publishes n + 2 only after
 ///                           every member published n + 1, which each does only after it read n
-///   epochs     [teams][pes] PaddedCounter: the latest epoch PE src published to this PE on
-///                           team slot t (the kernel-side API's epochs, see HostDevice)
+///   verdicts   [teams][2]   SummarySlot: a host leader's summary of its team-slot t's collective
+///                           n across hosts, for the members on its host to read
+///   rounds     [teams][R][2] SummarySlot: the summary a host leader receives in round k of the
+///                           dissemination among leaders for collective n, in [t][k][n % 2]
+///                           (one sender per round; docs/architecture.md, "Agreement across
+///                           hosts")
+///   arrivals   [teams][2][2] PaddedCounter: how many arrivals (a peer's data is in) the
+///                           collectives of team slot t with parity p received, in [t][p][0]
+///                           from PEs that map this block and in [t][p][1] through the network
+///                           (each word has one kind of writer; see HostDevice::Publish)
 ///   offers     [pes][2]     CollectiveSlot: the members-only exchange words PE src sent this PE
 ///                           for its round r with this PE, in [src][r % 2] (team creation)
-///   mirrors    [teams][2][pes] CollectiveSlot: a copy of remote PE src's own collective slot
-///                           [t][n % 2], pushed here by src (a remote peer's block cannot be
-///                           read by a load, so a PE reached through UCX writes its descriptor
-///                           into every remote member's mirror instead; docs/scale-out.md)
 ///   beats      [pes]        PaddedCounter: heartbeats remote PE src adds to (liveness of hosts)
-/// Every array is written by one PE per element (its owner or its source) and read by others.
+/// Nothing per team grows with the PEs but `rounds`, which grows with their logarithm. Every
+/// array is written by one PE per element (its owner or its source), `arrivals` by adds, and
+/// read by others.
 struct ControlLayout {
   ControlLayout(int team_slots, int pe_count)
-      : teams(static_cast<std::uint64_t>(team_slots)), pes(static_cast<std::uint64_t>(pe_count)) {
+      : teams(static_cast<std::uint64_t>(team_slots)),
+        pes(static_cast<std::uint64_t>(pe_count)),
+        rounds(static_cast<std::uint64_t>(DisseminationRounds(pes))) {
     collective = (sizeof(ControlBlock) + 63) / 64 * 64;
-    epochs = collective + teams * 2 * sizeof(CollectiveSlot);
-    offers = epochs + teams * pes * sizeof(PaddedCounter);
-    mirrors = offers + pes * 2 * sizeof(CollectiveSlot);
-    beats = mirrors + teams * 2 * pes * sizeof(CollectiveSlot);
+    verdicts = collective + teams * 2 * sizeof(CollectiveSlot);
+    round_slots = verdicts + teams * 2 * sizeof(SummarySlot);
+    arrivals = round_slots + teams * rounds * 2 * sizeof(SummarySlot);
+    offers = arrivals + teams * 4 * sizeof(PaddedCounter);
+    beats = offers + pes * 2 * sizeof(CollectiveSlot);
     bytes = beats + pes * sizeof(PaddedCounter);
   }
 
@@ -83,14 +105,14 @@ struct ControlLayout {
     for (std::uint64_t i = 0; i < teams * 2; ++i) {
       new (base + collective + i * sizeof(CollectiveSlot)) CollectiveSlot();
     }
-    for (std::uint64_t i = 0; i < teams * pes; ++i) {
-      new (base + epochs + i * sizeof(PaddedCounter)) PaddedCounter();
+    for (std::uint64_t i = 0; i < teams * 2 * (1 + rounds); ++i) {
+      new (base + verdicts + i * sizeof(SummarySlot)) SummarySlot();  // verdicts, then rounds
+    }
+    for (std::uint64_t i = 0; i < teams * 4; ++i) {
+      new (base + arrivals + i * sizeof(PaddedCounter)) PaddedCounter();
     }
     for (std::uint64_t i = 0; i < pes * 2; ++i) {
       new (base + offers + i * sizeof(CollectiveSlot)) CollectiveSlot();
-    }
-    for (std::uint64_t i = 0; i < teams * 2 * pes; ++i) {
-      new (base + mirrors + i * sizeof(CollectiveSlot)) CollectiveSlot();
     }
     for (std::uint64_t i = 0; i < pes; ++i) {
       new (base + beats + i * sizeof(PaddedCounter)) PaddedCounter();
@@ -100,17 +122,24 @@ struct ControlLayout {
   CollectiveSlot& Collective(ControlBlock* block, int team, std::uint64_t sequence) const {
     return At<CollectiveSlot>(block, collective, static_cast<std::uint64_t>(team) * 2 + sequence % 2);
   }
-  PaddedCounter& Epoch(ControlBlock* block, int team, int source) const {
-    return At<PaddedCounter>(block, epochs,
-                             static_cast<std::uint64_t>(team) * pes + static_cast<std::uint64_t>(source));
+  SummarySlot& Verdict(ControlBlock* block, int team, std::uint64_t sequence) const {
+    return At<SummarySlot>(block, verdicts, static_cast<std::uint64_t>(team) * 2 + sequence % 2);
+  }
+  SummarySlot& Round(ControlBlock* block, int team, int round, std::uint64_t sequence) const {
+    return At<SummarySlot>(block, round_slots,
+                           (static_cast<std::uint64_t>(team) * rounds +
+                            static_cast<std::uint64_t>(round)) * 2 + sequence % 2);
+  }
+  /// The arrival counter of team slot `team` for collectives of `sequence`'s parity; `remote`:
+  /// the one the network adds to.
+  PaddedCounter& Arrivals(ControlBlock* block, int team, std::uint64_t sequence,
+                          bool remote) const {
+    return At<PaddedCounter>(block, arrivals,
+                             (static_cast<std::uint64_t>(team) * 2 + sequence % 2) * 2 +
+                                 (remote ? 1 : 0));
   }
   CollectiveSlot& Offer(ControlBlock* block, int source, std::uint64_t round) const {
     return At<CollectiveSlot>(block, offers, static_cast<std::uint64_t>(source) * 2 + round % 2);
-  }
-  CollectiveSlot& Mirror(ControlBlock* block, int team, std::uint64_t sequence, int source) const {
-    return At<CollectiveSlot>(
-        block, mirrors,
-        (static_cast<std::uint64_t>(team) * 2 + sequence % 2) * pes + static_cast<std::uint64_t>(source));
   }
   PaddedCounter& Beat(ControlBlock* block, int source) const {
     return At<PaddedCounter>(block, beats, static_cast<std::uint64_t>(source));
@@ -124,10 +153,12 @@ struct ControlLayout {
 
   std::uint64_t teams;
   std::uint64_t pes;
+  std::uint64_t rounds;
   std::uint64_t collective = 0;
-  std::uint64_t epochs = 0;
+  std::uint64_t verdicts = 0;
+  std::uint64_t round_slots = 0;
+  std::uint64_t arrivals = 0;
   std::uint64_t offers = 0;
-  std::uint64_t mirrors = 0;
   std::uint64_t beats = 0;
   std::uint64_t bytes = 0;
 

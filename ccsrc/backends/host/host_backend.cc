@@ -183,9 +183,8 @@ Status HostBackend::CreateHeap(const HeapSpec& spec, std::string* local_handle) 
     return Status::Assertion(ErrorCode::kInvalidState, "host heap already exists",
                              {{"rank", std::to_string(spec_.rank)}});
   }
-  if (spec.size < 1 || spec.size > kMaxHostPes) {
-    return Status::Contract(ErrorCode::kUnsupportedCapability, "host backend world size",
-                            "in [1, " + std::to_string(kMaxHostPes) + "]",
+  if (spec.size < 1) {  // the largest world is the Runtime's check (HYPER_PARALLEL_SHMEM_MAX_PES)
+    return Status::Contract(ErrorCode::kInvalidArgument, "host backend world size", "at least 1",
                             std::to_string(spec.size));
   }
   HPS_RETURN_IF_ERROR(ParseWaitMode(spec.wait, &wait_mode_));
@@ -265,6 +264,18 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
     if (!decoded[pe].host.SameHost(decoded[0].host)) several_hosts = true;
   }
   std::vector<bool> remote(spec_.size, false);
+  // Each PE's host as its lowest PE number: the same on every PE (collectives across hosts
+  // go through each host's leader, HostDevice::AgreeAcrossHosts).
+  std::vector<int> hosts(spec_.size);
+  for (int pe = 0; pe < spec_.size; ++pe) {
+    hosts[pe] = pe;
+    for (int lower = 0; lower < pe && !all_remote; ++lower) {
+      if (hosts[lower] == lower && decoded[lower].host.SameHost(decoded[pe].host)) {
+        hosts[pe] = lower;
+        break;
+      }
+    }
+  }
   placement_.assign(spec_.size, PeerPlacement{});
   for (int pe = 0; pe < spec_.size; ++pe) {
     remote[pe] = pe != spec_.rank &&
@@ -339,7 +350,7 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
                                          std::move(heaps), std::move(controls), workers_.get(),
                                          &latch_, spec_.blocking_ops);
   if (transport_) {
-    device_->AttachRemote(transport_.get(), heap_region_bytes_);
+    device_->AttachRemote(transport_.get(), heap_region_bytes_, std::move(hosts));
     HPS_RETURN_IF_ERROR(StartRemotes(remote));
   }
   if (wait_mode_ == WaitMode::kAuto) {
@@ -504,6 +515,7 @@ NetworkInfo HostBackend::Network() const {
   info.counters = {{"puts", counters.puts},           {"gets", counters.gets},
                    {"atomics", counters.atomics},     {"bytes_put", counters.bytes_put},
                    {"bytes_got", counters.bytes_got}, {"messages", counters.messages},
+                   {"heartbeats", counters.heartbeats},
                    {"flushes", counters.flushes},     {"rejected", counters.rejected},
                    {"event_sleeps", counters.event_sleeps}};
   return info;
@@ -522,12 +534,11 @@ ControlBlock* HostBackend::PeerControl(int pe) const {
                          : std::launder(reinterpret_cast<ControlBlock*>(base + heap_region_bytes_));
 }
 
-Status HostBackend::ExchangeDescriptors(const data_plane::CollectiveGroup& group,
-                                        const CollectiveDescriptor& mine,
-                                        std::string_view operation,
-                                        std::vector<CollectiveDescriptor>* all) {
+Status HostBackend::Agree(const data_plane::CollectiveGroup& group,
+                          const CollectiveDescriptor& mine, std::string_view operation,
+                          Agreement* agreement) {
   RequireCallable<HostCall::kExchange, CallSite::kHostThread>();
-  return device_->Exchange<CallSite::kHostThread>(group, mine, operation, nullptr, all);
+  return device_->Agree<CallSite::kHostThread>(group, mine, operation, nullptr, agreement);
 }
 
 Status HostBackend::ExchangeWithPeers(std::span<const PeerRound> peers, const ExchangeWords& mine,

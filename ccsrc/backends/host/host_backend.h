@@ -71,9 +71,8 @@ class HostBackend final : public Backend {
   std::byte* LocalHeapBase() const override;
   bool HostAddressableHeap() const override { return true; }
 
-  Status ExchangeDescriptors(const data_plane::CollectiveGroup& group,
-                             const CollectiveDescriptor& mine, std::string_view operation,
-                             std::vector<CollectiveDescriptor>* all) override;
+  Status Agree(const data_plane::CollectiveGroup& group, const CollectiveDescriptor& mine,
+               std::string_view operation, Agreement* agreement) override;
   Status ExchangeWithPeers(std::span<const PeerRound> peers, const ExchangeWords& mine,
                            std::string_view operation,
                            std::vector<ExchangeWords>* theirs) override;

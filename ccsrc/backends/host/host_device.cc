@@ -22,25 +22,84 @@ void HostDevice::RunParallel(const std::function<void(int worker)>& body) const 
   workers_->Run(body);
 }
 
-std::string HostDevice::MissingSources(int slot, std::uint64_t epoch,
-                                       const std::vector<int>& sources) const {
-  std::string missing = "[";
-  for (int source : sources) {
-    if (Observed(slot, source) >= epoch) continue;
-    if (missing.size() > 1) missing += ',';
-    missing += std::to_string(source);
+std::string HostDevice::ArrivalText(int slot, std::uint64_t epoch, std::uint64_t before,
+                                    const std::vector<int>& sources) const {
+  const std::uint64_t arrived = Arrived(slot, epoch, false) + Arrived(slot, epoch, true);
+  std::string text = "arrived=" + std::to_string(arrived - before) + " of " +
+                     std::to_string(sources.size()) + ", sources=[";
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    if (i > 0) text += ',';
+    text += std::to_string(sources[i]);
   }
-  return missing + "]";
+  return text + "]";
 }
 
-Status HostDevice::Timeout(int slot, std::uint64_t epoch, const std::vector<int>& sources,
-                           std::string_view operation, std::string_view waiting_for) const {
+Status HostDevice::Timeout(int slot, std::uint64_t epoch, std::uint64_t before,
+                           const std::vector<int>& sources, std::string_view operation,
+                           std::string_view waiting_for) const {
   return Status::Assertion(ErrorCode::kTimeout, std::string(operation) + " timed out",
                            {{"pe", std::to_string(rank_)},
                             {"waiting_for", std::string(waiting_for)},
                             {"epoch", std::to_string(epoch)},
-                            {"missing_pes", MissingSources(slot, epoch, sources)},
+                            {"arrivals", ArrivalText(slot, epoch, before, sources)},
                             {"timeout_ms", std::to_string(timeout_.count())}});
+}
+
+void HostDevice::StoreSummary(SummarySlot& slot, const DescriptorSummary& summary) {
+  const auto words = summary.Pack();
+  for (int i = 1; i < DescriptorSummary::kWords; ++i) {
+    slot.words[i - 1].store(words[i], std::memory_order_relaxed);
+  }
+  slot.sequence.store(summary.sequence, std::memory_order_release);
+}
+
+namespace {
+
+Status AheadStatus(const data_plane::CollectiveGroup& group, std::uint64_t sequence, int pe,
+                   std::uint64_t theirs) {
+  std::vector<Field> fields;
+  if (group.sync_slot != 0) fields.push_back({"team", GroupLabel(group)});
+  fields.push_back({"sequence", std::to_string(sequence)});
+  fields.push_back({"pe", std::to_string(pe)});
+  fields.push_back({"their_sequence", std::to_string(theirs)});
+  return Status::Assertion(ErrorCode::kCollectiveMismatch,
+                           "a PE is ahead in the sequence of collective calls", fields);
+}
+
+}  // namespace
+
+Status HostDevice::ReadSummary(const SummarySlot& slot, std::uint64_t sequence,
+                               const data_plane::CollectiveGroup& group, int from,
+                               DescriptorSummary* summary) {
+  std::array<std::uint64_t, DescriptorSummary::kWords> words{};
+  words[0] = slot.sequence.load(std::memory_order_acquire);
+  for (int i = 1; i < DescriptorSummary::kWords; ++i) {
+    words[i] = slot.words[i - 1].load(std::memory_order_relaxed);
+  }
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (words[0] != sequence || slot.sequence.load(std::memory_order_relaxed) != sequence) {
+    return AheadStatus(group, sequence, from, words[0]);
+  }
+  *summary = DescriptorSummary::Unpack(words);
+  return Status::Ok();
+}
+
+Status HostDevice::ReadOwn(int pe, const data_plane::CollectiveGroup& group,
+                           std::uint64_t sequence, CollectiveDescriptor* descriptor) const {
+  const CollectiveSlot& theirs = layout_.Collective(controls_[pe], group.sync_slot, sequence);
+  std::array<std::uint64_t, CollectiveDescriptor::kWords> words{};
+  words[0] = theirs.sequence.load(std::memory_order_acquire);
+  for (int i = 1; i < CollectiveDescriptor::kWords; ++i) {
+    words[i] = theirs.words[i - 1].load(std::memory_order_relaxed);
+  }
+  // A PE two or more calls ahead can only be one whose sequence left ours (it skipped a
+  // collective this PE made): its slot no longer holds call `sequence`.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (words[0] != sequence || theirs.sequence.load(std::memory_order_relaxed) != sequence) {
+    return AheadStatus(group, sequence, pe, words[0]);
+  }
+  *descriptor = CollectiveDescriptor::Unpack(words);
+  return Status::Ok();
 }
 
 std::string HostDevice::MissingExchange(const data_plane::CollectiveGroup& group,
@@ -72,27 +131,8 @@ Status HostDevice::ReadDescriptors(const data_plane::CollectiveGroup& group,
                                    std::vector<CollectiveDescriptor>* all) const {
   all->assign(static_cast<std::size_t>(group.size()), CollectiveDescriptor{});
   for (int member = 0; member < group.size(); ++member) {
-    const int pe = group.pe(member);
-    const CollectiveSlot& theirs = SlotOf(pe, group.sync_slot, sequence);
-    std::array<std::uint64_t, CollectiveDescriptor::kWords> words{};
-    words[0] = theirs.sequence.load(std::memory_order_acquire);
-    for (int i = 1; i < CollectiveDescriptor::kWords; ++i) {
-      words[i] = theirs.words[i - 1].load(std::memory_order_relaxed);
-    }
-    // A PE two or more calls ahead can only be one whose sequence left ours (it skipped a
-    // collective this PE made): its slot no longer holds call `sequence`.
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (words[0] != sequence ||
-        theirs.sequence.load(std::memory_order_relaxed) != sequence) {
-      std::vector<Field> fields;
-      if (group.sync_slot != 0) fields.push_back({"team", GroupLabel(group)});
-      fields.push_back({"sequence", std::to_string(sequence)});
-      fields.push_back({"pe", std::to_string(pe)});
-      fields.push_back({"their_sequence", std::to_string(words[0])});
-      return Status::Assertion(ErrorCode::kCollectiveMismatch,
-                               "a PE is ahead in the sequence of collective calls", fields);
-    }
-    (*all)[static_cast<std::size_t>(member)] = CollectiveDescriptor::Unpack(words);
+    HPS_RETURN_IF_ERROR(
+        ReadOwn(group.pe(member), group, sequence, &(*all)[static_cast<std::size_t>(member)]));
   }
   return Status::Ok();
 }
@@ -108,7 +148,7 @@ bool HostDevice::CoreWordsMatch(const data_plane::CollectiveGroup& group,
   for (int member = 0; member < group.size(); ++member) {
     const int pe = group.pe(member);
     if (pe == rank_) continue;
-    const CollectiveSlot& theirs = SlotOf(pe, group.sync_slot, mine.sequence);
+    const CollectiveSlot& theirs = layout_.Collective(controls_[pe], group.sync_slot, mine.sequence);
     if (theirs.sequence.load(std::memory_order_acquire) != mine.sequence) return false;
     for (int i = 1; i < CollectiveDescriptor::kCoreWords; ++i) {
       if (theirs.words[i - 1].load(std::memory_order_relaxed) != words[i]) return false;

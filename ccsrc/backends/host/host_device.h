@@ -6,21 +6,30 @@
 // cores. The vendor calls stay here, guarded by the where-callable table like every other
 // host-backend primitive.
 //
-// Epochs are monotonic: a kernel publishes epoch e on slot s to PE p (store-release into p's
-// control block, then p's doorbell) and waits until every source has published at least e on
-// its own slot s (acquire). Nothing is ever reset to zero. Every wait gives up at once when the
-// failure latch is raised (a peer is gone), and latches its own timeout: a collective that
+// Epochs are arrivals: a kernel publishes epoch e on slot s to PE p by adding one to p's arrival
+// counter of slot s for e's parity (after its data, then p's doorbell), and waits until as many
+// arrivals as it named sources came in: each source publishes each epoch to each PE once, so the
+// count tells, with no word per source (data_plane/kernel_api.h). The counters only grow; this
+// PE keeps the running total it expects per slot and parity. Every wait gives up at once when
+// the failure latch is raised (a peer is gone), and latches its own timeout: a collective that
 // timed out leaves the PEs' sequences out of step for good.
+//
+// Descriptor exchanges of a group on one host read every member's slot (flat); a group across
+// hosts agrees in rounds through its hosts' leaders (AgreeAcrossHosts; docs/architecture.md,
+// "Agreement across hosts").
 //
 // Thread-safety: one kernel runs at a time per stream; RunParallel may be called from any one
 // thread at a time (the backend serialises kernels that use the pool).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -54,19 +63,27 @@ class HostDevice {
         controls_(std::move(controls)),
         workers_(workers),
         latch_(latch),
-        blocking_ops_(blocking_ops) {}
+        blocking_ops_(blocking_ops),
+        tallies_(std::make_unique<std::atomic<std::uint64_t>[]>(
+            static_cast<std::size_t>(teams) * 4)) {}
 
   /// Reaches the PEs `transport` serves through it (their heaps and control blocks are not
   /// mapped here: heap(pe) is null); `control_offset` is where a segment's control block
-  /// starts. Called once, before any kernel runs.
-  void AttachRemote(UcxTransport* transport, std::uint64_t control_offset) {
+  /// starts; `hosts[pe]` names PE pe's host by its lowest PE number (the PEs that map each
+  /// other; every PE's own with HYPER_PARALLEL_SHMEM_REMOTE_PEERS=all), the same on every PE.
+  /// Called once, before any kernel runs.
+  void AttachRemote(UcxTransport* transport, std::uint64_t control_offset,
+                    std::vector<int> hosts) {
     remote_ = transport;
     control_offset_ = control_offset;
+    hosts_ = std::move(hosts);
   }
   /// Whether PE `pe` is reached through the network transport.
   bool IsRemote(int pe) const { return remote_ != nullptr && remote_->remote(pe); }
   /// Whether any PE is.
   bool HasRemote() const { return remote_ != nullptr; }
+  /// PE `pe`'s host as its lowest PE number (0 for every PE when none is remote).
+  int HostOf(int pe) const { return hosts_.empty() ? 0 : hosts_[static_cast<std::size_t>(pe)]; }
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -120,8 +137,7 @@ class HostDevice {
     if (IsRemote(pe)) {
       Check<kSite>(remote_->PutSignal(
           pe, offset, source, bytes,
-          RemoteSignal{EpochWord(slot), 8, SignalAction::kSet, static_cast<std::int64_t>(epoch)},
-          Audience::kTarget));
+          RemoteSignal{ArrivalWord(slot, epoch), 8, SignalAction::kAdd, 1}, Audience::kTarget));
       return;
     }
     if (bytes > 0) CopyBytes(heap_bases_[pe] + offset, source, bytes);
@@ -156,16 +172,22 @@ class HostDevice {
     Ring<kSite>(&controls_[rank_]->doorbell);
   }
 
-  /// Publishes `epoch` on `slot` to PE `pe`, after every write this thread made before.
+  /// Publishes `epoch` on `slot` to PE `pe` (one arrival), after every write this thread made
+  /// before. A PE that maps `pe`'s block adds to its local counter, the network to the other,
+  /// so no word takes both CPU and network adds (a NIC's atomics need not be coherent with the
+  /// CPU's).
   template <CallSite kSite>
   void Publish(int pe, int slot, std::uint64_t epoch) const {
     RequireCallable<HostCall::kAtomicSignal, kSite>();
     if (IsRemote(pe)) {
-      Check<kSite>(remote_->PutWord(pe, EpochWord(slot), epoch));
+      Check<kSite>(remote_->PutSignal(pe, 0, nullptr, 0,
+                                      RemoteSignal{ArrivalWord(slot, epoch), 8,
+                                                   SignalAction::kAdd, 1},
+                                      Audience::kTarget));
       return;
     }
-    layout_.Epoch(controls_[pe], slot, rank_).value.store(epoch, std::memory_order_release);
-    Ring<kSite>(&controls_[pe]->doorbell);
+    layout_.Arrivals(controls_[pe], slot, epoch, false).value.fetch_add(1, std::memory_order_seq_cst);
+    RingAfterSeqCst<kSite>(&controls_[pe]->doorbell);
   }
 
   /// Adds `value` to the 64-bit counter at heap offset `offset` of PE `pe` (seq_cst: after
@@ -208,46 +230,65 @@ class HostDevice {
     return Counter(pe, offset).load(std::memory_order_seq_cst);
   }
 
-  /// The epoch `source` last published to this PE on `slot`.
-  std::uint64_t Observed(int slot, int source) const {
-    return layout_.Epoch(controls_[rank_], slot, source).value.load(std::memory_order_acquire);
+  /// The arrivals this PE's counter of `slot` for collectives of `epoch`'s parity holds, from
+  /// mapping PEs or (`remote`) through the network.
+  std::uint64_t Arrived(int slot, std::uint64_t epoch, bool remote) const {
+    return layout_.Arrivals(controls_[rank_], slot, epoch, remote)
+        .value.load(std::memory_order_acquire);
   }
 
-  /// Waits until every PE in `sources` published at least `epoch` on `slot`. On timeout
-  /// returns (and latches) TIMEOUT naming `operation`, the slot's meaning `waiting_for` and the
-  /// missing PEs; when the latch is raised meanwhile, returns the latched failure. `stream` is
-  /// the stream the caller runs for (null: the default stream), for diagnostics.
+  /// Waits until every PE in `sources` published `epoch` on `slot`: as many arrivals on each
+  /// counter as `sources` names PEs of its kind (mapped or remote), beyond those earlier waits
+  /// of the slot and parity counted. On timeout returns (and latches) TIMEOUT naming
+  /// `operation`, the slot's meaning `waiting_for`, how many arrived and the sources; when the
+  /// latch is raised meanwhile, returns the latched failure. `stream` is the stream the caller
+  /// runs for (null: the default stream), for diagnostics.
   template <CallSite kSite>
   Status WaitAll(int slot, std::uint64_t epoch, const std::vector<int>& sources,
                  std::string_view operation, std::string_view waiting_for,
                  const HostStream* stream) const {
     RequireCallable<HostCall::kBoundedWait, kSite>();
+    std::uint64_t remote_sources = 0;
+    for (int source : sources) remote_sources += IsRemote(source) ? 1 : 0;
+    std::atomic<std::uint64_t>& local_tally = Tally(slot, epoch, false);
+    std::atomic<std::uint64_t>& remote_tally = Tally(slot, epoch, true);
+    const std::uint64_t local_target =
+        local_tally.load(std::memory_order_relaxed) + sources.size() - remote_sources;
+    const std::uint64_t remote_target = remote_tally.load(std::memory_order_relaxed) + remote_sources;
+    const std::uint64_t before = local_target + remote_target - sources.size();
     auto all_arrived = [&] {
-      for (int source : sources) {
-        if (Observed(slot, source) < epoch) return false;
-      }
-      return true;
+      return Arrived(slot, epoch, false) >= local_target &&
+             Arrived(slot, epoch, true) >= remote_target;
     };
     auto notice = [&] {
-      return Register(operation, stream, [this, slot, epoch, sources,
+      return Register(operation, stream, [this, slot, epoch, before, sources,
                                           what = std::string(waiting_for)] {
-        return "waiting_for=" + what + ", epoch=" + std::to_string(epoch) +
-               ", missing_pes=" + MissingSources(slot, epoch, sources);
+        return "waiting_for=" + what + ", epoch=" + std::to_string(epoch) + ", " +
+               ArrivalText(slot, epoch, before, sources);
       });
     };
     const WaitOutcome outcome = Await<kSite>(all_arrived, notice);
-    if (outcome == WaitOutcome::kReady) return Status::Ok();
+    if (outcome == WaitOutcome::kReady) {
+      local_tally.store(local_target, std::memory_order_relaxed);
+      remote_tally.store(remote_target, std::memory_order_relaxed);
+      return Status::Ok();
+    }
     if (outcome == WaitOutcome::kAborted) return latch_->Get();
-    return Latched(Timeout(slot, epoch, sources, operation, waiting_for));
+    return Latched(Timeout(slot, epoch, before, sources, operation, waiting_for));
   }
 
-  /// Exchange() for a caller that only needs the verdict (the collective units): compares the
-  /// members' core words in place, with no allocation, and builds the descriptors (for the
-  /// COLLECTIVE_MISMATCH message of MatchDescriptors) only when something differs.
+  /// Agree() for a caller that only needs the verdict (the collective units): on one host it
+  /// compares the members' core words in place, with no allocation, and builds the descriptors
+  /// (for the COLLECTIVE_MISMATCH message of MatchDescriptors) only when something differs.
   template <CallSite kSite>
   Status ExchangeAndMatch(const data_plane::CollectiveGroup& group,
                           const CollectiveDescriptor& mine, std::string_view operation,
                           const HostStream* stream) const {
+    if (Spans(group)) {
+      DescriptorSummary summary;
+      HPS_RETURN_IF_ERROR(AgreeAcrossHosts<kSite>(group, mine, operation, stream, &summary));
+      return summary.Conclude(group).verdict;
+    }
     HPS_RETURN_IF_ERROR(Publish<kSite>(group, mine, operation, stream));
     if (mine.DecidedByCoreWords() && CoreWordsMatch(group, mine)) return Status::Ok();
     std::vector<CollectiveDescriptor> all;
@@ -255,39 +296,40 @@ class HostDevice {
     return MatchDescriptors(mine, all, &group);
   }
 
-  /// Collective over `group`: publishes `mine` (the group's collective number mine.sequence)
-  /// on the group's slot of this PE's control block, waits until every member published its
-  /// descriptor for the same number, and returns all of them in member order. Publishing
-  /// releases every write this thread made before; reading acquires the members', so the
-  /// exchange is also a barrier of the group. TIMEOUT (latched) names the PEs that never
-  /// arrived; the latched failure is returned when a peer is lost meanwhile.
+  /// Collective over `group` (Backend::Agree): publishes `mine` (the group's collective number
+  /// mine.sequence) and learns the verdict and the facts of every member's descriptor of that
+  /// number. On one host every member reads every member's slot; across hosts the members
+  /// agree through their hosts' leaders (AgreeAcrossHosts). Either way it is a barrier of the
+  /// group: publishing releases every write this thread made before (and a member with remote
+  /// peers first waits until its puts landed), reading acquires the members'. TIMEOUT (latched)
+  /// names the PEs that did not arrive; the latched failure is returned when a peer is lost
+  /// meanwhile.
   template <CallSite kSite>
-  Status Exchange(const data_plane::CollectiveGroup& group, const CollectiveDescriptor& mine,
-                  std::string_view operation, const HostStream* stream,
-                  std::vector<CollectiveDescriptor>* all) const {
+  Status Agree(const data_plane::CollectiveGroup& group, const CollectiveDescriptor& mine,
+               std::string_view operation, const HostStream* stream,
+               Agreement* agreement) const {
+    if (Spans(group)) {
+      DescriptorSummary summary;
+      HPS_RETURN_IF_ERROR(AgreeAcrossHosts<kSite>(group, mine, operation, stream, &summary));
+      *agreement = summary.Conclude(group);
+      return Status::Ok();
+    }
     HPS_RETURN_IF_ERROR(Publish<kSite>(group, mine, operation, stream));
-    return ReadDescriptors(group, mine.sequence, all);
+    std::vector<CollectiveDescriptor> all;
+    HPS_RETURN_IF_ERROR(ReadDescriptors(group, mine.sequence, &all));
+    *agreement = Agreement::FromAll(mine, all, &group);
+    return Status::Ok();
   }
 
-  /// The first half of an exchange: publishes `mine` and waits (bounded, abortable) until every
-  /// member published its descriptor of the same number.
+  /// The first half of an exchange on one host: publishes `mine` and waits (bounded,
+  /// abortable) until every member published its descriptor of the same number.
   template <CallSite kSite>
   Status Publish(const data_plane::CollectiveGroup& group, const CollectiveDescriptor& mine,
                  std::string_view operation, const HostStream* stream) const {
     RequireCallable<HostCall::kExchange, kSite>();
     const std::uint64_t sequence = mine.sequence;
     const int team = group.sync_slot;
-    const auto words = mine.Pack();
-    CollectiveSlot& own = layout_.Collective(controls_[rank_], team, sequence);
-    for (int i = 1; i < CollectiveDescriptor::kWords; ++i) {
-      own.words[i - 1].store(words[i], std::memory_order_relaxed);
-    }
-    own.sequence.store(sequence, std::memory_order_release);
-    for (int member = 0; member < group.size(); ++member) {
-      const int pe = group.pe(member);
-      if (pe != rank_ && !IsRemote(pe)) Ring<kSite>(&controls_[pe]->doorbell);
-    }
-    if (remote_ != nullptr) PublishToRemotes<kSite>(group, team, sequence, words);
+    StoreOwn<kSite>(group, mine);
     auto everyone = [&] {
       for (int member = 0; member < group.size(); ++member) {
         if (PublishedSequence(group.pe(member), team, sequence) < sequence) return false;
@@ -304,6 +346,104 @@ class HostDevice {
     const WaitOutcome outcome = Await<kSite>(everyone, notice);
     if (outcome == WaitOutcome::kAborted) return latch_->Get();
     if (outcome == WaitOutcome::kTimedOut) return Latched(ExchangeTimeout(group, mine));
+    return Status::Ok();
+  }
+
+  /// Whether `group` has members on other hosts (every member decides alike).
+  bool Spans(const data_plane::CollectiveGroup& group) const {
+    if (remote_ == nullptr) return false;
+    for (int member = 0; member < group.size(); ++member) {
+      if (IsRemote(group.pe(member))) return true;
+    }
+    return false;
+  }
+
+  /// The agreement of a group across hosts (docs/architecture.md, "Agreement across hosts"):
+  ///   1. every member waits until its own remote puts landed, then publishes its descriptor in
+  ///      its own slot, as on one host;
+  ///   2. each host's leader (its first member in group order) reads its host's members'
+  ///      descriptors through shared memory and folds them into a DescriptorSummary;
+  ///   3. the H leaders disseminate: in round k (k < ceil(log2 H)) leader i sends its summary
+  ///      to leader i + 2^k and combines the one leader i - 2^k sent (one message each way);
+  ///   4. each leader publishes the result in its verdict slot, which its host's members read.
+  /// Every member ends with the same summary of every member's descriptor, and, since nothing
+  /// reaches a leader's last round before every member published, with a barrier. Slots are two
+  /// deep (call parity): a leader can send round k of call n + 2 only once every member entered
+  /// n + 1, after it read round k of call n.
+  template <CallSite kSite>
+  Status AgreeAcrossHosts(const data_plane::CollectiveGroup& group,
+                          const CollectiveDescriptor& mine, std::string_view operation,
+                          const HostStream* stream, DescriptorSummary* summary) const {
+    RequireCallable<HostCall::kExchange, kSite>();
+    const int team = group.sync_slot;
+    const std::uint64_t sequence = mine.sequence;
+    Check<kSite>(remote_->Flush());
+    StoreOwn<kSite>(group, mine);
+    std::vector<int> local;    // this host's members, world PEs in group order
+    std::vector<int> leaders;  // the first member of every host, in group order
+    int my_leader = -1;
+    for (int member = 0; member < group.size(); ++member) {
+      const int pe = group.pe(member);
+      const int host = hosts_[pe];
+      if (host == hosts_[rank_]) local.push_back(pe);
+      bool first = true;
+      for (int leader : leaders) first = first && hosts_[leader] != host;
+      if (!first) continue;
+      if (host == hosts_[rank_]) my_leader = static_cast<int>(leaders.size());
+      leaders.push_back(pe);
+    }
+    const auto describe = [group, mine] {
+      return (group.sync_slot == 0 ? std::string() : GroupLabel(group) + ", ") +
+             "collective=" + mine.Describe();
+    };
+    if (local.front() != rank_) {  // a member: the leader's verdict
+      const int leader = local.front();
+      const SummarySlot& verdict = layout_.Verdict(controls_[leader], team, sequence);
+      HPS_RETURN_IF_ERROR(AwaitSlot<kSite>(verdict, sequence, operation, stream, describe,
+                                           leader, "the host leader's verdict"));
+      return ReadSummary(verdict, sequence, group, leader, summary);
+    }
+    // The leader: its host's members, then the rounds among the leaders.
+    auto everyone = [&] {
+      for (int pe : local) {
+        if (PublishedSequence(pe, team, sequence) < sequence) return false;
+      }
+      return true;
+    };
+    auto notice = [&] {
+      return Register(operation, stream, [this, group, mine, describe] {
+        return describe() + ", missing_pes=" + MissingExchange(group, mine.sequence);
+      });
+    };
+    const WaitOutcome outcome = Await<kSite>(everyone, notice);
+    if (outcome == WaitOutcome::kAborted) return latch_->Get();
+    if (outcome == WaitOutcome::kTimedOut) return Latched(ExchangeTimeout(group, mine));
+    *summary = DescriptorSummary(sequence);
+    for (int pe : local) {
+      CollectiveDescriptor theirs;
+      HPS_RETURN_IF_ERROR(ReadOwn(pe, group, sequence, &theirs));
+      summary->Fold(theirs, pe);
+    }
+    const int hosts = static_cast<int>(leaders.size());
+    for (int round = 0; (1 << round) < hosts; ++round) {
+      const int to = leaders[static_cast<std::size_t>((my_leader + (1 << round)) % hosts)];
+      const int from =
+          leaders[static_cast<std::size_t>(((my_leader - (1 << round)) % hosts + hosts) % hosts)];
+      SendSummary<kSite>(to, team, round, *summary);
+      const SummarySlot& slot = layout_.Round(controls_[rank_], team, round, sequence);
+      HPS_RETURN_IF_ERROR(AwaitSlot<kSite>(slot, sequence, operation, stream, describe, from,
+                                           "round " + std::to_string(round) + " of " +
+                                               std::to_string(DisseminationRounds(
+                                                   static_cast<std::uint64_t>(hosts)))));
+      DescriptorSummary received;
+      HPS_RETURN_IF_ERROR(ReadSummary(slot, sequence, group, from, &received));
+      summary->Combine(received);
+    }
+    SummarySlot& verdict = layout_.Verdict(controls_[rank_], team, sequence);
+    StoreSummary(verdict, *summary);
+    for (int pe : local) {
+      if (pe != rank_) Ring<kSite>(&controls_[pe]->doorbell);
+    }
     return Status::Ok();
   }
 
@@ -400,45 +540,95 @@ class HostDevice {
 
  private:
   static void CopyBytes(void* destination, const void* source, std::uint64_t bytes);
+  // The sequence number in PE `pe`'s own descriptor slot of team slot `team`, call
+  // `sequence`'s parity (`pe` maps into this process).
   std::uint64_t PublishedSequence(int pe, int team, std::uint64_t sequence) const {
-    return SlotOf(pe, team, sequence).sequence.load(std::memory_order_acquire);
+    return layout_.Collective(controls_[pe], team, sequence).sequence.load(std::memory_order_acquire);
   }
-  // PE `pe`'s descriptor slot of team slot `team`, call `sequence`: in its control block, or,
-  // for a remote PE, the mirror of it that PE pushed into this PE's block.
-  const CollectiveSlot& SlotOf(int pe, int team, std::uint64_t sequence) const {
-    return IsRemote(pe) ? layout_.Mirror(controls_[rank_], team, sequence, pe)
-                        : layout_.Collective(controls_[pe], team, sequence);
+  // Writes `mine` into this PE's own slot of the group's team slot (the words, then the
+  // sequence, release) and rings the members that map it.
+  template <CallSite kSite>
+  void StoreOwn(const data_plane::CollectiveGroup& group, const CollectiveDescriptor& mine) const {
+    const auto words = mine.Pack();
+    CollectiveSlot& own = layout_.Collective(controls_[rank_], group.sync_slot, mine.sequence);
+    for (int i = 1; i < CollectiveDescriptor::kWords; ++i) {
+      own.words[i - 1].store(words[i], std::memory_order_relaxed);
+    }
+    own.sequence.store(mine.sequence, std::memory_order_release);
+    for (int member = 0; member < group.size(); ++member) {
+      const int pe = group.pe(member);
+      if (pe != rank_ && !IsRemote(pe)) Ring<kSite>(&controls_[pe]->doorbell);
+    }
   }
+  // Waits (bounded, abortable) until `slot` holds call `sequence`, which PE `from` sends;
+  // `describe` and `what` name the wait in diagnostics and in the TIMEOUT.
+  template <CallSite kSite, class Describe>
+  Status AwaitSlot(const SummarySlot& slot, std::uint64_t sequence, std::string_view operation,
+                   const HostStream* stream, const Describe& describe, int from,
+                   std::string what) const {
+    auto ready = [&] { return slot.sequence.load(std::memory_order_acquire) >= sequence; };
+    auto notice = [&] {
+      return Register(operation, stream, [describe, from, what] {
+        return describe() + ", waiting_for=" + what + ", missing_pes=[" + std::to_string(from) +
+               "]";
+      });
+    };
+    const WaitOutcome outcome = Await<kSite>(ready, notice);
+    if (outcome == WaitOutcome::kReady) return Status::Ok();
+    if (outcome == WaitOutcome::kAborted) return latch_->Get();
+    return Latched(Status::Assertion(ErrorCode::kTimeout,
+                                     "collective call timed out waiting for PEs to enter it",
+                                     {{"pe", std::to_string(rank_)},
+                                      {"collective", describe()},
+                                      {"waiting_for", what},
+                                      {"missing_pes", "[" + std::to_string(from) + "]"},
+                                      {"timeout_ms", std::to_string(timeout_.count())}}));
+  }
+  // Sends `summary` to leader `to` for its round `round` slot: the words, then the sequence
+  // (one message through the network).
+  template <CallSite kSite>
+  void SendSummary(int to, int team, int round, const DescriptorSummary& summary) const {
+    if (!IsRemote(to)) {
+      StoreSummary(layout_.Round(controls_[to], team, round, summary.sequence), summary);
+      Ring<kSite>(&controls_[to]->doorbell);
+      return;
+    }
+    const auto words = summary.Pack();
+    const SummarySlot& box = layout_.Round(controls_[rank_], team, round, summary.sequence);
+    Check<kSite>(remote_->PutSignal(
+        to, RemoteOffset(&box.words[0]), &words[1],
+        (DescriptorSummary::kWords - 1) * sizeof(std::uint64_t),
+        RemoteSignal{RemoteOffset(&box.sequence), 8, SignalAction::kSet,
+                     static_cast<std::int64_t>(summary.sequence)},
+        Audience::kTarget));
+  }
+  static void StoreSummary(SummarySlot& slot, const DescriptorSummary& summary);
+  // Reads the summary of call `sequence` from `slot` (sent by PE `from`); COLLECTIVE_MISMATCH
+  // when it holds a later call (a PE skipped one).
+  static Status ReadSummary(const SummarySlot& slot, std::uint64_t sequence,
+                            const data_plane::CollectiveGroup& group, int from,
+                            DescriptorSummary* summary);
+  // Reads PE `pe`'s own descriptor of call `sequence` (COLLECTIVE_MISMATCH when its slot holds
+  // a later call).
+  Status ReadOwn(int pe, const data_plane::CollectiveGroup& group, std::uint64_t sequence,
+                 CollectiveDescriptor* descriptor) const;
   // The segment offset, at any PE, of `field` (a field of this PE's control block).
   std::uint64_t RemoteOffset(const void* field) const {
     return control_offset_ + ControlLayout::OffsetIn(controls_[rank_], field);
   }
-  // The segment offset, at any PE, of the epoch word this PE publishes on `slot` there.
-  std::uint64_t EpochWord(int slot) const {
-    return RemoteOffset(&layout_.Epoch(controls_[rank_], slot, rank_));
+  // The segment offset, at any PE, of the arrival counter the network adds to for `slot` and
+  // `epoch`'s parity.
+  std::uint64_t ArrivalWord(int slot, std::uint64_t epoch) const {
+    return RemoteOffset(&layout_.Arrivals(controls_[rank_], slot, epoch, true));
   }
-  // Pushes this PE's descriptor of call `sequence` into every remote member's mirror: first
-  // everything this PE wrote lands (flush: the exchange is a barrier), then the words, then
-  // the sequence, fenced after them.
-  template <CallSite kSite>
-  void PublishToRemotes(const data_plane::CollectiveGroup& group, int team, std::uint64_t sequence,
-                        const std::array<std::uint64_t, CollectiveDescriptor::kWords>& words) const {
-    bool any = false;
-    for (int member = 0; member < group.size() && !any; ++member) any = IsRemote(group.pe(member));
-    if (!any) return;
-    Check<kSite>(remote_->Flush());
-    const CollectiveSlot& mirror = layout_.Mirror(controls_[rank_], team, sequence, rank_);
-    for (int member = 0; member < group.size(); ++member) {
-      const int pe = group.pe(member);
-      if (!IsRemote(pe)) continue;
-      Check<kSite>(remote_->PutSignal(
-          pe, RemoteOffset(&mirror.words[0]), &words[1],
-          (CollectiveDescriptor::kWords - 1) * sizeof(std::uint64_t),
-          RemoteSignal{RemoteOffset(&mirror.sequence), 8, SignalAction::kSet,
-                       static_cast<std::int64_t>(sequence)},
-          Audience::kTarget));
-    }
+  // The arrivals this PE expects in total on `slot`'s counter for `epoch`'s parity (`remote`:
+  // the network's), after the last wait.
+  std::atomic<std::uint64_t>& Tally(int slot, std::uint64_t epoch, bool remote) const {
+    return tallies_[(static_cast<std::size_t>(slot) * 2 + epoch % 2) * 2 + (remote ? 1 : 0)];
   }
+  // "arrived=1 of 3, sources=[1,2,3]" for diagnostics.
+  std::string ArrivalText(int slot, std::uint64_t epoch, std::uint64_t before,
+                          const std::vector<int>& sources) const;
   Status ReadDescriptors(const data_plane::CollectiveGroup& group, std::uint64_t sequence,
                          std::vector<CollectiveDescriptor>* all) const;
   std::atomic_ref<std::int64_t> Counter(int pe, std::uint64_t offset) const {
@@ -451,11 +641,11 @@ class HostDevice {
                       const CollectiveDescriptor& mine) const;
   std::string MissingExchange(const data_plane::CollectiveGroup& group,
                               std::uint64_t sequence) const;
-  std::string MissingSources(int slot, std::uint64_t epoch, const std::vector<int>& sources) const;
   Status ExchangeTimeout(const data_plane::CollectiveGroup& group,
                          const CollectiveDescriptor& mine) const;
-  Status Timeout(int slot, std::uint64_t epoch, const std::vector<int>& sources,
-                 std::string_view operation, std::string_view waiting_for) const;
+  Status Timeout(int slot, std::uint64_t epoch, std::uint64_t before,
+                 const std::vector<int>& sources, std::string_view operation,
+                 std::string_view waiting_for) const;
   // Latches `failure` (the first terminal failure wins) and returns it.
   Status Latched(Status failure) const {
     latch_->Set(failure);
@@ -474,6 +664,10 @@ class HostDevice {
   BlockingOpTable* blocking_ops_;  // may be null: waits are not registered
   UcxTransport* remote_ = nullptr;  // null: every peer is mapped
   std::uint64_t control_offset_ = 0;
+  std::vector<int> hosts_;  // with remote_: each PE's host, as its lowest PE number
+  // Per team slot, parity and kind of counter: the arrivals expected in total after the last
+  // wait (a slot has one collective at a time: the Runtime's claim).
+  std::unique_ptr<std::atomic<std::uint64_t>[]> tallies_;
 };
 
 /// The label of a stream in diagnostics: "stream <id>", or the calling thread's default stream.

@@ -22,6 +22,7 @@ class HostKernelApi final : public data_plane::KernelApi {
 
   int rank() const override { return device_.rank(); }
   int size() const override { return device_.size(); }
+  int HostOf(int pe) const override { return device_.HostOf(pe); }
   std::byte* Local(std::uint64_t offset) const override {
     return device_.heap(device_.rank()) + offset;
   }

@@ -158,9 +158,10 @@ void UcxTransport::Heartbeat(std::chrono::steady_clock::time_point now) {
       header.width = beat.width;
       header.signal_offset = beat.offset;
       header.value = beat.value;
-      Post(peer.pe, header);
+      Post(peer.pe, header, nullptr, 0, /*heartbeat=*/true);
     } else {
-      (void)PutSignal(peer.pe, 0, nullptr, 0, beat, Audience::kTarget);
+      heartbeats_.fetch_add(1, std::memory_order_relaxed);
+      (void)Transmit(peer.pe, 0, nullptr, 0, beat, Audience::kTarget);
     }
     const std::uint64_t observed = liveness_.observed_beat(peer.pe);
     if (observed != peer.last_beat) {

@@ -382,12 +382,12 @@ Status UcxTransport::WaitRequest(void* request, int pe, const char* what) {
 }
 
 Status UcxTransport::Send(int pe, const WireHeader& header, const void* data,
-                          std::uint64_t bytes) {
+                          std::uint64_t bytes, bool heartbeat) {
   HPS_RETURN_IF_ERROR(CheckPeer(pe, "ucp_am_send_nbx"));
   ucp_request_param_t params{};
   void* request = lib_->am_send_nbx(static_cast<ucp_ep_h>(peers_[pe].ep), kUcxMessageId,
                                     &header, sizeof header, data, bytes, &params);
-  messages_.fetch_add(1, std::memory_order_relaxed);
+  (heartbeat ? heartbeats_ : messages_).fetch_add(1, std::memory_order_relaxed);
   // The header and the data stay ours until the request completes; a bulk one streams.
   const bool bulk = request != nullptr && !UCS_PTR_IS_ERR(request) && bytes >= kBulkBytes;
   if (bulk) streaming_.fetch_add(1, std::memory_order_relaxed);
@@ -397,7 +397,7 @@ Status UcxTransport::Send(int pe, const WireHeader& header, const void* data,
 }
 
 void UcxTransport::Post(int pe, const WireHeader& header, const void* data,
-                        std::uint64_t bytes) {
+                        std::uint64_t bytes, bool heartbeat) {
   if (failed_[pe].load(std::memory_order_acquire)) return;  // nobody to tell
   auto* posted = new Posted{header, 0, 0, lib_->request_free};
   ucp_request_param_t params{};
@@ -407,20 +407,28 @@ void UcxTransport::Post(int pe, const WireHeader& header, const void* data,
   // `data` is this PE's segment, which outlives every posted message (Close flushes first).
   void* request = lib_->am_send_nbx(static_cast<ucp_ep_h>(peers_[pe].ep), kUcxMessageId,
                                     &posted->header, sizeof posted->header, data, bytes, &params);
-  messages_.fetch_add(1, std::memory_order_relaxed);
+  (heartbeat ? heartbeats_ : messages_).fetch_add(1, std::memory_order_relaxed);
   if (request == nullptr || UCS_PTR_IS_ERR(request)) delete posted;
 }
 
 Status UcxTransport::PutSignal(int pe, std::uint64_t offset, const void* source,
                                std::uint64_t bytes, const RemoteSignal& signal,
                                Audience audience) {
-  Peer& peer = peers_[pe];
+  // One operation, whatever it carries (RemoteCounters).
   if (bytes > 0) {
     puts_.fetch_add(1, std::memory_order_relaxed);
     bytes_put_.fetch_add(bytes, std::memory_order_relaxed);
+  } else if (signal.action != SignalAction::kNone) {
+    atomics_.fetch_add(1, std::memory_order_relaxed);
   }
+  return Transmit(pe, offset, source, bytes, signal, audience);
+}
+
+Status UcxTransport::Transmit(int pe, std::uint64_t offset, const void* source,
+                              std::uint64_t bytes, const RemoteSignal& signal,
+                              Audience audience, bool heartbeat) {
+  Peer& peer = peers_[pe];
   const bool signalled = signal.action != SignalAction::kNone;
-  if (signalled) atomics_.fetch_add(1, std::memory_order_relaxed);
   if (peer.path == Path::kMessages) {
     WireHeader header;
     header.kind = WireKind::kPut;
@@ -431,7 +439,7 @@ Status UcxTransport::PutSignal(int pe, std::uint64_t offset, const void* source,
     header.width = signal.width;
     header.signal_offset = signal.offset;
     header.value = signal.value;
-    HPS_RETURN_IF_ERROR(Send(pe, header, source, bytes));
+    HPS_RETURN_IF_ERROR(Send(pe, header, source, bytes, heartbeat));
     if (audience == Audience::kAnyone) unconfirmed_[pe].store(true, std::memory_order_release);
     return Status::Ok();
   }
@@ -591,7 +599,11 @@ void UcxTransport::Close() {
     if (liveness_.remote_beat_offset) {
       for (Peer& peer : peers_) {
         if (peer.ep == nullptr || failed_[peer.pe].load(std::memory_order_acquire)) continue;
-        (void)PutWord(peer.pe, liveness_.remote_beat_offset(peer.pe), kFarewell);
+        if (peer.path != Path::kMessages) heartbeats_.fetch_add(1, std::memory_order_relaxed);
+        (void)Transmit(peer.pe, 0, nullptr, 0,
+                       RemoteSignal{liveness_.remote_beat_offset(peer.pe), 8, SignalAction::kSet,
+                                    static_cast<std::int64_t>(kFarewell)},
+                       Audience::kTarget, /*heartbeat=*/true);
       }
     }
     (void)Flush();
@@ -656,6 +668,7 @@ RemoteCounters UcxTransport::counters() const {
   counters.bytes_put = bytes_put_.load(std::memory_order_relaxed);
   counters.bytes_got = bytes_got_.load(std::memory_order_relaxed);
   counters.messages = messages_.load(std::memory_order_relaxed);
+  counters.heartbeats = heartbeats_.load(std::memory_order_relaxed);
   counters.flushes = flushes_.load(std::memory_order_relaxed);
   counters.rejected = rejected_.load(std::memory_order_relaxed);
   counters.event_sleeps = event_sleeps_.load(std::memory_order_relaxed);

@@ -60,12 +60,16 @@ namespace hyper_parallel::shmem::host {
 
 /// What remote operations a PE made, for debug_state() (per transport, since init).
 struct RemoteCounters {
+  // Every operation this PE sends to a remote PE counts once, in one of the first three: a put
+  // (data, with or without a signal after it: one message), a get, or an atomic (a signal
+  // alone). Liveness traffic counts apart, in `heartbeats`.
   std::uint64_t puts = 0;
   std::uint64_t gets = 0;
   std::uint64_t atomics = 0;
   std::uint64_t bytes_put = 0;
   std::uint64_t bytes_got = 0;
-  std::uint64_t messages = 0;  ///< active messages sent (the messages path)
+  std::uint64_t messages = 0;  ///< active messages sent (the messages path), heartbeats apart
+  std::uint64_t heartbeats = 0;  ///< heartbeats and farewells sent
   std::uint64_t flushes = 0;   ///< flush requests sent to peers with unconfirmed writes
   std::uint64_t rejected = 0;  ///< arriving messages refused (malformed or out of bounds)
   std::uint64_t event_sleeps = 0;  ///< waits that slept on the network's events
@@ -153,13 +157,6 @@ class UcxTransport final : public EventSleeper {
   /// a fence and an atomic on the rma path. Returns once `source` may be reused.
   Status PutSignal(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes,
                    const RemoteSignal& signal, Audience audience = Audience::kAnyone);
-  /// A monotonic control word (an epoch, a sequence: one writer), set after every earlier write
-  /// of this PE to `pe`. Only its target reads it.
-  Status PutWord(int pe, std::uint64_t offset, std::uint64_t value) {
-    return PutSignal(pe, 0, nullptr, 0, RemoteSignal{offset, 8, SignalAction::kSet,
-                                                     static_cast<std::int64_t>(value)},
-                     Audience::kTarget);
-  }
   /// Copies `bytes` from segment offset `offset` of `pe` to `destination`; returns once there.
   /// It sees every earlier write of this PE to `pe`.
   Status Get(int pe, void* destination, std::uint64_t offset, std::uint64_t bytes);
@@ -228,11 +225,17 @@ class UcxTransport final : public EventSleeper {
   template <class Done>
   Status Await(Done&& done, int pe, const char* what);
   Status WaitRequest(void* request, int pe, const char* what);
-  Status Send(int pe, const WireHeader& header, const void* data, std::uint64_t bytes);
+  // `heartbeat`: liveness traffic, counted as a heartbeat rather than a message.
+  Status Send(int pe, const WireHeader& header, const void* data, std::uint64_t bytes,
+              bool heartbeat = false);
+  // PutSignal without counting it as an operation (`heartbeat`: liveness traffic).
+  Status Transmit(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes,
+                  const RemoteSignal& signal, Audience audience, bool heartbeat = false);
   // Sends without waiting (heartbeats; replies from inside progress): `header` is copied,
-  // `data` (if any) is this PE's segment; nothing when the peer is lost.
+  // `data` (if any) is this PE's segment; nothing when the peer is lost. `heartbeat`: counted
+  // as one, not as a message.
   void Post(int pe, const WireHeader& header, const void* data = nullptr,
-            std::uint64_t bytes = 0);
+            std::uint64_t bytes = 0, bool heartbeat = false);
   // Inbound messages (ucx_messages.cc).
   Status RegisterHandler();
   int OnMessage(const void* header, std::size_t header_length, void* data, std::size_t length,
@@ -302,7 +305,7 @@ class UcxTransport final : public EventSleeper {
   int stop_fd_ = -1;
   std::thread thread_;
   std::atomic<std::uint64_t> puts_{0}, gets_count_{0}, atomics_{0}, bytes_put_{0},
-      bytes_got_{0}, messages_{0}, flushes_{0}, rejected_{0}, event_sleeps_{0};
+      bytes_got_{0}, messages_{0}, heartbeats_{0}, flushes_{0}, rejected_{0}, event_sleeps_{0};
 };
 
 }  // namespace hyper_parallel::shmem::host

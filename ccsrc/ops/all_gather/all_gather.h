@@ -19,10 +19,19 @@
 // publishes epoch e to each peer (data before signal) and waits until every peer published e:
 // the output is complete and the input free.
 //
+// Across hosts (KernelApi::HostOf tells the members' hosts apart), where some host has several
+// members, a block crosses the network once per pair of hosts: member m puts its block to its
+// own host's members and to one member of every other host (the one at m's place among its
+// host's members, modulo their number), which waits for the blocks it receives so, copies them
+// to its host's other members through shared memory and publishes again. Each member then waits
+// for every member of its host twice where that member forwards (its own block, then the
+// forwarded ones), which the epochs count (docs/architecture.md, "Collectives across hosts").
+//
 // Thread-safety: immutable; Run runs on the launching stream.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "data_plane/collective.h"
 
@@ -40,6 +49,12 @@ class AllGather final : public data_plane::Collective {
     return data_plane::kAgreeBytes | data_plane::kAgreeDtype | data_plane::kAgreeOffset;
   }
   Status Run(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan) const override;
+
+ private:
+  // Members on several hosts, some sharing one: combine on each host (`host_of`: each
+  // member's KernelApi::HostOf).
+  Status RunAcrossHosts(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan,
+                        const std::vector<int>& host_of) const;
 };
 
 }  // namespace hyper_parallel::shmem::ops
