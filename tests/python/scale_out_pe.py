@@ -473,6 +473,17 @@ def mega_moe(rank: int, size: int, per_host: int) -> None:
     layer.close()
 
 
+def refused(rank: int, size: int, per_host: int) -> None:
+    """acquire_shmem must fail: prints the error, then meets the other PEs (torch's group) so no
+    PE leaves while another still joins the group."""
+    try:
+        shmem.acquire_shmem().close()
+        say("UNEXPECTED acquire_shmem succeeded")
+    except shmem.ShmemError as error:
+        result(code=error.error_code, message=str(error))
+    dist.barrier()
+
+
 def collectives(rank: int, size: int, per_host: int) -> None:
     """Collectives of a group across hosts agree in rounds through the hosts' leaders
     (docs/architecture.md, "Agreement across hosts"): the remote operations a barrier sends,
@@ -557,7 +568,7 @@ def main() -> int:
         {"suite": suite, "sleeper": sleeper, "waiter": waiter, "mega_moe": mega_moe,
          "timeout": timeout, "ordering": ordering, "asleep": asleep, "fan_in": fan_in,
          "pingpong": pingpong, "bulk_killed": bulk_killed,
-         "collectives": collectives}[scenario](rank, size, per_host)
+         "collectives": collectives, "refused": refused}[scenario](rank, size, per_host)
     except BaseException:  # noqa: BLE001 (printed for the test)
         traceback.print_exc(file=sys.stdout)
         sys.stdout.flush()

@@ -161,12 +161,14 @@ def _merged(pe: Pe) -> dict:
 
 
 def test_a_world_above_max_pes_fails_at_init_on_every_pe_naming_the_setting():
-    pes = _start_here("suite", 3, extra={"SCALE_OUT_PES_PER_HOST": "3",
-                                          "HYPER_PARALLEL_SHMEM_MAX_PES": "2"})
+    pes = _start_here("refused", 3, extra={"SCALE_OUT_PES_PER_HOST": "3",
+                                            "HYPER_PARALLEL_SHMEM_MAX_PES": "2"})
+    _all_ok(pes)
     for pe in pes:
-        assert pe.finish(120) == 1, pe.text()
-        assert "INVALID_CONFIG" in pe.text() and "HYPER_PARALLEL_SHMEM_MAX_PES" in pe.text(), \
-            pe.text()
+        outcome = _merged(pe)
+        assert outcome["code"] == "INVALID_CONFIG", pe.text()
+        assert "HYPER_PARALLEL_SHMEM_MAX_PES" in outcome["message"], pe.text()
+        assert "world size" in outcome["message"] and "got 3" in outcome["message"], pe.text()
 
 
 @pytest.mark.parametrize("size", [8, 16])

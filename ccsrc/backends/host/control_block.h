@@ -21,6 +21,11 @@ inline constexpr std::uint64_t kControlMagic = 0x4850534d43544c31ull;  // "HPSMC
 // 9: no per-peer mirrors or epochs; summaries in rounds and arrival counters per team slot
 inline constexpr std::uint32_t kControlVersion = 9;
 
+/// The arrival counters of a team slot and parity that PEs which map the block add to (PE p to
+/// lane p % kArrivalLanes, so up to that many PEs of a host add to lines of their own, as the
+/// per-source words before them did); one more lane takes the network's adds.
+inline constexpr int kArrivalLanes = 8;
+
 /// The rounds of a dissemination among `count` parties: ceil(log2(count)).
 inline constexpr int DisseminationRounds(std::uint64_t count) {
   int rounds = 0;
@@ -75,10 +80,11 @@ struct ControlBlock {
 ///                           dissemination among leaders for collective n, in [t][k][n % 2]
 ///                           (one sender per round; docs/architecture.md, "Agreement across
 ///                           hosts")
-///   arrivals   [teams][2][2] PaddedCounter: how many arrivals (a peer's data is in) the
-///                           collectives of team slot t with parity p received, in [t][p][0]
-///                           from PEs that map this block and in [t][p][1] through the network
-///                           (each word has one kind of writer; see HostDevice::Publish)
+///   arrivals   [teams][2][kArrivalLanes + 1] PaddedCounter: how many arrivals (a peer's data
+///                           is in) the collectives of team slot t with parity p received, in
+///                           [t][p][src % kArrivalLanes] from PEs src that map this block and in
+///                           [t][p][kArrivalLanes] through the network (each word has one kind
+///                           of writer; see HostDevice::Publish)
 ///   offers     [pes][2]     CollectiveSlot: the members-only exchange words PE src sent this PE
 ///                           for its round r with this PE, in [src][r % 2] (team creation)
 ///   beats      [pes]        PaddedCounter: heartbeats remote PE src adds to (liveness of hosts)
@@ -94,7 +100,7 @@ struct ControlLayout {
     verdicts = collective + teams * 2 * sizeof(CollectiveSlot);
     round_slots = verdicts + teams * 2 * sizeof(SummarySlot);
     arrivals = round_slots + teams * rounds * 2 * sizeof(SummarySlot);
-    offers = arrivals + teams * 4 * sizeof(PaddedCounter);
+    offers = arrivals + teams * 2 * (kArrivalLanes + 1) * sizeof(PaddedCounter);
     beats = offers + pes * 2 * sizeof(CollectiveSlot);
     bytes = beats + pes * sizeof(PaddedCounter);
   }
@@ -108,7 +114,7 @@ struct ControlLayout {
     for (std::uint64_t i = 0; i < teams * 2 * (1 + rounds); ++i) {
       new (base + verdicts + i * sizeof(SummarySlot)) SummarySlot();  // verdicts, then rounds
     }
-    for (std::uint64_t i = 0; i < teams * 4; ++i) {
+    for (std::uint64_t i = 0; i < teams * 2 * (kArrivalLanes + 1); ++i) {
       new (base + arrivals + i * sizeof(PaddedCounter)) PaddedCounter();
     }
     for (std::uint64_t i = 0; i < pes * 2; ++i) {
@@ -130,13 +136,13 @@ struct ControlLayout {
                            (static_cast<std::uint64_t>(team) * rounds +
                             static_cast<std::uint64_t>(round)) * 2 + sequence % 2);
   }
-  /// The arrival counter of team slot `team` for collectives of `sequence`'s parity; `remote`:
-  /// the one the network adds to.
-  PaddedCounter& Arrivals(ControlBlock* block, int team, std::uint64_t sequence,
-                          bool remote) const {
+  /// Arrival counter `lane` of team slot `team` for collectives of `sequence`'s parity (lane
+  /// kArrivalLanes: the one the network adds to).
+  PaddedCounter& Arrivals(ControlBlock* block, int team, std::uint64_t sequence, int lane) const {
     return At<PaddedCounter>(block, arrivals,
-                             (static_cast<std::uint64_t>(team) * 2 + sequence % 2) * 2 +
-                                 (remote ? 1 : 0));
+                             (static_cast<std::uint64_t>(team) * 2 + sequence % 2) *
+                                     (kArrivalLanes + 1) +
+                                 static_cast<std::uint64_t>(lane));
   }
   CollectiveSlot& Offer(ControlBlock* block, int source, std::uint64_t round) const {
     return At<CollectiveSlot>(block, offers, static_cast<std::uint64_t>(source) * 2 + round % 2);

@@ -8,10 +8,10 @@ namespace hyper_parallel::shmem::host {
 namespace {
 
 // docs/scale-out.md, "Cost model": a control block of T team slots and N PEs takes
-//   head + T * (1280 + 768 * ceil(log2 N)) + 320 * N bytes.
+//   head + T * (2176 + 768 * ceil(log2 N)) + 320 * N bytes.
 std::uint64_t Formula(std::uint64_t teams, std::uint64_t pes) {
   const std::uint64_t head = (sizeof(ControlBlock) + 63) / 64 * 64;
-  return head + teams * (1280 + 768 * static_cast<std::uint64_t>(DisseminationRounds(pes))) +
+  return head + teams * (2176 + 768 * static_cast<std::uint64_t>(DisseminationRounds(pes))) +
          320 * pes;
 }
 

@@ -186,7 +186,8 @@ class HostDevice {
                                       Audience::kTarget));
       return;
     }
-    layout_.Arrivals(controls_[pe], slot, epoch, false).value.fetch_add(1, std::memory_order_seq_cst);
+    layout_.Arrivals(controls_[pe], slot, epoch, rank_ % kArrivalLanes)
+        .value.fetch_add(1, std::memory_order_seq_cst);
     RingAfterSeqCst<kSite>(&controls_[pe]->doorbell);
   }
 
@@ -233,8 +234,15 @@ class HostDevice {
   /// The arrivals this PE's counter of `slot` for collectives of `epoch`'s parity holds, from
   /// mapping PEs or (`remote`) through the network.
   std::uint64_t Arrived(int slot, std::uint64_t epoch, bool remote) const {
-    return layout_.Arrivals(controls_[rank_], slot, epoch, remote)
-        .value.load(std::memory_order_acquire);
+    if (remote) {
+      return layout_.Arrivals(controls_[rank_], slot, epoch, kArrivalLanes)
+          .value.load(std::memory_order_acquire);
+    }
+    std::uint64_t sum = 0;
+    for (int lane = 0; lane < kArrivalLanes; ++lane) {
+      sum += layout_.Arrivals(controls_[rank_], slot, epoch, lane).value.load(std::memory_order_acquire);
+    }
+    return sum;
   }
 
   /// Waits until every PE in `sources` published `epoch` on `slot`: as many arrivals on each
@@ -257,8 +265,8 @@ class HostDevice {
     const std::uint64_t remote_target = remote_tally.load(std::memory_order_relaxed) + remote_sources;
     const std::uint64_t before = local_target + remote_target - sources.size();
     auto all_arrived = [&] {
-      return Arrived(slot, epoch, false) >= local_target &&
-             Arrived(slot, epoch, true) >= remote_target;
+      return (remote_sources == 0 || Arrived(slot, epoch, true) >= remote_target) &&
+             Arrived(slot, epoch, false) >= local_target;
     };
     auto notice = [&] {
       return Register(operation, stream, [this, slot, epoch, before, sources,
@@ -619,7 +627,7 @@ class HostDevice {
   // The segment offset, at any PE, of the arrival counter the network adds to for `slot` and
   // `epoch`'s parity.
   std::uint64_t ArrivalWord(int slot, std::uint64_t epoch) const {
-    return RemoteOffset(&layout_.Arrivals(controls_[rank_], slot, epoch, true));
+    return RemoteOffset(&layout_.Arrivals(controls_[rank_], slot, epoch, kArrivalLanes));
   }
   // The arrivals this PE expects in total on `slot`'s counter for `epoch`'s parity (`remote`:
   // the network's), after the last wait.

@@ -128,13 +128,12 @@ Status AllGather::RunAcrossHosts(data_plane::KernelApi& api,
 Status AllGather::Run(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan) const {
   const data_plane::CollectiveGroup& group = plan.group;
   const int size = group.size();
-  std::vector<int> host_of(static_cast<std::size_t>(size));
+  const int first_host = api.HostOf(group.pe(0));
   bool one_host = true;
-  for (int m = 0; m < size; ++m) {
-    host_of[m] = api.HostOf(group.pe(m));
-    one_host = one_host && host_of[m] == host_of[0];
-  }
+  for (int m = 1; m < size && one_host; ++m) one_host = api.HostOf(group.pe(m)) == first_host;
   if (!one_host) {
+    std::vector<int> host_of(static_cast<std::size_t>(size));
+    for (int m = 0; m < size; ++m) host_of[m] = api.HostOf(group.pe(m));
     // Every member on a host of its own: the push below is already once per pair of hosts.
     std::vector<int> distinct = host_of;
     std::sort(distinct.begin(), distinct.end());

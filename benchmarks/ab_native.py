@@ -1,0 +1,75 @@
+"""Two builds of the native benchmark against each other on one host, in alternating rounds.
+
+    python3 benchmarks/ab_native.py --before OLD/shmem_bench --after NEW/shmem_bench \
+        [--rounds 3] [--out FILE]
+
+Each round runs every case (barrier on 2, 4 and 8 PEs; all_gather with 8 B, 64 KiB and 1 MiB
+per PE on 2, 4 and 8 PEs) with both binaries, the order swapped every round so neither always
+runs second; a run's figure is the median of its 5 repetitions (benchmarks/native/shmem_bench.cc).
+Per case it prints the median over the rounds of each build, the rounds' spread (least and
+greatest) and the ratio after / before. A change keeps the speed where the after median lies
+within the before rounds' spread or below it. Build a commit's benchmark with
+`cmake -S benchmarks/native -B DIR -G Ninja && cmake --build DIR --target shmem_bench` in a
+checkout of it (`git worktree add`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+
+CASES = (("barrier", 2, "8"), ("barrier", 4, "8"), ("barrier", 8, "8"),
+         ("allgather", 2, "8,65536,1048576"), ("allgather", 4, "8,65536,1048576"),
+         ("allgather", 8, "8,65536,1048576"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", required=True, help="the old build's shmem_bench")
+    parser.add_argument("--after", required=True, help="the new build's shmem_bench")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", help="write the rows as JSON here")
+    args = parser.parse_args()
+    binaries = {"before": args.before, "after": args.after}
+    found: dict = {}
+    for round_index in range(args.rounds):
+        order = ["before", "after"] if round_index % 2 == 0 else ["after", "before"]
+        for case_index, (test, pes, sizes) in enumerate(CASES, 1):
+            print(f"[round {round_index + 1}/{args.rounds}, case {case_index}/{len(CASES)}] "
+                  f"{test} on {pes} PEs", file=sys.stderr, flush=True)
+            for which in order:
+                done = subprocess.run([binaries[which], "--test", test, "--pes", str(pes),
+                                       "--sizes", sizes, "--reps", "5", "--min-time-us", "20000"],
+                                      capture_output=True, text=True, timeout=900)
+                if done.returncode != 0:
+                    print(done.stderr, file=sys.stderr)
+                    return 1
+                for line in done.stdout.splitlines():
+                    record = json.loads(line) if line.startswith("{") else {}
+                    if "samples_us" in record:
+                        found.setdefault((test, pes, record["bytes"], which), []).append(
+                            statistics.median(record["samples_us"]))
+    rows = []
+    print(f"{'case':<30}{'before us [spread]':>28}{'after us [spread]':>28}{'after/before':>14}")
+    for (test, pes, size, which), after in sorted(found.items()):
+        if which != "after":
+            continue
+        before = found[(test, pes, size, "before")]
+        row = {"test": test, "pes": pes, "bytes": size, "before_us": before, "after_us": after,
+               "ratio": statistics.median(after) / statistics.median(before)}
+        rows.append(row)
+        name = f"{test} {pes} PEs {size} B"
+        print(f"{name:<30}{statistics.median(before):>12.2f} [{min(before):.2f}-{max(before):.2f}]"
+              f"{statistics.median(after):>12.2f} [{min(after):.2f}-{max(after):.2f}]"
+              f"{row['ratio']:>14.2f}")
+    if args.out:
+        with open(args.out, "w") as sink:
+            json.dump({"rounds": args.rounds, "rows": rows}, sink, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
