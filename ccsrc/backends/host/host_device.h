@@ -6,11 +6,12 @@
 // cores. The vendor calls stay here, guarded by the where-callable table like every other
 // host-backend primitive.
 //
-// Epochs are arrivals: a kernel publishes epoch e on slot s to PE p by adding one to p's arrival
-// counter of slot s for e's parity (after its data, then p's doorbell), and waits until as many
-// arrivals as it named sources came in: each source publishes each epoch to each PE once, so the
-// count tells, with no word per source (data_plane/kernel_api.h). The counters only grow; this
-// PE keeps the running total it expects per slot and parity. Every wait gives up at once when
+// Epochs are arrivals: a kernel publishes epoch e on slot s to PE p by adding one to one of p's
+// arrival counters of slot s for e's parity (after its data, then p's doorbell), and waits
+// until as many arrivals as it named sources came in: a source publishes to a PE once per time
+// that PE's waits name it, so the count tells, with no word per source (data_plane/
+// kernel_api.h). The counters only grow; this PE keeps the running totals it expects per slot,
+// parity and kind of counter. Every wait gives up at once when
 // the failure latch is raised (a peer is gone), and latches its own timeout: a collective that
 // timed out leaves the PEs' sequences out of step for good.
 //
@@ -31,6 +32,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "backends/blocking_ops.h"
@@ -390,13 +392,12 @@ class HostDevice {
     std::vector<int> local;    // this host's members, world PEs in group order
     std::vector<int> leaders;  // the first member of every host, in group order
     int my_leader = -1;
+    std::unordered_set<int> seen;  // hosts with a leader
     for (int member = 0; member < group.size(); ++member) {
       const int pe = group.pe(member);
       const int host = hosts_[pe];
       if (host == hosts_[rank_]) local.push_back(pe);
-      bool first = true;
-      for (int leader : leaders) first = first && hosts_[leader] != host;
-      if (!first) continue;
+      if (!seen.insert(host).second) continue;
       if (host == hosts_[rank_]) my_leader = static_cast<int>(leaders.size());
       leaders.push_back(pe);
     }

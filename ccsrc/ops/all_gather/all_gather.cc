@@ -1,6 +1,7 @@
 #include "ops/all_gather/all_gather.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <vector>
 
 #include "data_plane/chunk_plan.h"
@@ -46,10 +47,11 @@ Status AllGather::RunAcrossHosts(data_plane::KernelApi& api,
   std::vector<int> hosts;                     // distinct hosts, in group order
   std::vector<std::vector<int>> members;      // members of hosts[i]
   std::vector<int> host_index(static_cast<std::size_t>(size)), place(static_cast<std::size_t>(size));
+  std::unordered_map<int, std::size_t> index_of;  // host -> its index in `hosts`
   for (int m = 0; m < size; ++m) {
-    std::size_t h = 0;
-    while (h < hosts.size() && hosts[h] != host_of[m]) ++h;
-    if (h == hosts.size()) {
+    const auto [at, added] = index_of.emplace(host_of[m], hosts.size());
+    const std::size_t h = at->second;
+    if (added) {
       hosts.push_back(host_of[m]);
       members.emplace_back();
     }
@@ -86,15 +88,13 @@ Status AllGather::RunAcrossHosts(data_plane::KernelApi& api,
     peers.push_back(group.pe(to));
   }
   api.PutBlocksAndPublish(puts, peers, group.sync_slot, plan.sequence);
-  // 2. The blocks of other hosts this member receives for its host, then forwards.
-  const auto received = [&](int at) {
-    std::vector<int> owners;
-    for (int m = 0; m < size; ++m) {
-      if (host_index[m] != host_index[at] && receiver(m, mine) == at) owners.push_back(m);
-    }
-    return owners;
-  };
-  const std::vector<int> owners = received(me);
+  // 2. The blocks of other hosts each member of this host receives, which it forwards.
+  std::vector<std::vector<int>> received(local.size());  // by place on this host
+  for (int m = 0; m < size; ++m) {
+    if (static_cast<std::size_t>(host_index[m]) == mine) continue;
+    received[static_cast<std::size_t>(place[m]) % local.size()].push_back(m);
+  }
+  const std::vector<int>& owners = received[static_cast<std::size_t>(place[me])];
   if (!owners.empty()) {
     std::vector<int> sources;
     for (int m : owners) sources.push_back(group.pe(m));
@@ -119,7 +119,7 @@ Status AllGather::RunAcrossHosts(data_plane::KernelApi& api,
   for (int q : local) {
     if (q == me) continue;
     sources.push_back(group.pe(q));
-    if (!received(q).empty()) sources.push_back(group.pe(q));
+    if (!received[static_cast<std::size_t>(place[q])].empty()) sources.push_back(group.pe(q));
   }
   if (sources.empty()) return Status::Ok();
   return api.WaitEpochs(group.sync_slot, plan.sequence, sources, name(), "peers' data to arrive");
