@@ -31,14 +31,18 @@ def main() -> int:
     parser.add_argument("--before", required=True, help="the old build's shmem_bench")
     parser.add_argument("--after", required=True, help="the new build's shmem_bench")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", default="",
+                        help="comma list of test:pes to run (allgather:4,barrier:8); default all")
     parser.add_argument("--out", help="write the rows as JSON here")
     args = parser.parse_args()
+    chosen = {tuple(item.split(":")) for item in args.only.split(",") if item}
+    cases = [case for case in CASES if not chosen or (case[0], str(case[1])) in chosen]
     binaries = {"before": args.before, "after": args.after}
     found: dict = {}
     for round_index in range(args.rounds):
         order = ["before", "after"] if round_index % 2 == 0 else ["after", "before"]
-        for case_index, (test, pes, sizes) in enumerate(CASES, 1):
-            print(f"[round {round_index + 1}/{args.rounds}, case {case_index}/{len(CASES)}] "
+        for case_index, (test, pes, sizes) in enumerate(cases, 1):
+            print(f"[round {round_index + 1}/{args.rounds}, case {case_index}/{len(cases)}] "
                   f"{test} on {pes} PEs", file=sys.stderr, flush=True)
             for which in order:
                 done = subprocess.run([binaries[which], "--test", test, "--pes", str(pes),

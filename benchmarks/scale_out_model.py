@@ -1,7 +1,7 @@
 """A scaling model of the runtime with every peer remote: latency and state per PE against N.
 
-    python benchmarks/scale_out_model.py [--pes 2,4,8] [--reps 5] [--min-time-us 20000]
-                                         [--predict 8,64,1024] [--out FILE]
+    python benchmarks/scale_out_model.py [--pes 2,4,8,16] [--reps 5] [--min-time-us 20000]
+                                         [--predict 64,1024] [--out FILE]
 
 On this one machine, every peer of every PE goes through the UCX transport over loopback
 (HYPER_PARALLEL_SHMEM_REMOTE_PEERS=all, UCX_TLS=tcp,self, UCX_NET_DEVICES=lo), so a PE pays the
@@ -17,18 +17,19 @@ N it runs, through the package's launcher:
                                                          barrier / all_gather costs a PE
 
 A figure is the median of the repetitions of PE 0's mean time per call (the fastest
-repetition is kept too). Each measurement is fitted by least squares to t(N) = a + b * (N - 1)
-(b: the cost of one more peer), of the medians and of the fastest repetitions, and each fit
-predicts t at the --predict counts. The control block a PE's segment carries (per-team and
-per-peer arrays, ccsrc/backends/host/control_block.h ControlLayout) and its UCX endpoints (one
-per remote peer) are computed for the same counts. Output: a table on stdout and FILE
-(default docs/benchmarks/scale_out_model.json).
+repetition is kept too). The barrier and the 8-byte all_gather, which agree in rounds among the
+PEs (every PE a host of its own here: docs/architecture.md, "Agreement across hosts"), are
+fitted by least squares to t(N) = a + b * ceil(log2 N) (b: the cost of one more round); the
+1 MiB all_gather, whose bytes per PE grow with N, to t(N) = a + b * (N - 1). Each fit, of the
+medians and of the fastest repetitions, predicts t at the --predict counts. The control block a
+PE's segment carries (per-team and per-peer arrays, ccsrc/backends/host/control_block.h
+ControlLayout) and its UCX endpoints (one per remote peer) are computed for the same counts.
+Output: a table on stdout and FILE (default docs/benchmarks/scale_out_model.json).
 
-Caveats: the PEs share this machine's cores (8 PEs on 2 cores wait for each other's
+Caveats: the PEs share this machine's cores (16 PEs on 2 cores wait for each other's
 timeslices, and every PE has a UCX progress thread), so b carries the oversubscription as well
-as the per-peer network cost; the fit is of three points; the host backend serves worlds of at
-most kMaxHostPes (256) PEs today, so the prediction at 1024 is of the model, not of a job that
-runs.
+as the network cost; the predictions at 64 and 1024 PEs are of the model, not of a job that
+ran.
 """
 
 from __future__ import annotations
@@ -47,35 +48,98 @@ ROOT = os.path.dirname(HERE)
 MIB = 1 << 20
 LOOPBACK = {"HYPER_PARALLEL_SHMEM_REMOTE_PEERS": "all", "UCX_TLS": "tcp,self",
             "UCX_NET_DEVICES": "lo"}
-MEASUREMENTS = (("barrier", "barrier", 0), ("allgather", "all_gather 8 B per PE", 8),
-                ("allgather", "all_gather 1 MiB per PE", MIB))
+# (test, label, bytes, the fit's x: "log2" for ceil(log2 N), "peers" for N - 1)
+MEASUREMENTS = (("barrier", "barrier", 0, "log2"), ("allgather", "all_gather 8 B per PE", 8, "log2"),
+                ("allgather", "all_gather 1 MiB per PE", MIB, "peers"))
 
 # ControlLayout (ccsrc/backends/host/control_block.h), from the struct sizes on x86-64:
 # ControlBlock (the head) 192 B (32 B of fields, the doorbell on its own 64-byte line, lost_peer
-# on another); CollectiveSlot 12 words aligned to 64: 128 B; PaddedCounter 64 B.
-HEAD_BYTES, SLOT_BYTES, COUNTER_BYTES, PAGE = 192, 128, 64, 4096
+# on another); CollectiveSlot 12 words aligned to 64: 128 B; SummarySlot 41 words aligned to
+# 64: 384 B; PaddedCounter 64 B.
+HEAD_BYTES, SLOT_BYTES, SUMMARY_BYTES, COUNTER_BYTES, PAGE = 192, 128, 384, 64, 4096
 DEFAULT_TEAMS = 64  # Config::kDefaultMaxTeams (HYPER_PARALLEL_SHMEM_MAX_TEAMS)
-MAX_HOST_PES = 256  # kMaxHostPes: the largest world the host backend serves
+DEFAULT_MAX_PES = 4096  # Config::kDefaultMaxPes (HYPER_PARALLEL_SHMEM_MAX_PES)
+
+
+def rounds(pes: int) -> int:
+    """ceil(log2 pes): the rounds of a dissemination among pes parties."""
+    return max(0, (pes - 1).bit_length())
 
 
 def control_block(pes: int, teams: int = DEFAULT_TEAMS) -> dict:
     """The bytes of one PE's control block for `pes` PEs and `teams` team slots, by array."""
     parts = {"head": (HEAD_BYTES + 63) // 64 * 64,
              "collective": teams * 2 * SLOT_BYTES,  # this PE's own descriptors
-             "epochs": teams * pes * COUNTER_BYTES,
-             "offers": pes * 2 * SLOT_BYTES,
-             "mirrors": teams * 2 * pes * SLOT_BYTES,  # remote peers' descriptors
-             "beats": pes * COUNTER_BYTES}
+             "verdicts": teams * 2 * SUMMARY_BYTES,  # a host leader's verdicts
+             "rounds": teams * rounds(pes) * 2 * SUMMARY_BYTES,  # summaries received per round
+             "arrivals": teams * 2 * 9 * COUNTER_BYTES,  # 8 lanes for the host, 1 network
+             "offers": pes * 2 * SLOT_BYTES,  # team creation's mailbox per peer
+             "beats": pes * COUNTER_BYTES}  # heartbeats per remote peer
     total = sum(parts.values())
     return {"pes": pes, "teams": teams, "parts": parts, "bytes": total,
             "bytes_paged": (total + PAGE - 1) // PAGE * PAGE,
-            "per_pe_bytes": total - parts["head"] - parts["collective"],
+            "per_team_bytes": (total - parts["head"] - parts["offers"] - parts["beats"]) // teams,
             "ucx_endpoints": pes - 1}
 
 
-def fit(points: list) -> dict:
-    """Least squares of t = a + b * (N - 1) over [(N, t)]."""
-    xs = [n - 1 for n, _ in points]
+def control_block_before(pes: int, teams: int = DEFAULT_TEAMS) -> int:
+    """The control block before the agreement in rounds (a mirror of every peer's descriptor
+    slots and an epoch per peer in every team slot), for the plot."""
+    return 192 + teams * 2 * SLOT_BYTES + teams * pes * COUNTER_BYTES + pes * 2 * SLOT_BYTES \
+        + teams * 2 * pes * SLOT_BYTES + pes * COUNTER_BYTES
+
+
+def plot(results: dict, path: str) -> None:
+    """Latency against N with the fits, and the control block against N, before and after."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no matplotlib: no plot", file=sys.stderr)
+        return
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for label, model in results["fits"].items():
+        if model["form"] != "a + b * ceil(log2 N)":
+            continue
+        points = model["points"]
+        shown = left.plot([p["pes"] for p in points], [p["median_us"] for p in points], "o",
+                          label=f"{label} (median)")[0]
+        counts = [2 ** k for k in range(1, 11)]
+        left.plot(counts, [model["a_us"] + model["b_us"] * rounds(n) for n in counts], "--",
+                  color=shown.get_color(),
+                  label=f"fit {model['a_us']:.0f} + {model['b_us']:.0f}·⌈log2 N⌉ µs")
+    left.set_xscale("log", base=2)
+    left.set_xlabel("PEs N (each a host of its own, over loopback)")
+    left.set_ylabel("µs per call")
+    left.set_title("barrier and 8-byte all_gather, in rounds")
+    left.legend(fontsize=7)
+    counts = [2 ** k for k in range(1, 13)]
+    teams = results["control_block"]["teams"]
+    right.plot(counts, [control_block(n, teams)["bytes"] / 1024 for n in counts], "o-",
+               label="in rounds (this build)")
+    right.plot(counts, [control_block_before(n, teams) / 1024 for n in counts], "s--",
+               label="per-peer mirrors and epochs (before)")
+    right.axhline(1024, color="grey", linewidth=0.8)
+    right.set_xscale("log", base=2)
+    right.set_yscale("log")
+    right.set_xlabel("PEs N")
+    right.set_ylabel("KiB per PE")
+    right.set_title(f"control block per PE, {teams} team slots (line: 1 MiB)")
+    right.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    print(f"wrote {path}", file=sys.stderr)
+
+
+def x_of(pes: int, form: str) -> int:
+    return rounds(pes) if form == "log2" else pes - 1
+
+
+def fit(points: list, form: str) -> dict:
+    """Least squares of t = a + b * x(N) over [(N, t)], x as x_of(N, form)."""
+    xs = [x_of(n, form) for n, _ in points]
     ys = [t for _, t in points]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     sxx = sum((x - mx) ** 2 for x in xs)
@@ -83,7 +147,8 @@ def fit(points: list) -> dict:
     a = my - b * mx
     residual = sum((y - a - b * x) ** 2 for x, y in zip(xs, ys))
     total = sum((y - my) ** 2 for y in ys)
-    return {"a_us": a, "b_us": b, "r2": 1 - residual / total if total else 1.0}
+    return {"form": "a + b * ceil(log2 N)" if form == "log2" else "a + b * (N - 1)",
+            "a_us": a, "b_us": b, "r2": 1 - residual / total if total else 1.0}
 
 
 # ---- the PE side of --pe-check -------------------------------------------------------------
@@ -173,7 +238,7 @@ def measure(pes: int, args) -> tuple:
             problems.append(f"{test} x{pes}: exit {rc}: "
                             + " | ".join(err.strip().splitlines()[-4:]))
         for record in json_lines(out):
-            name = next(label for t, label, size in MEASUREMENTS
+            name = next(label for t, label, size, _ in MEASUREMENTS
                         if t == record["test"] and size == record["bytes"])
             points[name] = {"pes": pes, "median_us": statistics.median(record["samples_us"]),
                             "min_us": min(record["samples_us"]),
@@ -190,21 +255,30 @@ def measure(pes: int, args) -> tuple:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pes", default="2,4,8", type=lambda t: [int(v) for v in t.split(",")])
+    parser.add_argument("--pes", default="2,4,8,16",
+                        type=lambda t: [int(v) for v in t.split(",")])
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--min-time-us", type=float, default=20000)
-    parser.add_argument("--predict", default="8,64,1024",
+    parser.add_argument("--predict", default="64,1024",
                         type=lambda t: [int(v) for v in t.split(",")])
     parser.add_argument("--teams", type=int, default=DEFAULT_TEAMS,
                         help="team slots for the control block (HYPER_PARALLEL_SHMEM_MAX_TEAMS)")
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks",
                                                       "scale_out_model.json"))
+    parser.add_argument("--plot", default=os.path.join(ROOT, "docs", "benchmarks",
+                                                       "scale_out_model.png"))
+    parser.add_argument("--plot-only", metavar="JSON", help="redraw the plot from a result file")
     parser.add_argument("--pe-check", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.pe_check:
         return pe_check()
+    if args.plot_only:
+        with open(args.plot_only) as source:
+            plot(json.load(source), args.plot)
+        return 0
     started = time.monotonic()
-    raw = {label: [] for _, label, _ in MEASUREMENTS}
+    raw = {label: [] for _, label, _, _ in MEASUREMENTS}
+    forms = {label: form for _, label, _, form in MEASUREMENTS}
     checks, problems = [], []
     for pes in args.pes:
         print(f"[{time.monotonic() - started:5.0f}s] {pes} PEs ...", file=sys.stderr, flush=True)
@@ -218,13 +292,14 @@ def main() -> int:
     for label, rows in raw.items():
         if len(rows) < 2:
             continue
-        model = fit([(r["pes"], r["median_us"]) for r in rows])
-        model["predicted_us"] = {str(n): model["a_us"] + model["b_us"] * (n - 1)
+        form = forms[label]
+        model = fit([(r["pes"], r["median_us"]) for r in rows], form)
+        model["predicted_us"] = {str(n): model["a_us"] + model["b_us"] * x_of(n, form)
                                  for n in args.predict}
         # The same fit of each point's fastest repetition: on a loaded machine the median
         # still carries other processes' timeslices, the minimum the least of them.
-        least = fit([(r["pes"], r["min_us"]) for r in rows])
-        least["predicted_us"] = {str(n): least["a_us"] + least["b_us"] * (n - 1)
+        least = fit([(r["pes"], r["min_us"]) for r in rows], form)
+        least["predicted_us"] = {str(n): least["a_us"] + least["b_us"] * x_of(n, form)
                                  for n in args.predict}
         models[label] = {"points": rows, **model, "of_min": least}
     counts = sorted(set(args.pes) | set(args.predict))
@@ -236,12 +311,14 @@ def main() -> int:
         "setting": {**LOOPBACK, "launcher": "hyper_parallel.core.multicore.shmem.launch",
                     "reps": args.reps, "min_time_us": args.min_time_us,
                     "statistic": "median over repetitions of PE 0's mean time per call"},
-        "model": "t(N) = a + b * (N - 1), least squares: of the medians (a_us, b_us), and of "
-                 "each point's fastest repetition (of_min)",
+        "model": "t(N) = a + b * x(N), least squares (x: each fit's form, ceil(log2 N) or "
+                 "N - 1): of the medians (a_us, b_us), and of each point's fastest repetition "
+                 "(of_min)",
         "fits": models, "checks": checks,
-        "control_block": {"teams": args.teams, "max_host_pes": MAX_HOST_PES,
-                          "formula": "head 192 + collective 2*T*128 + epochs T*N*64 + offers "
-                                     "2*N*128 + mirrors 2*T*N*128 + beats N*64 bytes",
+        "control_block": {"teams": args.teams, "max_pes": DEFAULT_MAX_PES,
+                          "formula": "head 192 + T*(collective 2*128 + verdicts 2*384 + rounds "
+                                     "ceil(log2 N)*2*384 + arrivals 2*9*64) + N*(offers 2*128 + "
+                                     "beats 64) bytes",
                           "by_pes": [control_block(n, args.teams) for n in counts]},
         "problems": problems,
     }
@@ -249,7 +326,7 @@ def main() -> int:
     with open(args.out, "w") as sink:
         json.dump(results, sink, indent=1)
     print(f"{'measurement':<26}" + "".join(f"{'N=' + str(n):>11}" for n in args.pes)
-          + f"{'a us':>10}{'b us/peer':>11}{'r2':>6}"
+          + f"{'a us':>10}{'b us':>11}{'r2':>6}"
           + "".join(f"{'@' + str(n):>12}" for n in args.predict))
     for label, model in models.items():
         for statistic, fitted in (("median_us", model), ("min_us", model["of_min"])):
@@ -261,7 +338,8 @@ def main() -> int:
     print()
     print(f"{'PEs':>6}{'control block B':>17}{'paged':>11}{'UCX endpoints':>15}")
     for block in results["control_block"]["by_pes"]:
-        note = "  (above the host backend's 256-PE world)" if block["pes"] > MAX_HOST_PES else ""
+        note = "  (above HYPER_PARALLEL_SHMEM_MAX_PES' default)" \
+            if block["pes"] > DEFAULT_MAX_PES else ""
         print(f"{block['pes']:>6}{block['bytes']:>17,}{block['bytes_paged']:>11,}"
               f"{block['ucx_endpoints']:>15}{note}")
     for check in checks:
@@ -273,6 +351,7 @@ def main() -> int:
     for problem in problems:
         print(f"problem: {problem}")
     print(f"wrote {args.out}")
+    plot(results, args.plot)
     return 1 if problems else 0
 
 
