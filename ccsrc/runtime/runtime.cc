@@ -101,6 +101,8 @@ void Runtime::EnterTerminal(const Status& failure) {
 Status Runtime::CheckReady(std::string_view operation) {
   if (state_ != RuntimeState::kReady) [[unlikely]] {
     if (state_ == RuntimeState::kFailed) return terminal_.Retagged(operation, "state");
+    // Tagged here, so every caller's error names the call the user made, also where it is
+    // raised without passing through a rejection (a question such as backend_info).
     return Status::Assertion(ErrorCode::kInvalidState,
                              state_ == RuntimeState::kClosing
                                  ? "runtime is closing"
@@ -108,7 +110,8 @@ Status Runtime::CheckReady(std::string_view operation) {
                                        ? "runtime is initialising"
                                        : "runtime is not initialised",
                              {{"operation", std::string(operation)},
-                              {"state", std::string(RuntimeStateName(state_))}});
+                              {"state", std::string(RuntimeStateName(state_))}})
+        .At(operation, "state");
   }
   if (Status health = backend_->Health(); !health.ok()) [[unlikely]] {
     EnterTerminal(health);

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -118,7 +119,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if ((arg == "--pes" || arg == "-n") && i + 1 < argc) {
-      pes = std::atoi(argv[++i]);
+      // The whole word must be a number in range: "x" or "4x" is named as given.
+      const char* text = argv[++i];
+      char* end = nullptr;
+      errno = 0;
+      const long value = std::strtol(text, &end, 10);
+      if (end == text || *end != '\0' || errno != 0 || value < 1 || value > 64) {
+        std::fprintf(stderr, "--pes must be an integer in [1, 64], but got \"%s\"\n", text);
+        return 2;
+      }
+      pes = static_cast<int>(value);
     } else if (arg == "--help" || arg == "-h") {
       std::printf("usage: %s [--pes N]\n  Runs N PEs (default 4, 1..64) on the host backend.\n",
                   argv[0]);
@@ -127,10 +137,6 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "unknown argument: %s (try --help)\n", arg.c_str());
       return 2;
     }
-  }
-  if (pes < 1 || pes > 64) {
-    std::fprintf(stderr, "--pes must be in [1, 64], but got %d\n", pes);
-    return 2;
   }
   const std::string name = shmem::SocketBootstrap::UniqueName();
   std::printf("hyper_parallel_shmem_demo: %d PEs on the host backend\n", pes);

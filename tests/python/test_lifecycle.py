@@ -79,6 +79,20 @@ def _subgroup_rejected(rank, size):
     return True
 
 
+@pytest.mark.parametrize("call", ["my_pe", "n_pes", "backend_info", "empty"])
+def test_a_call_before_acquire_names_itself_in_its_error(call):
+    # In this (the test runner's) process no lifecycle is open.
+    assert shmem.debug_state()["state"] == "uninitialized"
+    body = {"my_pe": shmem.my_pe, "n_pes": shmem.n_pes, "backend_info": shmem.backend_info,
+            "empty": lambda: shmem.empty(4)}[call]
+    with pytest.raises(shmem.ShmemError) as caught:
+        body()
+    error = caught.value
+    assert error.error_code == "INVALID_STATE", str(error)
+    assert (error.operation, error.phase) == (call, "state"), str(error)
+    assert f"operation={call} phase=state runtime is not initialised" in str(error), str(error)
+
+
 def test_root_not_covering_world_is_rejected(pes):
     assert all(pes(2).run(_subgroup_rejected))
 

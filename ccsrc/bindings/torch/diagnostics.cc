@@ -159,12 +159,13 @@ py::dict Snapshot() {
 
 // The running backend's facts for shmem.backend_info() (runtime.h, BackendDescription). A
 // question, not a failed call: outside a lifecycle it raises without noting a failure.
-py::dict DescribeBackend() {
+// `operation` names the Python call that asked (backend_info, my_pe, n_pes) in its error.
+py::dict DescribeBackend(const std::string& operation) {
   BackendDescription d;
   Status status;
   {
     py::gil_scoped_release no_gil;
-    status = Runtime::Process().DescribeBackend("backend_info", &d);
+    status = Runtime::Process().DescribeBackend(operation, &d);
   }
   if (!status.ok()) ThrowUnnoted(status);
   py::dict out;
@@ -180,8 +181,9 @@ py::dict DescribeBackend() {
 
 void RegisterDiagnostics(py::module_& m) {
   m.def("snapshot", &Snapshot, "Process-local diagnostics (not collective).");
-  m.def("backend_description", &DescribeBackend,
-        "The running backend's description (not collective; INVALID_STATE when not ready).");
+  m.def("backend_description", &DescribeBackend, py::arg("operation") = "backend_info",
+        "The running backend's description (not collective; INVALID_STATE naming `operation` "
+        "when not ready).");
   m.def("log_level", [] { return static_cast<int>(log::Level()); },
         "The level currently in force (frozen from the config at init).");
   m.def("timeout_seconds", [] {

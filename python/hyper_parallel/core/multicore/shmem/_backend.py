@@ -34,25 +34,25 @@ class BackendInfo:
 def backend_info() -> BackendInfo:
     """The running backend's description. Not collective; raises ShmemError INVALID_STATE
     outside a lifecycle (before the first acquire_shmem() or after the last close)."""
-    return BackendInfo(**native.backend_description())
+    return BackendInfo(**native.backend_description("backend_info"))
 
 
-def _ready_snapshot() -> dict:
+def _ready_snapshot(operation: str) -> dict:
     """The native snapshot of a ready Runtime; outside a lifecycle, the description's
-    INVALID_STATE is raised instead."""
+    INVALID_STATE is raised instead, naming `operation` (the caller's name)."""
     snapshot = native.snapshot()
     if snapshot["state"] != "ready":
-        native.backend_description()  # raises INVALID_STATE naming the state
+        native.backend_description(operation)  # raises INVALID_STATE naming the state
     return snapshot
 
 
 def my_pe() -> int:
     """This PE's number in the root group (0 .. n_pes() - 1), as `pe=` arguments read it.
     Raises ShmemError INVALID_STATE outside a lifecycle."""
-    return int(_ready_snapshot()["root_rank"])
+    return int(_ready_snapshot("my_pe")["root_rank"])
 
 
 def n_pes() -> int:
     """The number of PEs in the root group. Raises ShmemError INVALID_STATE outside a
     lifecycle."""
-    return int(_ready_snapshot()["root_size"])
+    return int(_ready_snapshot("n_pes")["root_size"])
