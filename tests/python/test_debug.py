@@ -20,6 +20,37 @@ FIELDS = ["state", "reference_count", "lifecycle", "root_rank", "root_size", "gl
           "latest_failure", "terminal_failure"]
 
 
+def _eager_calls_are_profiler_ranges(rank, size):
+    with shmem.acquire_shmem():
+        data = shmem.empty(4, dtype=torch.float32)
+        sig = shmem.empty(1, dtype=torch.int64)
+        sig.zero_()
+        gathered = shmem.empty(4 * size, dtype=torch.float32)
+        exchanged = shmem.empty(4 * size, dtype=torch.float32)
+        shmem.barrier()
+        right = (rank + 1) % size
+        with torch.profiler.profile() as profile:
+            shmem.put(data, torch.ones(4), right)
+            shmem.get(torch.empty(4), data, right)
+            shmem.signal(sig, 1, right, operation="add")
+            shmem.put_signal(data, torch.ones(4), sig, 1, right, operation="add")
+            shmem.wait_signal(sig, 2, comparison="ge")
+            shmem.barrier()
+            shmem.all_gather(gathered, torch.ones(4))
+            shmem.all_to_all(exchanged, torch.ones(4 * size))
+        names = [event.name for event in profile.events() if event.name.startswith("hps::")]
+        for tensor in (exchanged, gathered, sig, data):
+            shmem.free(tensor)
+    return names
+
+
+def test_eager_calls_are_ranges_named_as_their_ops_under_the_profiler(pes):
+    for names in pes(2).run(_eager_calls_are_profiler_ranges):
+        assert sorted(names) == sorted(f"hps::{op}" for op in (
+            "put", "get", "signal", "put_signal", "wait_signal", "barrier", "all_gather",
+            "all_to_all")), names
+
+
 def _fields_and_repr(rank, size):
     idle = shmem.debug_state()
     assert isinstance(idle, dict) and isinstance(idle, shmem.DebugState)
@@ -33,7 +64,8 @@ def _fields_and_repr(rank, size):
         assert state["device"] == "cpu:0" and state["backend"] == "host"
         assert state["config"] == {"heap_size": 268435456, "timeout_sec": 30, "log_level": 2,
                                    "backend": "auto", "wait": "auto",
-                                   "quarantine_bytes": 268435456 // 8, "max_teams": 64}
+                                   "quarantine_bytes": 268435456 // 8, "max_teams": 64,
+                                   "max_pes": 4096}
         wait = state["wait"]
         assert wait["mode"] == "auto" and wait["sleeps"] is True and wait["yield_us"] == 100.0
         cores = os.cpu_count()

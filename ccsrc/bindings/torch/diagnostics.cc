@@ -56,6 +56,7 @@ py::dict Snapshot() {
   config["wait"] = d.config.wait;
   config["quarantine_bytes"] = d.config.quarantine();
   config["max_teams"] = d.config.max_teams;
+  config["max_pes"] = d.config.max_pes;
   state["config"] = config;
   state["heap_base"] = reinterpret_cast<std::uintptr_t>(d.heap_base);
   py::dict heap;
