@@ -29,6 +29,8 @@ import sys
 import threading
 import time
 
+from plots import pyplot
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 LINK = "eth0"
@@ -187,13 +189,8 @@ def table(rows: list) -> str:
 
 def plot(rows: list, path: str) -> None:
     """Speed against gloo (gloo's time / ours) per layout, collective and size."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("no matplotlib: no plot", file=sys.stderr)
+    plt = pyplot()
+    if plt is None:
         return
     keyed = {(r["layout"], r["test"], r["bytes"], r["system"]): r["median_us"] for r in rows}
     cases = sorted({(r["layout"], r["test"], r["bytes"]) for r in rows})

@@ -43,6 +43,8 @@ import subprocess
 import sys
 import time
 
+from plots import pyplot
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 MIB = 1 << 20
@@ -91,13 +93,8 @@ def control_block_before(pes: int, teams: int = DEFAULT_TEAMS) -> int:
 
 def plot(results: dict, path: str) -> None:
     """Latency against N with the fits, and the control block against N, before and after."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("no matplotlib: no plot", file=sys.stderr)
+    plt = pyplot()
+    if plt is None:
         return
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for label, model in results["fits"].items():
