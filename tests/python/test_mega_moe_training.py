@@ -16,6 +16,9 @@
 
 from __future__ import annotations
 
+import traceback
+from pathlib import Path
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -30,6 +33,7 @@ from hyper_parallel.core.multicore.mega_moe.model import (DecoderConfig, MoEDeco
                                                           reduce_gradients, save_checkpoint,
                                                           synthetic_tokens)
 
+ROOT = Path(__file__).resolve().parents[2]
 H, I, IS = 16, 24, 8
 EXPERTS = ("gate_proj", "up_proj", "down_proj")
 RTOL, ATOL = 1e-5, 1e-6
@@ -361,8 +365,14 @@ def _fsdp(rank, size, ep_size):
     try:
         plain = MoEDecoder(_SMALL, "shmem", seed=5, group=ep, dp_group=dp)
         try:
-            with pytest.raises(TypeError, match=r"Invariant encountered"):
+            with pytest.raises(TypeError, match=r"Invariant encountered") as raised:
                 torch_fully_shard(plain)
+            # docs/mega_moe.md's troubleshooting quotes torch's message and the fix.
+            section = (ROOT / "docs" / "mega_moe.md").read_text().split("## Troubleshooting")[1]
+            section = " ".join(section.split("\n## ")[0].split())
+            assert f"`TypeError: {raised.value}`" in section, str(raised.value)
+            assert "DeviceMesh._concatenate" in "".join(traceback.format_tb(raised.tb))
+            assert "DeviceMesh._concatenate" in section
         finally:
             plain.close()
         if size > 1:
@@ -424,6 +434,68 @@ def _fsdp(rank, size, ep_size):
 def test_fsdp2_through_fully_shard_equals_the_models_own_reduction(pes, size, ep_size):
     worst = pes(size).run(_fsdp, ep_size, timeout=600)
     assert max(worst) <= 1e-5, worst
+
+
+def _fsdp_mixed(rank, size, ep_size, reduce_dtype):
+    """FSDP2 with MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype) through
+    mega_moe.fully_shard against the float32 FSDP2 run of the same model: the routed experts
+    compute in bfloat16 (compute_dtype() during the forward), the loss and every gradient
+    within bfloat16's tolerance of float32's, the parameters and their gradients left in
+    float32; with reduce_dtype bfloat16 and replicas to sum over, the experts' reduced
+    gradients lie on bfloat16's grid (summed in it), with float32 they do not."""
+    torch.set_num_threads(1)
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    ep, dp = _groups(size, ep_size)
+    low = MoEDecoder(_SMALL, "shmem", seed=9, group=ep, dp_group=dp)
+    full = MoEDecoder(_SMALL, "shmem", seed=9, group=ep, dp_group=dp)
+    try:
+        with pytest.raises(TypeError, match=r"mp_policy.param_dtype must be None or a dtype"):
+            fully_shard(low, dp_group=dp,
+                        mp_policy=MixedPrecisionPolicy(param_dtype=torch.int32))
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=reduce_dtype)
+        for model, mp in ((low, policy), (full, MixedPrecisionPolicy())):
+            for layer in model.layers:
+                fully_shard(layer, dp_group=dp, mp_policy=mp)
+            fully_shard(model, dp_group=dp, mp_policy=mp)
+        seen = []
+        moe = low.layers[0].moe
+        moe.register_forward_pre_hook(lambda m, args: seen.append(m.compute_dtype()))
+        tokens = synthetic_tokens(_SMALL, rank, 3)
+        losses = [model.loss(tokens)[0] for model in (low, full)]
+        assert seen == [torch.bfloat16], seen
+        assert full.layers[0].moe.compute_dtype() == torch.float32
+        assert abs(float(losses[0]) - float(losses[1])) <= 2e-2 * abs(float(losses[1])), losses
+        for loss in losses:
+            loss.backward()
+        expert_ids = {id(p) for p in low.expert_parameters()}
+        worst = 0.0
+        for (name, p), q in zip(low.named_parameters(), full.parameters()):
+            mine = _local(p.grad) if id(p) in expert_ids else _full(p.grad)
+            theirs = _local(q.grad) if id(p) in expert_ids else _full(q.grad)
+            assert p.dtype == mine.dtype == torch.float32, (name, p.dtype, mine.dtype)
+            scale = float(theirs.abs().max()) or 1.0
+            error = float((mine - theirs).abs().max()) / scale
+            assert error <= 0.05, (name, error)
+            worst = max(worst, error)
+        if dp is not None:
+            grads = torch.cat([_local(p.grad).reshape(-1) for p in low.expert_parameters()])
+            on_grid = bool(torch.equal(grads, grads.to(torch.bfloat16).float()))
+            # reduce_dtype None: FSDP2 reduces in param_dtype (bfloat16).
+            assert on_grid == (reduce_dtype in (None, torch.bfloat16)), (reduce_dtype, on_grid)
+        return worst
+    finally:
+        low.close()
+        full.close()
+        _destroy(ep, dp)
+
+
+@pytest.mark.parametrize("size,ep_size,reduce_dtype", [
+    (2, 2, torch.float32), (4, 2, torch.float32), (4, 2, None)])
+def test_fsdp2_mixed_precision_computes_in_param_dtype_and_reduces_in_reduce_dtype(
+        pes, size, ep_size, reduce_dtype):
+    worst = pes(size).run(_fsdp_mixed, ep_size, reduce_dtype, timeout=600)
+    print("worst relative gradient error against float32:", max(worst))
 
 
 # ---- 4. gradient clipping ----------------------------------------------------------------------

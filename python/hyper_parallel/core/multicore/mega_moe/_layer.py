@@ -157,6 +157,10 @@ class MegaMoE(nn.Module):
         self._resources = resources
         self._owns_resources = resources is None
         self._retired = []  # own resources of a dtype before a conversion, to close
+        # FSDP2's MixedPrecisionPolicy.param_dtype when mega_moe.fully_shard took this layer's
+        # experts with one: the dense part then runs on parameters FSDP2 cast to it, and the
+        # routed experts compute in it too (compute_dtype()).
+        self.fsdp_param_dtype: torch.dtype | None = None
         self._op_number = _ops.register_layer(self)  # the layer, to the hps_moe ops
         L, H, I, Is = self.local_experts, hidden_size, intermediate_size, shared_intermediate_size
         if gate is None:
@@ -349,10 +353,13 @@ class MegaMoE(nn.Module):
 
     def compute_dtype(self, device_type: str = "cpu") -> torch.dtype:
         """The dtype the routed experts compute in, and their rows travel in: under
-        torch.autocast(device_type) the autocast dtype (as torch.nn.Linear computes there),
-        else the layer's dtype."""
+        torch.autocast(device_type) the autocast dtype (as torch.nn.Linear computes there);
+        else the param_dtype of the FSDP2 MixedPrecisionPolicy that mega_moe.fully_shard took
+        the experts with (as FSDP2's own parameters compute in it); else the layer's dtype."""
         if torch.is_autocast_enabled(device_type):
             return torch.get_autocast_dtype(device_type)
+        if self.fsdp_param_dtype is not None:
+            return self.fsdp_param_dtype
         return self.dtype
 
     def _ensure_resources(self) -> MegaMoEResources:
@@ -440,13 +447,16 @@ class MegaMoE(nn.Module):
                                       (int(flat_ids.min()), int(flat_ids.max()))))
 
     def _shared_expert(self, x: torch.Tensor):
-        """The shared expert's output [T, H] in fp32 (None without one)."""
+        """The shared expert's output [T, H] in fp32 (None without one). It computes in its
+        weights' dtype as they are at the call: the layer's, or the param_dtype FSDP2's mixed
+        precision cast them to (autocast casts on top of either)."""
         if not self.shared_intermediate_size:
             return None
-        shared = swiglu(x.to(self.dtype), self.shared_gate_proj, self.shared_up_proj,
+        x = x.to(self.shared_gate_proj.dtype)
+        shared = swiglu(x, self.shared_gate_proj, self.shared_up_proj,
                         self.shared_down_proj).float()
         if self.gated_shared_expert:
-            shared = shared * torch.sigmoid(x.to(self.dtype) @ self.shared_expert_gate.t()).float()
+            shared = shared * torch.sigmoid(x @ self.shared_expert_gate.t()).float()
         return shared
 
     def close(self) -> None:

@@ -32,6 +32,7 @@ from torch.nn.parallel import DistributedDataParallel
 from ..shmem.errors import contract
 from ._groups import check_dp_members, ep_group_of
 from ._layer import _EXPERT_KEYS, MegaMoE, local_tensor
+from ._buffers import ROW_DTYPES
 
 
 def expert_parameters(model: nn.Module) -> list:
@@ -44,10 +45,10 @@ def expert_parameters(model: nn.Module) -> list:
     return found
 
 
-def all_reduce_flat(grads: list, group) -> None:
+def all_reduce_flat(grads: list, group, dtype: torch.dtype | None = None) -> None:
     """Sums `grads` over `group` in one all-reduce of them flattened (as a data-parallel
-    trainer's bucket would)."""
-    flat = torch.cat([g.reshape(-1) for g in grads])
+    trainer's bucket would), in `dtype` (None: theirs), as FSDP2's reduce_dtype does."""
+    flat = torch.cat([g.reshape(-1).to(dtype or g.dtype) for g in grads])
     dist.all_reduce(flat, group=group)
     offset = 0
     for g in grads:
@@ -56,13 +57,15 @@ def all_reduce_flat(grads: list, group) -> None:
 
 
 @torch.no_grad()
-def reduce_expert_gradients(params: list, dp_group, world: int) -> None:
+def reduce_expert_gradients(params: list, dp_group, world: int,
+                            dtype: torch.dtype | None = None) -> None:
     """The experts' rule: their gradients (each summed at its owner over its EP group's tokens)
     summed over `dp_group` (their replicas; None: none) and divided by `world`, so that they
-    are gradients of the mean loss over every PE's tokens, as DDP's averaged dense ones."""
+    are gradients of the mean loss over every PE's tokens, as DDP's averaged dense ones. The
+    sum runs in `dtype` (None: the gradients'), FSDP2's reduce dtype under mixed precision."""
     grads = [local_tensor(p.grad) for p in params if p.grad is not None]
     if grads and dp_group is not None and dist.get_world_size(dp_group) > 1:
-        all_reduce_flat(grads, dp_group)
+        all_reduce_flat(grads, dp_group, dtype)
     for g in grads:
         g.div_(world)
 
@@ -114,9 +117,9 @@ class _ExpertGradients:
     tensors) changes nothing: a hook on the parameters themselves would not survive it."""
 
     def __init__(self, model: nn.Module, names: list, dp_group, world: int,
-                 synchronised) -> None:
+                 synchronised, reduce_dtype: torch.dtype | None = None) -> None:
         self.model, self.names = model, names
-        self.dp_group, self.world = dp_group, world
+        self.dp_group, self.world, self.reduce_dtype = dp_group, world, reduce_dtype
         self.synchronised = synchronised
         self.deciding = self.queued = False
         self.handles = [model.register_forward_pre_hook(self._forward),
@@ -144,7 +147,7 @@ class _ExpertGradients:
 
     def _reduce(self) -> None:
         self.queued = False
-        reduce_expert_gradients(self.params(), self.dp_group, self.world)
+        reduce_expert_gradients(self.params(), self.dp_group, self.world, self.reduce_dtype)
         self.reductions += 1
 
     def remove(self) -> None:
@@ -247,10 +250,24 @@ def fully_shard(module: nn.Module, *, dp_group=None, **kwargs):
             "module", "a module with parameters other than MegaMoE experts (FSDP2 decides "
             "when gradients are reduced from them; fully_shard the module around the layer)",
             f"{type(module).__name__} with expert parameters only"))
+    param_dtype = getattr(kwargs.get("mp_policy"), "param_dtype", None)
+    if param_dtype is not None and param_dtype not in ROW_DTYPES:
+        raise TypeError(contract("mp_policy.param_dtype", "None or a dtype MegaMoE's experts "
+                                 "compute in: torch.float64, float32, bfloat16 or float16",
+                                 param_dtype))
     sharded = torch_fully_shard(module, **kwargs)
     if fresh:
+        # Mixed precision (FSDP2's MixedPrecisionPolicy): the experts stay in their dtype, as
+        # FSDP2's sharded parameters do; the layers compute in param_dtype, as FSDP2's
+        # unsharded parameters do, and their gradients reduce in reduce_dtype (param_dtype when
+        # None, as FSDP2's).
+        reduce_dtype = getattr(kwargs.get("mp_policy"), "reduce_dtype", None) or param_dtype
+        owned = set(fresh)
+        for prefix, sub in module.named_modules():
+            if isinstance(sub, MegaMoE) and f"{prefix}.{_EXPERT_KEYS[0]}".lstrip(".") in owned:
+                sub.fsdp_param_dtype = param_dtype
         module._mega_moe_fsdp = _ExpertGradients(module, fresh, dp_group, world,
-                                                 _fsdp_synchronises)
+                                                 _fsdp_synchronises, reduce_dtype)
     return sharded
 
 
