@@ -138,8 +138,11 @@ at::Tensor Empty(const std::vector<int64_t>& sizes, at::ScalarType dtype, std::u
 }
 
 // After a successful free: the storage keeps its context (so a later use is recognised as a
-// use of freed memory) but loses its memory: null data, zero bytes, and every data access in
-// torch raises instead of dereferencing null.
+// use of freed memory) but loses its memory: null data, and every data access in torch raises
+// our USE_AFTER_FREE message instead of dereferencing null. The byte size stays the
+// allocation's: views of the tensor (indexing, print's slicing) are metadata only and are
+// still built, so their first data access names the free, where a storage of zero bytes made
+// torch's own view bounds check fail first with "out of bounds for storage of size 0".
 void InvalidateStorage(const at::Tensor& tensor, AllocationContext* context) {
   c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
   context->freed.store(true, std::memory_order_release);
@@ -147,7 +150,6 @@ void InvalidateStorage(const at::Tensor& tensor, AllocationContext* context) {
   const c10::Device device = current.device();
   void* owned = current.release_context();  // the context moves to the new DataPtr
   storage->set_data_ptr_noswap(c10::DataPtr(nullptr, owned, &DeleteAllocationContext, device));
-  storage->set_nbytes(0);
   storage->set_throw_on_mutable_data_ptr();
   storage->release_data_and_set_meta_custom_data_ptr_error_msg_(
       "[HYPER_PARALLEL_SHMEM_ERROR] error_code=USE_AFTER_FREE operation=tensor_access "
