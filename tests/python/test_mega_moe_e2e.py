@@ -131,6 +131,37 @@ def test_the_demo_prints_both_paths_losses_side_by_side():
     assert bad.returncode == 2 and "--steps must be in [1, 1000], but got 0" in bad.stderr
 
 
+_EXIT_PROBE = """
+import atexit, os, sys
+def gloo_threads():
+    tasks = os.listdir("/proc/self/task")
+    names = (open(f"/proc/self/task/{t}/comm").read().strip() for t in tasks)
+    return [name for name in names if "gloo" in name]
+out = f"{sys.argv[1]}.{os.environ['RANK']}"
+# Registered before mega_moe is imported: atexit runs it after mega_moe's own handler.
+atexit.register(lambda: open(out, "w").write(" ".join(gloo_threads()) or "none"))
+from hyper_parallel.core.multicore.mega_moe import demo
+sys.exit(demo.run_pe(1))
+"""
+
+
+def test_a_pe_ends_with_torchs_gloo_threads_joined_before_the_interpreter_finalises(tmp_path):
+    """The demo's PEs (MegaMoE layers with DTensor experts, trained, closed, the process group
+    destroyed) have no gloo worker thread left by the end of the exit handlers: DTensor's caches
+    kept the EP mesh and its group alive into finalisation, where a gloo thread still releasing
+    its last collective's tensors was ended by std::terminate (a demo run in 5 to 100 aborted
+    at its exit beside a CPU hog)."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(_EXIT_PROBE)
+    done = subprocess.run([sys.executable, "-m", "hyper_parallel.core.multicore.shmem.launch",
+                           "--nproc", "2", str(probe), str(tmp_path / "threads")],
+                          capture_output=True, text=True, timeout=300, cwd="/")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for rank in range(2):
+        left = (tmp_path / f"threads.{rank}").read_text()
+        assert left == "none", f"PE {rank} still ran {left} at exit"
+
+
 # ---- training under DDP, checkpointed and resumed at another EP size ---------------------------
 
 RESUME_STEPS, CUT, MAX_NORM = 6, 3, 0.5

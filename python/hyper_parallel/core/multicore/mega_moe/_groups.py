@@ -21,6 +21,8 @@ its own mesh without the others).
 
 from __future__ import annotations
 
+import atexit
+import gc
 from dataclasses import dataclass
 
 import torch.distributed as dist
@@ -146,6 +148,24 @@ def expert_data_parallel_groups(ep_size: int) -> tuple:
 # would not stay apart from the first: the one mesh of those ranks is pointed at the newest
 # group instead (a group destroyed and made again, as between tests, leaves no stale mesh).
 _MESHES: dict = {}
+
+
+@atexit.register
+def _forget_meshes() -> None:
+    """At exit, before the interpreter finalises: the meshes let go of their process groups, so
+    that a group nothing else holds is destroyed now, joining gloo's worker threads while they
+    can still take the GIL. A mesh holds its group (its _pg_registry), and DTensor's sharding
+    caches hold the meshes of the specs they saw, past destroy_process_group and into
+    finalisation: a gloo worker thread still releasing its last collective's tensors then
+    needed the GIL, and Python's finalisation ended it with pthread_exit through a noexcept
+    frame: std::terminate ("terminate called without an active exception", the PE aborted after
+    its work was done; once in 5 to 100 runs of the MegaMoE demo beside a CPU hog)."""
+    for _, mesh in _MESHES.values():
+        registry = getattr(mesh, "_pg_registry", None)
+        if isinstance(registry, dict):
+            registry.clear()
+    _MESHES.clear()
+    gc.collect()
 
 
 def ep_mesh(group, device_type: str = "cpu"):
