@@ -160,8 +160,7 @@ void UcxTransport::Heartbeat(std::chrono::steady_clock::time_point now) {
       header.value = beat.value;
       Post(peer.pe, header, nullptr, 0, /*heartbeat=*/true);
     } else {
-      heartbeats_.fetch_add(1, std::memory_order_relaxed);
-      (void)Transmit(peer.pe, 0, nullptr, 0, beat, Audience::kTarget);
+      (void)Transmit(peer.pe, 0, nullptr, 0, beat, Audience::kTarget, /*heartbeat=*/true);
     }
     const std::uint64_t observed = liveness_.observed_beat(peer.pe);
     if (observed != peer.last_beat) {

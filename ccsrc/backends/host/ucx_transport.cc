@@ -444,6 +444,7 @@ Status UcxTransport::Transmit(int pe, std::uint64_t offset, const void* source,
     return Status::Ok();
   }
   Library& l = *lib_;
+  if (heartbeat) heartbeats_.fetch_add(1, std::memory_order_relaxed);  // Send counts its own
   if (bytes > 0) {
     HPS_RETURN_IF_ERROR(CheckPeer(pe, "ucp_put_nbx"));
     ucp_request_param_t params{};
@@ -599,7 +600,6 @@ void UcxTransport::Close() {
     if (liveness_.remote_beat_offset) {
       for (Peer& peer : peers_) {
         if (peer.ep == nullptr || failed_[peer.pe].load(std::memory_order_acquire)) continue;
-        if (peer.path != Path::kMessages) heartbeats_.fetch_add(1, std::memory_order_relaxed);
         (void)Transmit(peer.pe, 0, nullptr, 0,
                        RemoteSignal{liveness_.remote_beat_offset(peer.pe), 8, SignalAction::kSet,
                                     static_cast<std::int64_t>(kFarewell)},

@@ -228,7 +228,8 @@ class UcxTransport final : public EventSleeper {
   // `heartbeat`: liveness traffic, counted as a heartbeat rather than a message.
   Status Send(int pe, const WireHeader& header, const void* data, std::uint64_t bytes,
               bool heartbeat = false);
-  // PutSignal without counting it as an operation (`heartbeat`: liveness traffic).
+  // PutSignal without counting it as an operation; `heartbeat`: liveness traffic, counted as
+  // one heartbeat on either path (the messages path's Send counts it, the rma path here).
   Status Transmit(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes,
                   const RemoteSignal& signal, Audience audience, bool heartbeat = false);
   // Sends without waiting (heartbeats; replies from inside progress): `header` is copied,
