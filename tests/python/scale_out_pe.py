@@ -506,9 +506,12 @@ def collectives(rank: int, size: int, per_host: int) -> None:
     after = sent()
     result(per_barrier=(operations(after) - operations(before)) / barriers,
            heartbeats=after["heartbeats"] - before["heartbeats"])
+    gather_operations = []
     for elements in (2, 70_000):  # a small block, and blocks of several chunks
         gathered = shmem.empty(size * elements, dtype=torch.float32)
+        before = operations(sent())
         shmem.all_gather(gathered, torch.full((elements,), float(rank)))
+        gather_operations.append(operations(sent()) - before)
         want = torch.arange(size, dtype=torch.float32).repeat_interleave(elements)
         assert torch.equal(gathered, want), gathered
         exchanged = shmem.empty(size * elements, dtype=torch.int32)
@@ -519,6 +522,8 @@ def collectives(rank: int, size: int, per_host: int) -> None:
         assert torch.equal(exchanged, want), exchanged
         shmem.free(gathered)
         shmem.free(exchanged)
+    # A block of several chunks still crosses to each host as one message.
+    result(gather_operations=gather_operations)
     if size >= 4:  # the odd PEs: a team whose every member is on another host than the next
         out = shmem.empty(size // 2 * 3, dtype=torch.int64)  # allocations are the world's
         odd = shmem.team_split_strided(shmem.TEAM_WORLD, 1, 2, size // 2)

@@ -182,6 +182,9 @@ def test_pes_each_on_a_host_of_its_own_agree_in_log2_rounds(size):
     for rank, outcome in enumerate(outcomes):
         assert outcome["per_barrier"] <= bound, (rank, outcome["per_barrier"], bound)
         assert outcome["per_barrier"] == math.ceil(math.log2(size)), (rank, outcome)
+        # A block of several chunks crosses as one message, as a block of one chunk does.
+        small, chunked = outcome["gather_operations"]
+        assert chunked == small, (rank, outcome["gather_operations"])
         assert outcome["mismatch_code"] == "COLLECTIVE_MISMATCH", outcome
         assert "field=kind" in outcome["mismatch"], outcome
         assert f"pe {size - 1}: all_gather" in outcome["mismatch"], outcome
@@ -221,6 +224,8 @@ def test_collectives_across_two_hosts_cross_the_link_once_per_pair_of_hosts(per_
     assert hosts.residue() == []
     for rank, outcome in enumerate(outcomes):
         assert outcome["per_barrier"] == (1 if rank % per_host == 0 else 0), (rank, outcome)
+        small, chunked = outcome["gather_operations"]
+        assert chunked == small, (rank, outcome["gather_operations"])
         assert outcome["mismatch_code"] == "COLLECTIVE_MISMATCH", outcome
     assert len(_verdicts(outcomes)) == 1, "every PE says the same"
 

@@ -68,15 +68,19 @@ class HostKernelApi final : public data_plane::KernelApi {
                                 put.add);
     }
   }
-  // To a PE on another host, the last block of the batch carries the epoch (one message);
-  // every other block goes first, so the epoch still lands after all of them.
-  void PutBlocksAndPublish(std::span<const data_plane::BlockPut> puts, std::span<const int> peers,
-                           int slot, std::uint64_t epoch) override {
+  // To a PE on another host, blocks that continue each other (the chunks of one block, cut
+  // for the copy workers) go as one message: the network takes a large message at its own
+  // pace, while chunks sent one after another each wait for their rendezvous. The last
+  // message of the batch to that PE carries the epoch; every other goes first, so the epoch
+  // still lands after all of them.
+  void PutBlocksAndPublish(std::span<const data_plane::BlockPut> batch,
+                           std::span<const int> peers, int slot, std::uint64_t epoch) override {
     if (!device_.HasRemote()) {
-      PutBlocks(puts);
+      PutBlocks(batch);
       for (int pe : peers) PublishEpoch(pe, slot, epoch);
       return;
     }
+    const std::vector<data_plane::BlockPut> puts = MergeRemote(batch);
     // By world PE: whether it is a remote peer to publish to, and its last block (the one
     // that carries the epoch; puts.size(): none).
     std::vector<bool> remote_peer(static_cast<std::size_t>(device_.size()), false);
@@ -100,6 +104,30 @@ class HostKernelApi final : public data_plane::KernelApi {
       device_.PutThenPublish<kSite>(put.pe, put.offset, put.source, put.bytes, slot, epoch);
     }
   }
+  // `puts` with each run of blocks to one remote PE that continue each other (the next
+  // block's destination and source follow the previous one's) merged into one block, in the
+  // order of the runs' first blocks; blocks to this host's PEs as they are.
+  std::vector<data_plane::BlockPut> MergeRemote(std::span<const data_plane::BlockPut> puts) const {
+    std::vector<data_plane::BlockPut> merged;
+    merged.reserve(puts.size());
+    std::vector<std::size_t> last(static_cast<std::size_t>(device_.size()), puts.size());
+    for (const data_plane::BlockPut& put : puts) {
+      std::size_t& at = last[static_cast<std::size_t>(put.pe)];
+      if (at != puts.size() && device_.IsRemote(put.pe)) {
+        data_plane::BlockPut& run = merged[at];
+        if (run.offset + run.bytes == put.offset &&
+            static_cast<const std::byte*>(run.source) + run.bytes ==
+                static_cast<const std::byte*>(put.source)) {
+          run.bytes += put.bytes;
+          continue;
+        }
+      }
+      at = merged.size();
+      merged.push_back(put);
+    }
+    return merged;
+  }
+
   Status WaitEpochs(int slot, std::uint64_t epoch, std::span<const int> sources,
                     std::string_view operation, std::string_view waiting_for) override {
     return device_.WaitAll<kSite>(slot, epoch, std::vector<int>(sources.begin(), sources.end()),
