@@ -26,6 +26,10 @@
 // in one more line per PE: {"impl": "hps_native", "test": ..., "rank": r, "bytes": S, ...}.
 // --gap-us G: PE 0 pauses G us before each round trip (not timed), so PE 1's wait has gone to
 // sleep when the message comes: PE 1's one_way_us then includes its wake-up.
+// put_barrier: every PE puts S bytes to the next PE, computes for G us (--gap-us, a busy loop:
+// a kernel between its puts and the collective that follows them, as MegaMoE's dispatch), then
+// enters a barrier, which first flushes the put; PE 0 adds statistics of its every barrier's
+// own time (median, mean, p90, p99) in one more line, {"impl": ..., "barrier_us": ...}.
 // tcp_pingpong: the wire's own floor, 8 B over one TCP connection between PE 0 and PE 1 (no
 // runtime; busy-polling recv, then blocking recv, as ucx_perftest's poll and sleep modes): one
 // line each, test "tcp_pingpong" and "tcp_pingpong_block", with half_rtt_us.
@@ -71,13 +75,14 @@ struct Options {
   double min_time_us = 20000;
   std::string bootstrap;  // --bootstrap: one PE of a job started on several hosts
   int rank = -1;          // --rank
-  std::uint64_t gap_us = 0;  // --gap-us: PE 0's pause before each ping-pong round trip
+  // --gap-us: PE 0's pause before each ping-pong round trip; put_barrier: every PE's compute
+  std::uint64_t gap_us = 0;
 };
 
 [[noreturn]] void Usage(const std::string& problem) {
   std::fprintf(stderr,
                "shmem_bench: %s\nusage: shmem_bench --test put|get|pingpong|pingpong_fused|"
-               "barrier|allgather|memcpy|tcp_pingpong --pes N --sizes S1,S2,... --reps R "
+               "barrier|allgather|memcpy|tcp_pingpong|put_barrier --pes N --sizes S1,S2,... --reps R "
                "--min-time-us T [--bootstrap tcp:ADDRESS:PORT --rank R] [--gap-us G]\n",
                problem.c_str());
   std::exit(2);
@@ -120,7 +125,7 @@ Options Parse(int argc, char** argv) {
   }
   static const std::vector<std::string> kTests = {"put",       "get",    "pingpong",
                                                   "pingpong_fused", "barrier", "allgather",
-                                                  "memcpy",    "tcp_pingpong"};
+                                                  "memcpy",    "tcp_pingpong", "put_barrier"};
   if (std::find(kTests.begin(), kTests.end(), options.test) == kTests.end()) {
     Usage("--test must be one of the listed patterns, but got \"" + options.test + "\"");
   }
@@ -437,6 +442,17 @@ int RunRuntimePe(const Options& options, const std::string& name, int rank) {
       };
     } else if (options.test == "barrier") {
       body = [&] { Ok(Barrier(runtime)); };
+    } else if (options.test == "put_barrier") {
+      body = [&] {
+        Ok(runtime.Put(view, local.data(), (rank + 1) % size, {}));
+        const auto computed = std::chrono::steady_clock::now() +
+                              std::chrono::microseconds(options.gap_us);
+        while (std::chrono::steady_clock::now() < computed) {
+        }
+        const auto start = Clock::now();
+        Ok(Barrier(runtime));
+        if (tracing) half_rtt.push_back(Micros(start, Clock::now()));
+      };
     } else {
       const shmem::data_plane::Collective* all_gather = shmem::ops::FindCollective("all_gather");
       body = [&, all_gather] {
@@ -463,12 +479,13 @@ int RunRuntimePe(const Options& options, const std::string& name, int rank) {
       asm volatile("" ::: "memory");
     };
     const bool pingpong = options.test.rfind("pingpong", 0) == 0;
+    const bool put_barrier = options.test == "put_barrier";
     half_rtt.clear();
     send_us.clear();
     one_way.clear();
     for (int rep = 0; rep < options.reps; ++rep) {
       Ok(Barrier(runtime));
-      tracing = pingpong;
+      tracing = pingpong || put_barrier;
       const double micros = MicrosPerIteration(body, iters);
       tracing = false;
       samples.push_back(pingpong ? micros / 2 : micros);
@@ -476,6 +493,13 @@ int RunRuntimePe(const Options& options, const std::string& name, int rank) {
     }
     Ok(Barrier(runtime));
     if (timed_here) Report(options, bytes, iters, samples, baseline);
+    if (put_barrier && rank == 0) {
+      std::printf("{\"impl\": \"hps_native\", \"test\": \"put_barrier\", \"bytes\": %llu, "
+                  "\"gap_us\": %llu, \"barrier_us\": %s}\n",
+                  static_cast<unsigned long long>(bytes),
+                  static_cast<unsigned long long>(options.gap_us), Stats(half_rtt).c_str());
+      std::fflush(stdout);
+    }
     if (pingpong && rank < 2) {
       std::printf("{\"impl\": \"hps_native\", \"test\": \"%s\", \"rank\": %d, \"bytes\": "
                   "%llu, \"half_rtt_us\": %s, \"send_us\": %s, \"one_way_us\": %s}\n",
