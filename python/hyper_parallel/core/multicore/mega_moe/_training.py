@@ -30,9 +30,9 @@ from torch.utils._pytree import tree_leaves
 from torch.nn.parallel import DistributedDataParallel
 
 from ..shmem.errors import contract
+from ._buffers import ROW_DTYPES
 from ._groups import check_dp_members, ep_group_of
 from ._layer import _EXPERT_KEYS, MegaMoE, local_tensor
-from ._buffers import ROW_DTYPES
 
 
 def expert_parameters(model: nn.Module) -> list:
@@ -226,7 +226,11 @@ def fully_shard(module: nn.Module, *, dp_group=None, **kwargs):
     reduced by the layer's rule at the end of every backward FSDP2 synchronises (summed over
     `dp_group`, divided by the world size; nothing while set_requires_gradient_sync(False)).
     Apply it to inner modules first and the root last, as with torch's; each call takes the
-    experts under `module` that no earlier call took. Returns what torch's returns."""
+    experts under `module` that no earlier call took. With `mp_policy` (a MixedPrecisionPolicy)
+    the layers whose experts the call takes follow it as FSDP2's own parameters do: the routed
+    experts compute in its param_dtype and their gradients are summed in its reduce_dtype
+    (param_dtype when None); the experts themselves stay in their dtype. Returns what torch's
+    returns."""
     from torch.distributed.fsdp import fully_shard as torch_fully_shard
 
     named = _check_dp_group(module, dp_group, "fully_shard")
