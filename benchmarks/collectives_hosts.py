@@ -227,12 +227,13 @@ def main() -> int:
                         help="the least time one round's loop takes")
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks",
                                                       "collectives_hosts.json"))
-    parser.add_argument("--plot", default=os.path.join(ROOT, "docs", "benchmarks",
-                                                       "collectives_hosts.png"))
+    parser.add_argument("--plot", help="the plot's file (default: --out's, ending .png)")
     parser.add_argument("--plot-only", metavar="JSON", help="redraw the plot from a result file")
     parser.add_argument("--pe-env", action="append", default=[], metavar="KEY=VALUE",
                         help="an environment variable for every PE (repeatable)")
     args = parser.parse_args()
+    if args.plot is None:  # beside the results: a trial run elsewhere leaves docs/ alone
+        args.plot = os.path.splitext(args.out)[0] + ".png"
     args.sizes = [int(s) for s in str(args.sizes).split(",")]
     args.pe_env = dict(item.split("=", 1) for item in args.pe_env)
     if args.pe:
