@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/host/host_device.h"
+#include "data_plane/block_runs.h"
 #include "data_plane/kernel_api.h"
 #include "data_plane/partition.h"
 
@@ -104,28 +105,11 @@ class HostKernelApi final : public data_plane::KernelApi {
       device_.PutThenPublish<kSite>(put.pe, put.offset, put.source, put.bytes, slot, epoch);
     }
   }
-  // `puts` with each run of blocks to one remote PE that continue each other (the next
-  // block's destination and source follow the previous one's) merged into one block, in the
-  // order of the runs' first blocks; blocks to this host's PEs as they are.
+  // `puts` with each run of blocks to one remote PE that continue each other merged into one
+  // block (data_plane/block_runs.h); blocks to this host's PEs as they are.
   std::vector<data_plane::BlockPut> MergeRemote(std::span<const data_plane::BlockPut> puts) const {
-    std::vector<data_plane::BlockPut> merged;
-    merged.reserve(puts.size());
-    std::vector<std::size_t> last(static_cast<std::size_t>(device_.size()), puts.size());
-    for (const data_plane::BlockPut& put : puts) {
-      std::size_t& at = last[static_cast<std::size_t>(put.pe)];
-      if (at != puts.size() && device_.IsRemote(put.pe)) {
-        data_plane::BlockPut& run = merged[at];
-        if (run.offset + run.bytes == put.offset &&
-            static_cast<const std::byte*>(run.source) + run.bytes ==
-                static_cast<const std::byte*>(put.source)) {
-          run.bytes += put.bytes;
-          continue;
-        }
-      }
-      at = merged.size();
-      merged.push_back(put);
-    }
-    return merged;
+    return data_plane::MergeContinuingBlocks(puts, device_.size(),
+                                             [this](int pe) { return device_.IsRemote(pe); });
   }
 
   Status WaitEpochs(int slot, std::uint64_t epoch, std::span<const int> sources,
