@@ -81,7 +81,8 @@ class HostKernelApi final : public data_plane::KernelApi {
       for (int pe : peers) PublishEpoch(pe, slot, epoch);
       return;
     }
-    const std::vector<data_plane::BlockPut> puts = MergeRemote(batch);
+    const std::vector<data_plane::BlockPut> puts = data_plane::MergeContinuingBlocks(
+        batch, device_.size(), [this](int pe) { return device_.IsRemote(pe); });
     // By world PE: whether it is a remote peer to publish to, and its last block (the one
     // that carries the epoch; puts.size(): none).
     std::vector<bool> remote_peer(static_cast<std::size_t>(device_.size()), false);
@@ -105,13 +106,6 @@ class HostKernelApi final : public data_plane::KernelApi {
       device_.PutThenPublish<kSite>(put.pe, put.offset, put.source, put.bytes, slot, epoch);
     }
   }
-  // `puts` with each run of blocks to one remote PE that continue each other merged into one
-  // block (data_plane/block_runs.h); blocks to this host's PEs as they are.
-  std::vector<data_plane::BlockPut> MergeRemote(std::span<const data_plane::BlockPut> puts) const {
-    return data_plane::MergeContinuingBlocks(puts, device_.size(),
-                                             [this](int pe) { return device_.IsRemote(pe); });
-  }
-
   Status WaitEpochs(int slot, std::uint64_t epoch, std::span<const int> sources,
                     std::string_view operation, std::string_view waiting_for) override {
     return device_.WaitAll<kSite>(slot, epoch, std::vector<int>(sources.begin(), sources.end()),

@@ -266,9 +266,9 @@ def fully_shard(module: nn.Module, *, dp_group=None, **kwargs):
         # unsharded parameters do, and their gradients reduce in reduce_dtype (param_dtype when
         # None, as FSDP2's).
         reduce_dtype = getattr(kwargs.get("mp_policy"), "reduce_dtype", None) or param_dtype
-        owned = set(fresh)
-        for prefix, sub in module.named_modules():
-            if isinstance(sub, MegaMoE) and f"{prefix}.{_EXPERT_KEYS[0]}".lstrip(".") in owned:
+        owned = {id(module.get_parameter(name)) for name in fresh}
+        for sub in module.modules():
+            if isinstance(sub, MegaMoE) and id(getattr(sub, _EXPERT_KEYS[0])) in owned:
                 sub.fsdp_param_dtype = param_dtype
         module._mega_moe_fsdp = _ExpertGradients(module, fresh, dp_group, world,
                                                  _fsdp_synchronises, reduce_dtype)
