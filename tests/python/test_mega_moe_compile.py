@@ -1,7 +1,8 @@
 """MegaMoE under torch.compile(fullgraph=True) on 2 PEs: the layer (inductor) and the decoder of
 mega_moe.model (aot_eager) compile with no graph break, give eager's outputs and gradients
-(fp32, 1e-5 relative) at several token counts per PE, and compile once for all of them; the
-profiler shows the call's phases as named ranges, on the thread that runs each.
+(fp32, within 1e-5 of each tensor's largest element) at several token counts per PE, and
+compile once for all of them; the profiler shows the call's phases as named ranges, on the
+thread that runs each.
 
 Each test runs with an inductor cache of its own (a fresh directory, shared by its PEs), so
 that no graph compiled before a schema change is reused; dynamo's in-memory caches are reset
@@ -61,7 +62,11 @@ def _grads(module, x) -> list:
 
 
 def _close(a, b) -> bool:
-    return torch.allclose(a, b, rtol=1e-5, atol=1e-7)
+    # fp32, 1e-5 of the tensor's largest magnitude: inductor's fused kernels sum in another
+    # order than eager's, so an element near zero may differ by a few ulps of the larger ones
+    # (seen: 2.4e-7 on a gradient whose largest element is about 0.1).
+    scale = float(b.abs().max()) if b.numel() else 0.0
+    return torch.allclose(a, b, rtol=1e-5, atol=max(1e-7, 1e-5 * scale))
 
 
 def _layer_against_eager(rank, size, cache):
