@@ -74,6 +74,7 @@ def control_block(pes: int, teams: int = DEFAULT_TEAMS) -> dict:
              "collective": teams * 2 * SLOT_BYTES,  # this PE's own descriptors
              "verdicts": teams * 2 * SUMMARY_BYTES,  # a host leader's verdicts
              "rounds": teams * rounds(pes) * 2 * SUMMARY_BYTES,  # summaries received per round
+             "steps": teams * rounds(pes) * COUNTER_BYTES,  # round words of data in rounds
              "arrivals": teams * 2 * 9 * COUNTER_BYTES,  # 8 lanes for the host, 1 network
              "offers": pes * 2 * SLOT_BYTES,  # team creation's mailbox per peer
              "beats": pes * COUNTER_BYTES}  # heartbeats per remote peer

@@ -362,6 +362,7 @@ int RunRuntimePe(const Options& options, const std::string& name, int rank) {
   shmem::Runtime& runtime = shmem::Runtime::Process();
   shmem::InitOptions init;
   init.bootstrap = std::move(bootstrap);
+  init.collectives = shmem::ops::Collectives();
   Ok(runtime.Init(std::move(init)));
   const int size = options.pes;
   const std::uint64_t largest = *std::max_element(options.sizes.begin(), options.sizes.end());

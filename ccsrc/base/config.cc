@@ -94,8 +94,9 @@ Status Config::FromEnvironment(const EnvLookup& env, Config* out) {
     HPS_RETURN_IF_ERROR(ParsePositiveDecimal(kEnvMaxPes, *text, kMaxMaxPes, &config.max_pes));
   }
   if (auto text = env(kEnvRemotePeers)) {
-    if (*text != "other-hosts" && *text != "all") {
-      return InvalidConfig(kEnvRemotePeers, "one of other-hosts, all", *text);
+    if (*text != "other-hosts" && *text != "all" && !RemotePeerBlock(*text)) {
+      return InvalidConfig(kEnvRemotePeers, "one of other-hosts, all, blocks:K (K a positive decimal)",
+                           *text);
     }
     config.remote_peers = *text;
   }
@@ -110,7 +111,56 @@ Status Config::FromEnvironment(const EnvLookup& env, Config* out) {
     HPS_RETURN_IF_ERROR(ParsePositiveDecimal(kEnvPeerSilenceMs, *text, kMaxPeerSilenceMs,
                                              &config.peer_silence_ms));
   }
+  if (auto text = env(kEnvAlgorithms)) {
+    HPS_RETURN_IF_ERROR(ParseAlgorithms(*text, &config.algorithms));
+  }
   *out = config;
+  return Status::Ok();
+}
+
+std::optional<std::uint64_t> RemotePeerBlock(std::string_view setting) {
+  constexpr std::string_view kPrefix = "blocks:";
+  if (!setting.starts_with(kPrefix)) return std::nullopt;
+  std::uint64_t block = 0;
+  if (!ParsePositiveDecimal(kEnvRemotePeers, setting.substr(kPrefix.size()), Config::kMaxMaxPes,
+                            &block)
+           .ok()) {
+    return std::nullopt;
+  }
+  return block;
+}
+
+Status ParseAlgorithms(std::string_view text,
+                       std::vector<std::pair<std::string, std::string>>* out) {
+  const auto is_name = [](std::string_view name) {
+    if (name.empty()) return false;
+    for (char c : name) {
+      if (!(c == '_' || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return false;
+    }
+    return true;
+  };
+  std::vector<std::pair<std::string, std::string>> pairs;
+  std::size_t start = 0;
+  while (start <= text.size() && !text.empty()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    const std::string_view item = text.substr(start, comma - start);
+    const std::size_t equals = item.find('=');
+    const std::string_view name = item.substr(0, equals);
+    const std::string_view algorithm =
+        equals == std::string_view::npos ? std::string_view() : item.substr(equals + 1);
+    if (!is_name(name) || !is_name(algorithm)) {
+      return InvalidConfig(kEnvAlgorithms,
+                           "comma-separated collective=algorithm pairs (lower-case names)", text);
+    }
+    for (const auto& [seen, unused] : pairs) {
+      if (seen == name) {
+        return InvalidConfig(kEnvAlgorithms, "each collective named once", text);
+      }
+    }
+    pairs.emplace_back(std::string(name), std::string(algorithm));
+    start = comma + 1;
+  }
+  *out = std::move(pairs);
   return Status::Ok();
 }
 

@@ -15,6 +15,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "base/status.h"
 
@@ -35,6 +37,8 @@ inline constexpr std::string_view kEnvRemotePeers = "HYPER_PARALLEL_SHMEM_REMOTE
 inline constexpr std::string_view kEnvUcxLibrary = "HYPER_PARALLEL_SHMEM_UCX_LIBRARY";
 inline constexpr std::string_view kEnvRemotePath = "HYPER_PARALLEL_SHMEM_REMOTE_PATH";
 inline constexpr std::string_view kEnvPeerSilenceMs = "HYPER_PARALLEL_SHMEM_PEER_SILENCE_MS";
+// Which algorithm a collective runs (docs/architecture.md, "Algorithms").
+inline constexpr std::string_view kEnvAlgorithms = "HYPER_PARALLEL_SHMEM_ALGORITHMS";
 
 /// Log levels of HYPER_PARALLEL_SHMEM_LOG_LEVEL: 0 debug, 1 info, 2 error.
 enum class LogLevel : std::uint8_t { kDebug = 0, kInfo = 1, kError = 2 };
@@ -84,8 +88,9 @@ struct Config {
   static constexpr std::uint64_t kDefaultPeerSilenceMs = 3000;
   static constexpr std::uint64_t kMaxPeerSilenceMs = 3'600'000;
   /// Which peers are reached through the network (HYPER_PARALLEL_SHMEM_REMOTE_PEERS):
-  /// "other-hosts" (default: same-host peers are mapped) or "all" (every peer through UCX,
-  /// also on this host: the quick way to test the network path over loopback).
+  /// "other-hosts" (default: same-host peers are mapped), "all" (every peer through UCX, also
+  /// on this host: the quick way to test the network path over loopback) or "blocks:K" (PEs
+  /// in blocks of K consecutive PEs act as hosts: several hosts of several PEs on one machine).
   std::string remote_peers = "other-hosts";
   /// The UCX library loaded when a peer is remote (empty: libucp.so.0).
   std::string ucx_library;
@@ -94,6 +99,18 @@ struct Config {
   std::string remote_path = "auto";
   /// How long a remote peer's heartbeats may stay away before it counts as lost.
   std::uint64_t peer_silence_ms = kDefaultPeerSilenceMs;
+  /// HYPER_PARALLEL_SHMEM_ALGORITHMS as pairs (collective, algorithm), in the order given
+  /// ("all_gather=bruck,all_to_all=direct"); a collective not named chooses by itself ("auto").
+  /// Parsed for its shape only: the Runtime checks the names against its collectives.
+  std::vector<std::pair<std::string, std::string>> algorithms;
+
+  /// The algorithm set for `collective`, or "auto".
+  std::string_view AlgorithmOf(std::string_view collective) const {
+    for (const auto& [name, algorithm] : algorithms) {
+      if (name == collective) return algorithm;
+    }
+    return "auto";
+  }
 
   /// The quarantine budget in force.
   std::uint64_t quarantine() const { return quarantine_bytes.value_or(heap_bytes / 8); }
@@ -115,5 +132,15 @@ Status InvalidConfig(std::string_view name, std::string_view rule, std::string_v
 /// Strict whole-string positive decimal in [1, max]. `name` is used in the error message.
 Status ParsePositiveDecimal(std::string_view name, std::string_view text, std::uint64_t max,
                             std::uint64_t* out);
+
+/// K of HYPER_PARALLEL_SHMEM_REMOTE_PEERS=blocks:K (PEs in blocks of K consecutive PEs act as
+/// hosts of their own: peers of other blocks are reached through the network), or nullopt when
+/// `setting` is not of that form.
+std::optional<std::uint64_t> RemotePeerBlock(std::string_view setting);
+
+/// HYPER_PARALLEL_SHMEM_ALGORITHMS' shape: comma-separated collective=algorithm pairs of
+/// lower-case names, each collective once ("": none).
+Status ParseAlgorithms(std::string_view text,
+                       std::vector<std::pair<std::string, std::string>>* out);
 
 }  // namespace hyper_parallel::shmem

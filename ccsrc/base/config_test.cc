@@ -166,6 +166,51 @@ TEST(Config, ScaleOutSettings) {
             ErrorCode::kInvalidConfig);
 }
 
+TEST(Config, RemotePeerBlocks) {
+  Config config;
+  ASSERT_TRUE(
+      Config::FromEnvironment(Env({{"HYPER_PARALLEL_SHMEM_REMOTE_PEERS", "blocks:2"}}), &config)
+          .ok());
+  EXPECT_EQ(config.remote_peers, "blocks:2");
+  EXPECT_EQ(RemotePeerBlock("blocks:2"), 2u);
+  EXPECT_EQ(RemotePeerBlock("blocks:65536"), 65536u);
+  for (const char* bad : {"blocks:", "blocks:0", "blocks:02", "blocks:-1", "blocks:2x",
+                          "blocks:65537", "block:2", "all"}) {
+    EXPECT_FALSE(RemotePeerBlock(bad).has_value()) << bad;
+  }
+  const Status refused =
+      Config::FromEnvironment(Env({{"HYPER_PARALLEL_SHMEM_REMOTE_PEERS", "blocks:0"}}), &config);
+  EXPECT_EQ(refused.code(), ErrorCode::kInvalidConfig);
+  EXPECT_NE(refused.message().find("blocks:K"), std::string::npos) << refused.message();
+}
+
+TEST(Config, Algorithms) {
+  Config config;
+  ASSERT_TRUE(Config::FromEnvironment(Env({}), &config).ok());
+  EXPECT_TRUE(config.algorithms.empty());
+  EXPECT_EQ(config.AlgorithmOf("all_gather"), "auto");
+  ASSERT_TRUE(Config::FromEnvironment(
+                  Env({{"HYPER_PARALLEL_SHMEM_ALGORITHMS", "all_gather=bruck,all_to_all=direct"}}),
+                  &config)
+                  .ok());
+  ASSERT_EQ(config.algorithms.size(), 2u);
+  EXPECT_EQ(config.AlgorithmOf("all_gather"), "bruck");
+  EXPECT_EQ(config.AlgorithmOf("all_to_all"), "direct");
+  EXPECT_EQ(config.AlgorithmOf("barrier"), "auto");
+  for (const char* bad : {"all_gather", "all_gather=", "=bruck", "all_gather=bruck,",
+                          "All_Gather=bruck", "all_gather=bruck,all_gather=ring",
+                          "all_gather=b r"}) {
+    const Status refused =
+        Config::FromEnvironment(Env({{"HYPER_PARALLEL_SHMEM_ALGORITHMS", bad}}), &config);
+    EXPECT_EQ(refused.code(), ErrorCode::kInvalidConfig) << bad;
+    EXPECT_NE(refused.message().find("HYPER_PARALLEL_SHMEM_ALGORITHMS"), std::string::npos)
+        << refused.message();
+  }
+  ASSERT_TRUE(
+      Config::FromEnvironment(Env({{"HYPER_PARALLEL_SHMEM_ALGORITHMS", ""}}), &config).ok());
+  EXPECT_TRUE(config.algorithms.empty());
+}
+
 TEST(ParsePositiveDecimal, Boundaries) {
   std::uint64_t value = 0;
   EXPECT_TRUE(ParsePositiveDecimal("X", "1", 10, &value).ok());

@@ -87,6 +87,9 @@ struct CollectivePlan {
   std::uint64_t output_offset = 0;  ///< heap offset of the symmetric output
   const void* input = nullptr;      ///< local memory, alive until the kernel ran
   std::uint64_t input_bytes = 0;
+  /// The algorithm HYPER_PARALLEL_SHMEM_ALGORITHMS sets for this collective, one of its
+  /// Algorithms() ("auto": the collective chooses by size and placement). The same on every PE.
+  std::string algorithm = "auto";
 };
 
 class Collective {
@@ -107,6 +110,10 @@ class Collective {
   virtual bool MovesNothing(const CollectiveCall& call) const {
     return TakesOperands() && call.input_bytes == 0;
   }
+
+  /// The algorithms a user may set for it (HYPER_PARALLEL_SHMEM_ALGORITHMS) besides "auto";
+  /// none: it has one.
+  virtual std::span<const std::string_view> Algorithms() const { return {}; }
 
   /// AgreedField bits of the descriptor fields every PE's call must agree on.
   virtual unsigned AgreedFields() const = 0;

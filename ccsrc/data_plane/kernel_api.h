@@ -60,6 +60,13 @@ struct SignalledPut {
 /// as the lifecycle's team slots (HYPER_PARALLEL_SHMEM_MAX_TEAMS).
 inline constexpr int kWorldEpochSlot = 0;
 
+/// The value a round word holds once step `step` (< 2^16) of collective `epoch` landed: it grows
+/// with both, so one word serves every step one sender makes in a call (a ring's) and every
+/// call after it (KernelApi::PutBlocksAndSetRound).
+inline constexpr std::uint64_t RoundValue(std::uint64_t epoch, std::uint64_t step) {
+  return (epoch << 16) + step;
+}
+
 class KernelApi {
  public:
   virtual ~KernelApi() = default;
@@ -134,6 +141,32 @@ class KernelApi {
   /// PEER_LOST when a peer exits.
   virtual Status WaitEpochs(int slot, std::uint64_t epoch, std::span<const int> sources,
                             std::string_view operation, std::string_view waiting_for) = 0;
+
+  /// Round words, for collectives that move data in rounds from changing sources (Bruck's
+  /// among hosts: in round k a PE hears from another PE than in round k - 1, and a later
+  /// round's data may come first, which arrival counts cannot tell apart). Each team slot has
+  /// RoundWords() of them at every PE (0: the backend has none, and such algorithms are not
+  /// chosen); in one call exactly one PE writes a given word at a given PE, with values that
+  /// grow (RoundValue), and a word's values only grow from call to call.
+  virtual int RoundWords() const { return 0; }
+
+  /// Puts every block of `puts` (all to PE `pe`), then sets round word `word` of slot `slot`
+  /// at `pe` to `value` (data before the word: whoever sees the value sees the blocks).
+  virtual void PutBlocksAndSetRound(std::span<const BlockPut> puts, int pe, int slot, int word,
+                                    std::uint64_t value) {
+    (void)puts, (void)pe, (void)slot, (void)word, (void)value;
+  }
+
+  /// Waits until this PE's round word `word` of slot `slot` holds at least `value`, which PE
+  /// `source` sets. Bounded as WaitEpochs: a TIMEOUT names `operation`, `waiting_for` and the
+  /// source, and is terminal; PEER_LOST when a peer exits. UNSUPPORTED_CAPABILITY on a backend
+  /// without round words.
+  virtual Status WaitRound(int slot, int word, std::uint64_t value, int source,
+                           std::string_view operation, std::string_view waiting_for) {
+    (void)slot, (void)word, (void)value, (void)source, (void)waiting_for;
+    return Status::Assertion(ErrorCode::kUnsupportedCapability,
+                             "this backend has no round words", {{"operation", std::string(operation)}});
+  }
 };
 
 }  // namespace hyper_parallel::shmem::data_plane

@@ -58,6 +58,17 @@ class TeamKernelApi final : public KernelApi {
     for (int& pe : world) pe = group_.pe(pe);
     return inner_.WaitEpochs(slot, epoch, world, operation, waiting_for);
   }
+  int RoundWords() const override { return inner_.RoundWords(); }
+  void PutBlocksAndSetRound(std::span<const BlockPut> puts, int pe, int slot, int word,
+                            std::uint64_t value) override {
+    std::vector<BlockPut> world(puts.begin(), puts.end());
+    for (BlockPut& put : world) put.pe = group_.pe(put.pe);
+    inner_.PutBlocksAndSetRound(world, group_.pe(pe), slot, word, value);
+  }
+  Status WaitRound(int slot, int word, std::uint64_t value, int source,
+                   std::string_view operation, std::string_view waiting_for) override {
+    return inner_.WaitRound(slot, word, value, group_.pe(source), operation, waiting_for);
+  }
 
  private:
   KernelApi& inner_;

@@ -36,8 +36,9 @@ constexpr std::array<std::string_view, 8> kVariables = {
 // Read by Config but not fuzzed here (the input format has one bit per variable above): the
 // scale-out settings (docs/scale-out.md), always unset in this harness; their parsing has unit
 // tests of its own.
-constexpr std::array<std::string_view, 5> kUnfuzzed = {
-    kEnvRemotePeers, kEnvUcxLibrary, kEnvPeerSilenceMs, kEnvRemotePath, kEnvMaxPes};
+constexpr std::array<std::string_view, 6> kUnfuzzed = {
+    kEnvRemotePeers, kEnvUcxLibrary, kEnvPeerSilenceMs, kEnvRemotePath, kEnvMaxPes,
+    kEnvAlgorithms};
 
 struct FuzzEnvironment {
   std::array<std::optional<std::string>, kVariables.size()> values;

@@ -25,7 +25,43 @@ std::string InitRecord(const Config& config, std::string_view backend, const Dev
        << ";quarantine_bytes=" << config.quarantine() << ";max_teams=" << config.max_teams << ";max_pes=" << config.max_pes
        << ";size=" << size << ";global_ranks=" << JoinInts(global_ranks)
        << ";remote_peers=" << config.remote_peers << ";remote_path=" << config.remote_path << ";peer_silence_ms=" << config.peer_silence_ms;
+  text << ";algorithms=";
+  for (const auto& [collective, algorithm] : config.algorithms) text << collective << '=' << algorithm << ',';
   return text.str();
+}
+
+// HYPER_PARALLEL_SHMEM_ALGORITHMS names collectives of `collectives` (the build's, as the
+// binding passes them) and, for each, "auto" or one of the algorithms it offers.
+Status CheckAlgorithms(const Config& config,
+                       std::span<const data_plane::Collective* const> collectives) {
+  for (const auto& [name, algorithm] : config.algorithms) {
+    const data_plane::Collective* collective = nullptr;
+    for (const data_plane::Collective* each : collectives) {
+      if (each->name() == name) collective = each;
+    }
+    std::string known;
+    if (collective == nullptr) {
+      for (const data_plane::Collective* each : collectives) {
+        if (each->Algorithms().empty()) continue;
+        known += (known.empty() ? "" : ", ") + std::string(each->name());
+      }
+      return Status::Contract(ErrorCode::kInvalidConfig,
+                              std::string(kEnvAlgorithms) + " collective",
+                              "one with algorithms to choose from (" + known + ")", name);
+    }
+    known = "auto";
+    bool found = algorithm == "auto";
+    for (std::string_view each : collective->Algorithms()) {
+      known += ", " + std::string(each);
+      found = found || each == algorithm;
+    }
+    if (!found) {
+      return Status::Contract(ErrorCode::kInvalidConfig,
+                              std::string(kEnvAlgorithms) + " algorithm of " + name,
+                              "one of " + known, algorithm);
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -185,6 +221,9 @@ Status Runtime::Init(InitOptions options) {
   }
   BackendKind kind = BackendKind::kAuto;
   if (Status checked = CheckBackendSettings(config, &kind); !checked.ok()) {
+    return fail(checked, "config", nullptr);
+  }
+  if (Status checked = CheckAlgorithms(config, options.collectives); !checked.ok()) {
     return fail(checked, "config", nullptr);
   }
   const int rank = options.bootstrap->rank();

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,9 @@ struct InitOptions {
   std::vector<int> global_ranks;         ///< increasing; empty means 0 .. size-1
   EnvLookup env;                         ///< empty means the process environment
   BackendFactory backend_factory;        ///< empty means DefaultBackendFactory
+  /// The collectives HYPER_PARALLEL_SHMEM_ALGORITHMS may name, each with the algorithms it
+  /// offers (the binding passes the build's list); a name outside it fails init.
+  std::span<const data_plane::Collective* const> collectives;
 };
 
 /// A symmetric operand: an allocation id and a byte range given by address. `data` is an

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "backends/host/host_backend.h"
+#include "ops/collectives.h"
 
 namespace hyper_parallel::shmem::testing {
 namespace {
@@ -45,6 +46,7 @@ Status PeContext::InitRuntime(std::chrono::milliseconds bootstrap_timeout,
   InitOptions options;
   options.bootstrap = std::move(bootstrap);
   options.backend_factory = std::move(factory);
+  options.collectives = ops::Collectives();
   return Runtime::Process().Init(std::move(options));
 }
 

@@ -45,6 +45,7 @@ int RunPe(const std::string& name, int rank, int size) {
   shmem::Runtime& runtime = shmem::Runtime::Process();
   shmem::InitOptions options;
   options.bootstrap = std::move(bootstrap);
+  options.collectives = shmem::ops::Collectives();
   if (auto s = runtime.Init(std::move(options)); !s.ok()) return Fail(rank, s);
 
   constexpr std::uint64_t kMessage = 64;

@@ -488,7 +488,8 @@ def collectives(rank: int, size: int, per_host: int) -> None:
     """Collectives of a group across hosts agree in rounds through the hosts' leaders
     (docs/architecture.md, "Agreement across hosts"): the remote operations a barrier sends,
     all_gather and all_to_all over the world and over a strided team, a mismatch named alike on
-    every PE (the job goes on), and, with SCALE_OUT_LOSE_PE set, a PE lost during a barrier."""
+    every PE (the job goes on), and, with SCALE_OUT_LOSE_PE set, a PE lost during a barrier
+    ("1") or during a loop of all_gathers ("gather")."""
     handle = shmem.acquire_shmem()
     say("READY")
 
@@ -545,6 +546,33 @@ def collectives(rank: int, size: int, per_host: int) -> None:
         result(mismatch_code=error.error_code, mismatch=str(error))
     shmem.barrier()  # a mismatch is not terminal
     shmem.free(gathered)
+    if os.environ.get("SCALE_OUT_LOSE_PE") == "gather":
+        # The last PE dies while every PE is in a loop of 1 MiB all_gathers (in whatever round
+        # of whatever algorithm HYPER_PARALLEL_SHMEM_ALGORITHMS chose).
+        import threading
+
+        gathered = shmem.empty(size << 18, dtype=torch.float32)
+        block = torch.full((1 << 18,), float(rank))
+        shmem.barrier()
+        if rank == size - 1:
+            def kill_soon():
+                time.sleep(0.3)
+                say("KILLING", repr(time.time()))
+                os.kill(os.getpid(), 9)
+
+            threading.Thread(target=kill_soon, daemon=True).start()
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                shmem.all_gather(gathered, block)
+            say("UNEXPECTED the all_gathers went on")
+        except shmem.ShmemError as error:
+            result(lost_code=error.error_code, lost=str(error), at=time.time())
+        try:
+            handle.close()
+        except shmem.ShmemError:
+            pass
+        return
     if os.environ.get("SCALE_OUT_LOSE_PE") == "1":
         if rank == size - 1:
             time.sleep(0.5)

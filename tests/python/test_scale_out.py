@@ -134,12 +134,16 @@ def test_every_peer_remote_over_loopback_runs_the_suite():
     _all_ok(_start_here("suite", 2, per_rank=None, extra={"SCALE_OUT_PES_PER_HOST": "2"}))
 
 
-def test_pes_that_disagree_on_remote_peers_fail_at_init_on_every_pe():
+@pytest.mark.parametrize("variable,value,field", [
+    ("HYPER_PARALLEL_SHMEM_REMOTE_PEERS", "other-hosts", "remote_peers="),
+    ("HYPER_PARALLEL_SHMEM_ALGORITHMS", "all_gather=ring", "algorithms=")],
+    ids=["remote_peers", "algorithms"])
+def test_pes_that_disagree_on_a_setting_fail_at_init_on_every_pe(variable, value, field):
     pes = _start_here("suite", 2, extra={"SCALE_OUT_PES_PER_HOST": "2"},
-                      per_rank={1: {"HYPER_PARALLEL_SHMEM_REMOTE_PEERS": "other-hosts"}})
+                      per_rank={1: {variable: value}})
     for pe in pes:
         assert pe.finish(120) == 1
-        assert "INVALID_CONFIG" in pe.text() and "remote_peers=" in pe.text(), pe.text()
+        assert "INVALID_CONFIG" in pe.text() and field in pe.text(), pe.text()
 
 
 @needs_hosts
@@ -209,6 +213,54 @@ def test_a_pe_lost_during_a_dissemination_is_peer_lost_on_every_survivor():
         outcome = _merged(pe)
         assert outcome["lost_code"] == "PEER_LOST", outcome
         assert f"pe={size - 1}" in outcome["lost"], outcome
+        assert outcome["at"] - killed_at < 1.5, (outcome["at"] - killed_at)
+
+
+def _hosts_of_two(algorithm: str, extra: dict | None = None) -> list[Pe]:
+    # 8 PEs over loopback as 4 hosts of 2 (REMOTE_PEERS=blocks:2), all_gather's algorithm set.
+    return _start_here("collectives", 8, extra={
+        "SCALE_OUT_PES_PER_HOST": "2", "HYPER_PARALLEL_SHMEM_REMOTE_PEERS": "blocks:2",
+        "HYPER_PARALLEL_SHMEM_ALGORITHMS": f"all_gather={algorithm}", **(extra or {})})
+
+
+# Remote operations per PE of one all_gather on 4 hosts of 2 PEs, by algorithm and by PE
+# (docs/architecture.md, "Collectives across hosts"): the agreement is 2 messages from each
+# leader (even PEs). direct: every PE's block to one PE of each other host (3 messages); bruck:
+# the leaders' 2 rounds, a message each, but host 0's second round, whose two hosts' blocks
+# (hosts 0 and 3) do not continue each other (2 messages); ring: the leaders' 3 rounds.
+GATHER_OPERATIONS = {
+    "direct": [5, 3, 5, 3, 5, 3, 5, 3],
+    "bruck": [5, 0, 4, 0, 4, 0, 4, 0],
+    "ring": [5, 0, 5, 0, 5, 0, 5, 0],
+}
+
+
+@pytest.mark.parametrize("algorithm", ["direct", "bruck", "ring"])
+def test_all_gather_among_hosts_of_two_pes_in_each_algorithm(algorithm):
+    pes = _hosts_of_two(algorithm)
+    _all_ok(pes, timeout=400)
+    outcomes = [_merged(pe) for pe in pes]
+    for rank, outcome in enumerate(outcomes):
+        assert outcome["per_barrier"] == (2 if rank % 2 == 0 else 0), (rank, outcome)
+        # A small block and blocks of several chunks cost the same messages.
+        assert outcome["gather_operations"] == [GATHER_OPERATIONS[algorithm][rank]] * 2, \
+            (rank, algorithm, outcome["gather_operations"])
+        assert outcome["mismatch_code"] == "COLLECTIVE_MISMATCH", outcome
+    assert len(_verdicts(outcomes)) == 1, "every PE says the same"
+
+
+@pytest.mark.parametrize("algorithm", ["direct", "bruck", "ring"])
+def test_a_pe_lost_during_all_gathers_among_hosts_is_peer_lost_on_every_survivor(algorithm):
+    pes = _hosts_of_two(algorithm, {"SCALE_OUT_LOSE_PE": "gather"})
+    for pe in pes[:-1]:
+        assert pe.finish(300) == 0, pe.text()
+    assert pes[-1].finish(60) == -9, pes[-1].text()
+    killed_at = float(next(line.split()[1] for line in pes[-1].lines
+                           if line.startswith("KILLING")))
+    for pe in pes[:-1]:
+        outcome = _merged(pe)
+        assert outcome["lost_code"] == "PEER_LOST", outcome
+        assert "pe=7" in outcome["lost"], outcome
         assert outcome["at"] - killed_at < 1.5, (outcome["at"] - killed_at)
 
 

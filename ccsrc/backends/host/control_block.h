@@ -18,8 +18,8 @@
 namespace hyper_parallel::shmem::host {
 
 inline constexpr std::uint64_t kControlMagic = 0x4850534d43544c31ull;  // "HPSMCTL1"
-// 9: no per-peer mirrors or epochs; summaries in rounds and arrival counters per team slot
-inline constexpr std::uint32_t kControlVersion = 9;
+// 10: round words per team slot, for collectives that move data in rounds among hosts
+inline constexpr std::uint32_t kControlVersion = 10;
 
 /// The arrival counters of a team slot and parity that PEs which map the block add to (PE p to
 /// lane p % kArrivalLanes, so up to that many PEs of a host add to lines of their own, as the
@@ -80,6 +80,10 @@ struct ControlBlock {
 ///                           dissemination among leaders for collective n, in [t][k][n % 2]
 ///                           (one sender per round; docs/architecture.md, "Agreement across
 ///                           hosts")
+///   steps      [teams][R]   PaddedCounter: the round words of collectives that move data in
+///                           rounds among hosts (KernelApi::PutBlocksAndSetRound): in one call
+///                           one PE sets word k here, to growing values (no parity: call n + 1's
+///                           data moves only once every member finished call n)
 ///   arrivals   [teams][2][kArrivalLanes + 1] PaddedCounter: how many arrivals (a peer's data
 ///                           is in) the collectives of team slot t with parity p received, in
 ///                           [t][p][src % kArrivalLanes] from PEs src that map this block and in
@@ -88,8 +92,8 @@ struct ControlBlock {
 ///   offers     [pes][2]     CollectiveSlot: the members-only exchange words PE src sent this PE
 ///                           for its round r with this PE, in [src][r % 2] (team creation)
 ///   beats      [pes]        PaddedCounter: heartbeats remote PE src adds to (liveness of hosts)
-/// Nothing per team grows with the PEs but `rounds`, which grows with their logarithm. Every
-/// array is written by one PE per element (its owner or its source), `arrivals` by adds, and
+/// Nothing per team grows with the PEs but `rounds` and `steps`, which grow with their
+/// logarithm. Every array is written by one PE per element (its owner or its source), `arrivals` by adds, and
 /// read by others.
 struct ControlLayout {
   ControlLayout(int team_slots, int pe_count)
@@ -99,7 +103,8 @@ struct ControlLayout {
     collective = (sizeof(ControlBlock) + 63) / 64 * 64;
     verdicts = collective + teams * 2 * sizeof(CollectiveSlot);
     round_slots = verdicts + teams * 2 * sizeof(SummarySlot);
-    arrivals = round_slots + teams * rounds * 2 * sizeof(SummarySlot);
+    steps = round_slots + teams * rounds * 2 * sizeof(SummarySlot);
+    arrivals = steps + teams * rounds * sizeof(PaddedCounter);
     offers = arrivals + teams * 2 * (kArrivalLanes + 1) * sizeof(PaddedCounter);
     beats = offers + pes * 2 * sizeof(CollectiveSlot);
     bytes = beats + pes * sizeof(PaddedCounter);
@@ -113,6 +118,9 @@ struct ControlLayout {
     }
     for (std::uint64_t i = 0; i < teams * 2 * (1 + rounds); ++i) {
       new (base + verdicts + i * sizeof(SummarySlot)) SummarySlot();  // verdicts, then rounds
+    }
+    for (std::uint64_t i = 0; i < teams * rounds; ++i) {
+      new (base + steps + i * sizeof(PaddedCounter)) PaddedCounter();
     }
     for (std::uint64_t i = 0; i < teams * 2 * (kArrivalLanes + 1); ++i) {
       new (base + arrivals + i * sizeof(PaddedCounter)) PaddedCounter();
@@ -135,6 +143,12 @@ struct ControlLayout {
     return At<SummarySlot>(block, round_slots,
                            (static_cast<std::uint64_t>(team) * rounds +
                             static_cast<std::uint64_t>(round)) * 2 + sequence % 2);
+  }
+  /// Round word `word` (< rounds) of team slot `team`.
+  PaddedCounter& Step(ControlBlock* block, int team, int word) const {
+    return At<PaddedCounter>(block, steps,
+                             static_cast<std::uint64_t>(team) * rounds +
+                                 static_cast<std::uint64_t>(word));
   }
   /// Arrival counter `lane` of team slot `team` for collectives of `sequence`'s parity (lane
   /// kArrivalLanes: the one the network adds to).
@@ -163,6 +177,7 @@ struct ControlLayout {
   std::uint64_t collective = 0;
   std::uint64_t verdicts = 0;
   std::uint64_t round_slots = 0;
+  std::uint64_t steps = 0;
   std::uint64_t arrivals = 0;
   std::uint64_t offers = 0;
   std::uint64_t beats = 0;

@@ -15,6 +15,7 @@
 
 #include "backends/host/host_kernel_api.h"
 #include "backends/host/host_stream.h"
+#include "base/config.h"
 #include "data_plane/pe_address.h"
 
 namespace hyper_parallel::shmem::host {
@@ -258,10 +259,19 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
   // Which peers this PE maps and which it reaches through the network. Every PE decides
   // alike from the same handles whether the job needs the network at all, so either every PE
   // takes part in the second exchange (ConnectRemotes) or none does.
-  const bool all_remote = spec_.remote_peers == "all";
+  // REMOTE_PEERS=all: every PE a host of its own; blocks:K: blocks of K consecutive PEs act
+  // as hosts within each machine (0: the machines themselves).
+  const std::uint64_t block = spec_.remote_peers == "all"
+                                  ? 1
+                                  : RemotePeerBlock(spec_.remote_peers).value_or(0);
+  const auto same_host = [&](int a, int b) {
+    const bool same_block =
+        block == 0 || static_cast<std::uint64_t>(a) / block == static_cast<std::uint64_t>(b) / block;
+    return same_block && decoded[a].host.SameHost(decoded[b].host);
+  };
   bool several_hosts = false;
   for (int pe = 1; pe < spec_.size; ++pe) {
-    if (!decoded[pe].host.SameHost(decoded[0].host)) several_hosts = true;
+    if (!same_host(pe, 0)) several_hosts = true;
   }
   std::vector<bool> remote(spec_.size, false);
   // Each PE's host as its lowest PE number: the same on every PE (collectives across hosts
@@ -269,8 +279,8 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
   std::vector<int> hosts(spec_.size);
   for (int pe = 0; pe < spec_.size; ++pe) {
     hosts[pe] = pe;
-    for (int lower = 0; lower < pe && !all_remote; ++lower) {
-      if (hosts[lower] == lower && decoded[lower].host.SameHost(decoded[pe].host)) {
+    for (int lower = 0; lower < pe; ++lower) {
+      if (hosts[lower] == lower && same_host(lower, pe)) {
         hosts[pe] = lower;
         break;
       }
@@ -278,12 +288,13 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
   }
   placement_.assign(spec_.size, PeerPlacement{});
   for (int pe = 0; pe < spec_.size; ++pe) {
-    remote[pe] = pe != spec_.rank &&
-                 (all_remote || !decoded[pe].host.SameHost(decoded[spec_.rank].host));
+    remote[pe] = pe != spec_.rank && !same_host(pe, spec_.rank);
+    // A block of blocks:K is a host of its own, for TEAM_NODE too.
     placement_[pe].host = decoded[pe].host.Label();
+    if (block > 1) placement_[pe].host += "/block" + std::to_string(pe / block);
     placement_[pe].transport = pe == spec_.rank ? "self" : remote[pe] ? "ucx" : "shared memory";
   }
-  if (several_hosts || (all_remote && spec_.size > 1)) {
+  if (several_hosts) {
     HPS_RETURN_IF_ERROR(ConnectRemotes(decoded, remote));
   }
   // The wait policy, the pinning and the copy workers count the PEs that share this machine's

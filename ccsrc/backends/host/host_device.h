@@ -146,6 +146,59 @@ class HostDevice {
     Publish<kSite>(pe, slot, epoch);
   }
 
+  /// Round words (data_plane::KernelApi::RoundWords): as many per team slot as the world's
+  /// dissemination rounds.
+  int RoundWords() const { return static_cast<int>(layout_.rounds); }
+
+  /// Sets round word `word` of `slot` at PE `pe` to `value`, after every write this thread made
+  /// before there (remote: with the last block of `bytes` at `offset`, one message; `bytes` 0:
+  /// the word alone).
+  template <CallSite kSite>
+  void PutThenSetRound(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes,
+                       int slot, int word, std::uint64_t value) const {
+    RequireCallable<HostCall::kAtomicSignal, kSite>();
+    if (IsRemote(pe)) {
+      Check<kSite>(remote_->PutSignal(
+          pe, offset, source, bytes,
+          RemoteSignal{RemoteOffset(&layout_.Step(controls_[rank_], slot, word)), 8,
+                       SignalAction::kSet, static_cast<std::int64_t>(value)},
+          Audience::kTarget));
+      return;
+    }
+    if (bytes > 0) CopyBytes(heap_bases_[pe] + offset, source, bytes);
+    layout_.Step(controls_[pe], slot, word).value.store(value, std::memory_order_seq_cst);
+    RingAfterSeqCst<kSite>(&controls_[pe]->doorbell);
+  }
+
+  /// Waits until this PE's round word `word` of `slot` holds at least `value` (set by PE
+  /// `source`). TIMEOUT (latched) names `operation`, `waiting_for` and the source; the latched
+  /// failure is returned when a peer is lost meanwhile.
+  template <CallSite kSite>
+  Status WaitRound(int slot, int word, std::uint64_t value, int source,
+                   std::string_view operation, std::string_view waiting_for,
+                   const HostStream* stream) const {
+    RequireCallable<HostCall::kBoundedWait, kSite>();
+    const PaddedCounter& round = layout_.Step(controls_[rank_], slot, word);
+    auto ready = [&] { return round.value.load(std::memory_order_acquire) >= value; };
+    auto describe = [&round, value, word, source, what = std::string(waiting_for)] {
+      return "waiting_for=" + what + ", round_word=" + std::to_string(word) +
+             " expected>=" + std::to_string(value) +
+             " observed=" + std::to_string(round.value.load(std::memory_order_acquire)) +
+             ", missing_pes=[" + std::to_string(source) + "]";
+    };
+    auto notice = [&] { return Register(operation, stream, describe); };
+    const WaitOutcome outcome = Await<kSite>(ready, notice);
+    if (outcome == WaitOutcome::kReady) return Status::Ok();
+    if (outcome == WaitOutcome::kAborted) return latch_->Get();
+    return Latched(Status::Assertion(ErrorCode::kTimeout,
+                                     std::string(operation) + " timed out waiting for a round",
+                                     {{"pe", std::to_string(rank_)},
+                                      {"waiting_for", std::string(waiting_for)},
+                                      {"round_word", std::to_string(word)},
+                                      {"missing_pes", "[" + std::to_string(source) + "]"},
+                                      {"timeout_ms", std::to_string(timeout_.count())}}));
+  }
+
   /// Waits on this PE's doorbell until `ready()`, the timeout or the latch (WaitUntil with the
   /// PE's policy). With remote peers the waiter drives the network itself: it progresses while
   /// it spins and sleeps on the network's events when it can (ucx_transport.h).

@@ -106,6 +106,27 @@ class HostKernelApi final : public data_plane::KernelApi {
       device_.PutThenPublish<kSite>(put.pe, put.offset, put.source, put.bytes, slot, epoch);
     }
   }
+  int RoundWords() const override { return device_.RoundWords(); }
+  // Every block but the last continuing run goes first; the last carries the word (one
+  // message to a PE on another host).
+  void PutBlocksAndSetRound(std::span<const data_plane::BlockPut> batch, int pe, int slot,
+                            int word, std::uint64_t value) override {
+    std::vector<data_plane::BlockPut> puts = data_plane::MergeContinuingBlocks(
+        batch, device_.size(), [this](int peer) { return device_.IsRemote(peer); });
+    while (!puts.empty() && puts.back().bytes == 0) puts.pop_back();
+    if (puts.empty()) {
+      device_.PutThenSetRound<kSite>(pe, 0, nullptr, 0, slot, word, value);
+      return;
+    }
+    const data_plane::BlockPut last = puts.back();
+    puts.pop_back();
+    PutBlocks(puts, Audience::kTarget);
+    device_.PutThenSetRound<kSite>(pe, last.offset, last.source, last.bytes, slot, word, value);
+  }
+  Status WaitRound(int slot, int word, std::uint64_t value, int source,
+                   std::string_view operation, std::string_view waiting_for) override {
+    return device_.WaitRound<kSite>(slot, word, value, source, operation, waiting_for, stream_);
+  }
   Status WaitEpochs(int slot, std::uint64_t epoch, std::span<const int> sources,
                     std::string_view operation, std::string_view waiting_for) override {
     return device_.WaitAll<kSite>(slot, epoch, std::vector<int>(sources.begin(), sources.end()),

@@ -16,6 +16,7 @@
 #include "bindings/torch/errors.h"
 #include "bindings/torch/ops.h"
 #include "bindings/torch/registration.h"
+#include "ops/collectives.h"
 #include "runtime/bootstrap.h"
 #include "runtime/runtime.h"
 
@@ -82,6 +83,7 @@ void Init(py::object bootstrap, int rank, int size, std::vector<int> global_rank
   InitOptions options;
   options.bootstrap = std::make_shared<PythonBootstrap>(std::move(bootstrap), rank, size);
   options.global_ranks = std::move(global_ranks);
+  options.collectives = ops::Collectives();
   py::gil_scoped_release no_gil;
   Check(Runtime::Process().Init(std::move(options)));
   OpenOrderToken();

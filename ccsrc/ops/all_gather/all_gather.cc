@@ -1,13 +1,21 @@
 #include "ops/all_gather/all_gather.h"
 
 #include <algorithm>
-#include <unordered_map>
+#include <string>
 #include <vector>
 
 #include "data_plane/chunk_plan.h"
 #include "data_plane/pe_address.h"
 
 namespace hyper_parallel::shmem::ops {
+
+namespace {
+
+constexpr std::string_view kAllGatherAlgorithms[] = {"direct", "bruck", "ring"};
+
+}  // namespace
+
+std::span<const std::string_view> AllGather::Algorithms() const { return kAllGatherAlgorithms; }
 
 Status AllGather::Check(const data_plane::CollectiveCall& call) const {
   const auto size = static_cast<std::uint64_t>(call.group.size());
@@ -35,30 +43,17 @@ void AddBlockPuts(std::vector<data_plane::BlockPut>* puts, const data_plane::Chu
 
 }  // namespace
 
-// Across hosts (see all_gather.h): the members of each host, in group order; member m's block
-// crosses to host h once, to h's member of the same place among its host's members (modulo
-// their number), which forwards it to the others of h through shared memory.
-Status AllGather::RunAcrossHosts(data_plane::KernelApi& api,
-                                 const data_plane::CollectivePlan& plan,
-                                 const std::vector<int>& host_of) const {
+// Across hosts, direct (see all_gather.h): member m's block crosses to host h once, to h's
+// member of the same place among its host's members (modulo their number), which forwards it
+// to the others of h through shared memory.
+Status AllGather::RunRails(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan,
+                           const HostPlacement& placement) const {
   const data_plane::CollectiveGroup& group = plan.group;
   const int size = group.size();
   const int me = group.index;
-  std::vector<int> hosts;                     // distinct hosts, in group order
-  std::vector<std::vector<int>> members;      // members of hosts[i]
-  std::vector<int> host_index(static_cast<std::size_t>(size)), place(static_cast<std::size_t>(size));
-  std::unordered_map<int, std::size_t> index_of;  // host -> its index in `hosts`
-  for (int m = 0; m < size; ++m) {
-    const auto [at, added] = index_of.emplace(host_of[m], hosts.size());
-    const std::size_t h = at->second;
-    if (added) {
-      hosts.push_back(host_of[m]);
-      members.emplace_back();
-    }
-    host_index[m] = static_cast<int>(h);
-    place[m] = static_cast<int>(members[h].size());
-    members[h].push_back(m);
-  }
+  const std::vector<std::vector<int>>& members = placement.members;
+  const std::vector<int>& host_index = placement.host_index;
+  const std::vector<int>& place = placement.place;
   // The member of host h that receives member m's block from the network.
   const auto receiver = [&](int m, std::size_t h) {
     const std::vector<int>& there = members[h];
@@ -81,7 +76,7 @@ Status AllGather::RunAcrossHosts(data_plane::KernelApi& api,
     AddBlockPuts(&puts, chunks, group.pe(m), slot(me), input);
     peers.push_back(group.pe(m));
   }
-  for (std::size_t h = 0; h < hosts.size(); ++h) {
+  for (std::size_t h = 0; h < members.size(); ++h) {
     if (h == mine) continue;
     const int to = receiver(me, h);
     AddBlockPuts(&puts, chunks, group.pe(to), slot(me), input);
@@ -125,21 +120,109 @@ Status AllGather::RunAcrossHosts(data_plane::KernelApi& api,
   return api.WaitEpochs(group.sync_slot, plan.sequence, sources, name(), "peers' data to arrive");
 }
 
+// Across hosts through the leaders (bruck or ring; see schedule.h): the members of a host put
+// their blocks to each other (the leader included) and publish; the leader then runs the
+// rounds among the leaders, forwarding what each round brings to its host's other members and
+// publishing to them once per round. A member other than the leader so waits for each other
+// member of its host once and for its leader once more per round.
+Status AllGather::RunLeaders(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan,
+                             const HostPlacement& placement, AllGatherAlgorithm algorithm) const {
+  const data_plane::CollectiveGroup& group = plan.group;
+  const int me = group.index;
+  const int hosts = placement.hosts();
+  const int mine = placement.host_index[static_cast<std::size_t>(me)];
+  const std::vector<int>& local = placement.members[static_cast<std::size_t>(mine)];
+  const int leader = local.front();
+  const std::vector<LeaderRound> rounds = LeaderSchedule(algorithm, hosts);
+  const data_plane::ChunkPlan chunks(plan.input_bytes, kAllGatherChunkBytes,
+                                     kAllGatherMinChunkBytes, kAllGatherGranule);
+  const auto slot = [&](int m) {
+    return plan.output_offset + data_plane::SlotOffset(m, plan.input_bytes);
+  };
+  std::vector<int> local_peers;  // this host's other members, world PEs
+  for (int q : local) {
+    if (q != me) local_peers.push_back(group.pe(q));
+  }
+  // 1. This member's block to itself and to its host's other members.
+  std::vector<data_plane::BlockPut> puts;
+  const auto* input = static_cast<const std::byte*>(plan.input);
+  AddBlockPuts(&puts, chunks, group.pe(me), slot(me), input);
+  for (int pe : local_peers) AddBlockPuts(&puts, chunks, pe, slot(me), input);
+  if (local_peers.empty()) {
+    api.PutBlocks(puts);
+  } else {
+    api.PutBlocksAndPublish(puts, local_peers, group.sync_slot, plan.sequence);
+  }
+  if (me != leader) {
+    std::vector<int> sources = local_peers;  // each once, the leader among them
+    for (std::size_t r = 0; r < rounds.size(); ++r) sources.push_back(group.pe(leader));
+    return api.WaitEpochs(group.sync_slot, plan.sequence, sources, name(),
+                          "this host's blocks and the leader's rounds");
+  }
+  // 2. The leader: its host's blocks, then the rounds among the leaders.
+  if (!local_peers.empty()) {
+    HPS_RETURN_IF_ERROR(
+        api.WaitEpochs(group.sync_slot, plan.sequence, local_peers, name(), "this host's blocks"));
+  }
+  const auto host_at = [&](int relative) {  // the host `relative` places before this one
+    return ((mine - relative) % hosts + hosts) % hosts;
+  };
+  const auto leader_of = [&](int host) {
+    return group.pe(placement.members[static_cast<std::size_t>(host)].front());
+  };
+  for (std::size_t r = 0; r < rounds.size(); ++r) {
+    const LeaderRound& round = rounds[r];
+    const int to = leader_of(host_at(-round.to));
+    const int from = leader_of(host_at(round.to));
+    std::vector<data_plane::BlockPut> out;
+    for (int relative : round.send) {
+      for (int m : placement.members[static_cast<std::size_t>(host_at(relative))]) {
+        AddBlockPuts(&out, chunks, to, slot(m), api.Local(slot(m)));
+      }
+    }
+    // In output order: the blocks of hosts whose members' slots follow each other (hosts i and
+    // i - 1 with members in host order) merge into one message.
+    std::sort(out.begin(), out.end(), [](const data_plane::BlockPut& a,
+                                         const data_plane::BlockPut& b) {
+      return a.offset < b.offset;
+    });
+    const std::uint64_t value = data_plane::RoundValue(plan.sequence, round.step);
+    api.PutBlocksAndSetRound(out, to, group.sync_slot, round.word, value);
+    const std::string what = std::string(AllGatherAlgorithmName(algorithm)) + " round " +
+                             std::to_string(r) + " of " + std::to_string(rounds.size());
+    HPS_RETURN_IF_ERROR(
+        api.WaitRound(group.sync_slot, round.word, value, from, name(), what));
+    if (local_peers.empty()) continue;
+    std::vector<data_plane::BlockPut> forward;
+    for (int relative : round.receive) {
+      for (int m : placement.members[static_cast<std::size_t>(host_at(relative))]) {
+        for (int pe : local_peers) AddBlockPuts(&forward, chunks, pe, slot(m), api.Local(slot(m)));
+      }
+    }
+    api.PutBlocksAndPublish(forward, local_peers, group.sync_slot, plan.sequence);
+  }
+  return Status::Ok();
+}
+
 Status AllGather::Run(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan) const {
   const data_plane::CollectiveGroup& group = plan.group;
   const int size = group.size();
-  const int first_host = api.HostOf(group.pe(0));
+  std::vector<int> host_of(static_cast<std::size_t>(size));
   bool one_host = true;
-  for (int m = 1; m < size && one_host; ++m) one_host = api.HostOf(group.pe(m)) == first_host;
+  for (int m = 0; m < size; ++m) {
+    host_of[m] = api.HostOf(group.pe(m));
+    one_host = one_host && host_of[m] == host_of[0];
+  }
   if (!one_host) {
-    std::vector<int> host_of(static_cast<std::size_t>(size));
-    for (int m = 0; m < size; ++m) host_of[m] = api.HostOf(group.pe(m));
-    // Every member on a host of its own: the push below is already once per pair of hosts.
-    std::vector<int> distinct = host_of;
-    std::sort(distinct.begin(), distinct.end());
-    if (std::unique(distinct.begin(), distinct.end()) != distinct.end()) {
-      return RunAcrossHosts(api, plan, host_of);
+    const HostPlacement placement(host_of);
+    const AllGatherAlgorithm algorithm =
+        ChooseAllGather(plan.algorithm, placement.hosts(), placement.largest(), plan.input_bytes,
+                        api.RoundWords());
+    if (algorithm != AllGatherAlgorithm::kDirect) {
+      return RunLeaders(api, plan, placement, algorithm);
     }
+    // Every member on a host of its own: the push below is already once per pair of hosts.
+    if (placement.largest() > 1) return RunRails(api, plan, placement);
   }
   // This member first, then the peers in ring order.
   std::vector<int> destinations{group.pe(group.index)};

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "data_plane/collective.h"
+#include "ops/all_gather/schedule.h"
 
 namespace hyper_parallel::shmem::ops {
 
@@ -48,13 +49,17 @@ class AllGather final : public data_plane::Collective {
   unsigned AgreedFields() const override {
     return data_plane::kAgreeBytes | data_plane::kAgreeDtype | data_plane::kAgreeOffset;
   }
+  std::span<const std::string_view> Algorithms() const override;
   Status Run(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan) const override;
 
  private:
-  // Members on several hosts, some sharing one: combine on each host (`host_of`: each
-  // member's KernelApi::HostOf).
-  Status RunAcrossHosts(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan,
-                        const std::vector<int>& host_of) const;
+  // Members on several hosts, some sharing one, direct: each member's block to one member of
+  // every other host, which forwards it there.
+  Status RunRails(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan,
+                  const HostPlacement& placement) const;
+  // Members on several hosts, through their leaders' rounds (bruck or ring).
+  Status RunLeaders(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan,
+                    const HostPlacement& placement, AllGatherAlgorithm algorithm) const;
 };
 
 }  // namespace hyper_parallel::shmem::ops
