@@ -506,7 +506,13 @@ def collectives(rank: int, size: int, per_host: int) -> None:
         shmem.barrier()
     after = sent()
     result(per_barrier=(operations(after) - operations(before)) / barriers,
-           heartbeats=after["heartbeats"] - before["heartbeats"])
+           heartbeats=after["heartbeats"] - before["heartbeats"],
+           endpoints_after_barriers=shmem.debug_state()["network"]["endpoints"])
+    if os.environ.get("SCALE_OUT_LOSE_PE") == "1":
+        # Only barriers before the loss: the PEs that are not the last one's watch partners
+        # have no endpoint to it, and learn of the loss from those that do.
+        lose_during_a_barrier(handle, rank, size)
+        return
     gather_operations = []
     for elements in (2, 70_000):  # a small block, and blocks of several chunks
         gathered = shmem.empty(size * elements, dtype=torch.float32)
@@ -524,7 +530,8 @@ def collectives(rank: int, size: int, per_host: int) -> None:
         shmem.free(gathered)
         shmem.free(exchanged)
     # A block of several chunks still crosses to each host as one message.
-    result(gather_operations=gather_operations)
+    result(gather_operations=gather_operations,
+           endpoints_after_all_to_all=shmem.debug_state()["network"]["endpoints"])
     if size >= 4:  # the odd PEs: a team whose every member is on another host than the next
         out = shmem.empty(size // 2 * 3, dtype=torch.int64)  # allocations are the world's
         odd = shmem.team_split_strided(shmem.TEAM_WORLD, 1, 2, size // 2)
@@ -573,22 +580,25 @@ def collectives(rank: int, size: int, per_host: int) -> None:
         except shmem.ShmemError:
             pass
         return
-    if os.environ.get("SCALE_OUT_LOSE_PE") == "1":
-        if rank == size - 1:
-            time.sleep(0.5)
-            say("KILLING", repr(time.time()))
-            os.kill(os.getpid(), 9)
-        try:
-            shmem.barrier()
-            say("UNEXPECTED the barrier returned")
-        except shmem.ShmemError as error:
-            result(lost_code=error.error_code, lost=str(error), at=time.time())
-        try:
-            handle.close()
-        except shmem.ShmemError:
-            pass
-        return
     handle.close()
+
+
+def lose_during_a_barrier(handle, rank: int, size: int) -> None:
+    """The last PE is killed while the others wait in a barrier; each survivor reports its
+    PEER_LOST and when it came."""
+    if rank == size - 1:
+        time.sleep(0.5)
+        say("KILLING", repr(time.time()))
+        os.kill(os.getpid(), 9)
+    try:
+        shmem.barrier()
+        say("UNEXPECTED the barrier returned")
+    except shmem.ShmemError as error:
+        result(lost_code=error.error_code, lost=str(error), at=time.time())
+    try:
+        handle.close()
+    except shmem.ShmemError:
+        pass
 
 
 def main() -> int:

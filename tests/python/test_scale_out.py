@@ -175,24 +175,49 @@ def test_a_world_above_max_pes_fails_at_init_on_every_pe_naming_the_setting():
         assert "world size" in outcome["message"] and "got 3" in outcome["message"], pe.text()
 
 
-@pytest.mark.parametrize("size", [8, 16])
-def test_pes_each_on_a_host_of_its_own_agree_in_log2_rounds(size):
+@pytest.mark.parametrize("size,algorithm", [(8, "direct"), (16, "bruck")])
+def test_pes_each_on_a_host_of_its_own_agree_in_log2_rounds(size, algorithm):
     # Every peer remote over loopback: every PE is a host of its own, so a barrier is a
     # dissemination among all of them (docs/architecture.md, "Agreement across hosts").
-    pes = _start_here("collectives", size, extra={"SCALE_OUT_PES_PER_HOST": str(size)})
+    # all_gather set to one algorithm for both block sizes (auto takes Bruck for the small one
+    # only).
+    pes = _start_here("collectives", size, extra={
+        "SCALE_OUT_PES_PER_HOST": str(size),
+        "HYPER_PARALLEL_SHMEM_ALGORITHMS": f"all_gather={algorithm}"})
     _all_ok(pes, timeout=400)
     bound = 2 * math.ceil(math.log2(size))
     outcomes = [_merged(pe) for pe in pes]
     for rank, outcome in enumerate(outcomes):
         assert outcome["per_barrier"] <= bound, (rank, outcome["per_barrier"], bound)
         assert outcome["per_barrier"] == math.ceil(math.log2(size)), (rank, outcome)
+        # Endpoints made when first used: the watch partners (2^k either way) at init, which
+        # the barriers' rounds use; every peer once all_to_all has sent to each.
+        assert outcome["endpoints_after_barriers"] == len(_watch_partners(rank, size)), \
+            (rank, outcome)
+        assert outcome["endpoints_after_barriers"] <= bound, (rank, outcome)
+        assert outcome["endpoints_after_all_to_all"] == size - 1, (rank, outcome)
         # A block of several chunks crosses as one message, as a block of one chunk does.
         small, chunked = outcome["gather_operations"]
         assert chunked == small, (rank, outcome["gather_operations"])
+        rounds = math.ceil(math.log2(size))
+        if algorithm == "direct":  # the agreement's rounds, then a message to every PE
+            assert small == rounds + size - 1, (rank, outcome["gather_operations"])
+        else:  # and Bruck's rounds, a message each (two where its blocks wrap around)
+            assert rounds + rounds <= small <= rounds + 2 * rounds, (rank, small)
         assert outcome["mismatch_code"] == "COLLECTIVE_MISMATCH", outcome
         assert "field=kind" in outcome["mismatch"], outcome
         assert f"pe {size - 1}: all_gather" in outcome["mismatch"], outcome
     assert len(_verdicts(outcomes)) == 1, "every PE says the same"
+
+
+def _watch_partners(rank: int, size: int) -> set[int]:
+    # The PEs at distance 2^k either way (docs/scale-out.md, "Liveness").
+    partners = set()
+    distance = 1
+    while distance < size:
+        partners |= {(rank + distance) % size, (rank - distance) % size}
+        distance *= 2
+    return partners - {rank}
 
 
 def _verdicts(outcomes: list[dict]) -> set[str]:
@@ -200,20 +225,35 @@ def _verdicts(outcomes: list[dict]) -> set[str]:
     return {o["mismatch"][o["mismatch"].index("collective calls differ"):] for o in outcomes}
 
 
-def test_a_pe_lost_during_a_dissemination_is_peer_lost_on_every_survivor():
-    size = 8
-    pes = _start_here("collectives", size, extra={"SCALE_OUT_PES_PER_HOST": str(size),
-                                                  "SCALE_OUT_LOSE_PE": "1"})
+@pytest.mark.parametrize("size,remote_peers", [(8, "all"), (16, "blocks:15")],
+                         ids=["8-hosts-of-1", "hosts-of-15-and-1"])
+def test_a_pe_lost_during_a_dissemination_is_peer_lost_on_every_survivor(size, remote_peers):
+    # Every PE a host of its own; or PEs 0-14 on one host and PE 15 on another, where PEs
+    # 2, 4-6, 8-10 and 12, whose watch partners are all on their own host, learn of the loss
+    # from a PE of their host (ControlBlock::told_lost).
+    pes = _start_here("collectives", size, extra={
+        "SCALE_OUT_PES_PER_HOST": str(size), "SCALE_OUT_LOSE_PE": "1",
+        "HYPER_PARALLEL_SHMEM_REMOTE_PEERS": remote_peers})
     for pe in pes[:-1]:
         assert pe.finish(300) == 0, pe.text()
     assert pes[-1].finish(60) == -9, pes[-1].text()
     killed_at = float(next(line.split()[1] for line in pes[-1].lines
                            if line.startswith("KILLING")))
-    for pe in pes[:-1]:
+    lost = size - 1
+    for rank, pe in enumerate(pes[:-1]):
         outcome = _merged(pe)
         assert outcome["lost_code"] == "PEER_LOST", outcome
-        assert f"pe={size - 1}" in outcome["lost"], outcome
+        assert f"pe={lost}" in outcome["lost"], outcome
         assert outcome["at"] - killed_at < 1.5, (outcome["at"] - killed_at)
+        if rank in _watch_partners(lost, size):
+            continue
+        if remote_peers == "all":
+            # PEs 2 and 4 have no endpoint to PE 7: they heard it from a PE that had one.
+            assert outcome["endpoints_after_barriers"] == len(_watch_partners(rank, size))
+            assert "reported it lost" in outcome["lost"], (rank, outcome)
+        else:
+            assert outcome["endpoints_after_barriers"] == 0, (rank, outcome)
+            assert "a PE of this host passed it on" in outcome["lost"], (rank, outcome)
 
 
 def _hosts_of_two(algorithm: str, extra: dict | None = None) -> list[Pe]:

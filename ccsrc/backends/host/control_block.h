@@ -18,8 +18,9 @@
 namespace hyper_parallel::shmem::host {
 
 inline constexpr std::uint64_t kControlMagic = 0x4850534d43544c31ull;  // "HPSMCTL1"
-// 10: round words per team slot, for collectives that move data in rounds among hosts
-inline constexpr std::uint32_t kControlVersion = 10;
+// 11: round words per team slot (collectives that move data in rounds among hosts), and a
+// word through which a PE of this host passes on a loss across hosts (told_lost)
+inline constexpr std::uint32_t kControlVersion = 11;
 
 /// The arrival counters of a team slot and parity that PEs which map the block add to (PE p to
 /// lane p % kArrivalLanes, so up to that many PEs of a host add to lines of their own, as the
@@ -67,6 +68,11 @@ struct ControlBlock {
   /// The peer whose exit made this PE terminal (-1: none); written once by the owner's peer
   /// monitor, so a PE that sees this one exit can name the first cause (see liveness.h).
   alignas(64) std::atomic<std::int32_t> lost_peer{-1};
+  /// A PE on another host that a PE of this host learned is lost (-1: none), set once by that
+  /// PE (compare-and-swap) before it rings this block's doorbell: a PE whose watched peers
+  /// are all on its own host learns of a loss across hosts from its neighbours
+  /// (docs/scale-out.md, "Liveness"). Beside lost_peer: written only when the job fails.
+  std::atomic<std::int32_t> told_lost{-1};
 };
 
 /// Where the arrays of a control block of `teams` team slots and `pes` PEs lie, after the head

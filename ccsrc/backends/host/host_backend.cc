@@ -294,8 +294,15 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
     if (block > 1) placement_[pe].host += "/block" + std::to_string(pe / block);
     placement_[pe].transport = pe == spec_.rank ? "self" : remote[pe] ? "ucx" : "shared memory";
   }
+  // The peers on other hosts this PE watches (heartbeats, endpoints made at init); the others
+  // get an endpoint when first used.
+  std::vector<bool> watched(spec_.size, false);
+  for (int pe : WatchPartners(spec_.rank, spec_.size)) watched[pe] = remote[pe];
+  mapped_.assign(spec_.size, false);
+  for (int pe = 0; pe < spec_.size; ++pe) mapped_[pe] = pe != spec_.rank && !remote[pe];
+  passed_on_ = std::make_unique<std::atomic<bool>[]>(spec_.size);
   if (several_hosts) {
-    HPS_RETURN_IF_ERROR(ConnectRemotes(decoded, remote));
+    HPS_RETURN_IF_ERROR(ConnectRemotes(decoded, remote, watched));
   }
   // The wait policy, the pinning and the copy workers count the PEs that share this machine's
   // cores (one kernel: namespace hosts of one machine included), not the world.
@@ -361,8 +368,13 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
                                          std::move(heaps), std::move(controls), workers_.get(),
                                          &latch_, spec_.blocking_ops);
   if (transport_) {
-    device_->AttachRemote(transport_.get(), heap_region_bytes_, std::move(hosts));
-    HPS_RETURN_IF_ERROR(StartRemotes(remote));
+    device_->AttachRemote(transport_.get(), heap_region_bytes_, std::move(hosts), [this](int pe) {
+      Lost(pe, Status::Assertion(ErrorCode::kPeerLost, "a peer PE was lost",
+                                 {{"pe", std::to_string(pe)},
+                                  {"host", placement_[pe].host},
+                                  {"noticed", "a PE of this host passed it on"}}));
+    });
+    HPS_RETURN_IF_ERROR(StartRemotes(watched));
   }
   if (wait_mode_ == WaitMode::kAuto) {
     RequireCallable<HostCall::kPinThread, CallSite::kHostThread>();
@@ -372,8 +384,13 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
   for (int pe = 0; pe < spec_.size; ++pe) {
     lost_words[pe] = remote[pe] ? nullptr : &PeerControl(pe)->lost_peer;
   }
+  // In a job across hosts a PE of this host that exits is passed on to the other hosts.
+  std::function<void(int)> exited;
+  if (transport_) {
+    exited = [this](int pe) { Lost(pe, Status::Ok()); };
+  }
   return monitor_.Start(spec_.rank, pids, &latch_, &PeerControl(spec_.rank)->doorbell,
-                        std::move(lost_words));
+                        std::move(lost_words), std::move(exited));
 }
 
 Status HostBackend::DestroyHeap() {
@@ -418,8 +435,27 @@ Status HostBackend::DestroyHeap() {
   return result;
 }
 
+void HostBackend::Lost(int pe, Status status) {
+  ControlBlock* own = PeerControl(spec_.rank);
+  if (!status.ok()) {
+    latch_.Set(std::move(status));
+    Ring<CallSite::kHostThread>(&own->doorbell);
+  }
+  if (passed_on_[pe].exchange(true, std::memory_order_acq_rel)) return;
+  transport_->ReportLost(pe);
+  if (placement_[pe].transport != "ucx") return;  // this host's PEs watch its processes
+  for (int peer = 0; peer < spec_.size; ++peer) {
+    if (!mapped_[peer] || peer == pe) continue;
+    ControlBlock* control = PeerControl(peer);
+    std::int32_t none = -1;
+    control->told_lost.compare_exchange_strong(none, pe, std::memory_order_acq_rel);
+    Ring<CallSite::kHostThread>(&control->doorbell);
+  }
+}
+
 Status HostBackend::ConnectRemotes(const std::vector<SegmentHandle>& handles,
-                                   const std::vector<bool>& remote) {
+                                   const std::vector<bool>& remote,
+                                   const std::vector<bool>& watched) {
   if (!spec_.all_gather) {
     return Status::Assertion(ErrorCode::kInvalidState,
                              "PEs on other hosts need a second exchange, and none was given", {});
@@ -459,23 +495,17 @@ Status HostBackend::ConnectRemotes(const std::vector<SegmentHandle>& handles,
                              {{"pe", std::to_string(spec_.rank)}, {"pes_without_ucx", without},
                               {"hosts", layout}, {"reason", reason}});
   }
-  HPS_RETURN_IF_ERROR(transport_->Connect(
-      spec_.rank, blobs, remote, [this](int pe, const std::string& how) {
-        latch_.Set(Status::Assertion(ErrorCode::kPeerLost, "a remote peer PE was lost",
-                                     {{"pe", std::to_string(pe)},
-                                      {"host", placement_[pe].host},
-                                      {"noticed", how}}));
-        if (ControlBlock* own = PeerControl(spec_.rank)) {
-          Ring<CallSite::kHostThread>(&own->doorbell);
-        }
-      }));
-  for (int pe = 0; pe < spec_.size; ++pe) {
-    if (remote[pe]) placement_[pe].path = std::string(transport_->PathName(pe));
-  }
-  return Status::Ok();
+  return transport_->Connect(spec_.rank, blobs, remote, watched,
+                             [this](int pe, const std::string& how) {
+                               Lost(pe, Status::Assertion(
+                                            ErrorCode::kPeerLost, "a remote peer PE was lost",
+                                            {{"pe", std::to_string(pe)},
+                                             {"host", placement_[pe].host},
+                                             {"noticed", how}}));
+                             });
 }
 
-Status HostBackend::StartRemotes(const std::vector<bool>& remote) {
+Status HostBackend::StartRemotes(const std::vector<bool>& watched) {
   ControlBlock* own = PeerControl(spec_.rank);
   const ControlLayout layout(spec_.teams, spec_.size);
   UcxTransport::Liveness liveness;
@@ -490,10 +520,11 @@ Status HostBackend::StartRemotes(const std::vector<bool>& remote) {
   };
   HPS_RETURN_IF_ERROR(
       transport_->Start(std::move(liveness), latch_.flag(), &own->doorbell, wait_policy_));
-  // Every remote peer is reachable and its segment is what we expect: read its control
-  // block's head (a round trip; its progress thread answers).
+  // Every watched peer is reachable and its segment is what we expect: read its control
+  // block's head (a round trip; its progress thread answers). The other remote peers are
+  // reached when first used.
   for (int pe = 0; pe < spec_.size; ++pe) {
-    if (!remote[pe]) continue;
+    if (!watched[pe]) continue;
     struct {
       std::uint64_t magic;
       std::uint32_t version;
@@ -514,6 +545,17 @@ Status HostBackend::StartRemotes(const std::vector<bool>& remote) {
     }
   }
   return Status::Ok();
+}
+
+std::vector<PeerPlacement> HostBackend::Placement() const {
+  std::vector<PeerPlacement> placement = placement_;
+  // The path is chosen when the endpoint is made ("not connected" before).
+  for (std::size_t pe = 0; transport_ && pe < placement.size(); ++pe) {
+    if (placement[pe].transport == "ucx") {
+      placement[pe].path = std::string(transport_->PathName(static_cast<int>(pe)));
+    }
+  }
+  return placement;
 }
 
 NetworkInfo HostBackend::Network() const {

@@ -81,7 +81,7 @@ class HostBackend final : public Backend {
   bool RunsInline(StreamRef stream) const override { return stream.native == nullptr; }
   std::string StreamLabel(StreamRef stream) const override;
   WaitInfo Wait() const override;
-  std::vector<PeerPlacement> Placement() const override { return placement_; }
+  std::vector<PeerPlacement> Placement() const override;
   NetworkInfo Network() const override;
   Status Health() const override {
     if (!latch_.failed()) [[likely]] return Status::Ok();
@@ -144,10 +144,21 @@ class HostBackend final : public Backend {
   std::unique_ptr<HostDevice> device_;
   std::unique_ptr<UcxTransport> transport_;  // null: every peer is mapped
   std::vector<PeerPlacement> placement_;
-  // Loads UCX, publishes this PE's address and connects to every peer marked remote.
-  Status ConnectRemotes(const std::vector<SegmentHandle>& handles, const std::vector<bool>& remote);
-  // Starts the progress thread and checks that every remote peer answers.
-  Status StartRemotes(const std::vector<bool>& remote);
+  // By PE: this PE already passed on its loss (Lost); sized with the peers, before any thread
+  // that reports a loss starts.
+  std::unique_ptr<std::atomic<bool>[]> passed_on_;
+  std::vector<bool> mapped_;  // by PE: a peer of this host whose control block this PE maps
+  // Loads UCX, publishes this PE's address and keeps every peer marked remote reachable, with
+  // endpoints to the watched ones.
+  Status ConnectRemotes(const std::vector<SegmentHandle>& handles, const std::vector<bool>& remote,
+                        const std::vector<bool>& watched);
+  // Starts the progress thread and checks that every watched peer answers.
+  Status StartRemotes(const std::vector<bool>& watched);
+  // A loss this PE noticed or was told of, in a job across hosts: latched (`status`), then, the
+  // first time for `pe`, passed on to the watched peers on other hosts (kLost) and to this
+  // host's PEs (ControlBlock::told_lost), so every survivor learns of it (docs/scale-out.md,
+  // "Liveness"). Any thread.
+  void Lost(int pe, Status status);
 };
 
 /// "host0 (net:[…]): pes 0,1; host1 (net:[…]): pes 2,3" and, in `others`, the PEs on hosts

@@ -74,11 +74,14 @@ class HostDevice {
   /// starts; `hosts[pe]` names PE pe's host by its lowest PE number (the PEs that map each
   /// other; every PE's own with HYPER_PARALLEL_SHMEM_REMOTE_PEERS=all), the same on every PE.
   /// Called once, before any kernel runs.
+  /// `told(pe)` is called (from a waiting thread) when this PE's control block says a PE of
+  /// this host learned that `pe` is lost (ControlBlock::told_lost).
   void AttachRemote(UcxTransport* transport, std::uint64_t control_offset,
-                    std::vector<int> hosts) {
+                    std::vector<int> hosts, std::function<void(int)> told) {
     remote_ = transport;
     control_offset_ = control_offset;
     hosts_ = std::move(hosts);
+    told_ = std::move(told);
   }
   /// Whether PE `pe` is reached through the network transport.
   bool IsRemote(int pe) const { return remote_ != nullptr && remote_->remote(pe); }
@@ -144,6 +147,25 @@ class HostDevice {
     }
     if (bytes > 0) CopyBytes(heap_bases_[pe] + offset, source, bytes);
     Publish<kSite>(pe, slot, epoch);
+  }
+
+  /// PutThenPublish to a remote PE without waiting (`publish`: with the epoch, else the data
+  /// alone): on its way when this returns, its `source` the caller's until FinishRemote(out).
+  template <CallSite kSite>
+  void BeginRemotePut(UcxTransport::Outbound* out, int pe, std::uint64_t offset,
+                      const void* source, std::uint64_t bytes, bool publish, int slot,
+                      std::uint64_t epoch) const {
+    RequireCallable<HostCall::kCopyBytes, kSite>();
+    const RemoteSignal signal = publish ? RemoteSignal{ArrivalWord(slot, epoch), 8,
+                                                       SignalAction::kAdd, 1}
+                                        : RemoteSignal{};
+    Check<kSite>(remote_->Begin(out, pe, offset, source, bytes, signal, Audience::kTarget));
+  }
+  /// Waits until every message begun on `out` has left (a failure is latched).
+  template <CallSite kSite>
+  void FinishRemote(UcxTransport::Outbound* out) const {
+    RequireCallable<HostCall::kCopyBytes, kSite>();
+    Check<kSite>(remote_->Finish(out));
   }
 
   /// Round words (data_plane::KernelApi::RoundWords): as many per team slot as the world's
@@ -214,6 +236,8 @@ class HostDevice {
         bell,
         [&] {
           remote_->Poll();
+          const int told = controls_[rank_]->told_lost.load(std::memory_order_relaxed);
+          if (told >= 0 && told_) [[unlikely]] told_(told);
           return ready();
         },
         timeout_, wait_policy_, latch_->flag(), notice, remote_);
@@ -727,6 +751,7 @@ class HostDevice {
   UcxTransport* remote_ = nullptr;  // null: every peer is mapped
   std::uint64_t control_offset_ = 0;
   std::vector<int> hosts_;  // with remote_: each PE's host, as its lowest PE number
+  std::function<void(int)> told_;  // with remote_: a loss a PE of this host passed on
   // Per team slot, parity and kind of counter: the arrivals expected in total after the last
   // wait (a slot has one collective at a time: the Runtime's claim).
   std::unique_ptr<std::atomic<std::uint64_t>[]> tallies_;

@@ -73,7 +73,9 @@ class HostKernelApi final : public data_plane::KernelApi {
   // for the copy workers) go as one message: the network takes a large message at its own
   // pace, while chunks sent one after another each wait for their rendezvous. The last
   // message of the batch to that PE carries the epoch; every other goes first, so the epoch
-  // still lands after all of them.
+  // still lands after all of them. The messages to other hosts are begun first, in the
+  // batch's order (a collective's pairwise order), at most Outbound::kMaxInFlight at a time;
+  // the copies to this host's PEs run while they travel, then this waits for the messages.
   void PutBlocksAndPublish(std::span<const data_plane::BlockPut> batch,
                            std::span<const int> peers, int slot, std::uint64_t epoch) override {
     if (!device_.HasRemote()) {
@@ -91,20 +93,28 @@ class HostKernelApi final : public data_plane::KernelApi {
     for (std::size_t i = 0; i < puts.size(); ++i) {
       if (remote_peer[puts[i].pe] && puts[i].bytes > 0) carrier[puts[i].pe] = i;
     }
-    std::vector<data_plane::BlockPut> first;
-    first.reserve(puts.size());
+    UcxTransport::Outbound outbound;
+    std::vector<data_plane::BlockPut> local;
+    local.reserve(puts.size());
     for (std::size_t i = 0; i < puts.size(); ++i) {
-      if (carrier[puts[i].pe] != i) first.push_back(puts[i]);
-    }
-    PutBlocks(first, Audience::kTarget);
-    for (int pe : peers) {
-      if (carrier[pe] == puts.size()) {
-        PublishEpoch(pe, slot, epoch);
-        continue;
+      const data_plane::BlockPut& put = puts[i];
+      if (!device_.IsRemote(put.pe)) {
+        local.push_back(put);
+      } else if (put.bytes > 0) {
+        device_.BeginRemotePut<kSite>(&outbound, put.pe, put.offset, put.source, put.bytes,
+                                      carrier[put.pe] == i, slot, epoch);
       }
-      const data_plane::BlockPut& put = puts[carrier[pe]];
-      device_.PutThenPublish<kSite>(put.pe, put.offset, put.source, put.bytes, slot, epoch);
     }
+    for (int pe : peers) {
+      if (remote_peer[pe] && carrier[pe] == puts.size()) {
+        device_.BeginRemotePut<kSite>(&outbound, pe, 0, nullptr, 0, true, slot, epoch);
+      }
+    }
+    PutBlocks(local, Audience::kTarget);
+    for (int pe : peers) {
+      if (!remote_peer[pe]) PublishEpoch(pe, slot, epoch);
+    }
+    device_.FinishRemote<kSite>(&outbound);
   }
   int RoundWords() const override { return device_.RoundWords(); }
   // Every block but the last continuing run goes first; the last carries the word (one

@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -36,6 +37,19 @@ bool ProcessGone(int pid) {
 
 }  // namespace
 
+std::vector<int> WatchPartners(int rank, int size) {
+  std::vector<int> partners;
+  for (long long distance = 1; distance < size; distance *= 2) {
+    for (long long to : {rank + distance, rank - distance + size}) {
+      const int pe = static_cast<int>(to % size);
+      if (pe != rank) partners.push_back(pe);
+    }
+  }
+  std::sort(partners.begin(), partners.end());
+  partners.erase(std::unique(partners.begin(), partners.end()), partners.end());
+  return partners;
+}
+
 Status PeerLost(int pe, int pid, int after, int after_pid) {
   if (after < 0) {
     return Status::Assertion(ErrorCode::kPeerLost, "a peer PE exited while this PE depends on it",
@@ -50,9 +64,11 @@ Status PeerLost(int pe, int pid, int after, int after_pid) {
 }
 
 Status PeerMonitor::Start(int rank, const std::vector<int>& pids, FailureLatch* latch,
-                          Doorbell* bell, std::vector<std::atomic<std::int32_t>*> lost_words) {
+                          Doorbell* bell, std::vector<std::atomic<std::int32_t>*> lost_words,
+                          std::function<void(int)> exited) {
   Stop();
   rank_ = rank;
+  exited_ = std::move(exited);
   pids_ = pids;
   latch_ = latch;
   bell_ = bell;
@@ -121,6 +137,7 @@ void PeerMonitor::Lost(int pe) {
     lost_words_[rank_]->store(cause, std::memory_order_release);
   }
   if (bell_ != nullptr) Ring<CallSite::kHostThread>(bell_);
+  if (exited_) exited_(pe);
 }
 
 void PeerMonitor::Run() {

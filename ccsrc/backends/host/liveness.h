@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -42,9 +43,11 @@ class PeerMonitor {
   /// (indexed by rank, or empty; null for a PE that is not mapped) are the PEs' "lost peer" words: this PE publishes in its own
   /// which peer it lost, and when a peer exits after having lost another one, the loss is
   /// reported as that first one's (a job whose PE 1 died, then PE 0 exited because of it,
-  /// names PE 1 on every survivor).
+  /// names PE 1 on every survivor). `exited` (when set) is called with every peer seen to
+  /// exit, after the latch (a job across hosts passes it on to the other hosts).
   Status Start(int rank, const std::vector<int>& pids, FailureLatch* latch, Doorbell* bell,
-               std::vector<std::atomic<std::int32_t>*> lost_words = {});
+               std::vector<std::atomic<std::int32_t>*> lost_words = {},
+               std::function<void(int)> exited = {});
   /// Stops the thread; idempotent.
   void Stop();
 
@@ -60,8 +63,16 @@ class PeerMonitor {
   FailureLatch* latch_ = nullptr;
   Doorbell* bell_ = nullptr;
   std::vector<std::atomic<std::int32_t>*> lost_words_;
+  std::function<void(int)> exited_;
   std::thread thread_;
 };
+
+/// The PEs PE `rank` of `size` watches across hosts (docs/scale-out.md, "Liveness"): those
+/// at distance 2^k either way (rank + 2^k and rank - 2^k, modulo size, for 2^k < size), in
+/// increasing order, without `rank`. Symmetric (b watches a when a watches b) and, over every
+/// PE, a connected graph of diameter at most ceil(log2 size): a loss passed on along it reaches
+/// every PE. At most 2 ceil(log2 size) PEs. Pure.
+std::vector<int> WatchPartners(int rank, int size);
 
 /// PEER_LOST for PE `pe` with process id `pid`; `after` (when >= 0, with `after_pid`) is a PE
 /// that exited later because of it, through which the loss was noticed.

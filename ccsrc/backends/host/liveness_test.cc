@@ -13,7 +13,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <vector>
 #include <thread>
 
 #include "testing/eventually.h"
@@ -223,6 +225,56 @@ TEST(WaitUntil, OnBlockRunsOnlyWhenTheSpinPhaseEndsUnanswered) {
                                              nullptr, notice),
             WaitOutcome::kTimedOut);
   EXPECT_EQ(registered, 1);
+}
+
+TEST(WatchPartners, DistancesOfPowersOfTwoEitherWay) {
+  EXPECT_TRUE(WatchPartners(0, 1).empty());
+  EXPECT_EQ(WatchPartners(0, 2), (std::vector<int>{1}));
+  EXPECT_EQ(WatchPartners(0, 8), (std::vector<int>{1, 2, 4, 6, 7}));
+  EXPECT_EQ(WatchPartners(5, 16), (std::vector<int>{1, 3, 4, 6, 7, 9, 13}));
+  EXPECT_EQ(WatchPartners(2, 5), (std::vector<int>{0, 1, 3, 4}));
+}
+
+TEST(WatchPartners, SymmetricSmallAndConnectedWithinLog2Hops) {
+  for (int size : {2, 3, 5, 8, 13, 16, 33, 100, 1024, 4097}) {
+    SCOPED_TRACE(size);
+    int rounds = 0;
+    while ((1 << rounds) < size) ++rounds;
+    std::vector<std::vector<int>> partners(static_cast<std::size_t>(size));
+    for (int pe = 0; pe < size; ++pe) {
+      partners[pe] = WatchPartners(pe, size);
+      EXPECT_LE(partners[pe].size(), static_cast<std::size_t>(2 * rounds));
+    }
+    for (int a = 0; a < size; a += std::max(1, size / 64)) {
+      for (int b : partners[a]) {
+        EXPECT_TRUE(std::binary_search(partners[b].begin(), partners[b].end(), a))
+            << a << " watches " << b << " but not the other way";
+      }
+    }
+    // A loss known at PE 0 (or any PE: the graph is a circulant) passed on along the
+    // partners reaches every PE within ceil(log2 size) hops, also without one PE (the lost one).
+    for (int lost : {-1, 1, size / 2}) {
+      std::vector<int> hops(static_cast<std::size_t>(size), -1);
+      std::vector<int> frontier{0};
+      hops[0] = 0;
+      while (!frontier.empty()) {
+        std::vector<int> next;
+        for (int pe : frontier) {
+          for (int to : partners[pe]) {
+            if (to == lost || hops[to] >= 0) continue;
+            hops[to] = hops[pe] + 1;
+            next.push_back(to);
+          }
+        }
+        frontier = std::move(next);
+      }
+      for (int pe = 0; pe < size; ++pe) {
+        if (pe == lost) continue;
+        ASSERT_GE(hops[pe], 0) << "PE " << pe << " never hears, without PE " << lost;
+        if (lost < 0) EXPECT_LE(hops[pe], rounds) << "PE " << pe;
+      }
+    }
+  }
 }
 
 }  // namespace

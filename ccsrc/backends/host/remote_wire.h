@@ -37,6 +37,8 @@ enum class WireKind : std::uint8_t {
   kGetReply = 3,    ///< the data a kGet asked for
   kFlush = 4,       ///< answer with a kFlushReply once every earlier message landed
   kFlushReply = 5,  ///< `token` is the answered flush's
+  kHello = 6,       ///< the sender made its endpoint to this PE (it says farewell here at close)
+  kLost = 7,        ///< the sender knows PE `value` is lost (passed on once by each PE)
 };
 
 /// The header of every message (the active message's user header).
@@ -85,6 +87,10 @@ inline std::string_view Validate(const WireHeader& header, std::uint64_t length,
     case WireKind::kGetReply:
     case WireKind::kFlush:
     case WireKind::kFlushReply:
+    case WireKind::kHello:
+      return {};
+    case WireKind::kLost:
+      if (header.value < 0 || header.value >= pes) return "lost PE out of range";
       return {};
   }
   return "unknown kind";

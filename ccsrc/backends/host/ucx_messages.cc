@@ -80,6 +80,24 @@ int UcxTransport::OnMessage(const void* header_bytes, std::size_t header_length,
     if (rendezvous) lib_->am_data_release(worker, data);
     return UCS_OK;
   }
+  // The source has an endpoint to this PE: it hears farewell at close.
+  Peer& source = peers_[header.source];
+  if (!source.contacted.load(std::memory_order_relaxed)) {
+    source.contacted.store(true, std::memory_order_release);
+  }
+  if (header.kind == WireKind::kHello) return UCS_OK;
+  if (header.kind == WireKind::kLost) {
+    const int lost = static_cast<int>(header.value);
+    // A PE that said farewell here closed normally: whoever reports it saw it exit after.
+    if (lost != rank_ && !Departed(lost) &&
+        !failed_[lost].exchange(true, std::memory_order_acq_rel)) {
+      if (own_bell_ != nullptr) Ring<CallSite::kHostThread>(own_bell_);
+      if (lost_ && !stopping_.load(std::memory_order_acquire)) {
+        lost_(lost, "PE " + std::to_string(header.source) + " reported it lost");
+      }
+    }
+    return UCS_OK;
+  }
   // Replies pair with a request of this PE: they wait behind nothing.
   if (header.kind == WireKind::kGetReply) {
     OnGetReply(header, data, length, rendezvous);
@@ -181,6 +199,8 @@ bool UcxTransport::Deliver(const WireHeader& header, void* data, std::size_t len
     }
     case WireKind::kGetReply:
     case WireKind::kFlushReply:
+    case WireKind::kHello:
+    case WireKind::kLost:
       break;
   }
   if (rendezvous) lib_->am_data_release(static_cast<ucp_worker_h>(worker_), data);

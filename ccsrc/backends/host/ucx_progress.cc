@@ -58,6 +58,8 @@ bool UcxTransport::Poll() {
     handled += events;
   }
   progressing_.store(false, std::memory_order_release);
+  // Out of UCX now: what handlers posted to peers without an endpoint can go.
+  if (has_queued_.load(std::memory_order_acquire)) SendQueued();
   if (handled == 0) return false;
   last_activity_.store(Now(), std::memory_order_relaxed);
   // The rma path lands writes inside progress without a handler of ours: whoever waits here
@@ -110,7 +112,7 @@ Status UcxTransport::Start(Liveness liveness, const std::atomic<bool>* abort,
   wait_policy_ = policy;
   const auto now = std::chrono::steady_clock::now();
   for (Peer& peer : peers_) {
-    if (peer.ep == nullptr) continue;
+    if (!peer.watched) continue;
     peer.last_beat = liveness_.observed_beat ? liveness_.observed_beat(peer.pe) : 0;
     peer.last_change = now;
   }
@@ -146,7 +148,8 @@ Status UcxTransport::Start(Liveness liveness, const std::atomic<bool>* abort,
 void UcxTransport::Heartbeat(std::chrono::steady_clock::time_point now) {
   if (!liveness_.remote_beat_offset || !liveness_.observed_beat) return;
   for (Peer& peer : peers_) {
-    if (peer.ep == nullptr || failed_[peer.pe].load(std::memory_order_acquire)) continue;
+    // The watched peers only: a loss the others notice reaches this PE as a kLost.
+    if (!peer.watched || failed_[peer.pe].load(std::memory_order_acquire)) continue;
     if (Departed(peer.pe)) continue;
     // Never waited for: a silent host must not hold up the beats to the others.
     const RemoteSignal beat{liveness_.remote_beat_offset(peer.pe), 8, SignalAction::kAdd, 1};

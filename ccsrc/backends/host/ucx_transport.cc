@@ -302,12 +302,12 @@ void UcxTransport::OnEndpointError(void* arg, void* /*ep*/, int status) {
 }
 
 Status UcxTransport::Connect(int rank, const std::vector<std::string>& blobs,
-                             const std::vector<bool>& remote, LostFn lost) {
-  Library& l = *lib_;
+                             const std::vector<bool>& remote, const std::vector<bool>& watched,
+                             LostFn lost) {
   rank_ = rank;
   lost_ = std::move(lost);
   const std::size_t pes = blobs.size();
-  peers_.assign(pes, Peer{});
+  peers_ = std::vector<Peer>(pes);
   failed_ = std::make_unique<std::atomic<bool>[]>(pes);
   unconfirmed_ = std::make_unique<std::atomic<bool>[]>(pes);
   flush_sent_ = std::make_unique<std::atomic<std::uint64_t>[]>(pes);
@@ -334,35 +334,104 @@ Status UcxTransport::Connect(int rank, const std::vector<std::string>& blobs,
                               std::to_string(blob.size()) + " bytes");
     }
     peer.base = header[0];
-    const char* rkey = blob.data() + sizeof header;
-    const char* address = rkey + header[1];
-    ucp_ep_params_t params{};
-    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.address = reinterpret_cast<const ucp_address_t*>(address);
-    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    params.err_handler.cb = [](void* arg, ucp_ep_h ep, ucs_status_t status) {
-      OnEndpointError(arg, ep, static_cast<int>(status));
-    };
-    params.err_handler.arg = &peer;
-    ucp_ep_h ep = nullptr;
-    ucs_status_t status = l.ep_create(static_cast<ucp_worker_h>(worker_), &params, &ep);
-    if (status != UCS_OK) return Failure(static_cast<int>(pe), status, "ucp_ep_create");
-    peer.ep = ep;
-    ucp_rkey_h key = nullptr;
-    status = l.ep_rkey_unpack(ep, rkey, &key);
-    if (status != UCS_OK) return Failure(static_cast<int>(pe), status, "ucp_ep_rkey_unpack");
-    peer.rkey = key;
-    const bool hardware = path_setting_ == "auto" && messages_supported_ &&
-                          HardwareRma(l.ep_print_info, ep);
-    peer.path = ChoosePath(path_setting_, messages_supported_ ? "" : path_reason_,
-                           (header[3] & kAcceptsMessages) != 0, hardware)
-                    .first;
+    peer.rkey_buffer.assign(blob.data() + sizeof header, header[1]);
+    peer.address.assign(blob.data() + sizeof header + header[1], header[2]);
+    peer.accepts_messages = (header[3] & kAcceptsMessages) != 0;
+    peer.reachable = true;
+    peer.watched = watched[pe];
+  }
+  // Endpoints made when first used need every PE to take active messages (the hello): decided
+  // alike on every PE from the same blobs.
+  lazy_ = messages_supported_;
+  for (const Peer& peer : peers_) lazy_ = lazy_ && (!peer.reachable || peer.accepts_messages);
+  MutexLock lock(&connect_mutex_);
+  for (Peer& peer : peers_) {
+    if (peer.reachable && (peer.watched || !lazy_)) {
+      HPS_RETURN_IF_ERROR(CreateEndpoint(peer, /*hello=*/false));
+    }
   }
   return Status::Ok();
 }
 
+Status UcxTransport::CreateEndpoint(Peer& peer, bool hello) {
+  Library& l = *lib_;
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  params.address = reinterpret_cast<const ucp_address_t*>(peer.address.data());
+  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  params.err_handler.cb = [](void* arg, ucp_ep_h ep, ucs_status_t status) {
+    OnEndpointError(arg, ep, static_cast<int>(status));
+  };
+  params.err_handler.arg = &peer;
+  ucp_ep_h ep = nullptr;
+  ucs_status_t status = l.ep_create(static_cast<ucp_worker_h>(worker_), &params, &ep);
+  if (status != UCS_OK) return Failure(peer.pe, status, "ucp_ep_create");
+  ucp_rkey_h key = nullptr;
+  status = l.ep_rkey_unpack(ep, peer.rkey_buffer.data(), &key);
+  if (status != UCS_OK) return Failure(peer.pe, status, "ucp_ep_rkey_unpack");
+  peer.rkey = key;
+  const bool hardware = path_setting_ == "auto" && messages_supported_ &&
+                        HardwareRma(l.ep_print_info, ep);
+  peer.path = ChoosePath(path_setting_, messages_supported_ ? "" : path_reason_,
+                         peer.accepts_messages, hardware)
+                  .first;
+  if (hello) {
+    // The first message on the endpoint, whatever the path: the peer learns that this PE has
+    // an endpoint to it, so it says farewell here when it closes (Close).
+    WireHeader header;
+    header.kind = WireKind::kHello;
+    header.source = rank_;
+    auto* posted = new Posted{header, 0, 0, l.request_free};
+    ucp_request_param_t send{};
+    send.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    send.cb.send = ReleasePosted;
+    send.user_data = posted;
+    void* request = l.am_send_nbx(ep, kUcxMessageId, &posted->header, sizeof posted->header,
+                                  nullptr, 0, &send);
+    heartbeats_.fetch_add(1, std::memory_order_relaxed);
+    if (request == nullptr || UCS_PTR_IS_ERR(request)) delete posted;
+  }
+  peer.ep.store(ep, std::memory_order_release);
+  return Status::Ok();
+}
+
+Status UcxTransport::Connected(int pe) {
+  Peer& peer = peers_[pe];
+  if (peer.ep.load(std::memory_order_acquire) != nullptr) [[likely]] return Status::Ok();
+  HPS_RETURN_IF_ERROR(CheckPeer(pe, "ucp_ep_create"));
+  MutexLock lock(&connect_mutex_);
+  if (peer.ep.load(std::memory_order_acquire) != nullptr) return Status::Ok();
+  return CreateEndpoint(peer, /*hello=*/true);
+}
+
+void UcxTransport::SendQueued() {
+  std::vector<Queued> queued;
+  {
+    MutexLock lock(&queued_mutex_);
+    queued.swap(queued_);
+    has_queued_.store(false, std::memory_order_relaxed);
+  }
+  for (const Queued& message : queued) {
+    if (!Connected(message.pe).ok()) continue;  // lost meanwhile: nobody to tell
+    Post(message.pe, message.header, message.data, message.bytes, message.heartbeat);
+  }
+}
+
+void UcxTransport::ReportLost(int pe) {
+  if (peers_.empty()) return;
+  WireHeader header;
+  header.kind = WireKind::kLost;
+  header.source = rank_;
+  header.value = pe;
+  for (const Peer& peer : peers_) {
+    if (!peer.watched || peer.pe == pe) continue;
+    Post(peer.pe, header, nullptr, 0, /*heartbeat=*/true);
+  }
+}
+
 std::string_view UcxTransport::PathName(int pe) const {
+  if (peers_[pe].ep.load(std::memory_order_acquire) == nullptr) return "not connected";
   return peers_[pe].path == Path::kMessages ? "messages" : "rma";
 }
 
@@ -384,9 +453,11 @@ Status UcxTransport::WaitRequest(void* request, int pe, const char* what) {
 Status UcxTransport::Send(int pe, const WireHeader& header, const void* data,
                           std::uint64_t bytes, bool heartbeat) {
   HPS_RETURN_IF_ERROR(CheckPeer(pe, "ucp_am_send_nbx"));
+  HPS_RETURN_IF_ERROR(Connected(pe));
   ucp_request_param_t params{};
-  void* request = lib_->am_send_nbx(static_cast<ucp_ep_h>(peers_[pe].ep), kUcxMessageId,
-                                    &header, sizeof header, data, bytes, &params);
+  void* request =
+      lib_->am_send_nbx(static_cast<ucp_ep_h>(peers_[pe].ep.load(std::memory_order_acquire)),
+                        kUcxMessageId, &header, sizeof header, data, bytes, &params);
   (heartbeat ? heartbeats_ : messages_).fetch_add(1, std::memory_order_relaxed);
   // The header and the data stay ours until the request completes; a bulk one streams.
   const bool bulk = request != nullptr && !UCS_PTR_IS_ERR(request) && bytes >= kBulkBytes;
@@ -399,14 +470,23 @@ Status UcxTransport::Send(int pe, const WireHeader& header, const void* data,
 void UcxTransport::Post(int pe, const WireHeader& header, const void* data,
                         std::uint64_t bytes, bool heartbeat) {
   if (failed_[pe].load(std::memory_order_acquire)) return;  // nobody to tell
+  void* ep = peers_[pe].ep.load(std::memory_order_acquire);
+  if (ep == nullptr) {
+    // Possibly inside progress, where no endpoint may be made: the thread that progressed
+    // sends it once out (SendQueued).
+    MutexLock lock(&queued_mutex_);
+    queued_.push_back(Queued{pe, header, data, bytes, heartbeat});
+    has_queued_.store(true, std::memory_order_release);
+    return;
+  }
   auto* posted = new Posted{header, 0, 0, lib_->request_free};
   ucp_request_param_t params{};
   params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   params.cb.send = ReleasePosted;
   params.user_data = posted;
   // `data` is this PE's segment, which outlives every posted message (Close flushes first).
-  void* request = lib_->am_send_nbx(static_cast<ucp_ep_h>(peers_[pe].ep), kUcxMessageId,
-                                    &posted->header, sizeof posted->header, data, bytes, &params);
+  void* request = lib_->am_send_nbx(static_cast<ucp_ep_h>(ep), kUcxMessageId, &posted->header,
+                                    sizeof posted->header, data, bytes, &params);
   (heartbeat ? heartbeats_ : messages_).fetch_add(1, std::memory_order_relaxed);
   if (request == nullptr || UCS_PTR_IS_ERR(request)) delete posted;
 }
@@ -428,6 +508,7 @@ Status UcxTransport::Transmit(int pe, std::uint64_t offset, const void* source,
                               std::uint64_t bytes, const RemoteSignal& signal,
                               Audience audience, bool heartbeat) {
   Peer& peer = peers_[pe];
+  HPS_RETURN_IF_ERROR(Connected(pe));
   const bool signalled = signal.action != SignalAction::kNone;
   if (peer.path == Path::kMessages) {
     WireHeader header;
@@ -448,7 +529,7 @@ Status UcxTransport::Transmit(int pe, std::uint64_t offset, const void* source,
   if (bytes > 0) {
     HPS_RETURN_IF_ERROR(CheckPeer(pe, "ucp_put_nbx"));
     ucp_request_param_t params{};
-    void* request = l.put_nbx(static_cast<ucp_ep_h>(peer.ep), source, bytes, peer.base + offset,
+    void* request = l.put_nbx(static_cast<ucp_ep_h>(peer.ep.load(std::memory_order_acquire)), source, bytes, peer.base + offset,
                               static_cast<ucp_rkey_h>(peer.rkey), &params);
     HPS_RETURN_IF_ERROR(WaitRequest(request, pe, "ucp_put_nbx"));
   }
@@ -478,7 +559,7 @@ Status UcxTransport::Transmit(int pe, std::uint64_t offset, const void* source,
     params.op_attr_mask |= UCP_OP_ATTR_FIELD_REPLY_BUFFER;
     params.reply_buffer = &posted->reply;
   }
-  void* request = l.atomic_op_nbx(static_cast<ucp_ep_h>(peer.ep),
+  void* request = l.atomic_op_nbx(static_cast<ucp_ep_h>(peer.ep.load(std::memory_order_acquire)),
                                   set ? UCP_ATOMIC_OP_SWAP : UCP_ATOMIC_OP_ADD, &posted->operand,
                                   1, peer.base + signal.offset,
                                   static_cast<ucp_rkey_h>(peer.rkey), &params);
@@ -493,6 +574,99 @@ Status UcxTransport::Transmit(int pe, std::uint64_t offset, const void* source,
   return Status::Ok();
 }
 
+// One message of an Outbound batch: its header (UCX reads it until the send completes) and
+// its completion, shared by the batch and the send's callback, so that neither outlives the
+// other's use (a batch given up on a failure leaves it to the callback).
+struct UcxTransport::Sending {
+  WireHeader header;
+  std::atomic<bool> done{false};
+  std::atomic<int> status{UCS_OK};
+  int pe = -1;
+  bool bulk = false;
+  void (*request_free)(void*) = nullptr;
+};
+
+Status UcxTransport::Begin(Outbound* out, int pe, std::uint64_t offset, const void* source,
+                           std::uint64_t bytes, const RemoteSignal& signal, Audience audience) {
+  if (!out->failed_.ok()) return out->failed_;
+  HPS_RETURN_IF_ERROR(Connected(pe));
+  if (peers_[pe].path != Path::kMessages) {
+    return PutSignal(pe, offset, source, bytes, signal, audience);
+  }
+  while (out->sending_.size() - out->finished_ >= Outbound::kMaxInFlight) {
+    HPS_RETURN_IF_ERROR(FinishOldest(out));
+  }
+  HPS_RETURN_IF_ERROR(CheckPeer(pe, "ucp_am_send_nbx"));
+  if (bytes > 0) {
+    puts_.fetch_add(1, std::memory_order_relaxed);
+    bytes_put_.fetch_add(bytes, std::memory_order_relaxed);
+  } else if (signal.action != SignalAction::kNone) {
+    atomics_.fetch_add(1, std::memory_order_relaxed);
+  }
+  auto sending = std::make_shared<Sending>();
+  WireHeader& header = sending->header;
+  header.kind = WireKind::kPut;
+  header.source = rank_;
+  header.offset = offset;
+  header.bytes = bytes;
+  header.action = signal.action;
+  header.width = signal.width;
+  header.signal_offset = signal.offset;
+  header.value = signal.value;
+  sending->pe = pe;
+  sending->request_free = lib_->request_free;
+  auto* held = new std::shared_ptr<Sending>(sending);  // the callback's share
+  ucp_request_param_t params{};
+  params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  params.cb.send = [](void* request, ucs_status_t status, void* user_data) {
+    auto* share = static_cast<std::shared_ptr<Sending>*>(user_data);
+    (*share)->status.store(status, std::memory_order_relaxed);
+    (*share)->done.store(true, std::memory_order_release);
+    (*share)->request_free(request);
+    delete share;
+  };
+  params.user_data = held;
+  void* request = lib_->am_send_nbx(
+      static_cast<ucp_ep_h>(peers_[pe].ep.load(std::memory_order_acquire)), kUcxMessageId,
+      &sending->header, sizeof sending->header, source, bytes, &params);
+  messages_.fetch_add(1, std::memory_order_relaxed);
+  if (request == nullptr || UCS_PTR_IS_ERR(request)) {  // done at once: no callback
+    delete held;
+    if (request != nullptr) {
+      out->failed_ = Failure(pe, UCS_PTR_STATUS(request), "ucp_am_send_nbx");
+      return out->failed_;
+    }
+    sending->done.store(true, std::memory_order_release);
+  } else if (bytes >= kBulkBytes) {
+    sending->bulk = true;  // a waiter keeps progressing while it streams
+    streaming_.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (audience == Audience::kAnyone) unconfirmed_[pe].store(true, std::memory_order_release);
+  out->sending_.push_back(std::move(sending));
+  return Status::Ok();
+}
+
+Status UcxTransport::FinishOldest(Outbound* out) {
+  const std::shared_ptr<Sending> sending = out->sending_[out->finished_++];
+  Status waited = Await([&] { return sending->done.load(std::memory_order_acquire); },
+                        sending->pe, "ucp_am_send_nbx");
+  if (sending->bulk) streaming_.fetch_sub(1, std::memory_order_relaxed);
+  if (waited.ok()) {
+    const int status = sending->status.load(std::memory_order_relaxed);
+    if (status != UCS_OK) waited = Failure(sending->pe, status, "ucp_am_send_nbx");
+  }
+  if (!waited.ok() && out->failed_.ok()) out->failed_ = waited;
+  return waited;
+}
+
+Status UcxTransport::Finish(Outbound* out) {
+  // Every one is waited for, also after a failure: a bulk one still counts as streaming.
+  while (out->finished_ < out->sending_.size()) (void)FinishOldest(out);
+  out->sending_.clear();
+  out->finished_ = 0;
+  return out->failed_;
+}
+
 Status UcxTransport::Put(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes,
                          Audience audience) {
   return PutSignal(pe, offset, source, bytes, RemoteSignal{}, audience);
@@ -502,10 +676,12 @@ Status UcxTransport::Get(int pe, void* destination, std::uint64_t offset, std::u
   Peer& peer = peers_[pe];
   gets_count_.fetch_add(1, std::memory_order_relaxed);
   bytes_got_.fetch_add(bytes, std::memory_order_relaxed);
+  HPS_RETURN_IF_ERROR(Connected(pe));
   if (peer.path == Path::kRma) {
     HPS_RETURN_IF_ERROR(CheckPeer(pe, "ucp_get_nbx"));
     ucp_request_param_t params{};
-    void* request = lib_->get_nbx(static_cast<ucp_ep_h>(peer.ep), destination, bytes,
+    void* request = lib_->get_nbx(static_cast<ucp_ep_h>(peer.ep.load(std::memory_order_acquire)),
+                                  destination, bytes,
                                   peer.base + offset, static_cast<ucp_rkey_h>(peer.rkey), &params);
     return WaitRequest(request, pe, "ucp_get_nbx");
   }
@@ -542,7 +718,7 @@ Status UcxTransport::Flush() {
   std::vector<std::pair<int, std::uint64_t>> awaited;
   bool rma = false;
   for (const Peer& peer : peers_) {
-    if (peer.ep == nullptr) continue;
+    if (peer.ep.load(std::memory_order_acquire) == nullptr) continue;
     if (peer.path == Path::kRma) {
       rma = true;
       continue;
@@ -595,11 +771,17 @@ void UcxTransport::Close() {
     // short bound: a silent host never answers.
     const auto timeout = timeout_;
     timeout_ = std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(2));
-    // Farewell: every peer learns that this PE's connections are about to close normally
-    // (after its last heartbeat, on the same endpoint), so it does not count it lost.
+    // Farewell: every peer with an endpoint either way learns that this PE's connections are
+    // about to close normally (after its last heartbeat, on the same endpoint), so it does not
+    // count it lost. Messages queued for a peer without an endpoint go first.
+    SendQueued();
     if (liveness_.remote_beat_offset) {
       for (Peer& peer : peers_) {
-        if (peer.ep == nullptr || failed_[peer.pe].load(std::memory_order_acquire)) continue;
+        if (!peer.reachable || failed_[peer.pe].load(std::memory_order_acquire)) continue;
+        if (peer.ep.load(std::memory_order_acquire) == nullptr &&
+            !peer.contacted.load(std::memory_order_acquire)) {
+          continue;
+        }
         (void)Transmit(peer.pe, 0, nullptr, 0,
                        RemoteSignal{liveness_.remote_beat_offset(peer.pe), 8, SignalAction::kSet,
                                     static_cast<std::int64_t>(kFarewell)},
@@ -618,12 +800,13 @@ void UcxTransport::Close() {
     for (Peer& peer : peers_) {
       if (peer.rkey != nullptr) l.rkey_destroy(static_cast<ucp_rkey_h>(peer.rkey));
       peer.rkey = nullptr;
-      if (peer.ep == nullptr) continue;
+      void* ep = peer.ep.load(std::memory_order_acquire);
+      if (ep == nullptr) continue;
       // Force: a flushing close waits for the peer, which may be gone or closing too.
       ucp_request_param_t params{};
       params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
       params.flags = UCP_EP_CLOSE_FLAG_FORCE;
-      void* request = l.ep_close_nbx(static_cast<ucp_ep_h>(peer.ep), &params);
+      void* request = l.ep_close_nbx(static_cast<ucp_ep_h>(ep), &params);
       if (request != nullptr && !UCS_PTR_IS_ERR(request)) {
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
         while (l.request_check_status(request) == UCS_INPROGRESS &&
@@ -632,7 +815,7 @@ void UcxTransport::Close() {
         }
         l.request_free(request);
       }
-      peer.ep = nullptr;
+      peer.ep.store(nullptr, std::memory_order_release);
     }
   }
   {
@@ -677,7 +860,9 @@ RemoteCounters UcxTransport::counters() const {
 
 int UcxTransport::endpoints() const {
   int count = 0;
-  for (const Peer& peer : peers_) count += peer.ep != nullptr ? 1 : 0;
+  for (const Peer& peer : peers_) {
+    count += peer.ep.load(std::memory_order_acquire) != nullptr ? 1 : 0;
+  }
   return count;
 }
 
@@ -695,13 +880,21 @@ Status UcxTransport::Load(const Options&, std::unique_ptr<UcxTransport>*) {
                            {});
 }
 Status UcxTransport::Register(void*, std::uint64_t, std::string*) { return Status::Ok(); }
-Status UcxTransport::Connect(int, const std::vector<std::string>&, const std::vector<bool>&, LostFn) {
+Status UcxTransport::Connect(int, const std::vector<std::string>&, const std::vector<bool>&,
+                             const std::vector<bool>&, LostFn) {
   return Status::Ok();
 }
 Status UcxTransport::Start(Liveness, const std::atomic<bool>*, Doorbell*, WaitPolicy) {
   return Status::Ok();
 }
 void UcxTransport::Close() {}
+void UcxTransport::ReportLost(int) {}
+struct UcxTransport::Sending {};
+Status UcxTransport::Begin(Outbound*, int, std::uint64_t, const void*, std::uint64_t,
+                           const RemoteSignal&, Audience) {
+  return Status::Ok();
+}
+Status UcxTransport::Finish(Outbound*) { return Status::Ok(); }
 Status UcxTransport::Put(int, std::uint64_t, const void*, std::uint64_t, Audience) {
   return Status::Ok();
 }

@@ -26,13 +26,24 @@
 // worker to the waiters; while none does, it sleeps on the event fd and progresses whatever
 // arrives, so a target that computes outside the library still receives.
 //
+// Endpoints: made at init to the watched peers only (WatchPartners: at most 2 ceil(log2 N)),
+// and to any other peer when this PE first sends it something (ucp_ep_create is not blocking;
+// its first message says hello, so the peer knows to say farewell here at close). A reply
+// that must go, from inside progress, to a peer without an endpoint yet is queued and sent by
+// the thread that progressed, once out of UCX (ucp_ep_create takes the worker's lock, which
+// progress holds). Where some PE's UCX cannot take active messages (no hello), every
+// endpoint is made at init, as before.
+//
 // Liveness: every endpoint is created with UCP_ERR_HANDLING_MODE_PEER and an error callback,
 // which latches PEER_LOST for that PE (a peer process that exits closes its connections: the
 // callback fires at once). A host that goes silent (link down, hung) is noticed by heartbeats:
-// the progress thread adds 1 to a word of every remote peer every silence/8, and declares a
+// the progress thread adds 1 to a word of every watched peer every silence/8, and declares a
 // peer lost when its word here has not moved for `silence` (HYPER_PARALLEL_SHMEM_PEER_SILENCE_MS).
-// A PE that closes normally first sets its word at every peer to kFarewell (after its last
-// heartbeat, on the same endpoint): the error its closing connections then raise is no loss.
+// A PE that closes normally first sets its word at every peer that has an endpoint either way
+// to kFarewell (after its last heartbeat, on the same endpoint): the error its closing
+// connections then raise is no loss. Whoever learns of a loss passes it on (ReportLost: one
+// kLost message to each watched peer), so a PE with no endpoint to the lost one learns of it
+// within ceil(log2 N) hops.
 //
 // Thread-safety: the worker is created UCS_THREAD_MODE_MULTI; Put, PutSignal, Get, Flush,
 // Poll, Arm and Sleep may be called from any thread at once (stream executors, copy workers,
@@ -132,10 +143,16 @@ class UcxTransport final : public EventSleeper {
   /// it: the worker address, the packed remote key and the base address.
   Status Register(void* base, std::uint64_t bytes, std::string* blob);
 
-  /// Creates an endpoint to every PE with remote[pe] from its blob and picks its path. No
-  /// traffic yet.
+  /// Keeps every PE with remote[pe] reachable from its blob, creates the endpoints of the PEs
+  /// with watched[pe] (all of them where some PE cannot take active messages) and picks each
+  /// one's path. `lost` is called for a loss this transport notices or is told of (kLost).
+  /// No traffic yet.
   Status Connect(int rank, const std::vector<std::string>& blobs, const std::vector<bool>& remote,
-                 LostFn lost);
+                 const std::vector<bool>& watched, LostFn lost);
+
+  /// Tells every watched peer but `pe` that PE `pe` is lost (one kLost message each, counted
+  /// with the heartbeats); never waits. The caller does so once per lost PE.
+  void ReportLost(int pe);
 
   /// Starts the progress thread (and the heartbeats) and publishes this PE's wake socket in
   /// `own_bell`, which is rung whenever progress handled something (a remote write may have
@@ -157,6 +174,32 @@ class UcxTransport final : public EventSleeper {
   /// a fence and an atomic on the rma path. Returns once `source` may be reused.
   Status PutSignal(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes,
                    const RemoteSignal& signal, Audience audience = Audience::kAnyone);
+  struct Sending;
+  /// Messages started together and finished together (Begin, Finish): a collective's blocks to
+  /// several peers travel at once, and the caller copies its local blocks meanwhile. At most
+  /// kMaxInFlight at a time; Begin waits for the oldest beyond that. Finish before it goes.
+  class Outbound {
+   public:
+    static constexpr std::size_t kMaxInFlight = 8;
+    Outbound() = default;
+    Outbound(const Outbound&) = delete;
+    Outbound& operator=(const Outbound&) = delete;
+
+   private:
+    friend class UcxTransport;
+    std::vector<std::shared_ptr<Sending>> sending_;
+    std::size_t finished_ = 0;  // sending_[0 .. finished_) were waited for
+    Status failed_;             // the first failure
+  };
+  /// PutSignal without waiting: the message to `pe` is on its way when this returns (the rma
+  /// path, which has no such message, puts and waits as PutSignal). `source` stays the
+  /// caller's until Finish. Messages to one PE land in the order they were begun.
+  Status Begin(Outbound* out, int pe, std::uint64_t offset, const void* source,
+               std::uint64_t bytes, const RemoteSignal& signal, Audience audience);
+  /// Waits until every message begun on `out` has left (its source may be reused); the first
+  /// failure, if any.
+  Status Finish(Outbound* out);
+
   /// Copies `bytes` from segment offset `offset` of `pe` to `destination`; returns once there.
   /// It sees every earlier write of this PE to `pe`.
   Status Get(int pe, void* destination, std::uint64_t offset, std::uint64_t bytes);
@@ -188,9 +231,10 @@ class UcxTransport final : public EventSleeper {
 
   /// Whether `pe` is reached through this transport.
   bool remote(int pe) const {
-    return pe >= 0 && pe < static_cast<int>(peers_.size()) && peers_[pe].ep != nullptr;
+    return pe >= 0 && pe < static_cast<int>(peers_.size()) && peers_[pe].reachable;
   }
-  /// "messages" or "rma", for debug_state()'s peers.
+  /// "messages" or "rma", for debug_state()'s peers; "not connected" while this PE has no
+  /// endpoint to `pe` (the path is chosen when it is made).
   std::string_view PathName(int pe) const;
   RemoteCounters counters() const;
   int endpoints() const;
@@ -198,14 +242,30 @@ class UcxTransport final : public EventSleeper {
  private:
   struct Library;
   struct Peer {
-    void* ep = nullptr;    // ucp_ep_h
-    void* rkey = nullptr;  // ucp_rkey_h
+    // Set once (CreateEndpoint, with release; rkey and path before it), cleared at Close.
+    std::atomic<void*> ep{nullptr};  // ucp_ep_h
+    void* rkey = nullptr;            // ucp_rkey_h
     std::uint64_t base = 0;
     int pe = -1;
+    bool reachable = false;  // reached through this transport
+    bool watched = false;    // heartbeats both ways, endpoint made at init
+    bool accepts_messages = false;
+    std::string address;     // its worker address, for the endpoint made when first used
+    std::string rkey_buffer;  // its packed remote key
+    // It made an endpoint to this PE (its first message, a hello, came): it hears farewell.
+    std::atomic<bool> contacted{false};
     Path path = Path::kMessages;
     UcxTransport* owner = nullptr;
     std::uint64_t last_beat = 0;
     std::chrono::steady_clock::time_point last_change{};
+  };
+  // A message posted from inside progress to a peer without an endpoint yet (Post).
+  struct Queued {
+    int pe = -1;
+    WireHeader header;
+    const void* data = nullptr;
+    std::uint64_t bytes = 0;
+    bool heartbeat = false;
   };
   // What arrived from one source PE, delivered in the order it was sent (remote_wire.h).
   struct Inbound {
@@ -216,6 +276,12 @@ class UcxTransport final : public EventSleeper {
   struct PendingGet;
 
   UcxTransport() = default;
+  // The endpoint to `pe`, made now if this PE has none (a hello goes first). Never from
+  // inside progress (see the file comment).
+  Status Connected(int pe);
+  Status CreateEndpoint(Peer& peer, bool hello) REQUIRES(connect_mutex_);
+  // Sends what Post queued for peers without an endpoint; called out of progress.
+  void SendQueued();
   // Peer `pe` said farewell: it closes normally, its endpoint's error is no loss.
   bool Departed(int pe) const;
   Status Failure(int pe, int ucs_status, const char* what) const;
@@ -225,6 +291,8 @@ class UcxTransport final : public EventSleeper {
   template <class Done>
   Status Await(Done&& done, int pe, const char* what);
   Status WaitRequest(void* request, int pe, const char* what);
+  // Waits for sending_[finished_] of `out` and moves past it.
+  Status FinishOldest(Outbound* out);
   // `heartbeat`: liveness traffic, counted as a heartbeat rather than a message.
   Status Send(int pe, const WireHeader& header, const void* data, std::uint64_t bytes,
               bool heartbeat = false);
@@ -267,7 +335,12 @@ class UcxTransport final : public EventSleeper {
   std::byte* segment_ = nullptr;
   std::uint64_t segment_bytes_ = 0;
   int rank_ = -1;
-  std::vector<Peer> peers_;
+  std::vector<Peer> peers_;  // sized at Connect (Peer is not movable), cleared at Close
+  bool lazy_ = false;        // endpoints made when first used (every PE takes messages)
+  Mutex connect_mutex_;      // one endpoint made at a time
+  Mutex queued_mutex_;
+  std::vector<Queued> queued_ GUARDED_BY(queued_mutex_);
+  std::atomic<bool> has_queued_{false};
   LostFn lost_;
   Liveness liveness_;
   const std::atomic<bool>* abort_ = nullptr;

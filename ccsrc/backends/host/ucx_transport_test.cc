@@ -72,6 +72,22 @@ TEST(RemoteWire, RefusesWhatCouldWriteOutsideOrMeansNothing) {
   EXPECT_EQ(Validate(odd, 0, kSegment, 2), "unknown kind");
 }
 
+TEST(RemoteWire, ALossReportNamesAPeOfTheJob) {
+  WireHeader lost;
+  lost.kind = WireKind::kLost;
+  lost.source = 1;
+  lost.value = 0;
+  EXPECT_EQ(Validate(lost, 0, kSegment, 2), "");
+  lost.value = 2;
+  EXPECT_EQ(Validate(lost, 0, kSegment, 2), "lost PE out of range");
+  lost.value = -1;
+  EXPECT_EQ(Validate(lost, 0, kSegment, 2), "lost PE out of range");
+  WireHeader hello;
+  hello.kind = WireKind::kHello;
+  hello.source = 1;
+  EXPECT_EQ(Validate(hello, 0, kSegment, 2), "");
+}
+
 // ucp_ep_print_info's text for an endpoint over TCP (UCX 1.13) and over InfiniBand RC.
 constexpr std::string_view kTcpEndpoint = R"(#
 # UCP endpoint
