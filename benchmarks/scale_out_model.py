@@ -23,7 +23,9 @@ fitted by least squares to t(N) = a + b * ceil(log2 N) (b: the cost of one more 
 1 MiB all_gather, whose bytes per PE grow with N, to t(N) = a + b * (N - 1). Each fit, of the
 medians and of the fastest repetitions, predicts t at the --predict counts. The control block a
 PE's segment carries (per-team and per-peer arrays, ccsrc/backends/host/control_block.h
-ControlLayout) and its UCX endpoints (one per remote peer) are computed for the same counts.
+ControlLayout) and its UCX endpoints at init (one per watch partner: the PEs at distance 2^k
+either way, docs/scale-out.md, "Liveness") are computed for the same counts; the check reports
+the endpoints each PE had at init and after the measured calls.
 Output: a table on stdout and FILE (default docs/benchmarks/scale_out_model.json).
 
 Caveats: the PEs share this machine's cores (16 PEs on 2 cores wait for each other's
@@ -82,7 +84,16 @@ def control_block(pes: int, teams: int = DEFAULT_TEAMS) -> dict:
     return {"pes": pes, "teams": teams, "parts": parts, "bytes": total,
             "bytes_paged": (total + PAGE - 1) // PAGE * PAGE,
             "per_team_bytes": (total - parts["head"] - parts["offers"] - parts["beats"]) // teams,
-            "ucx_endpoints": pes - 1}
+            "ucx_endpoints": len(watch_partners(0, pes))}
+
+
+def watch_partners(rank: int, pes: int) -> set:
+    """The PEs `rank` makes endpoints to at init (backends/host/liveness.h WatchPartners)."""
+    partners, distance = set(), 1
+    while distance < pes:
+        partners |= {(rank + distance) % pes, (rank - distance) % pes}
+        distance *= 2
+    return partners - {rank}
 
 
 def control_block_before(pes: int, teams: int = DEFAULT_TEAMS) -> int:
@@ -168,6 +179,7 @@ def pe_check() -> int:
         state = shmem.debug_state()
         transports = sorted({p["transport"] for p in state["peers"] if p["pe"] != rank})
         network = state["network"] or {}
+        endpoints_at_init = network.get("endpoints")
         out = shmem.empty(size * MIB, dtype=torch.uint8)
         source = torch.full((MIB,), rank, dtype=torch.uint8)
         calls = 20
@@ -184,7 +196,8 @@ def pe_check() -> int:
             after = shmem.debug_state()["network"]["ops"]
             per_call[name] = {key: (after[key] - before[key]) / calls for key in after}
         shmem.free(out)
-        mine = {"transports": transports, "endpoints": network.get("endpoints"),
+        mine = {"transports": transports, "endpoints": endpoints_at_init,
+                "endpoints_after": shmem.debug_state()["network"]["endpoints"],
                 "provider": network.get("provider"), "version": network.get("version"),
                 "per_call": per_call}
         gathered = [None] * size
@@ -193,6 +206,7 @@ def pe_check() -> int:
             print(json.dumps({
                 "pes": size, "transports": sorted({t for g in gathered for t in g["transports"]}),
                 "endpoints": [g["endpoints"] for g in gathered],
+                "endpoints_after": [g["endpoints_after"] for g in gathered],
                 "provider": mine["provider"], "version": mine["version"],
                 # The most any PE issued per call (the closing barrier of the measurement is
                 # outside it; a barrier's own ops are in its row).
@@ -246,7 +260,8 @@ def measure(pes: int, args) -> tuple:
     check = (json_lines(out) or [None])[0]
     if rc != 0 or check is None:
         problems.append(f"check x{pes}: exit {rc}: " + " | ".join(err.strip().splitlines()[-4:]))
-    elif check["transports"] != ["ucx"] or any(e != pes - 1 for e in check["endpoints"]):
+    elif check["transports"] != ["ucx"] or any(
+            e != len(watch_partners(rank, pes)) for rank, e in enumerate(check["endpoints"])):
         problems.append(f"check x{pes}: peers not all through UCX: {check}")
     return points, check, problems
 
@@ -334,15 +349,16 @@ def main() -> int:
                   + f"{fitted['a_us']:>10.1f}{fitted['b_us']:>11.1f}{fitted['r2']:>6.2f}"
                   + "".join(f"{fitted['predicted_us'][str(n)]:>12.0f}" for n in args.predict))
     print()
-    print(f"{'PEs':>6}{'control block B':>17}{'paged':>11}{'UCX endpoints':>15}")
+    print(f"{'PEs':>6}{'control block B':>17}{'paged':>11}{'UCX endpoints at init':>23}")
     for block in results["control_block"]["by_pes"]:
         note = "  (above HYPER_PARALLEL_SHMEM_MAX_PES' default)" \
             if block["pes"] > DEFAULT_MAX_PES else ""
         print(f"{block['pes']:>6}{block['bytes']:>17,}{block['bytes_paged']:>11,}"
-              f"{block['ucx_endpoints']:>15}{note}")
+              f"{block['ucx_endpoints']:>23}{note}")
     for check in checks:
-        print(f"check x{check['pes']}: transports {check['transports']}, endpoints "
-              f"{sorted(set(check['endpoints']))}, remote ops per call (max over PEs): "
+        print(f"check x{check['pes']}: transports {check['transports']}, endpoints at init "
+              f"{sorted(set(check['endpoints']))}, after the calls "
+              f"{sorted(set(check.get('endpoints_after', [])))}, remote ops per call (max over PEs): "
               + "; ".join(f"{name}: {ops['puts']:.0f} puts, {ops['atomics']:.0f} atomics, "
                           f"{ops['bytes_put'] / 1024:.1f} KiB"
                           for name, ops in check["remote_ops_per_call"].items()))
