@@ -41,7 +41,8 @@ Every PE-side figure is the median of the repetitions (min and max kept); bandwi
 moved per second (GB = 1e9 B). Output: a table with ratios (peer time / our time: above 1, ours
 is faster), the MoE steps and the scale-out targets (met or not) on stdout, DIR/scale_out.json,
 and the plots scale_out_put_bw.png, scale_out_latency.png and scale_out_collectives.png
-(all_gather and all_to_all against gloo, the MoE step) in --plots (default: docs/benchmarks).
+(all_gather and all_to_all against gloo, the MoE step) in --plots (default: --out's folder;
+docs/benchmarks for a recorded run).
 The machine is shared by both hosts (same cores, same kernel): treat the figures as the link's software cost, not a NIC's; on a loaded
 machine, busy-polling PEs wait for a scheduler tick (milliseconds) now and then.
 
@@ -129,8 +130,9 @@ def main() -> int:
                         help=f"comma list of systems to run (default: {','.join(SYSTEMS)})")
     parser.add_argument("--out", default=os.path.join(ROOT, "bench-results"),
                         help="folder for scale_out.json (default: bench-results/)")
-    parser.add_argument("--plots", default=os.path.join(ROOT, "docs", "benchmarks"),
-                        help="folder for the PNGs (default: docs/benchmarks/)")
+    parser.add_argument("--plots",
+                        help="folder for the PNGs (default: --out's folder, so a trial run "
+                             "leaves docs/ alone; docs/benchmarks for a recorded run)")
     parser.add_argument("--plot-only", metavar="JSON", help="redraw the plots from a result file")
     parser.add_argument("--pe-env", action="append", default=[], metavar="KEY=VALUE",
                         help="an environment variable for the PEs (ours, native and Python, "
@@ -151,7 +153,7 @@ def main() -> int:
     if args.plot_only:
         with open(args.plot_only) as source:
             results = json.load(source)
-        written = plots(results, args.plots)
+        written = plots(results, args.plots or os.path.dirname(os.path.abspath(args.plot_only)))
         print("wrote " + ", ".join(written) if written else "no plots: matplotlib is missing")
         return 0 if written else 1
     only = [s for s in args.only.split(",") if s]
@@ -206,7 +208,7 @@ def main() -> int:
     path = os.path.join(args.out, "scale_out.json")
     with open(path, "w") as sink:
         json.dump(results, sink, indent=1)
-    written = plots(results, args.plots)
+    written = plots(results, args.plots or args.out)
     report(results)
     print(f"wrote {path}" + "".join(f", {w}" for w in written)
           + ("" if written else " (no plots: matplotlib is missing)"))
