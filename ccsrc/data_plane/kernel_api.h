@@ -110,8 +110,8 @@ class KernelApi {
   /// Puts every block of `puts` and adds each one's `add` to its counter once that block has
   /// landed (data before signal, block by block: a waiter that counts every block's addition
   /// sees every block). Blocks, and their additions, may land in any order and in parallel
-  /// (the CUDA backend: one multi-block kernel per 64 blocks); the host backend runs them in
-  /// order, each addition also after every earlier block of the batch.
+  /// (the CUDA backend: one multi-block kernel per 64 blocks); the host backend puts each PE's
+  /// blocks in order, each addition also after every earlier block of the batch to that PE.
   virtual void PutBlocksSignalled(std::span<const SignalledPut> puts) {
     for (const SignalledPut& put : puts) {
       if (put.bytes > 0) PutBlock(put.pe, put.offset, put.source, put.bytes);

@@ -161,6 +161,16 @@ class HostDevice {
                                         : RemoteSignal{};
     Check<kSite>(remote_->Begin(out, pe, offset, source, bytes, signal, Audience::kTarget));
   }
+  /// PutThenAdd to a remote PE without waiting, as BeginRemotePut.
+  template <CallSite kSite>
+  void BeginRemotePutThenAdd(UcxTransport::Outbound* out, int pe, std::uint64_t offset,
+                             const void* source, std::uint64_t bytes,
+                             std::uint64_t counter_offset, std::int64_t value) const {
+    RequireCallable<HostCall::kCopyBytes, kSite>();
+    Check<kSite>(remote_->Begin(out, pe, offset, source, bytes,
+                                RemoteSignal{counter_offset, 8, SignalAction::kAdd, value},
+                                Audience::kAnyone));
+  }
   /// Waits until every message begun on `out` has left (a failure is latched).
   template <CallSite kSite>
   void FinishRemote(UcxTransport::Outbound* out) const {

@@ -62,12 +62,24 @@ class HostKernelApi final : public data_plane::KernelApi {
   void PublishEpoch(int pe, int slot, std::uint64_t epoch) override {
     device_.Publish<kSite>(pe, slot, epoch);
   }
-  // To a PE on another host, each block and its counter addition is one message.
+  // To a PE on another host, each block and its counter addition is one message; those are
+  // begun first, in the batch's order (which each PE's messages keep), without waiting for
+  // each, and the blocks to this host's PEs are copied while they travel.
   void PutBlocksSignalled(std::span<const data_plane::SignalledPut> puts) override {
+    UcxTransport::Outbound outbound;
+    if (device_.HasRemote()) {
+      for (const data_plane::SignalledPut& put : puts) {
+        if (!device_.IsRemote(put.pe)) continue;
+        device_.BeginRemotePutThenAdd<kSite>(&outbound, put.pe, put.offset, put.source,
+                                             put.bytes, put.counter_offset, put.add);
+      }
+    }
     for (const data_plane::SignalledPut& put : puts) {
+      if (device_.IsRemote(put.pe)) continue;
       device_.PutThenAdd<kSite>(put.pe, put.offset, put.source, put.bytes, put.counter_offset,
                                 put.add);
     }
+    if (device_.HasRemote()) device_.FinishRemote<kSite>(&outbound);
   }
   // To a PE on another host, blocks that continue each other (the chunks of one block, cut
   // for the copy workers) go as one message: the network takes a large message at its own

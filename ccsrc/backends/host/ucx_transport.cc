@@ -27,6 +27,9 @@ constexpr std::uint64_t kAcceptsMessages = 1;
 
 // A send at least this large streams while it is in flight (Arm keeps waiters polling).
 constexpr std::uint64_t kBulkBytes = 16 << 10;
+// A collective's or a kernel's block (Begin) up to this size goes eager: a rendezvous would hold
+// the sender until the target's progress pulls it (docs/scale-out.md, "The messages path").
+constexpr std::uint64_t kEagerBlockBytes = 256 << 10;
 
 template <class T>
 bool Resolve(void* handle, const char* name, T* out, std::string* missing) {
@@ -626,6 +629,10 @@ Status UcxTransport::Begin(Outbound* out, int pe, std::uint64_t offset, const vo
     delete share;
   };
   params.user_data = held;
+  if (bytes <= kEagerBlockBytes) {
+    params.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+    params.flags = UCP_AM_SEND_FLAG_EAGER;
+  }
   void* request = lib_->am_send_nbx(
       static_cast<ucp_ep_h>(peers_[pe].ep.load(std::memory_order_acquire)), kUcxMessageId,
       &sending->header, sizeof sending->header, source, bytes, &params);
