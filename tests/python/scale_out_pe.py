@@ -79,6 +79,16 @@ def suite(rank: int, size: int, per_host: int) -> None:
         back = torch.empty(1024, dtype=torch.int64)
         shmem.get(back, box, right)
         assert torch.equal(back, mine), back
+        # A 4 MiB put (a rendezvous), then a barrier: there when the barrier returns (in a
+        # world of two PEs on two hosts without a flush: the round message lands after it).
+        big = shmem.empty(1 << 19, dtype=torch.int64)
+        big.fill_(-1)
+        shmem.barrier()
+        shmem.put(big, torch.arange(1 << 19, dtype=torch.int64) * (rank + 1) + cycle, right)
+        shmem.barrier()
+        assert torch.equal(big, torch.arange(1 << 19, dtype=torch.int64) * (left + 1) + cycle)
+        shmem.barrier()  # read before the next cycle's puts
+        shmem.free(big)
         # Signals: set, add, put_signal, each waited for at the target.
         flag = shmem.empty(1, dtype=torch.int64)
         flag.zero_()
