@@ -578,19 +578,28 @@ def collectives(rank: int, size: int, per_host: int) -> None:
                 os.kill(os.getpid(), 9)
 
             threading.Thread(target=kill_soon, daemon=True).start()
-        try:
+        def gather_for_a_minute():
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
                 shmem.all_gather(gathered, block)
-            say("UNEXPECTED the all_gathers went on")
-        except shmem.ShmemError as error:
-            result(lost_code=error.error_code, lost=str(error), at=time.time())
-        try:
-            handle.close()
-        except shmem.ShmemError:
-            pass
+
+        until_lost(handle, gather_for_a_minute, "the all_gathers went on")
         return
     handle.close()
+
+
+def until_lost(handle, body, unexpected: str) -> None:
+    """Runs `body`, which a lost PE should end: reports the PEER_LOST (code, message, when),
+    or says UNEXPECTED `unexpected` when it returns; then closes what can be closed."""
+    try:
+        body()
+        say("UNEXPECTED", unexpected)
+    except shmem.ShmemError as error:
+        result(lost_code=error.error_code, lost=str(error), at=time.time())
+    try:
+        handle.close()
+    except shmem.ShmemError:
+        pass
 
 
 def lose_during_a_barrier(handle, rank: int, size: int) -> None:
@@ -600,15 +609,7 @@ def lose_during_a_barrier(handle, rank: int, size: int) -> None:
         time.sleep(0.5)
         say("KILLING", repr(time.time()))
         os.kill(os.getpid(), 9)
-    try:
-        shmem.barrier()
-        say("UNEXPECTED the barrier returned")
-    except shmem.ShmemError as error:
-        result(lost_code=error.error_code, lost=str(error), at=time.time())
-    try:
-        handle.close()
-    except shmem.ShmemError:
-        pass
+    until_lost(handle, shmem.barrier, "the barrier returned")
 
 
 def main() -> int:

@@ -60,6 +60,21 @@ struct WireHeader {
 };
 static_assert(sizeof(WireHeader) == 56, "the header is part of the wire format");
 
+/// The header of a kPut from PE `source`: `bytes` of data to `offset`, then `signal`.
+inline WireHeader PutHeader(int source, std::uint64_t offset, std::uint64_t bytes,
+                            const RemoteSignal& signal) {
+  WireHeader header;
+  header.kind = WireKind::kPut;
+  header.source = source;
+  header.offset = offset;
+  header.bytes = bytes;
+  header.action = signal.action;
+  header.width = signal.width;
+  header.signal_offset = signal.offset;
+  header.value = signal.value;
+  return header;
+}
+
 /// Why `header` (with `length` data bytes) cannot be applied to a segment of
 /// `segment_bytes` bytes from a job of `pes` PEs; empty when it can.
 inline std::string_view Validate(const WireHeader& header, std::uint64_t length,

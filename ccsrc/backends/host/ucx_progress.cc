@@ -154,14 +154,7 @@ void UcxTransport::Heartbeat(std::chrono::steady_clock::time_point now) {
     // Never waited for: a silent host must not hold up the beats to the others.
     const RemoteSignal beat{liveness_.remote_beat_offset(peer.pe), 8, SignalAction::kAdd, 1};
     if (peer.path == Path::kMessages) {
-      WireHeader header;
-      header.kind = WireKind::kPut;
-      header.source = rank_;
-      header.action = beat.action;
-      header.width = beat.width;
-      header.signal_offset = beat.offset;
-      header.value = beat.value;
-      Post(peer.pe, header, nullptr, 0, /*heartbeat=*/true);
+      Post(peer.pe, PutHeader(rank_, 0, 0, beat), nullptr, 0, /*heartbeat=*/true);
     } else {
       (void)Transmit(peer.pe, 0, nullptr, 0, beat, Audience::kTarget, /*heartbeat=*/true);
     }

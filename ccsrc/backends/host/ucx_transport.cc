@@ -494,9 +494,7 @@ void UcxTransport::Post(int pe, const WireHeader& header, const void* data,
   if (request == nullptr || UCS_PTR_IS_ERR(request)) delete posted;
 }
 
-Status UcxTransport::PutSignal(int pe, std::uint64_t offset, const void* source,
-                               std::uint64_t bytes, const RemoteSignal& signal,
-                               Audience audience) {
+void UcxTransport::CountOperation(std::uint64_t bytes, const RemoteSignal& signal) {
   // One operation, whatever it carries (RemoteCounters).
   if (bytes > 0) {
     puts_.fetch_add(1, std::memory_order_relaxed);
@@ -504,6 +502,12 @@ Status UcxTransport::PutSignal(int pe, std::uint64_t offset, const void* source,
   } else if (signal.action != SignalAction::kNone) {
     atomics_.fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+Status UcxTransport::PutSignal(int pe, std::uint64_t offset, const void* source,
+                               std::uint64_t bytes, const RemoteSignal& signal,
+                               Audience audience) {
+  CountOperation(bytes, signal);
   return Transmit(pe, offset, source, bytes, signal, audience);
 }
 
@@ -514,16 +518,7 @@ Status UcxTransport::Transmit(int pe, std::uint64_t offset, const void* source,
   HPS_RETURN_IF_ERROR(Connected(pe));
   const bool signalled = signal.action != SignalAction::kNone;
   if (peer.path == Path::kMessages) {
-    WireHeader header;
-    header.kind = WireKind::kPut;
-    header.source = rank_;
-    header.offset = offset;
-    header.bytes = bytes;
-    header.action = signal.action;
-    header.width = signal.width;
-    header.signal_offset = signal.offset;
-    header.value = signal.value;
-    HPS_RETURN_IF_ERROR(Send(pe, header, source, bytes, heartbeat));
+    HPS_RETURN_IF_ERROR(Send(pe, PutHeader(rank_, offset, bytes, signal), source, bytes, heartbeat));
     if (audience == Audience::kAnyone) unconfirmed_[pe].store(true, std::memory_order_release);
     return Status::Ok();
   }
@@ -600,22 +595,9 @@ Status UcxTransport::Begin(Outbound* out, int pe, std::uint64_t offset, const vo
     HPS_RETURN_IF_ERROR(FinishOldest(out));
   }
   HPS_RETURN_IF_ERROR(CheckPeer(pe, "ucp_am_send_nbx"));
-  if (bytes > 0) {
-    puts_.fetch_add(1, std::memory_order_relaxed);
-    bytes_put_.fetch_add(bytes, std::memory_order_relaxed);
-  } else if (signal.action != SignalAction::kNone) {
-    atomics_.fetch_add(1, std::memory_order_relaxed);
-  }
+  CountOperation(bytes, signal);
   auto sending = std::make_shared<Sending>();
-  WireHeader& header = sending->header;
-  header.kind = WireKind::kPut;
-  header.source = rank_;
-  header.offset = offset;
-  header.bytes = bytes;
-  header.action = signal.action;
-  header.width = signal.width;
-  header.signal_offset = signal.offset;
-  header.value = signal.value;
+  sending->header = PutHeader(rank_, offset, bytes, signal);
   sending->pe = pe;
   sending->request_free = lib_->request_free;
   auto* held = new std::shared_ptr<Sending>(sending);  // the callback's share

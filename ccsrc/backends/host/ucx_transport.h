@@ -291,6 +291,8 @@ class UcxTransport final : public EventSleeper {
   template <class Done>
   Status Await(Done&& done, int pe, const char* what);
   Status WaitRequest(void* request, int pe, const char* what);
+  // Counts one operation in puts (data) or atomics (a signal alone) (RemoteCounters).
+  void CountOperation(std::uint64_t bytes, const RemoteSignal& signal);
   // Waits for sending_[finished_] of `out` and moves past it.
   Status FinishOldest(Outbound* out);
   // `heartbeat`: liveness traffic, counted as a heartbeat rather than a message.

@@ -13,12 +13,7 @@ namespace {
 constexpr std::uint64_t kSegment = 1 << 20;
 
 WireHeader Put(std::uint64_t offset, std::uint64_t bytes) {
-  WireHeader header;
-  header.kind = WireKind::kPut;
-  header.source = 1;
-  header.offset = offset;
-  header.bytes = bytes;
-  return header;
+  return PutHeader(1, offset, bytes, RemoteSignal{});
 }
 
 TEST(RemoteWire, AcceptsWhatLandsInsideTheSegment) {
