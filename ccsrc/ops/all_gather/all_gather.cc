@@ -207,13 +207,12 @@ Status AllGather::RunLeaders(data_plane::KernelApi& api, const data_plane::Colle
 Status AllGather::Run(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan) const {
   const data_plane::CollectiveGroup& group = plan.group;
   const int size = group.size();
-  std::vector<int> host_of(static_cast<std::size_t>(size));
+  const int first_host = api.HostOf(group.pe(0));
   bool one_host = true;
-  for (int m = 0; m < size; ++m) {
-    host_of[m] = api.HostOf(group.pe(m));
-    one_host = one_host && host_of[m] == host_of[0];
-  }
+  for (int m = 1; m < size && one_host; ++m) one_host = api.HostOf(group.pe(m)) == first_host;
   if (!one_host) {
+    std::vector<int> host_of(static_cast<std::size_t>(size));
+    for (int m = 0; m < size; ++m) host_of[m] = api.HostOf(group.pe(m));
     const HostPlacement placement(host_of);
     const AllGatherAlgorithm algorithm =
         ChooseAllGather(plan.algorithm, placement.hosts(), placement.largest(), plan.input_bytes,
