@@ -523,6 +523,22 @@ def collectives(rank: int, size: int, per_host: int) -> None:
         # have no endpoint to it, and learn of the loss from those that do.
         lose_during_a_barrier(handle, rank, size)
         return
+    # A get from, and a put to, a PE at distance 3 (not a watch partner from 8 PEs on): this
+    # PE makes an endpoint to it on first use, and the PE 3 before it, which gets from this
+    # one, is answered through an endpoint made when its request came.
+    far = (rank + 3) % size
+    box = shmem.empty(4, dtype=torch.int64)
+    box.fill_(rank)
+    shmem.barrier()
+    got = torch.empty(4, dtype=torch.int64)
+    shmem.get(got, box, far)
+    assert torch.equal(got, torch.full((4,), far, dtype=torch.int64)), got
+    shmem.barrier()
+    shmem.put(box, torch.full((4,), 100 + rank, dtype=torch.int64), far)
+    shmem.barrier()
+    assert torch.equal(box, torch.full((4,), 100 + (rank - 3) % size, dtype=torch.int64)), box
+    shmem.free(box)
+    result(endpoints_after_far_get=shmem.debug_state()["network"]["endpoints"])
     gather_operations = []
     for elements in (2, 70_000):  # a small block, and blocks of several chunks
         gathered = shmem.empty(size * elements, dtype=torch.float32)

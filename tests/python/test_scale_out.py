@@ -195,6 +195,10 @@ def test_pes_each_on_a_host_of_its_own_agree_in_log2_rounds(size, algorithm):
         assert outcome["endpoints_after_barriers"] == len(_watch_partners(rank, size)), \
             (rank, outcome)
         assert outcome["endpoints_after_barriers"] <= bound, (rank, outcome)
+        # PE rank + 3 (a get and a put to it) and PE rank - 3 (the answer to its get).
+        far = {(rank + 3) % size, (rank - 3) % size} - _watch_partners(rank, size)
+        assert outcome["endpoints_after_far_get"] == \
+            len(_watch_partners(rank, size)) + len(far), (rank, outcome)
         assert outcome["endpoints_after_all_to_all"] == size - 1, (rank, outcome)
         # A block of several chunks crosses as one message, as a block of one chunk does.
         small, chunked = outcome["gather_operations"]
