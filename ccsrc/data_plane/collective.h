@@ -88,8 +88,9 @@ struct CollectivePlan {
   const void* input = nullptr;      ///< local memory, alive until the kernel ran
   std::uint64_t input_bytes = 0;
   /// The algorithm HYPER_PARALLEL_SHMEM_ALGORITHMS sets for this collective, one of its
-  /// Algorithms() ("auto": the collective chooses by size and placement). The same on every PE.
-  std::string algorithm = "auto";
+  /// Algorithms() ("auto": the collective chooses by size and placement). The same on every PE;
+  /// it views the lifecycle's frozen configuration, which outlives every call.
+  std::string_view algorithm = "auto";
 };
 
 class Collective {

@@ -143,7 +143,7 @@ Status Runtime::RunCollective(const TeamHandle& team_handle,
   HPS_REJECT_IF_ERROR(ResolveTeam(team_handle, &team), op, "validate");
   data_plane::CollectivePlan plan;
   plan.group = team->group;
-  plan.algorithm = std::string(config_.AlgorithmOf(op));
+  plan.algorithm = config_.AlgorithmOf(op);
   CollectiveDescriptor mine = CollectiveDescriptor::Of(op, collective.AgreedFields());
   if (collective.TakesOperands()) {
     AllocationRecord record;

@@ -298,8 +298,6 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
   // get an endpoint when first used.
   std::vector<bool> watched(spec_.size, false);
   for (int pe : WatchPartners(spec_.rank, spec_.size)) watched[pe] = remote[pe];
-  mapped_.assign(spec_.size, false);
-  for (int pe = 0; pe < spec_.size; ++pe) mapped_[pe] = pe != spec_.rank && !remote[pe];
   passed_on_ = std::make_unique<std::atomic<bool>[]>(spec_.size);
   if (several_hosts) {
     HPS_RETURN_IF_ERROR(ConnectRemotes(decoded, remote, watched));
@@ -445,7 +443,7 @@ void HostBackend::Lost(int pe, Status status) {
   transport_->ReportLost(pe);
   if (placement_[pe].transport != "ucx") return;  // this host's PEs watch its processes
   for (int peer = 0; peer < spec_.size; ++peer) {
-    if (!mapped_[peer] || peer == pe) continue;
+    if (placement_[peer].transport != "shared memory" || peer == pe) continue;
     ControlBlock* control = PeerControl(peer);
     std::int32_t none = -1;
     control->told_lost.compare_exchange_strong(none, pe, std::memory_order_acq_rel);

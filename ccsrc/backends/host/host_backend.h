@@ -147,7 +147,6 @@ class HostBackend final : public Backend {
   // By PE: this PE already passed on its loss (Lost); sized with the peers, before any thread
   // that reports a loss starts.
   std::unique_ptr<std::atomic<bool>[]> passed_on_;
-  std::vector<bool> mapped_;  // by PE: a peer of this host whose control block this PE maps
   // Loads UCX, publishes this PE's address and keeps every peer marked remote reachable, with
   // endpoints to the watched ones.
   Status ConnectRemotes(const std::vector<SegmentHandle>& handles, const std::vector<bool>& remote,

@@ -142,34 +142,27 @@ class HostDevice {
     if (IsRemote(pe)) {
       Check<kSite>(remote_->PutSignal(
           pe, offset, source, bytes,
-          RemoteSignal{ArrivalWord(slot, epoch), 8, SignalAction::kAdd, 1}, Audience::kTarget));
+          ArrivalSignal(slot, epoch), Audience::kTarget));
       return;
     }
     if (bytes > 0) CopyBytes(heap_bases_[pe] + offset, source, bytes);
     Publish<kSite>(pe, slot, epoch);
   }
 
-  /// PutThenPublish to a remote PE without waiting (`publish`: with the epoch, else the data
-  /// alone): on its way when this returns, its `source` the caller's until FinishRemote(out).
-  template <CallSite kSite>
-  void BeginRemotePut(UcxTransport::Outbound* out, int pe, std::uint64_t offset,
-                      const void* source, std::uint64_t bytes, bool publish, int slot,
-                      std::uint64_t epoch) const {
-    RequireCallable<HostCall::kCopyBytes, kSite>();
-    const RemoteSignal signal = publish ? RemoteSignal{ArrivalWord(slot, epoch), 8,
-                                                       SignalAction::kAdd, 1}
-                                        : RemoteSignal{};
-    Check<kSite>(remote_->Begin(out, pe, offset, source, bytes, signal, Audience::kTarget));
+  /// The signal that publishes `epoch` on `slot` to a remote PE (one arrival; Publish).
+  RemoteSignal ArrivalSignal(int slot, std::uint64_t epoch) const {
+    return RemoteSignal{RemoteOffset(&layout_.Arrivals(controls_[rank_], slot, epoch,
+                                                       kArrivalLanes)),
+                        8, SignalAction::kAdd, 1};
   }
-  /// PutThenAdd to a remote PE without waiting, as BeginRemotePut.
+  /// A put and `signal` to a remote PE without waiting (UcxTransport::Begin): on its way when
+  /// this returns, its `source` the caller's until FinishRemote(out).
   template <CallSite kSite>
-  void BeginRemotePutThenAdd(UcxTransport::Outbound* out, int pe, std::uint64_t offset,
-                             const void* source, std::uint64_t bytes,
-                             std::uint64_t counter_offset, std::int64_t value) const {
+  void BeginRemote(UcxTransport::Outbound* out, int pe, std::uint64_t offset,
+                   const void* source, std::uint64_t bytes, const RemoteSignal& signal,
+                   Audience audience) const {
     RequireCallable<HostCall::kCopyBytes, kSite>();
-    Check<kSite>(remote_->Begin(out, pe, offset, source, bytes,
-                                RemoteSignal{counter_offset, 8, SignalAction::kAdd, value},
-                                Audience::kAnyone));
+    Check<kSite>(remote_->Begin(out, pe, offset, source, bytes, signal, audience));
   }
   /// Waits until every message begun on `out` has left (a failure is latched).
   template <CallSite kSite>
@@ -269,9 +262,7 @@ class HostDevice {
   void Publish(int pe, int slot, std::uint64_t epoch) const {
     RequireCallable<HostCall::kAtomicSignal, kSite>();
     if (IsRemote(pe)) {
-      Check<kSite>(remote_->PutSignal(pe, 0, nullptr, 0,
-                                      RemoteSignal{ArrivalWord(slot, epoch), 8,
-                                                   SignalAction::kAdd, 1},
+      Check<kSite>(remote_->PutSignal(pe, 0, nullptr, 0, ArrivalSignal(slot, epoch),
                                       Audience::kTarget));
       return;
     }
@@ -714,11 +705,6 @@ class HostDevice {
   // The segment offset, at any PE, of `field` (a field of this PE's control block).
   std::uint64_t RemoteOffset(const void* field) const {
     return control_offset_ + ControlLayout::OffsetIn(controls_[rank_], field);
-  }
-  // The segment offset, at any PE, of the arrival counter the network adds to for `slot` and
-  // `epoch`'s parity.
-  std::uint64_t ArrivalWord(int slot, std::uint64_t epoch) const {
-    return RemoteOffset(&layout_.Arrivals(controls_[rank_], slot, epoch, kArrivalLanes));
   }
   // The arrivals this PE expects in total on `slot`'s counter for `epoch`'s parity (`remote`:
   // the network's), after the last wait.

@@ -70,8 +70,9 @@ class HostKernelApi final : public data_plane::KernelApi {
     if (device_.HasRemote()) {
       for (const data_plane::SignalledPut& put : puts) {
         if (!device_.IsRemote(put.pe)) continue;
-        device_.BeginRemotePutThenAdd<kSite>(&outbound, put.pe, put.offset, put.source,
-                                             put.bytes, put.counter_offset, put.add);
+        device_.BeginRemote<kSite>(
+            &outbound, put.pe, put.offset, put.source, put.bytes,
+            RemoteSignal{put.counter_offset, 8, SignalAction::kAdd, put.add}, Audience::kAnyone);
       }
     }
     for (const data_plane::SignalledPut& put : puts) {
@@ -113,13 +114,16 @@ class HostKernelApi final : public data_plane::KernelApi {
       if (!device_.IsRemote(put.pe)) {
         local.push_back(put);
       } else if (put.bytes > 0) {
-        device_.BeginRemotePut<kSite>(&outbound, put.pe, put.offset, put.source, put.bytes,
-                                      carrier[put.pe] == i, slot, epoch);
+        device_.BeginRemote<kSite>(&outbound, put.pe, put.offset, put.source, put.bytes,
+                                   carrier[put.pe] == i ? device_.ArrivalSignal(slot, epoch)
+                                                        : RemoteSignal{},
+                                   Audience::kTarget);
       }
     }
     for (int pe : peers) {
       if (remote_peer[pe] && carrier[pe] == puts.size()) {
-        device_.BeginRemotePut<kSite>(&outbound, pe, 0, nullptr, 0, true, slot, epoch);
+        device_.BeginRemote<kSite>(&outbound, pe, 0, nullptr, 0,
+                                   device_.ArrivalSignal(slot, epoch), Audience::kTarget);
       }
     }
     PutBlocks(local, Audience::kTarget);

@@ -79,6 +79,24 @@ struct UcxTransport::PendingGet {
   std::atomic<int> status{UCS_OK};
 };
 
+// What a peer's blob says about it besides its address ([u64 flags]).
+inline constexpr std::uint64_t kAcceptsMessages = 1;
+
+// A fire-and-forget operation's state (an atomic's operand and reply, a posted message's
+// header): released by its completion callback, or at once when it completed immediately.
+struct Posted {
+  WireHeader header;
+  std::uint64_t operand = 0;
+  std::uint64_t reply = 0;
+  void (*request_free)(void*) = nullptr;
+};
+
+inline void ReleasePosted(void* request, ucs_status_t, void* user_data) {
+  auto* posted = static_cast<Posted*>(user_data);
+  posted->request_free(request);  // a completion callback may free its request
+  delete posted;
+}
+
 /// The active message id of the messages path (one handler, remote_wire.h's kinds).
 inline constexpr unsigned kUcxMessageId = 0x4853;  // "HS"
 

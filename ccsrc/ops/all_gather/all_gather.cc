@@ -32,6 +32,17 @@ Status AllGather::Check(const data_plane::CollectiveCall& call) const {
 
 namespace {
 
+// How each member's block is cut for the copy workers.
+data_plane::ChunkPlan BlockChunks(const data_plane::CollectivePlan& plan) {
+  return data_plane::ChunkPlan(plan.input_bytes, kAllGatherChunkBytes, kAllGatherMinChunkBytes,
+                               kAllGatherGranule);
+}
+
+// The heap offset of member `member`'s block in every member's output.
+std::uint64_t BlockSlot(const data_plane::CollectivePlan& plan, int member) {
+  return plan.output_offset + data_plane::SlotOffset(member, plan.input_bytes);
+}
+
 // Appends the puts of block `owner` (already at `source`) to `pe`, chunked.
 void AddBlockPuts(std::vector<data_plane::BlockPut>* puts, const data_plane::ChunkPlan& chunks,
                   int pe, std::uint64_t slot, const std::byte* source) {
@@ -61,11 +72,8 @@ Status AllGather::RunRails(data_plane::KernelApi& api, const data_plane::Collect
   };
   const std::size_t mine = static_cast<std::size_t>(host_index[me]);
   const std::vector<int>& local = members[mine];
-  const data_plane::ChunkPlan chunks(plan.input_bytes, kAllGatherChunkBytes,
-                                     kAllGatherMinChunkBytes, kAllGatherGranule);
-  const auto slot = [&](int m) {
-    return plan.output_offset + data_plane::SlotOffset(m, plan.input_bytes);
-  };
+  const data_plane::ChunkPlan chunks = BlockChunks(plan);
+  const auto slot = [&](int m) { return BlockSlot(plan, m); };
   const auto* input = static_cast<const std::byte*>(plan.input);
   // 1. This member's block: to itself and its host's members, and once to every other host.
   std::vector<data_plane::BlockPut> puts;
@@ -134,11 +142,8 @@ Status AllGather::RunLeaders(data_plane::KernelApi& api, const data_plane::Colle
   const std::vector<int>& local = placement.members[static_cast<std::size_t>(mine)];
   const int leader = local.front();
   const std::vector<LeaderRound> rounds = LeaderSchedule(algorithm, hosts);
-  const data_plane::ChunkPlan chunks(plan.input_bytes, kAllGatherChunkBytes,
-                                     kAllGatherMinChunkBytes, kAllGatherGranule);
-  const auto slot = [&](int m) {
-    return plan.output_offset + data_plane::SlotOffset(m, plan.input_bytes);
-  };
+  const data_plane::ChunkPlan chunks = BlockChunks(plan);
+  const auto slot = [&](int m) { return BlockSlot(plan, m); };
   std::vector<int> local_peers;  // this host's other members, world PEs
   for (int q : local) {
     if (q != me) local_peers.push_back(group.pe(q));
@@ -230,10 +235,8 @@ Status AllGather::Run(data_plane::KernelApi& api, const data_plane::CollectivePl
     peers.push_back(group.pe(data_plane::RingPeer(group.index, distance, size)));
     destinations.push_back(peers.back());
   }
-  const data_plane::ChunkPlan chunks(plan.input_bytes, kAllGatherChunkBytes,
-                                     kAllGatherMinChunkBytes, kAllGatherGranule);
-  const std::uint64_t slot =
-      plan.output_offset + data_plane::SlotOffset(group.index, plan.input_bytes);
+  const data_plane::ChunkPlan chunks = BlockChunks(plan);
+  const std::uint64_t slot = BlockSlot(plan, group.index);
   const auto* input = static_cast<const std::byte*>(plan.input);
   std::vector<data_plane::BlockPut> puts;
   puts.reserve(chunks.count() * destinations.size());
