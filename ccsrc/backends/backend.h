@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/atomic_op.h"
 #include "backends/blocking_ops.h"
 #include "backends/collective.h"
 #include "data_plane/kernel_api.h"
@@ -52,6 +53,22 @@ enum class Comparison : std::uint8_t { kEq, kNe, kGt, kGe, kLt, kLe };
 
 std::string_view SignalOpName(SignalOp op);
 std::string_view ComparisonName(Comparison comparison);
+/// How a wait on several signal words ends: one satisfies, all do, or some do (docs/atomics.md).
+enum class WaitSet : std::uint8_t { kAny, kAll, kSome };
+std::string_view WaitSetName(WaitSet set);
+
+/// A wait on `count` consecutive local signal words of `width` from heap offset `offset`: those
+/// with mask[i] (empty mask: every word) take part, each compared against `value`.
+struct SignalSet {
+  std::uint64_t offset = 0;
+  std::uint32_t count = 0;
+  SignalWidth width = SignalWidth::k64;
+  Comparison comparison = Comparison::kGe;
+  std::int64_t value = 0;
+  std::vector<std::uint8_t> mask;
+  WaitSet set = WaitSet::kAll;
+};
+
 /// Evaluates `observed <comparison> expected`.
 bool Compare(std::int64_t observed, Comparison comparison, std::int64_t expected);
 
@@ -244,6 +261,31 @@ class Backend {
   virtual Status WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
                             Comparison comparison, std::int64_t value) = 0;
 
+  /// `request` on the word of PE `pe` (docs/atomics.md), atomic with respect to every other
+  /// atomic on that word from any PE. A non-null `fetched` receives the old value's `width`
+  /// bytes in stream order; `keep_alive` owns it until then. Default: UNSUPPORTED_CAPABILITY.
+  virtual Status Atomic(StreamRef stream, const AtomicRequest& request, int pe, void* fetched,
+                        KeepAlive keep_alive);
+  /// After this, in stream order, this PE's puts, signals and atomics to any one PE land after
+  /// every one it issued to that PE before. Default: UNSUPPORTED_CAPABILITY.
+  virtual Status Fence(StreamRef stream);
+  /// In stream order, waits until everything this PE issued before (non-blocking puts and gets
+  /// included) is complete and visible at its target. Default: UNSUPPORTED_CAPABILITY.
+  virtual Status Quiet(StreamRef stream);
+  /// Put and Get that may return before the copy completed; Quiet, a collective or a stream
+  /// synchronisation completes them, and `keep_alive` is held until then. Default: Put and Get
+  /// (complete when they return, which non-blocking allows).
+  virtual Status PutNbi(StreamRef stream, std::uint64_t offset, const void* source,
+                        std::uint64_t bytes, int pe, KeepAlive keep_alive);
+  virtual Status GetNbi(StreamRef stream, void* destination, std::uint64_t offset,
+                        std::uint64_t bytes, int pe, KeepAlive keep_alive);
+  /// Waits, in stream order, until the words of `signals` satisfy its set (any, all, some),
+  /// then writes satisfied[i] = 1 for every taking part word that satisfies the comparison at
+  /// that moment (0 for the others; `count` bytes). Bounded like WaitSignal. Default:
+  /// UNSUPPORTED_CAPABILITY.
+  virtual Status WaitSignals(StreamRef stream, const SignalSet& signals, std::uint8_t* satisfied,
+                             KeepAlive keep_alive);
+
   /// Runs `kernel` in order on `stream` (inline on a stream that runs inline), its failures
   /// tagged with `name`. `keep_alive` is held until it ran.
   virtual Status Launch(StreamRef stream, std::string_view name, Kernel kernel,
@@ -259,6 +301,10 @@ class Backend {
   virtual Status LaunchCollective(StreamRef stream, const data_plane::CollectiveGroup& group,
                                   const CollectiveDescriptor& descriptor, std::string_view name,
                                   Kernel kernel, KeepAlive keep_alive) = 0;
+
+ protected:
+  /// UNSUPPORTED_CAPABILITY: this backend has no `operation` yet.
+  Status Unsupported(std::string_view operation) const;
 };
 
 }  // namespace hyper_parallel::shmem

@@ -257,6 +257,35 @@ class Runtime {
   /// Enqueues a wait until the local signal word satisfies `comparison` against `value`.
   Status WaitSignal(const SymmetricView& signal, SignalWidth width, std::int64_t value,
                     Comparison comparison, StreamRef stream) EXCLUDES(mutex_);
+  /// Non-blocking Put and Get (docs/atomics.md): they may return before the copy completed;
+  /// Quiet, a collective or a stream synchronisation completes them. `keep_alive` owns the
+  /// local side until then.
+  Status PutNbi(const SymmetricView& destination, const void* source, int pe, StreamRef stream,
+                KeepAlive keep_alive = nullptr) EXCLUDES(mutex_);
+  Status GetNbi(void* destination, const SymmetricView& source, int pe, StreamRef stream,
+                KeepAlive keep_alive = nullptr) EXCLUDES(mutex_);
+  /// Enqueues `op` on the one-element word `target` (`width` 4 or 8 bytes, aligned) of PE
+  /// `pe`, operands as bit patterns (docs/atomics.md). A non-null `fetched` (`width` local
+  /// bytes) receives the old value in stream order; `keep_alive` owns it until then.
+  Status Atomic(const SymmetricView& target, std::uint8_t width, AtomicOp op, std::uint64_t value,
+                std::uint64_t compare, int pe, void* fetched, StreamRef stream,
+                KeepAlive keep_alive = nullptr) EXCLUDES(mutex_);
+  /// Enqueues a fence: this PE's later puts, signals and atomics to a PE land after its
+  /// earlier ones to that PE.
+  Status Fence(StreamRef stream) EXCLUDES(mutex_);
+  /// Enqueues a quiet: everything this PE issued before is complete and visible at its target.
+  Status Quiet(StreamRef stream) EXCLUDES(mutex_);
+  /// Enqueues a wait on the local 1-D signal words `signals` (docs/atomics.md): until any, all
+  /// or some of those with mask[i] (empty: all) compare true against `value`; then
+  /// satisfied[i] (`signals` words long, local, owned by `keep_alive`) says which do.
+  Status WaitSignals(const SymmetricView& signals, SignalWidth width, std::int64_t value,
+                     Comparison comparison, std::vector<std::uint8_t> mask, WaitSet set,
+                     std::uint8_t* satisfied, StreamRef stream, KeepAlive keep_alive = nullptr)
+      EXCLUDES(mutex_);
+  /// Whether the local signal word compares true against `value` now; never waits (a heap the
+  /// host cannot read: UNSUPPORTED_CAPABILITY).
+  Status TestSignal(const SymmetricView& signal, SignalWidth width, std::int64_t value,
+                    Comparison comparison, bool* satisfied) EXCLUDES(mutex_);
   /// Collective, enqueued on `stream`: runs the collective unit `collective` over the Root
   /// WORLD (data_plane/collective.h). Its symmetric output goes through the protection chain,
   /// then the collective's own checks; a call that moves nothing (zero bytes) returns there and
@@ -406,6 +435,9 @@ class Runtime {
                         AllocationRecord* record,
                         ErrorCode freed_code = ErrorCode::kUseAfterFree) const REQUIRES(mutex_);
   Status CheckPe(int pe) const REQUIRES(mutex_);
+  // Put or Get (`nbi`: their non-blocking forms), one body for the four entries.
+  Status Transfer(std::string_view operation, bool put, bool nbi, const SymmetricView& symmetric,
+                  void* local, int pe, StreamRef stream, KeepAlive keep_alive) EXCLUDES(mutex_);
   // The operand checks of put, get and put_signal: PE in range, a live symmetric operand (its
   // heap offset goes to `offset`) and a non-null local side unless zero bytes move.
   Status CheckTransfer(const SymmetricView& symmetric, int pe, const void* local,

@@ -589,6 +589,7 @@ Status HostBackend::Agree(const data_plane::CollectiveGroup& group,
                           const CollectiveDescriptor& mine, std::string_view operation,
                           Agreement* agreement) {
   RequireCallable<HostCall::kExchange, CallSite::kHostThread>();
+  HPS_RETURN_IF_ERROR(CompleteNbi());
   return device_->Agree<CallSite::kHostThread>(group, mine, operation, nullptr, agreement);
 }
 
@@ -620,27 +621,10 @@ Status HostBackend::Quiesce() {
   HPS_RETURN_IF_ERROR(DrainAllStreams(spec_.timeout));
   // Remote operations have left this PE; wait until they landed (a quiet). Not once a peer is
   // lost: its operations never land.
-  return transport_ && !latch_.failed() ? transport_->Flush() : Status::Ok();
+  return transport_ && !latch_.failed() ? transport_->Quiet() : Status::Ok();
 }
 
 StreamRef HostBackend::CurrentStream() const { return StreamRef{host::CurrentStream()}; }
-
-template <class Body>
-Status HostBackend::Submit(StreamRef stream, std::string_view operation, Body body) {
-  RequireCallable<HostCall::kEnqueue, CallSite::kHostThread>();
-  auto* host_stream = static_cast<HostStream*>(stream.native);
-  if (host_stream == nullptr) {
-    Status status = body.template operator()<CallSite::kHostThread>();
-    return status.At(operation, "execute");
-  }
-  host_stream->Enqueue([this, operation, body = std::move(body)]() mutable {
-    // Once a peer is gone (or a collective timed out), queued work fails instead of running.
-    Status status = latch_.failed() ? latch_.Get()
-                                    : body.template operator()<CallSite::kStreamExecutor>();
-    return status.At(operation, "execute");
-  });
-  return Status::Ok();
-}
 
 Status HostBackend::Put(StreamRef stream, std::uint64_t offset, const void* source,
                         std::uint64_t bytes, int pe, KeepAlive keep_alive) {
@@ -761,13 +745,15 @@ Status HostBackend::LaunchCollective(StreamRef stream, const data_plane::Collect
                                      std::string_view name, Kernel kernel, KeepAlive keep_alive) {
   const HostDevice* device = device_.get();
   const auto* host_stream = static_cast<const HostStream*>(stream.native);
-  return Submit(stream, "launch", [device, host_stream, group, descriptor,
+  return Submit(stream, "launch", [this, device, host_stream, group, descriptor,
                                    kernel = std::move(kernel),
                                    label = std::string(name),
                                    hold = std::move(keep_alive)]<CallSite kSite>() {
+    // Non-blocking operations complete first: after a collective their sources may be reused.
+    Status status = CompleteNbi();
     // The exchange publishes this PE's arrival after its earlier writes and acquires every
     // peer's: without a kernel it is the barrier.
-    Status status = device->ExchangeAndMatch<kSite>(group, descriptor, label, host_stream);
+    if (status.ok()) status = device->ExchangeAndMatch<kSite>(group, descriptor, label, host_stream);
     if (status.ok() && kernel) {
       HostKernelApi<kSite> api(*device, host_stream);
       status = kernel(api);

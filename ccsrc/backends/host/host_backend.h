@@ -39,6 +39,7 @@
 #include "backends/host/call_sites.h"
 #include "backends/host/control_block.h"
 #include "backends/host/host_device.h"
+#include "backends/host/host_stream.h"
 #include "backends/host_identity.h"
 #include "backends/host/liveness.h"
 #include "backends/host/ucx_transport.h"
@@ -105,6 +106,19 @@ class HostBackend final : public Backend {
   Status Launch(StreamRef stream, std::string_view name, Kernel kernel,
                 KeepAlive keep_alive) override;
 
+  // Atomics, ordering, non-blocking RMA and waits on several words (host_atomics.cc;
+  // docs/atomics.md).
+  Status Atomic(StreamRef stream, const AtomicRequest& request, int pe, void* fetched,
+                KeepAlive keep_alive) override;
+  Status Fence(StreamRef stream) override;
+  Status Quiet(StreamRef stream) override;
+  Status PutNbi(StreamRef stream, std::uint64_t offset, const void* source, std::uint64_t bytes,
+                int pe, KeepAlive keep_alive) override;
+  Status GetNbi(StreamRef stream, void* destination, std::uint64_t offset, std::uint64_t bytes,
+                int pe, KeepAlive keep_alive) override;
+  Status WaitSignals(StreamRef stream, const SignalSet& signals, std::uint8_t* satisfied,
+                     KeepAlive keep_alive) override;
+
 
   /// Address of heap offset 0 of PE `pe` in this process (null when not mapped).
   std::byte* PeerHeapBase(int pe) const;
@@ -128,7 +142,24 @@ class HostBackend final : public Backend {
   // Runs `body` inline on the default stream (the caller) or queues it on a host stream.
   // A failure is tagged with `operation` and phase "execute", also when it surfaces later.
   template <class Body>
-  Status Submit(StreamRef stream, std::string_view operation, Body body);
+  Status Submit(StreamRef stream, std::string_view operation, Body body) {
+    RequireCallable<HostCall::kEnqueue, CallSite::kHostThread>();
+    auto* host_stream = static_cast<HostStream*>(stream.native);
+    if (host_stream == nullptr) {
+      Status status = body.template operator()<CallSite::kHostThread>();
+      return status.At(operation, "execute");
+    }
+    host_stream->Enqueue([this, operation, body = std::move(body)]() mutable {
+      // Once a peer is gone (or a collective timed out), queued work fails instead of running.
+      Status status = latch_.failed() ? latch_.Get()
+                                      : body.template operator()<CallSite::kStreamExecutor>();
+      return status.At(operation, "execute");
+    });
+    return Status::Ok();
+  }
+  // Completes this PE's pending non-blocking puts and gets to other hosts (a collective and a
+  // quiesce do first: their sources may be reused after).
+  Status CompleteNbi() const;
 
   HeapSpec spec_;
   std::uint64_t heap_region_bytes_ = 0;  // heap_bytes rounded up to a page

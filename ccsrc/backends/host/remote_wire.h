@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/atomic_op.h"
+
 namespace hyper_parallel::shmem::host {
 
 /// What a message's signal does to its word.
@@ -39,7 +41,13 @@ enum class WireKind : std::uint8_t {
   kFlushReply = 5,  ///< `token` is the answered flush's
   kHello = 6,       ///< the sender made its endpoint to this PE (it says farewell here at close)
   kLost = 7,        ///< the sender knows PE `value` is lost (passed on once by each PE)
+  kAtomic = 8,      ///< `atomic` on the `width`-byte word at `offset` with `value` (and
+                    ///< `compare`); a `token` other than 0 asks for a kAtomicReply
+  kAtomicReply = 9, ///< `value` is the word's old value; `token` the answered atomic's
 };
+
+/// WireHeader::flags.
+inline constexpr std::uint8_t kWireOrdered = 1;  ///< lands after every earlier message's data
 
 /// The header of every message (the active message's user header).
 struct WireHeader {
@@ -47,18 +55,19 @@ struct WireHeader {
   WireKind kind = WireKind::kPut;
   SignalAction action = SignalAction::kNone;
   std::uint8_t width = 0;
-  std::uint8_t unused = 0;
+  std::uint8_t flags = 0;    ///< kWireOrdered: the first message after a fence
   std::int32_t source = -1;  ///< the sender's PE
-  std::uint32_t unused2 = 0;
+  std::uint32_t atomic = 0;  ///< kAtomic: the AtomicOp
   std::uint64_t offset = 0;         ///< where the data lands (kPut), or is read (kGet)
   std::uint64_t bytes = 0;          ///< the data's length
   std::uint64_t signal_offset = 0;  ///< the signal's word (kPut with an action)
   std::int64_t value = 0;           ///< the signal's operand
   std::uint64_t token = 0;          ///< pairs a reply with its request
+  std::uint64_t compare = 0;        ///< kAtomic: a compare-and-swap's expected value
 
-  static constexpr std::uint32_t kMagic = 0x48505357;  // "HPSW"
+  static constexpr std::uint32_t kMagic = 0x48505358;  // "HPSX": with atomics
 };
-static_assert(sizeof(WireHeader) == 56, "the header is part of the wire format");
+static_assert(sizeof(WireHeader) == 64, "the header is part of the wire format");
 
 /// The header of a kPut from PE `source`: `bytes` of data to `offset`, then `signal`.
 inline WireHeader PutHeader(int source, std::uint64_t offset, std::uint64_t bytes,
@@ -99,6 +108,14 @@ inline std::string_view Validate(const WireHeader& header, std::uint64_t length,
     case WireKind::kGet:
       if (!inside(header.offset, header.bytes)) return "read outside the segment";
       return {};
+    case WireKind::kAtomic:
+      if (length != 0) return "an atomic carries no data";
+      if (header.atomic >= static_cast<std::uint32_t>(kAtomicOps)) return "unknown atomic";
+      if (header.width != 4 && header.width != 8) return "atomic width not 4 or 8";
+      if (header.offset % header.width != 0) return "atomic word not aligned";
+      if (!inside(header.offset, header.width)) return "atomic word outside the segment";
+      return {};
+    case WireKind::kAtomicReply:
     case WireKind::kGetReply:
     case WireKind::kFlush:
     case WireKind::kFlushReply:

@@ -54,6 +54,7 @@ Status UcxTransport::Connect(int rank, const std::vector<std::string>& blobs,
   peers_ = std::vector<Peer>(pes);
   failed_ = std::make_unique<std::atomic<bool>[]>(pes);
   unconfirmed_ = std::make_unique<std::atomic<bool>[]>(pes);
+  fenced_ = std::make_unique<std::atomic<bool>[]>(pes);
   flush_sent_ = std::make_unique<std::atomic<std::uint64_t>[]>(pes);
   flush_answered_ = std::make_unique<std::atomic<std::uint64_t>[]>(pes);
   {

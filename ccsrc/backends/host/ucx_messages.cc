@@ -30,9 +30,11 @@ void Apply(std::byte* address, SignalAction action, std::int64_t value) {
   }
 }
 
-// Whether `header` must wait for the data its source sent before it: all but data alone.
+// Whether `header` must wait for the data its source sent before it: all but data alone,
+// and data alone too when it is the first message after a fence.
 bool Orders(const WireHeader& header) {
-  return header.kind != WireKind::kPut || header.action != SignalAction::kNone;
+  return header.kind != WireKind::kPut || header.action != SignalAction::kNone ||
+         (header.flags & kWireOrdered) != 0;
 }
 
 // A rendezvous receive in flight: what to do once its data has landed. While it is, the
@@ -101,6 +103,10 @@ int UcxTransport::OnMessage(const void* header_bytes, std::size_t header_length,
   // Replies pair with a request of this PE: they wait behind nothing.
   if (header.kind == WireKind::kGetReply) {
     OnGetReply(header, data, length, rendezvous);
+    return UCS_OK;
+  }
+  if (header.kind == WireKind::kAtomicReply) {
+    OnAtomicReply(header);
     return UCS_OK;
   }
   if (header.kind == WireKind::kFlushReply) {
@@ -188,6 +194,24 @@ bool UcxTransport::Deliver(const WireHeader& header, void* data, std::size_t len
         Post(header.source, reply, segment_ + header.offset, header.bytes);
       }
       return true;
+    case WireKind::kAtomic: {
+      // The CPU's atomics, as every atomic on this heap (atomic_op.h); then whoever waits
+      // on the word here looks again.
+      const std::uint64_t old =
+          ApplyAtomic(segment_ + header.offset, header.width,
+                      static_cast<AtomicOp>(header.atomic),
+                      static_cast<std::uint64_t>(header.value), header.compare);
+      if (own_bell_ != nullptr) RingAfterSeqCst<CallSite::kHostThread>(own_bell_);
+      if (header.token != 0) {
+        WireHeader reply;
+        reply.kind = WireKind::kAtomicReply;
+        reply.source = rank_;
+        reply.token = header.token;
+        reply.value = static_cast<std::int64_t>(old);
+        Post(header.source, reply, nullptr, 0);
+      }
+      return true;
+    }
     case WireKind::kFlush: {
       if (rendezvous) lib_->am_data_release(static_cast<ucp_worker_h>(worker_), data);
       WireHeader reply;
@@ -198,6 +222,7 @@ bool UcxTransport::Deliver(const WireHeader& header, void* data, std::size_t len
       return true;
     }
     case WireKind::kGetReply:
+    case WireKind::kAtomicReply:
     case WireKind::kFlushReply:
     case WireKind::kHello:
     case WireKind::kLost:

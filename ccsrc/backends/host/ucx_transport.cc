@@ -277,10 +277,12 @@ Status UcxTransport::Send(int pe, const WireHeader& header, const void* data,
                           std::uint64_t bytes, bool heartbeat) {
   HPS_RETURN_IF_ERROR(CheckPeer(pe, "ucp_am_send_nbx"));
   HPS_RETURN_IF_ERROR(Connected(pe));
+  WireHeader sent = header;
+  if (!heartbeat) MarkFenced(pe, &sent);
   ucp_request_param_t params{};
   void* request =
       lib_->am_send_nbx(static_cast<ucp_ep_h>(peers_[pe].ep.load(std::memory_order_acquire)),
-                        kUcxMessageId, &header, sizeof header, data, bytes, &params);
+                        kUcxMessageId, &sent, sizeof sent, data, bytes, &params);
   (heartbeat ? heartbeats_ : messages_).fetch_add(1, std::memory_order_relaxed);
   // The header and the data stay ours until the request completes; a bulk one streams.
   const bool bulk = request != nullptr && !UCS_PTR_IS_ERR(request) && bytes >= kBulkBytes;
@@ -418,6 +420,7 @@ Status UcxTransport::Begin(Outbound* out, int pe, std::uint64_t offset, const vo
   CountOperation(bytes, signal);
   auto sending = std::make_shared<Sending>();
   sending->header = PutHeader(rank_, offset, bytes, signal);
+  MarkFenced(pe, &sending->header);
   sending->pe = pe;
   sending->request_free = lib_->request_free;
   auto* held = new std::shared_ptr<Sending>(sending);  // the callback's share
@@ -497,23 +500,39 @@ Status UcxTransport::Get(int pe, void* destination, std::uint64_t offset, std::u
   auto pending = std::make_shared<PendingGet>();
   pending->destination = destination;
   pending->bytes = bytes;
+  std::uint64_t token = 0;
+  Status status = RequestGet(pe, pending, offset, bytes, &token);
+  return status.ok() ? AwaitGet(pe, pending, token) : status;
+}
+
+Status UcxTransport::RequestGet(int pe, const std::shared_ptr<PendingGet>& pending,
+                                std::uint64_t offset, std::uint64_t bytes, std::uint64_t* token) {
   WireHeader header;
   header.kind = WireKind::kGet;
   header.source = rank_;
   header.offset = offset;
   header.bytes = bytes;
   header.token = next_token_.fetch_add(1, std::memory_order_relaxed);
+  *token = header.token;
   {
     MutexLock lock(&gets_mutex_);
     gets_.emplace_back(header.token, pending);
   }
   Status status = Send(pe, header, nullptr, 0);
-  if (status.ok()) {
-    status = Await([&] { return pending->done.load(std::memory_order_acquire); }, pe, "get");
-  }
-  {
+  if (!status.ok()) {
     MutexLock lock(&gets_mutex_);
     std::erase_if(gets_, [&](const auto& entry) { return entry.first == header.token; });
+  }
+  return status;
+}
+
+Status UcxTransport::AwaitGet(int pe, const std::shared_ptr<PendingGet>& pending,
+                              std::uint64_t token) {
+  Status status =
+      Await([&] { return pending->done.load(std::memory_order_acquire); }, pe, "get");
+  {
+    MutexLock lock(&gets_mutex_);
+    std::erase_if(gets_, [&](const auto& entry) { return entry.first == token; });
   }
   HPS_RETURN_IF_ERROR(status);
   const int answered = pending->status.load(std::memory_order_acquire);
@@ -700,6 +719,18 @@ Status UcxTransport::PutSignal(int, std::uint64_t, const void*, std::uint64_t,
   return Status::Ok();
 }
 Status UcxTransport::Get(int, void*, std::uint64_t, std::uint64_t) { return Status::Ok(); }
+Status UcxTransport::Atomic(int, const AtomicRequest&, std::uint64_t*) { return Status::Ok(); }
+Status UcxTransport::Fence() { return Status::Ok(); }
+Status UcxTransport::PutNbi(int, std::uint64_t, const void*, std::uint64_t,
+                            std::shared_ptr<const void>) {
+  return Status::Ok();
+}
+Status UcxTransport::GetNbi(int, void*, std::uint64_t, std::uint64_t,
+                            std::shared_ptr<const void>) {
+  return Status::Ok();
+}
+Status UcxTransport::CompleteNbi() { return Status::Ok(); }
+Status UcxTransport::Quiet() { return Status::Ok(); }
 Status UcxTransport::Flush() { return Status::Ok(); }
 bool UcxTransport::Poll() { return false; }
 EventSleeper::Armed UcxTransport::Arm(Doorbell*) { return Armed::kTaken; }

@@ -200,6 +200,28 @@ class UcxTransport final : public EventSleeper {
   /// failure, if any.
   Status Finish(Outbound* out);
 
+  /// `request` on the word of `pe` (docs/atomics.md): one kAtomic message, applied by the
+  /// target's progress with the CPU's atomics (so it is atomic with the target's own and its
+  /// host's PEs' atomics), after every earlier message of this PE to `pe`. A non-null `old`
+  /// waits for the answer; otherwise the atomic counts as a write a flush waits for. The rma
+  /// path takes the same message after a worker fence; a peer whose UCX takes no messages:
+  /// UNSUPPORTED_CAPABILITY.
+  Status Atomic(int pe, const AtomicRequest& request, std::uint64_t* old);
+  /// This PE's next message to every peer lands after every earlier one's data (a message
+  /// that orders: remote_wire.h's kWireOrdered; the rma path: a worker fence).
+  Status Fence();
+  /// Put and Get that return before the copy completed (the rma path: as Put and Get).
+  /// CompleteNbi completes them and then drops `hold`, which owns the local side.
+  Status PutNbi(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes,
+                std::shared_ptr<const void> hold);
+  Status GetNbi(int pe, void* destination, std::uint64_t offset, std::uint64_t bytes,
+                std::shared_ptr<const void> hold);
+  /// Waits until every PutNbi and GetNbi begun before has completed (a put's source may be
+  /// reused, a get's data is there); the first failure. Cheap when none is pending.
+  Status CompleteNbi();
+  /// CompleteNbi, then Flush: everything this PE issued is complete and visible at its target.
+  Status Quiet();
+
   /// Copies `bytes` from segment offset `offset` of `pe` to `destination`; returns once there.
   /// It sees every earlier write of this PE to `pe`.
   Status Get(int pe, void* destination, std::uint64_t offset, std::uint64_t bytes);
@@ -274,6 +296,19 @@ class UcxTransport final : public EventSleeper {
     std::size_t next = 0;                   // the first of `deferred` not yet delivered
   };
   struct PendingGet;
+  // Non-blocking operations not yet completed (CompleteNbi), with what they hold.
+  struct NbiPut {
+    std::unique_ptr<Outbound> out;
+    std::shared_ptr<const void> hold;
+  };
+  struct NbiGet {
+    std::shared_ptr<PendingGet> get;
+    std::uint64_t token = 0;
+    int pe = -1;
+    std::shared_ptr<const void> hold;
+  };
+  // Beyond this many pending non-blocking operations, the oldest are completed first.
+  static constexpr std::size_t kMaxNbi = 256;
 
   UcxTransport() = default;
   // The endpoint to `pe`, made now if this PE has none (a hello goes first). Never from
@@ -321,6 +356,15 @@ class UcxTransport final : public EventSleeper {
   // Delivers, in order, what waits from `source` and may go now.
   void Resume(int source);
   void OnGetReply(const WireHeader& header, void* data, std::size_t length, bool rendezvous);
+  // An atomic's answer: the old value into its waiting PendingGet.
+  void OnAtomicReply(const WireHeader& header);
+  // The first message to `pe` after a fence orders (kWireOrdered).
+  void MarkFenced(int pe, WireHeader* header);
+  // A get's request on the messages path: registered under a new token and sent.
+  Status RequestGet(int pe, const std::shared_ptr<PendingGet>& pending, std::uint64_t offset,
+                    std::uint64_t bytes, std::uint64_t* token);
+  // Waits for a requested get's reply and forgets its token.
+  Status AwaitGet(int pe, const std::shared_ptr<PendingGet>& pending, std::uint64_t token);
   void Run();
   void Heartbeat(std::chrono::steady_clock::time_point now);
   static void OnEndpointError(void* arg, void* ep, int status);
@@ -362,6 +406,11 @@ class UcxTransport final : public EventSleeper {
   Mutex gets_mutex_;
   std::vector<std::pair<std::uint64_t, std::shared_ptr<PendingGet>>> gets_ GUARDED_BY(gets_mutex_);
   std::atomic<std::uint64_t> next_token_{1};
+  Mutex nbi_mutex_;
+  std::vector<NbiPut> nbi_puts_ GUARDED_BY(nbi_mutex_);
+  std::vector<NbiGet> nbi_gets_ GUARDED_BY(nbi_mutex_);
+  std::atomic<bool> has_nbi_{false};
+  std::unique_ptr<std::atomic<bool>[]> fenced_;  // by PE: its next message orders
   // Progress: one thread at a time drives the worker; waiters count themselves; one waiter at a
   // time sleeps on the event fd.
   std::atomic<bool> progressing_{false};

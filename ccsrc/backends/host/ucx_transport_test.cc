@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "backends/host/remote_wire.h"
 
 namespace hyper_parallel::shmem::host {
@@ -127,6 +129,56 @@ TEST(RemotePath, MessagesUnlessForcedOrImpossibleOrHardwareOnAuto) {
   auto peer = UcxTransport::ChoosePath("auto", "", false, false);
   EXPECT_EQ(peer.first, Path::kRma);
   EXPECT_EQ(peer.second, "the peer's UCX has no active messages");
+}
+
+TEST(RemoteWire, AtomicsCarryNoDataAndLandOnAnAlignedWordInside) {
+  WireHeader atomic;
+  atomic.kind = WireKind::kAtomic;
+  atomic.source = 1;
+  atomic.atomic = static_cast<std::uint32_t>(AtomicOp::kCompareSwap);
+  atomic.width = 8;
+  atomic.offset = kSegment - 8;
+  EXPECT_EQ(Validate(atomic, 0, kSegment, 2), "");
+  EXPECT_EQ(Validate(atomic, 8, kSegment, 2), "an atomic carries no data");
+  atomic.offset = kSegment;
+  EXPECT_EQ(Validate(atomic, 0, kSegment, 2), "atomic word outside the segment");
+  atomic.offset = 12;
+  EXPECT_EQ(Validate(atomic, 0, kSegment, 2), "atomic word not aligned");
+  atomic.width = 4;
+  EXPECT_EQ(Validate(atomic, 0, kSegment, 2), "");
+  atomic.width = 2;
+  EXPECT_EQ(Validate(atomic, 0, kSegment, 2), "atomic width not 4 or 8");
+  atomic.width = 4;
+  atomic.atomic = kAtomicOps;
+  EXPECT_EQ(Validate(atomic, 0, kSegment, 2), "unknown atomic");
+}
+
+TEST(ApplyAtomic, EveryOpOnBothWidthsReturnsTheOldValue) {
+  alignas(8) std::byte word[8] = {};
+  auto as64 = [&] {
+    std::uint64_t value = 0;
+    std::memcpy(&value, word, 8);
+    return value;
+  };
+  EXPECT_EQ(ApplyAtomic(word, 8, AtomicOp::kSet, 5, 0), 0u);
+  EXPECT_EQ(ApplyAtomic(word, 8, AtomicOp::kAdd, ~0ull, 0), 5u);  // adds -1, wrapping
+  EXPECT_EQ(as64(), 4u);
+  EXPECT_EQ(ApplyAtomic(word, 8, AtomicOp::kCompareSwap, 9, 3), 4u);  // no match: unchanged
+  EXPECT_EQ(as64(), 4u);
+  EXPECT_EQ(ApplyAtomic(word, 8, AtomicOp::kCompareSwap, 9, 4), 4u);
+  EXPECT_EQ(as64(), 9u);
+  EXPECT_EQ(ApplyAtomic(word, 8, AtomicOp::kOr, 1ull << 63, 0), 9u);
+  EXPECT_EQ(ApplyAtomic(word, 8, AtomicOp::kAnd, (1ull << 63) | 1, 0), (1ull << 63) | 9);
+  EXPECT_EQ(ApplyAtomic(word, 8, AtomicOp::kXor, 3, 0), (1ull << 63) | 1);
+  EXPECT_EQ(ApplyAtomic(word, 8, AtomicOp::kSwap, 7, 0), (1ull << 63) | 2);
+  EXPECT_EQ(ApplyAtomic(word, 8, AtomicOp::kFetch, 0, 0), 7u);
+  // A 32-bit word: the high half of the operands is ignored and the next word untouched.
+  std::memset(word, 0, 8);
+  EXPECT_EQ(ApplyAtomic(word, 4, AtomicOp::kAdd, 0xffffffffull, 0), 0u);
+  EXPECT_EQ(ApplyAtomic(word, 4, AtomicOp::kAdd, 1, 0), 0xffffffffu);
+  EXPECT_EQ(as64(), 0u);  // wrapped to 0 within its 4 bytes
+  EXPECT_EQ(ApplyAtomic(word, 4, AtomicOp::kSet, 0x1234567800000001ull, 0), 0u);
+  EXPECT_EQ(as64(), 1u);
 }
 
 }  // namespace

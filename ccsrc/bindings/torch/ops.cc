@@ -210,6 +210,85 @@ void ExchangeKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& inp
                        CallPath::kCustomOp);
 }
 
+const AtomicOp& AtomicOpOf(c10::string_view name) {
+  const AtomicOp* op = AtomicOpNamed(name);
+  TORCH_CHECK_VALUE(op != nullptr, "atomic: ",
+                    ContractText("op", "one of fetch, set, swap, compare_swap, add, and, or, xor",
+                                 "'" + std::string(name) + "'"));
+  return *op;
+}
+
+void AtomicKernel(at::Tensor& order, at::Tensor& dest, c10::string_view op,
+                  const c10::Scalar& value, const c10::Scalar& cond, std::int64_t pe,
+                  at::IntArrayRef team) {
+  CheckOrderToken(order, "atomic");
+  RequireSymmetric("atomic", "dest", dest);
+  (void)AtomicTensor(dest, AtomicOpOf(op), value, cond, TargetPe("atomic", pe, team),
+                     /*fetch=*/false, CallPath::kCustomOp);
+}
+
+at::Tensor AtomicFetchKernel(at::Tensor& order, at::Tensor& dest, c10::string_view op,
+                             const c10::Scalar& value, const c10::Scalar& cond, std::int64_t pe,
+                             at::IntArrayRef team) {
+  CheckOrderToken(order, "atomic_fetch");
+  RequireSymmetric("atomic_fetch", "dest", dest);
+  return AtomicTensor(dest, AtomicOpOf(op), value, cond, TargetPe("atomic_fetch", pe, team),
+                      /*fetch=*/true, CallPath::kCustomOp);
+}
+
+void FenceKernel(at::Tensor& order) {
+  CheckOrderToken(order, "fence");
+  OrderingCall(/*quiet=*/false, CallPath::kCustomOp);
+}
+
+void QuietKernel(at::Tensor& order) {
+  CheckOrderToken(order, "quiet");
+  OrderingCall(/*quiet=*/true, CallPath::kCustomOp);
+}
+
+void PutNbiKernel(at::Tensor& order, const at::Tensor& dst, const at::Tensor& src,
+                  std::int64_t pe, at::IntArrayRef team) {
+  CheckOrderToken(order, "put_nbi");
+  PutTensors(dst, src, TargetPe("put_nbi", pe, team), CallPath::kCustomOp, /*nbi=*/true);
+}
+
+void GetNbiKernel(at::Tensor& order, at::Tensor& dst, const at::Tensor& src, std::int64_t pe,
+                  at::IntArrayRef team) {
+  CheckOrderToken(order, "get_nbi");
+  GetTensors(dst, src, TargetPe("get_nbi", pe, team), CallPath::kCustomOp, /*nbi=*/true);
+}
+
+at::Tensor WaitSignalsKernel(at::Tensor& order, at::Tensor& signals, at::TensorList guarded,
+                             std::int64_t value, c10::string_view comparison,
+                             c10::string_view wait, c10::List<bool> mask) {
+  CheckOrderToken(order, "wait_signals");
+  const Comparison* chosen = ComparisonNamed(comparison);
+  TORCH_CHECK_VALUE(chosen != nullptr, "wait_signals: ",
+                    ContractText("comparison", "one of eq, ne, gt, ge, lt, le",
+                                 "'" + std::string(comparison) + "'"));
+  const WaitSet* set = WaitSetNamed(wait);
+  TORCH_CHECK_VALUE(set != nullptr, "wait_signals: ",
+                    ContractText("wait", "one of any, all, some", "'" + std::string(wait) + "'"));
+  RequireSymmetric("wait_signals", "signals", signals);
+  RequireSymmetric("wait_signals", "guarded item", guarded);
+  std::vector<std::uint8_t> flags;
+  flags.reserve(mask.size());
+  for (const bool flag : mask) flags.push_back(flag ? 1 : 0);
+  return WaitSignalsTensor(signals, value, *chosen, *set, std::move(flags), CallPath::kCustomOp);
+}
+
+at::Tensor TestSignalKernel(at::Tensor& order, const at::Tensor& sig, std::int64_t value,
+                            c10::string_view comparison) {
+  CheckOrderToken(order, "test_signal");
+  const Comparison* chosen = ComparisonNamed(comparison);
+  TORCH_CHECK_VALUE(chosen != nullptr, "test_signal: ",
+                    ContractText("comparison", "one of eq, ne, gt, ge, lt, le",
+                                 "'" + std::string(comparison) + "'"));
+  at::Tensor answer = at::empty({}, at::TensorOptions().dtype(at::kBool));
+  *answer.mutable_data_ptr<bool>() = TestSignalTensor(sig, value, *chosen, CallPath::kCustomOp);
+  return answer;
+}
+
 constexpr char kAllGather[] = "all_gather";
 constexpr char kAllToAll[] = "all_to_all";
 
@@ -269,6 +348,25 @@ TORCH_LIBRARY(hps, m) {
   m.def("wait_signal(Tensor(t!) order, Tensor(a!) sig, Tensor(b!)[] guarded, int value, "
         "str comparison=\"eq\") -> ()",
         ordered);
+  // Atomics, ordering, non-blocking RMA and the waits on several words (docs/atomics.md). An
+  // atomic declares dest written wherever it goes (conservative: no read of it moves across).
+  m.def("atomic(Tensor(t!) order, Tensor(a!) dest, str op, Scalar value, Scalar cond, int pe, "
+        "int[] team=[]) -> ()",
+        ordered);
+  m.def("atomic_fetch(Tensor(t!) order, Tensor(a!) dest, str op, Scalar value, Scalar cond, "
+        "int pe, int[] team=[]) -> Tensor",
+        ordered);
+  m.def("fence(Tensor(t!) order) -> ()", ordered);
+  m.def("quiet(Tensor(t!) order) -> ()", ordered);
+  m.def("put_nbi(Tensor(t!) order, Tensor dst, Tensor src, int pe, int[] team=[]) -> ()",
+        ordered);
+  m.def("get_nbi(Tensor(t!) order, Tensor(a!) dst, Tensor src, int pe, int[] team=[]) -> ()",
+        ordered);
+  m.def("wait_signals(Tensor(t!) order, Tensor(a!) signals, Tensor(b!)[] guarded, int value, "
+        "str comparison, str wait, bool[] mask) -> Tensor",
+        ordered);
+  m.def("test_signal(Tensor(t!) order, Tensor sig, int value, str comparison) -> Tensor",
+        ordered);
   m.def("barrier(Tensor(t!) order, Tensor(b!)[] published, int[] team=[]) -> ()",
         host_blocking);
   m.def("all_gather(Tensor(t!) order, Tensor(a!) output, Tensor input, int[] team=[]) -> ()",
@@ -287,7 +385,15 @@ TORCH_LIBRARY(hps, m) {
   m.impl("wait_signal", &WaitSignalKernel);                     \
   m.impl("barrier", &BarrierKernel);                            \
   m.impl("all_gather", &ExchangeKernel<kAllGather>);            \
-  m.impl("all_to_all", &ExchangeKernel<kAllToAll>)
+  m.impl("all_to_all", &ExchangeKernel<kAllToAll>);            \
+  m.impl("atomic", &AtomicKernel);                              \
+  m.impl("atomic_fetch", &AtomicFetchKernel);                   \
+  m.impl("fence", &FenceKernel);                                \
+  m.impl("quiet", &QuietKernel);                                \
+  m.impl("put_nbi", &PutNbiKernel);                             \
+  m.impl("get_nbi", &GetNbiKernel);                             \
+  m.impl("wait_signals", &WaitSignalsKernel);                   \
+  m.impl("test_signal", &TestSignalKernel)
 
 TORCH_LIBRARY_IMPL(hps, CPU, m) { HPS_REGISTER_KERNELS(m); }
 TORCH_LIBRARY_IMPL(hps, CUDA, m) { HPS_REGISTER_KERNELS(m); }

@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -77,6 +78,12 @@ class ReleaseFor {
  private:
   std::optional<py::gil_scoped_release> released_;
 };
+
+// A non-blocking operation's operands, whatever the stream: on the default stream too, it may
+// still read or write them once the call returned (until a quiet).
+KeepAlive HoldUntilQuiet(const at::Tensor& dst, const at::Tensor& src) {
+  return std::make_shared<std::pair<at::Tensor, at::Tensor>>(dst, src);
+}
 
 SignalOp SignalOpArg(py::handle value) {
   return *SignalOpNamed(ChoiceArg("operation", value, {"set", "add"}));
@@ -186,22 +193,28 @@ const Comparison* ComparisonNamed(std::string_view name) {
   return nullptr;
 }
 
-void PutTensors(const at::Tensor& dst, const at::Tensor& src, int pe, CallPath path) {
-  const SymmetricView view = Symmetric("put", "dst", dst);
-  const void* local = Local("put", "src", src);
-  CheckMatches("put", "src", src, "dst", dst);
+void PutTensors(const at::Tensor& dst, const at::Tensor& src, int pe, CallPath path, bool nbi) {
+  const std::string_view op = nbi ? "put_nbi" : "put";
+  const SymmetricView view = Symmetric(op, "dst", dst);
+  const void* local = Local(op, "src", src);
+  CheckMatches(op, "src", src, "dst", dst);
   const StreamRef stream = CurrentStream();
-  Check(Runtime::Process().Put(view, local, pe, stream, Hold(stream, dst, src)));
-  RecordOp("put", pe, path);
+  Runtime& runtime = Runtime::Process();
+  Check(nbi ? runtime.PutNbi(view, local, pe, stream, HoldUntilQuiet(dst, src))
+            : runtime.Put(view, local, pe, stream, Hold(stream, dst, src)));
+  RecordOp(op, pe, path);
 }
 
-void GetTensors(const at::Tensor& dst, const at::Tensor& src, int pe, CallPath path) {
-  const SymmetricView view = Symmetric("get", "src", src);
-  void* local = Local("get", "dst", dst);
-  CheckMatches("get", "dst", dst, "src", src);
+void GetTensors(const at::Tensor& dst, const at::Tensor& src, int pe, CallPath path, bool nbi) {
+  const std::string_view op = nbi ? "get_nbi" : "get";
+  const SymmetricView view = Symmetric(op, "src", src);
+  void* local = Local(op, "dst", dst);
+  CheckMatches(op, "dst", dst, "src", src);
   const StreamRef stream = CurrentStream();
-  Check(Runtime::Process().Get(local, view, pe, stream, Hold(stream, dst, src)));
-  RecordOp("get", pe, path);
+  Runtime& runtime = Runtime::Process();
+  Check(nbi ? runtime.GetNbi(local, view, pe, stream, HoldUntilQuiet(dst, src))
+            : runtime.Get(local, view, pe, stream, Hold(stream, dst, src)));
+  RecordOp(op, pe, path);
 }
 
 void SignalTensor(const at::Tensor& sig, std::int64_t value, int pe, SignalOp op,

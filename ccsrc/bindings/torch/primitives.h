@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "backends/backend.h"
 #include "bindings/torch/op_record.h"
@@ -20,10 +21,14 @@
 
 namespace hyper_parallel::shmem::binding {
 
-/// Copies local `src` into symmetric `dst` on world PE `pe`, on the current stream.
-void PutTensors(const at::Tensor& dst, const at::Tensor& src, int pe, CallPath path);
-/// Copies symmetric `src` on world PE `pe` into local `dst`, on the current stream.
-void GetTensors(const at::Tensor& dst, const at::Tensor& src, int pe, CallPath path);
+/// Copies local `src` into symmetric `dst` on world PE `pe`, on the current stream (`nbi`: the
+/// non-blocking form, put_nbi).
+void PutTensors(const at::Tensor& dst, const at::Tensor& src, int pe, CallPath path,
+                bool nbi = false);
+/// Copies symmetric `src` on world PE `pe` into local `dst`, on the current stream (`nbi`:
+/// get_nbi).
+void GetTensors(const at::Tensor& dst, const at::Tensor& src, int pe, CallPath path,
+                bool nbi = false);
 /// Sets or adds `value` to the symmetric one-element signal `sig` on world PE `pe`.
 void SignalTensor(const at::Tensor& sig, std::int64_t value, int pe, SignalOp op,
                   CallPath path);
@@ -33,6 +38,24 @@ void PutSignalTensors(const at::Tensor& dst, const at::Tensor& src, const at::Te
 /// Waits until the local `sig` compares true against `value`.
 void WaitSignalTensor(const at::Tensor& sig, std::int64_t value, Comparison comparison,
                       CallPath path);
+/// `op` on the one-element symmetric `dest` of world PE `pe` (atomics.cc; docs/atomics.md):
+/// `value` and `compare` must fit dest's dtype. Returns the old value as a 0-dim tensor of
+/// dest's dtype, filled in stream order, when `fetch`; else an undefined tensor.
+at::Tensor AtomicTensor(const at::Tensor& dest, AtomicOp op, const c10::Scalar& value,
+                        const c10::Scalar& compare, int pe, bool fetch, CallPath path);
+/// fence (`quiet` false) or quiet on the current stream.
+void OrderingCall(bool quiet, CallPath path);
+/// Waits on the local 1-D int32/int64 symmetric `signals` (docs/atomics.md); returns a bool
+/// tensor of their length, filled in stream order: which taking-part words satisfy.
+at::Tensor WaitSignalsTensor(const at::Tensor& signals, std::int64_t value, Comparison comparison,
+                             WaitSet set, std::vector<std::uint8_t> mask, CallPath path);
+/// Whether the local one-element `sig` compares true against `value` now.
+bool TestSignalTensor(const at::Tensor& sig, std::int64_t value, Comparison comparison,
+                      CallPath path);
+/// "fetch" ... "xor" and "any" / "all" / "some" as the Runtime's enums; null when unknown.
+const AtomicOp* AtomicOpNamed(std::string_view name);
+const WaitSet* WaitSetNamed(std::string_view name);
+
 /// Runs `collective` over `team` (kWorldTeam: the Root WORLD): with no operands when both are
 /// null (barrier), else with a symmetric output and a local input of the same dtype.
 void RunCollectiveTensors(const data_plane::Collective& collective, const TeamHandle& team,

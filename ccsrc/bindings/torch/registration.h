@@ -17,6 +17,8 @@ HPS_BINDING_API void RegisterBootstrap(pybind11::module_& m);
 HPS_BINDING_API void RegisterHeapTensors(pybind11::module_& m);
 /// primitives.cc: put, get, signal, put_signal, wait_signal, collective.
 HPS_BINDING_API void RegisterPrimitives(pybind11::module_& m);
+/// atomics.cc: atomic, fence, quiet, put_nbi, get_nbi, wait_signals, test_signal.
+HPS_BINDING_API void RegisterAtomics(pybind11::module_& m);
 /// streams.cc: Stream, Event, set_current_stream.
 HPS_BINDING_API void RegisterStreams(pybind11::module_& m);
 /// diagnostics.cc: snapshot, log_level, timeout_seconds.

@@ -1,6 +1,7 @@
 // Put/get/signal/wait/barrier across real PE processes on the host backend.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <numeric>
 #include <thread>
 
@@ -283,6 +284,83 @@ TEST_P(RmaTest, NoProcessesOrSegmentsLeftBehind) {
   for (const PeOutcome& outcome : outcomes) pids.push_back(outcome.pid);
   EXPECT_TRUE(LiveSegmentsOf(pids).empty());
   EXPECT_TRUE(LiveChildrenOf(::getpid()).empty());
+}
+
+// Atomics, non-blocking puts, quiet and the waits on several words (docs/atomics.md); the
+// ucx_loopback ctest runs it with every peer through UCX.
+TEST_P(RmaTest, AtomicsNonBlockingPutsQuietAndWaitsOnSeveralWords) {
+  EXPECT_ALL_PES_PASS(RunPes(Launch(GetParam()), [](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime());
+    constexpr int kAdds = 500;
+    Allocation words = MustAllocate(ctx, 64);
+    Allocation inbox = MustAllocate(ctx, 256 * sizeof(std::int64_t));
+    Allocation flags = MustAllocate(ctx, 8 * sizeof(std::int64_t));
+    std::memset(words.data, 0, 64);
+    std::memset(flags.data, 0, 8 * sizeof(std::int64_t));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
+    auto atomic = [&](std::uint64_t offset, std::uint8_t width, AtomicOp op, std::uint64_t value,
+                      std::uint64_t compare, int pe, std::uint64_t* old) {
+      return Rt().Atomic(Sub(words, offset, width), width, op, value, compare, pe, old, {});
+    };
+    // Fetch-add on PE 0's word from every PE: each PE sees its old values rise.
+    std::uint64_t last = 0;
+    for (int i = 0; i < kAdds; ++i) {
+      std::uint64_t old = ~0ull;
+      CHECK_PE_OK(ctx, atomic(0, 8, AtomicOp::kAdd, 1, 0, 0, &old));
+      CHECK_PE(ctx, i == 0 || old > last, "fetch_add's old values rise");
+      last = old;
+    }
+    // A 32-bit or on PE 0: every PE's bit; a compare-and-swap only one PE wins.
+    CHECK_PE_OK(ctx, atomic(8, 4, AtomicOp::kOr, 1u << ctx.rank, 0, 0, nullptr));
+    std::uint64_t won = 0;
+    CHECK_PE_OK(ctx, atomic(16, 8, AtomicOp::kCompareSwap, ctx.rank + 1, 0, 0, &won));
+    CHECK_PE_OK(ctx, Rt().Quiet({}));
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
+    std::uint64_t sum = 0, bits = 0, owner = 0;
+    CHECK_PE_OK(ctx, atomic(0, 8, AtomicOp::kFetch, 0, 0, 0, &sum));
+    CHECK_PE_OK(ctx, atomic(8, 4, AtomicOp::kFetch, 0, 0, 0, &bits));
+    CHECK_PE_OK(ctx, atomic(16, 8, AtomicOp::kFetch, 0, 0, 0, &owner));
+    CHECK_PE(ctx, sum == static_cast<std::uint64_t>(kAdds) * ctx.size, "every add counted");
+    CHECK_PE(ctx, bits == (1u << ctx.size) - 1, "every PE's bit is set");
+    CHECK_PE(ctx, owner >= 1 && owner <= static_cast<std::uint64_t>(ctx.size) &&
+                      (won == 0) == (owner == static_cast<std::uint64_t>(ctx.rank) + 1),
+             "one compare-and-swap won, and its PE saw the old value 0");
+    // Non-blocking puts to the next PE, a quiet, then a flag word each.
+    const int next = (ctx.rank + 1) % ctx.size;
+    const int previous = (ctx.rank + ctx.size - 1) % ctx.size;
+    std::vector<std::int64_t> values(256);
+    for (int i = 0; i < 256; ++i) values[i] = ctx.rank * 1000 + i;
+    for (int i = 0; i < 256; ++i) {
+      CHECK_PE_OK(ctx, Rt().PutNbi(Sub(inbox, i * sizeof(std::int64_t), sizeof(std::int64_t)),
+                                   &values[i], next, {}));
+    }
+    CHECK_PE_OK(ctx, Rt().Quiet({}));
+    const int slot = ctx.rank % 8;
+    CHECK_PE_OK(ctx, Rt().Signal(Sub(flags, slot * 8, 8), SignalWidth::k64, 1, next,
+                                 SignalOp::kSet, {}));
+    // Wait for the previous PE's flag among the eight words: any, then all of those masked in.
+    std::vector<std::uint8_t> satisfied(8, 0);
+    CHECK_PE_OK(ctx, Rt().WaitSignals(View(flags), SignalWidth::k64, 1, Comparison::kEq, {},
+                                      WaitSet::kAny, satisfied.data(), {}));
+    CHECK_PE(ctx, satisfied[previous % 8] == 1, "the previous PE's flag satisfies");
+    std::vector<std::uint8_t> mask(8, 0);
+    mask[previous % 8] = 1;
+    CHECK_PE_OK(ctx, Rt().WaitSignals(View(flags), SignalWidth::k64, 1, Comparison::kEq, mask,
+                                      WaitSet::kAll, satisfied.data(), {}));
+    for (int i = 0; i < 256; ++i) {
+      if (As<std::int64_t>(inbox)[i] != previous * 1000 + i) {
+        CHECK_PE(ctx, false, "put_nbi's data is there before the flag after quiet");
+        break;
+      }
+    }
+    bool now = false;
+    CHECK_PE_OK(ctx, Rt().TestSignal(Sub(flags, (previous % 8) * 8, 8), SignalWidth::k64, 1,
+                                     Comparison::kEq, &now));
+    CHECK_PE(ctx, now, "test_signal sees the flag");
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
+    FreeAllAndShutdown(ctx);
+    return 0;
+  }));
 }
 
 INSTANTIATE_TEST_SUITE_P(Pes, RmaTest, ::testing::Values(2, 4, 8));

@@ -1,0 +1,176 @@
+// UcxTransport: atomics, fence, quiet and the non-blocking puts and gets (ucx_transport.h;
+// docs/atomics.md). Every atomic on a remote word is one kAtomic message that the target's
+// progress applies with the CPU's atomics (ApplyAtomic), the one mechanism for every atomic on
+// the heap: RDMA atomics of a NIC would not be atomic with the CPU's of the target's own host.
+#include "backends/host/ucx_library.h"
+
+#include <cstring>
+
+namespace hyper_parallel::shmem::host {
+
+#if HPS_HAVE_UCX_HEADERS
+
+void UcxTransport::MarkFenced(int pe, WireHeader* header) {
+  if (fenced_[pe].load(std::memory_order_relaxed) &&
+      fenced_[pe].exchange(false, std::memory_order_acq_rel)) {
+    header->flags |= kWireOrdered;
+  }
+}
+
+Status UcxTransport::Fence() {
+  bool rma = false;
+  for (Peer& peer : peers_) {
+    if (!peer.reachable) continue;
+    if (peer.path == Path::kRma && peer.ep.load(std::memory_order_acquire) != nullptr) rma = true;
+    fenced_[peer.pe].store(true, std::memory_order_release);
+  }
+  if (!rma) return Status::Ok();
+  const ucs_status_t fenced = lib_->worker_fence(static_cast<ucp_worker_h>(worker_));
+  return fenced == UCS_OK ? Status::Ok() : Failure(-1, fenced, "ucp_worker_fence");
+}
+
+Status UcxTransport::Atomic(int pe, const AtomicRequest& request, std::uint64_t* old) {
+  Peer& peer = peers_[pe];
+  atomics_.fetch_add(1, std::memory_order_relaxed);
+  HPS_RETURN_IF_ERROR(Connected(pe));
+  if (!peer.accepts_messages) {
+    return Status::Assertion(ErrorCode::kUnsupportedCapability,
+                             "atomics on a remote PE need UCX active messages, which that PE's "
+                             "UCX cannot take (docs/atomics.md)",
+                             {{"pe", std::to_string(pe)}});
+  }
+  if (peer.path == Path::kRma) {
+    // After this PE's puts to it, which went as RMA.
+    const ucs_status_t fenced = lib_->worker_fence(static_cast<ucp_worker_h>(worker_));
+    if (fenced != UCS_OK) return Failure(pe, fenced, "ucp_worker_fence");
+  }
+  WireHeader header;
+  header.kind = WireKind::kAtomic;
+  header.source = rank_;
+  header.atomic = static_cast<std::uint32_t>(request.op);
+  header.width = request.width;
+  header.offset = request.offset;
+  header.value = static_cast<std::int64_t>(request.value);
+  header.compare = request.compare;
+  if (old == nullptr) {
+    HPS_RETURN_IF_ERROR(Send(pe, header, nullptr, 0));
+    unconfirmed_[pe].store(true, std::memory_order_release);  // a flush waits for it
+    return Status::Ok();
+  }
+  // The answer comes as a get's would: the same pending entry, filled from the header.
+  auto pending = std::make_shared<PendingGet>();
+  pending->destination = old;
+  pending->bytes = sizeof *old;
+  header.token = next_token_.fetch_add(1, std::memory_order_relaxed);
+  {
+    MutexLock lock(&gets_mutex_);
+    gets_.emplace_back(header.token, pending);
+  }
+  Status status = Send(pe, header, nullptr, 0);
+  if (!status.ok()) {
+    MutexLock lock(&gets_mutex_);
+    std::erase_if(gets_, [&](const auto& entry) { return entry.first == header.token; });
+    return status;
+  }
+  return AwaitGet(pe, pending, header.token);
+}
+
+void UcxTransport::OnAtomicReply(const WireHeader& header) {
+  std::shared_ptr<PendingGet> pending;
+  {
+    MutexLock lock(&gets_mutex_);
+    for (const auto& [token, get] : gets_) {
+      if (token == header.token) pending = get;
+    }
+  }
+  if (pending == nullptr) return;  // abandoned (timed out)
+  const auto old = static_cast<std::uint64_t>(header.value);
+  std::memcpy(pending->destination, &old, std::min<std::uint64_t>(sizeof old, pending->bytes));
+  pending->status.store(UCS_OK, std::memory_order_relaxed);
+  pending->done.store(true, std::memory_order_release);
+  if (own_bell_ != nullptr) Ring<CallSite::kHostThread>(own_bell_);
+}
+
+Status UcxTransport::PutNbi(int pe, std::uint64_t offset, const void* source,
+                            std::uint64_t bytes, std::shared_ptr<const void> hold) {
+  HPS_RETURN_IF_ERROR(Connected(pe));
+  if (peers_[pe].path != Path::kMessages) return Put(pe, offset, source, bytes);
+  auto out = std::make_unique<Outbound>();
+  Status begun = Begin(out.get(), pe, offset, source, bytes, RemoteSignal{}, Audience::kAnyone);
+  if (!begun.ok()) {
+    (void)Finish(out.get());
+    return begun;
+  }
+  std::vector<NbiPut> oldest;
+  {
+    MutexLock lock(&nbi_mutex_);
+    nbi_puts_.push_back(NbiPut{std::move(out), std::move(hold)});
+    has_nbi_.store(true, std::memory_order_release);
+    // A bound on what is pending: the oldest half completes now, outside the lock.
+    if (nbi_puts_.size() > kMaxNbi) {
+      const auto half = nbi_puts_.begin() + static_cast<std::ptrdiff_t>(kMaxNbi / 2);
+      oldest.assign(std::make_move_iterator(nbi_puts_.begin()), std::make_move_iterator(half));
+      nbi_puts_.erase(nbi_puts_.begin(), half);
+    }
+  }
+  Status first;
+  for (NbiPut& put : oldest) {
+    Status finished = Finish(put.out.get());
+    if (first.ok()) first = std::move(finished);
+  }
+  return first;
+}
+
+Status UcxTransport::GetNbi(int pe, void* destination, std::uint64_t offset, std::uint64_t bytes,
+                            std::shared_ptr<const void> hold) {
+  HPS_RETURN_IF_ERROR(Connected(pe));
+  if (peers_[pe].path != Path::kMessages) return Get(pe, destination, offset, bytes);
+  gets_count_.fetch_add(1, std::memory_order_relaxed);
+  bytes_got_.fetch_add(bytes, std::memory_order_relaxed);
+  auto pending = std::make_shared<PendingGet>();
+  pending->destination = destination;
+  pending->bytes = bytes;
+  std::uint64_t token = 0;
+  HPS_RETURN_IF_ERROR(RequestGet(pe, pending, offset, bytes, &token));
+  bool complete_now = false;
+  {
+    MutexLock lock(&nbi_mutex_);
+    nbi_gets_.push_back(NbiGet{std::move(pending), token, pe, std::move(hold)});
+    has_nbi_.store(true, std::memory_order_release);
+    complete_now = nbi_gets_.size() > kMaxNbi;
+  }
+  return complete_now ? CompleteNbi() : Status::Ok();
+}
+
+Status UcxTransport::CompleteNbi() {
+  if (!has_nbi_.load(std::memory_order_acquire)) [[likely]] return Status::Ok();
+  std::vector<NbiPut> puts;
+  std::vector<NbiGet> gets;
+  {
+    MutexLock lock(&nbi_mutex_);
+    puts.swap(nbi_puts_);
+    gets.swap(nbi_gets_);
+    has_nbi_.store(false, std::memory_order_release);
+  }
+  // Every one is waited for, also after a failure, so that no hold is dropped while UCX may
+  // still read or write its memory.
+  Status first;
+  for (NbiPut& put : puts) {
+    Status finished = Finish(put.out.get());
+    if (first.ok()) first = std::move(finished);
+  }
+  for (NbiGet& get : gets) {
+    Status finished = AwaitGet(get.pe, get.get, get.token);
+    if (first.ok()) first = std::move(finished);
+  }
+  return first;
+}
+
+Status UcxTransport::Quiet() {
+  HPS_RETURN_IF_ERROR(CompleteNbi());
+  return Flush();
+}
+
+#endif
+
+}  // namespace hyper_parallel::shmem::host
