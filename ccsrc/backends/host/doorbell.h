@@ -33,7 +33,9 @@
 namespace hyper_parallel::shmem::host {
 
 struct Doorbell {
-  std::atomic<std::uint32_t> sequence{0};  ///< futex word; bumped by rings that may wake
+  /// The futex word: bumped (by 2) by rings that may wake; its low bit (kArmed) is set by a
+  /// sleeper before it sleeps and cleared by the ring that wakes it.
+  std::atomic<std::uint32_t> sequence{0};
   std::atomic<std::uint32_t> sleepers{0};  ///< waiters inside futex wait (skip wake if none)
   /// Waiters asleep on the network's events: a ring kicks the wake socket while any are.
   std::atomic<std::uint32_t> event_sleepers{0};
@@ -80,6 +82,22 @@ namespace internal {
 void FutexWait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
                std::chrono::nanoseconds timeout);
 void FutexWakeAll(std::atomic<std::uint32_t>* word);
+
+/// Doorbell::sequence's low bit: a sleeper may be asleep on the word's present value.
+inline constexpr std::uint32_t kArmed = 1;
+
+/// Moves the futex word on (by 2, clearing kArmed) and wakes its sleepers if it was armed (or
+/// `always_wake`). A sleeper sets kArmed and reads the word in one fetch_or, then checks its
+/// predicate, then sleeps on that value: a bump after its fetch_or either finds it armed and
+/// wakes, or follows a bump that did (after the fetch_or: the word has moved, so a sleeper
+/// not yet asleep returns at once); a bump before it came with data its check sees.
+inline void BumpDoorbell(Doorbell* bell, bool always_wake) {
+  std::uint32_t current = bell->sequence.load(std::memory_order_relaxed);
+  while (!bell->sequence.compare_exchange_weak(current, (current + 2) & ~kArmed,
+                                               std::memory_order_seq_cst)) {
+  }
+  if (always_wake || (current & kArmed) != 0) FutexWakeAll(&bell->sequence);
+}
 void CpuRelax();
 void Yield();
 /// Sends one datagram to the wake socket called `name` (nothing when 0 or when it is gone).
@@ -119,13 +137,14 @@ class WakeSocket {
 /// Ring() for a writer whose change was itself a seq_cst operation (and whose waiter reads it
 /// with seq_cst loads): the seq_cst total order then already orders it before the sleeper
 /// check, so no fence is needed.
+///
+/// Of the rings that find sleepers, only one that finds the futex word armed makes the wake
+/// system call (BumpDoorbell); the others only bump the word. A burst of atomics or signals to a
+/// PE that sleeps then costs one system call each time it goes back to sleep, not one each.
 template <CallSite kSite>
 void RingAfterSeqCst(Doorbell* bell) {
   RequireCallable<HostCall::kAtomicSignal, kSite>();
-  if (bell->sleepers.load(std::memory_order_seq_cst) != 0) {
-    bell->sequence.fetch_add(1, std::memory_order_seq_cst);
-    internal::FutexWakeAll(&bell->sequence);
-  }
+  if (bell->sleepers.load(std::memory_order_seq_cst) != 0) internal::BumpDoorbell(bell, false);
   // The same Dekker pairing with an event sleeper's seq_cst increment (EventSleeper::Arm).
   if (bell->event_sleepers.load(std::memory_order_seq_cst) != 0) {
     internal::Kick(bell->wake_name.load(std::memory_order_relaxed));
@@ -223,8 +242,7 @@ WaitOutcome WaitUntil(Doorbell* bell, Predicate&& ready, std::chrono::nanosecond
     bool held = false;
     ~HandOver() {
       if (held && bell->sleepers.load(std::memory_order_seq_cst) != 0) {
-        bell->sequence.fetch_add(1, std::memory_order_seq_cst);
-        internal::FutexWakeAll(&bell->sequence);
+        internal::BumpDoorbell(bell, /*always_wake=*/true);
       }
     }
   } hand_over{bell};
@@ -254,7 +272,10 @@ WaitOutcome WaitUntil(Doorbell* bell, Predicate&& ready, std::chrono::nanosecond
       continue;
     }
     bell->sleepers.fetch_add(1, std::memory_order_seq_cst);
-    const std::uint32_t sequence = bell->sequence.load(std::memory_order_seq_cst);
+    // Arm and read in one step (BumpDoorbell): a ring after it moves the word, and the first
+    // such ring wakes.
+    const std::uint32_t sequence =
+        bell->sequence.fetch_or(internal::kArmed, std::memory_order_seq_cst) | internal::kArmed;
     bool done = ready();
     if (!done && !aborted()) {
       const auto now = WaitClock::now();
