@@ -2,15 +2,19 @@
  * oshmem_bench.c - reference micro-benchmark for Open MPI's OSHMEM.
  *
  * Measures the same communication patterns as the Hyper-Parallel SHMEM
- * benchmarks (put, get, put + signal, ping-pong, barrier, fcollect) using only the
- * OpenSHMEM 1.4 API, so an orchestrator can compare the two runtimes.
+ * benchmarks (put, get, put + signal, ping-pong, barrier, fcollect, fetching
+ * atomics, non-blocking puts) using only the OpenSHMEM 1.4 API, so an
+ * orchestrator can compare the two runtimes.
  * For every requested size all PEs first run an untimed warm-up, then PE 0
  * calibrates an iteration count by doubling a trial batch until the shorter
  * of two runs lasts at least --min-time-us; the count is broadcast so every
  * PE runs identical loops.  Each of the --reps repetitions is a barrier
  * followed by a timed batch (CLOCK_MONOTONIC) and yields the mean
  * microseconds per iteration (per half round trip for ping-pong).  Put, get,
- * ping-pong and fcollect data is checked once after the measurements.  PE 0
+ * ping-pong and fcollect data is checked once after the measurements, the
+ * atomics' word once after and every fetched value as it comes.  fetch_add
+ * and compare_swap work on one 64-bit word whatever --sizes says: one record
+ * of 8 bytes per listed size.  PE 0
  * writes one JSON line per size to stdout, then a "done" line before
  * shmem_finalize(), because Open MPI 4.1.4 may crash inside shmem_finalize
  * (ompi issue 11604).
@@ -37,11 +41,13 @@
 #define FILL_BYTE 0xFF
 
 enum test_kind {
-    TEST_PUT, TEST_GET, TEST_PINGPONG, TEST_BARRIER, TEST_FCOLLECT, TEST_PUT_SIGNAL
+    TEST_PUT, TEST_GET, TEST_PINGPONG, TEST_BARRIER, TEST_FCOLLECT, TEST_PUT_SIGNAL,
+    TEST_FETCH_ADD, TEST_COMPARE_SWAP, TEST_PUT_NBI, TEST_PUT_SIGNAL_QUIET
 };
 
 static const char *const test_names[] = {
-    "put", "get", "pingpong", "barrier", "fcollect", "put_signal"
+    "put", "get", "pingpong", "barrier", "fcollect", "put_signal",
+    "fetch_add", "compare_swap", "put_nbi", "put_signal_quiet"
 };
 
 struct options {
@@ -62,6 +68,7 @@ struct bench {
     unsigned char *sym_src;
     unsigned char *local;
     long *flag;
+    long *word;
     long seq;
     long *coll_psync[2];
     int coll_turn;
@@ -75,7 +82,8 @@ static void usage(const char *msg)
 {
     fprintf(stderr, "oshmem_bench: %s\n", msg);
     fprintf(stderr,
-            "usage: oshmem_bench --test put|get|put_signal|pingpong|barrier|fcollect "
+            "usage: oshmem_bench --test put|get|put_signal|pingpong|barrier|fcollect|"
+            "fetch_add|compare_swap|put_nbi|put_signal_quiet "
             "--sizes S1,S2,... --reps R --min-time-us T\n");
     exit(EXIT_USAGE);
 }
@@ -222,6 +230,16 @@ static void *sym_alloc(int me, size_t bytes)
     return p;
 }
 
+/* A cache line of its own, so polling a neighbour cannot slow its atomics. */
+static long *line_alloc(int me)
+{
+    long *p = shmem_align(64, 64);
+
+    if (p == NULL)
+        fail(me, "shmem_align failed; raise SHMEM_SYMMETRIC_SIZE");
+    return p;
+}
+
 static long *sync_alloc(int me, size_t count)
 {
     long *p = sym_alloc(me, count * sizeof(long));
@@ -264,9 +282,12 @@ static void check_pattern(const struct bench *b, const unsigned char *buf,
     }
 }
 
-/* fcollect64 moves 8-byte words: round down, but move at least one word. */
+/* fcollect64 moves 8-byte words: round down, but move at least one word.
+ * The atomics always work on one long. */
 static size_t effective_bytes(enum test_kind t, size_t bytes)
 {
+    if (t == TEST_FETCH_ADD || t == TEST_COMPARE_SWAP)
+        return sizeof(long);
     if (t != TEST_FCOLLECT)
         return bytes;
     bytes -= bytes % 8;
@@ -302,6 +323,21 @@ static double batch_put(struct bench *b, long n)
     return now_us() - t0;
 }
 
+/* Many messages in flight and one quiet per batch: time per message, the
+ * inverse of the message rate. */
+static double batch_put_nbi(struct bench *b, long n)
+{
+    double t0;
+
+    if (b->me != 0)
+        return 0.0;
+    t0 = now_us();
+    for (long i = 0; i < n; i++)
+        shmem_putmem_nbi(b->sym_dst, b->local, b->bytes, 1);
+    shmem_quiet();
+    return now_us() - t0;
+}
+
 static double batch_get(struct bench *b, long n)
 {
     double t0;
@@ -319,7 +355,9 @@ static double batch_get(struct bench *b, long n)
  * visible at the target) before the next starts: time per call.  The target
  * waits for the batch's last add in shmem_long_wait_until, which drives its
  * progress (over tcp a remote atomic lands only while the target does;
- * waiting in a barrier instead cost a scheduler tick per call). */
+ * waiting in a barrier instead cost a scheduler tick per call).
+ * put_signal_quiet runs this same batch under the name of the Hyper-Parallel
+ * SHMEM test it stands beside (put_signal + quiet there). */
 static double batch_put_signal(struct bench *b, long n)
 {
     double t0;
@@ -337,6 +375,51 @@ static double batch_put_signal(struct bench *b, long n)
         shmem_quiet();
     }
     return now_us() - t0;
+}
+
+static void word_mismatch(const struct bench *b, long got, long expected)
+{
+    char msg[160];
+
+    snprintf(msg, sizeof msg, "%s: the word holds %ld, expected %ld",
+             test_names[b->test], got, expected);
+    fail(b->me, msg);
+}
+
+/* PE 0's fetching atomics on PE 1's word, which only grows: call k (counted
+ * over every batch) finds k there and leaves k + 1, so every compare-and-swap
+ * succeeds with cond k.  As in put_signal, PE 1 waits in
+ * shmem_long_wait_until, which drives its progress, but on the flag, which PE
+ * 0 sets once after its clock stops: polling the word itself would contend
+ * for its cache line with every atomic over shared memory (twice the time). */
+static double batch_atomic(struct bench *b, long n)
+{
+    long base = b->seq;
+    double t0, t;
+
+    b->seq += n;
+    if (b->me == 1)
+        shmem_long_wait_until(b->flag, SHMEM_CMP_GE, b->seq);
+    if (b->me != 0)
+        return 0.0;
+    t0 = now_us();
+    if (b->test == TEST_FETCH_ADD) {
+        for (long i = 0; i < n; i++) {
+            long old = shmem_long_atomic_fetch_add(b->word, 1, 1);
+            if (old != base + i)
+                word_mismatch(b, old, base + i);
+        }
+    } else {
+        for (long i = 0; i < n; i++) {
+            long cond = base + i;
+            long old = shmem_long_atomic_compare_swap(b->word, cond, cond + 1, 1);
+            if (old != cond)
+                word_mismatch(b, old, cond);
+        }
+    }
+    t = now_us() - t0;
+    shmem_long_atomic_set(b->flag, b->seq, 1);
+    return t;
 }
 
 /* The fence orders the payload before the flag, so once the peer sees the
@@ -408,7 +491,13 @@ static double run_batch(struct bench *b, long n)
     case TEST_FCOLLECT:
         return batch_fcollect(b, n);
     case TEST_PUT_SIGNAL:
+    case TEST_PUT_SIGNAL_QUIET:
         return batch_put_signal(b, n);
+    case TEST_FETCH_ADD:
+    case TEST_COMPARE_SWAP:
+        return batch_atomic(b, n);
+    case TEST_PUT_NBI:
+        return batch_put_nbi(b, n);
     }
     return 0.0;
 }
@@ -468,8 +557,15 @@ static void verify(struct bench *b)
     switch (b->test) {
     case TEST_PUT:
     case TEST_PUT_SIGNAL:
+    case TEST_PUT_NBI:
+    case TEST_PUT_SIGNAL_QUIET:
         if (b->me == 1)
             check_pattern(b, b->sym_dst, b->bytes, 0, test_names[b->test]);
+        break;
+    case TEST_FETCH_ADD:
+    case TEST_COMPARE_SWAP:
+        if (b->me == 1 && *b->word != b->seq)
+            word_mismatch(b, *b->word, b->seq);
         break;
     case TEST_GET:
         if (b->me == 0)
@@ -547,6 +643,7 @@ static void setup(struct bench *b, const struct options *o)
     b->sym_dst = sym_alloc(b->me, dst);
     b->sym_src = sym_alloc(b->me, m);
     b->flag = sym_alloc(b->me, sizeof(long));
+    b->word = line_alloc(b->me);
     b->bcast_val = sym_alloc(b->me, 2 * sizeof(long));
     b->coll_psync[0] = sync_alloc(b->me, SHMEM_COLLECT_SYNC_SIZE);
     b->coll_psync[1] = sync_alloc(b->me, SHMEM_COLLECT_SYNC_SIZE);
@@ -555,9 +652,10 @@ static void setup(struct bench *b, const struct options *o)
         fail(b->me, "cannot allocate local buffer");
     b->local = local;
     *b->flag = 0;
+    *b->word = 0;
     b->seq = 0;
     b->coll_turn = 0;
-    /* No PE may touch a peer's pSync or flag before it is initialised. */
+    /* No PE may touch a peer's pSync, flag or word before it is initialised. */
     shmem_barrier_all();
 }
 

@@ -1,6 +1,7 @@
 // shmem_bench: the runtime measured from C++, without Python, so it can stand beside OSHMEM.
 //
-//   shmem_bench --test put|get|pingpong|pingpong_fused|barrier|allgather|memcpy|tcp_pingpong
+//   shmem_bench --test put|get|pingpong|pingpong_fused|barrier|allgather|memcpy|tcp_pingpong|
+//                      put_barrier|fetch_add|compare_swap|put_nbi|put_signal_quiet
 //               --pes N --sizes S1,S2,... --reps R --min-time-us T
 //               [--bootstrap tcp:ADDRESS:PORT --rank R] [--gap-us G]
 //
@@ -30,6 +31,11 @@
 // a kernel between its puts and the collective that follows them, as MegaMoE's dispatch), then
 // enters a barrier, which first flushes the put; PE 0 adds statistics of its every barrier's
 // own time (median, mean, p90, p99) in one more line, {"impl": ..., "barrier_us": ...}.
+// fetch_add, compare_swap: PE 0's fetching atomic on a 64-bit word of PE 1, per call (every
+// compare-and-swap succeeds); put_nbi: PE 0's put_nbi of S bytes to PE 1, per call, the one
+// quiet that ends each repetition included (1 / the message rate); put_signal_quiet: PE 0's
+// put_signal of S bytes to PE 1 then a quiet, per pair (completed at the target), as OSHMEM's
+// put, fence, add, quiet (docs/benchmarks.md, "Atomics and non-blocking puts").
 // tcp_pingpong: the wire's own floor, 8 B over one TCP connection between PE 0 and PE 1 (no
 // runtime; busy-polling recv, then blocking recv, as ucx_perftest's poll and sleep modes): one
 // line each, test "tcp_pingpong" and "tcp_pingpong_block", with half_rtt_us.
@@ -82,7 +88,8 @@ struct Options {
 [[noreturn]] void Usage(const std::string& problem) {
   std::fprintf(stderr,
                "shmem_bench: %s\nusage: shmem_bench --test put|get|pingpong|pingpong_fused|"
-               "barrier|allgather|memcpy|tcp_pingpong|put_barrier --pes N --sizes S1,S2,... --reps R "
+               "barrier|allgather|memcpy|tcp_pingpong|put_barrier|fetch_add|compare_swap|put_nbi|"
+               "put_signal_quiet --pes N --sizes S1,S2,... --reps R "
                "--min-time-us T [--bootstrap tcp:ADDRESS:PORT --rank R] [--gap-us G]\n",
                problem.c_str());
   std::exit(2);
@@ -125,7 +132,9 @@ Options Parse(int argc, char** argv) {
   }
   static const std::vector<std::string> kTests = {"put",       "get",    "pingpong",
                                                   "pingpong_fused", "barrier", "allgather",
-                                                  "memcpy",    "tcp_pingpong", "put_barrier"};
+                                                  "memcpy",    "tcp_pingpong", "put_barrier",
+                                                  "fetch_add", "compare_swap", "put_nbi",
+                                                  "put_signal_quiet"};
   if (std::find(kTests.begin(), kTests.end(), options.test) == kTests.end()) {
     Usage("--test must be one of the listed patterns, but got \"" + options.test + "\"");
   }
@@ -367,10 +376,14 @@ int RunRuntimePe(const Options& options, const std::string& name, int rank) {
   const int size = options.pes;
   const std::uint64_t largest = *std::max_element(options.sizes.begin(), options.sizes.end());
   const bool gather = options.test == "allgather";
-  shmem::Allocation buffer, flag, word;
+  shmem::Allocation buffer, flag, word, counter;
   Ok(runtime.Allocate(gather ? largest * size : largest, 4096, &buffer));
   Ok(runtime.Allocate(8, 64, &flag));
   Ok(runtime.Allocate(8, 64, &word));
+  Ok(runtime.Allocate(8, 64, &counter));
+  *static_cast<std::int64_t*>(counter.data) = 0;
+  const shmem::SymmetricView counter_view{counter.id, counter.data, 8};
+  std::uint64_t swapped = 0;  // compare_swap: what PE 1's word holds now
   std::memset(buffer.data, 0, buffer.bytes);
   *static_cast<std::int64_t*>(flag.data) = 0;
   // No peer may signal the flag before every PE zeroed its own copy (docs/api.md, "Signals").
@@ -404,8 +417,34 @@ int RunRuntimePe(const Options& options, const std::string& name, int rank) {
   for (std::uint64_t bytes : options.sizes) {
     const shmem::SymmetricView view{buffer.id, buffer.data, gather ? bytes * size : bytes};
     std::function<void()> body;
+    std::function<void()> after;  // put_nbi: ends each timed batch (the quiet)
     bool timed_here = rank == 0;
-    if (options.test == "put") {
+    if (options.test == "fetch_add" || options.test == "compare_swap") {
+      const bool add = options.test == "fetch_add";
+      body = [&, add] {
+        if (rank != 0) return;
+        std::uint64_t old = 0;
+        Ok(runtime.Atomic(counter_view, 8, add ? shmem::AtomicOp::kAdd
+                                               : shmem::AtomicOp::kCompareSwap,
+                          add ? 1 : swapped + 1, swapped, 1 % size, &old, {}));
+        if (add) return;
+        if (old != swapped) {  // only PE 0 writes the word: every swap must succeed
+          Die(shmem::Status::Assertion(shmem::ErrorCode::kBackendError,
+                                       "compare_swap: the word moved under the benchmark", {}));
+        }
+        ++swapped;
+      };
+    } else if (options.test == "put_nbi") {
+      body = [&] { if (rank == 0) Ok(runtime.PutNbi(view, local.data(), 1 % size, {})); };
+      after = [&] { if (rank == 0) Ok(runtime.Quiet({})); };
+    } else if (options.test == "put_signal_quiet") {
+      body = [&] {
+        if (rank != 0) return;
+        Ok(runtime.PutSignal(view, local.data(), flag_view, shmem::SignalWidth::k64, 1, 1 % size,
+                             shmem::SignalOp::kAdd, {}));
+        Ok(runtime.Quiet({}));
+      };
+    } else if (options.test == "put") {
       body = [&] { if (rank == 0) Ok(runtime.Put(view, local.data(), 1 % size, {})); };
     } else if (options.test == "get") {
       body = [&] { if (rank == 0) Ok(runtime.Get(local.data(), view, 1 % size, {})); };
@@ -463,8 +502,12 @@ int RunRuntimePe(const Options& options, const std::string& name, int rank) {
     // Warm-up on every PE (the collective patterns need all of them).
     for (int i = 0; i < 3; ++i) body();
     std::uint64_t iters = 0;
-    if (options.test == "put" || options.test == "get") {
+    const bool one_sided = options.test == "put" || options.test == "get" ||
+                           options.test == "fetch_add" || options.test == "compare_swap" ||
+                           options.test == "put_nbi" || options.test == "put_signal_quiet";
+    if (one_sided) {
       iters = rank == 0 ? PickIterations(body, options.min_time_us) : 1;
+      if (after) after();
     } else {
       // Collective patterns: PE 0 picks from a warm-up estimate that every PE runs in step.
       const double one = MicrosPerIteration(body, 4);
@@ -472,7 +515,6 @@ int RunRuntimePe(const Options& options, const std::string& name, int rank) {
                                                     4.0, double(1u << 20)));
     }
     iters = ShareIterations(runtime, word, rank, iters);
-    const bool one_sided = options.test == "put" || options.test == "get";
     std::vector<double> samples, baseline;
     std::vector<unsigned char> copy_target(one_sided && rank == 0 ? bytes + 64 : 0, 3);
     auto local_copy = [&] {
@@ -487,10 +529,17 @@ int RunRuntimePe(const Options& options, const std::string& name, int rank) {
     for (int rep = 0; rep < options.reps; ++rep) {
       Ok(Barrier(runtime));
       tracing = pingpong || put_barrier;
-      const double micros = MicrosPerIteration(body, iters);
+      const auto started = Clock::now();
+      double micros = MicrosPerIteration(body, iters);
+      if (after) {
+        after();
+        micros = Micros(started, Clock::now()) / static_cast<double>(iters);
+      }
       tracing = false;
       samples.push_back(pingpong ? micros / 2 : micros);
-      if (one_sided && rank == 0) baseline.push_back(MicrosPerIteration(local_copy, iters));
+      if ((options.test == "put" || options.test == "get") && rank == 0) {
+        baseline.push_back(MicrosPerIteration(local_copy, iters));
+      }
     }
     Ok(Barrier(runtime));
     if (timed_here) Report(options, bytes, iters, samples, baseline);
@@ -509,7 +558,7 @@ int RunRuntimePe(const Options& options, const std::string& name, int rank) {
       std::fflush(stdout);
     }
   }
-  for (const shmem::Allocation* a : {&word, &flag, &buffer}) {
+  for (const shmem::Allocation* a : {&counter, &word, &flag, &buffer}) {
     Ok(runtime.Free(shmem::SymmetricView{a->id, a->data, a->bytes}));
   }
   Ok(runtime.Shutdown());

@@ -20,7 +20,7 @@ import time
 import pytest
 import torch
 
-from helpers import eventually
+from helpers import eventually, expect_shmem_error, in_background
 from hyper_parallel.core.multicore import shmem
 from pe_pool import PePool
 
@@ -646,13 +646,12 @@ def _multi_signal(rank, size, dtype):
         # Bad masks.
         for bad in ([True] * 7, [True] * 9, torch.ones(7, dtype=torch.bool)):
             for wait in (shmem.wait_signal_any, shmem.wait_signal_all, shmem.wait_signal_some):
-                with pytest.raises(ValueError):
-                    wait(sigs, 0, mask=bad)
+                error = expect_shmem_error("INVALID_ARGUMENT", wait, sigs, 0, mask=bad)
+                assert "mask length must be 8" in str(error), error
         for wait in (shmem.wait_signal_any, shmem.wait_signal_some):
-            with pytest.raises(ValueError):
-                wait(sigs, 0, mask=[False] * 8)
-            with pytest.raises(ValueError):
-                wait(sigs, 0, mask=torch.zeros(8, dtype=torch.bool))
+            for bad in ([False] * 8, torch.zeros(8, dtype=torch.bool)):
+                error = expect_shmem_error("INVALID_ARGUMENT", wait, sigs, 0, mask=bad)
+                assert "at least one word taking part" in str(error), error
         shmem.barrier()  # the previous PE's next signals come after the checks above
         # all with a mask: words 4, 6 and 7 never change and are left out.
         for i in range(3):
@@ -908,3 +907,31 @@ def test_bitwise_and_floats_every_peer_remote_over_loopback(loopback):
     # Values with the top bit set and floats through the network path's encoding.
     assert all(result for result, _ in _run_placed(loopback, "all", None, _bitwise, torch.int64))
     assert all(result for result, _ in _run_placed(loopback, "all", None, _floats, torch.float64))
+
+
+# ---- debug_state shows what a wait on several words waits for -------------------------------
+
+def _wait_signals_shows_in_debug_state(rank, size):
+    with shmem.acquire_shmem():
+        sigs = shmem.empty(4, dtype=torch.int64)
+        sigs.zero_()
+        shmem.barrier()
+        thread, errors = in_background(
+            lambda: shmem.wait_signal_all(sigs, 3, mask=[True, False, True, False]))
+        assert eventually(lambda: shmem.debug_state()["blocked"]), "the wait shows up"
+        blocked = shmem.debug_state()["blocked"][0]
+        assert blocked["operation"] == "wait_signals", blocked
+        assert blocked["waiting_for"] == (f"signals={hex(sigs.data_ptr())} (4 words), wait=all, "
+                                          "comparison=ge, expected=3, observed=[0,-,0,-]"), blocked
+        shmem.atomic_set(sigs[0], 3, rank)
+        shmem.atomic_set(sigs[2], 4, rank)  # this thread releases the other one, same PE
+        thread.join(60)
+        assert not thread.is_alive() and errors == [], errors
+        assert shmem.debug_state()["blocked"] == []
+        shmem.barrier()
+        shmem.free(sigs)
+    return True
+
+
+def test_a_wait_on_several_words_shows_what_it_waits_for(pes):
+    assert all(pes(2).run(_wait_signals_shows_in_debug_state))

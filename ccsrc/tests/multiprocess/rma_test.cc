@@ -384,6 +384,33 @@ TEST(RmaTimeout, WaitSignalTimesOutNamingPeAddressAndValues) {
   }));
 }
 
+TEST(RmaTimeout, WaitSignalsTimesOutNamingTheWords) {
+  EXPECT_ALL_PES_PASS(RunPes(Launch(2, "1"), [](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime());
+    Allocation flags = MustAllocate(ctx, 3 * 4);
+    As<std::int32_t>(flags)[0] = 5;
+    As<std::int32_t>(flags)[1] = 1;
+    As<std::int32_t>(flags)[2] = 2;
+    std::vector<std::uint8_t> satisfied(3, 0);
+    Status timed_out = Rt().WaitSignals(View(flags), SignalWidth::k32, 4, Comparison::kGe,
+                                        {1, 0, 1}, WaitSet::kAll, satisfied.data(), {});
+    CHECK_PE(ctx, timed_out.code() == ErrorCode::kTimeout, timed_out.ToString());
+    const std::string& m = timed_out.message();
+    CHECK_PE(ctx, Contains(m, "wait_signals timed out: pe=" + std::to_string(ctx.rank)), m);
+    CHECK_PE(ctx, Contains(m, "signals=" + Hex(flags.data) + " (3 words), wait=all"), m);
+    CHECK_PE(ctx, Contains(m, "comparison=ge, expected=4, observed=[5,-,2]"), m);
+    // A mask of the wrong length is refused before anything waits.
+    Status refused = Rt().WaitSignals(View(flags), SignalWidth::k32, 4, Comparison::kGe, {1, 1},
+                                      WaitSet::kAny, satisfied.data(), {});
+    CHECK_PE(ctx, refused.code() == ErrorCode::kInvalidArgument, refused.ToString());
+    CHECK_PE(ctx, Contains(refused.message(), "mask length"), refused.message());
+    // A timeout of a local wait leaves the runtime usable.
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
+    FreeAllAndShutdown(ctx);
+    return 0;
+  }));
+}
+
 // A collective timeout leaves the PEs' collective sequences out of step: the lifecycle is
 // terminal on the PEs that timed out, every later call fails with the same error, and
 // Shutdown releases the local resources at once instead of waiting again.
