@@ -197,6 +197,14 @@ Status DeviceBackend::PutSignal(StreamRef stream, std::uint64_t offset, const vo
   });
 }
 
+Status DeviceBackend::Fence(StreamRef stream) {
+  return OnStream(stream, nullptr, [](void*) { return Status::Ok(); });
+}
+
+Status DeviceBackend::Quiet(StreamRef stream) {
+  return OnStream(stream, nullptr, [](void*) { return Status::Ok(); });
+}
+
 Status DeviceBackend::WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
                                  Comparison comparison, std::int64_t value) {
   HPS_RETURN_IF_ERROR(CheckWait(width, value));

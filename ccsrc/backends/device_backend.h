@@ -152,6 +152,11 @@ class DeviceBackend : public Backend {
                    SignalOp op, std::int64_t value, int pe, KeepAlive keep_alive) final;
   Status WaitSignal(StreamRef stream, std::uint64_t offset, SignalWidth width,
                     Comparison comparison, std::int64_t value) final;
+  // fence and quiet are stream order (docs/atomics.md, "Backends"): a stream runs each
+  // operation after the ones before it completed, so nothing needs enqueuing; on the default
+  // stream the call synchronises it, which completes every earlier operation of the thread.
+  Status Fence(StreamRef stream) final;
+  Status Quiet(StreamRef stream) final;
   Status Launch(StreamRef stream, std::string_view name, Kernel kernel,
                 KeepAlive keep_alive) final;
   Status LaunchCollective(StreamRef stream, const data_plane::CollectiveGroup& group,

@@ -604,6 +604,51 @@ def collectives(rank: int, size: int, per_host: int) -> None:
     handle.close()
 
 
+def atomics(rank: int, size: int, per_host: int) -> None:
+    """Atomics on one word of PE 0 from PEs of its host (mapped) and of the other (UCX) at once,
+    a lock on compare_swap, put_nbi then fence then a flag, and a wait on several words
+    (docs/atomics.md)."""
+    with shmem.acquire_shmem():
+        say("READY")
+        before = check_placement(rank, size, per_host)["ops"]
+        counter = shmem.empty((), dtype=torch.int64)
+        lock = shmem.empty((), dtype=torch.int64)
+        total = shmem.empty((), dtype=torch.int64)
+        flags = shmem.empty(size, dtype=torch.int64)
+        data = shmem.empty(1 << 17, dtype=torch.int64)  # 1 MiB: a rendezvous across hosts
+        for tensor in (counter, lock, total, flags):
+            tensor.zero_()
+        shmem.barrier()
+        n = 300
+        seen = [int(shmem.atomic_fetch_add(counter, 1, 0)) for _ in range(n)]
+        assert seen == sorted(seen) and len(set(seen)) == n, seen[:10]
+        for _ in range(20):  # a critical section across hosts: get, add, put under the lock
+            while int(shmem.atomic_compare_swap(lock, 0, rank + 1, 0)) != 0:
+                pass
+            value = torch.empty((), dtype=torch.int64)
+            shmem.get(value, total, 0)
+            shmem.put(total, value + 1, 0)
+            shmem.quiet()
+            shmem.atomic_set(lock, 0, 0)
+        shmem.barrier()
+        if rank == 0:
+            assert int(counter) == n * size and int(total) == 20 * size, (counter, total)
+        # put_nbi of 1 MiB, fence, then the flag word (a put, not a signal) at the next PE.
+        right, left = (rank + 1) % size, (rank - 1) % size
+        shmem.put_nbi(data, torch.arange(1 << 17, dtype=torch.int64) + rank, right)
+        shmem.fence()
+        shmem.put(flags[rank], torch.tensor(1, dtype=torch.int64), right)
+        index = shmem.wait_signal_any(flags, 1)
+        assert index == left, (index, left)
+        assert torch.equal(data, torch.arange(1 << 17, dtype=torch.int64) + left)
+        shmem.quiet()
+        shmem.barrier()
+        after = shmem.debug_state()["network"]["ops"]
+        result(atomics=after["atomics"] - before["atomics"])
+        for tensor in (data, flags, total, lock, counter):
+            shmem.free(tensor)
+
+
 def until_lost(handle, body, unexpected: str) -> None:
     """Runs `body`, which a lost PE should end: reports the PEER_LOST (code, message, when),
     or says UNEXPECTED `unexpected` when it returns; then closes what can be closed."""
@@ -638,7 +683,8 @@ def main() -> int:
         {"suite": suite, "sleeper": sleeper, "waiter": waiter, "mega_moe": mega_moe,
          "timeout": timeout, "ordering": ordering, "asleep": asleep, "fan_in": fan_in,
          "pingpong": pingpong, "bulk_killed": bulk_killed,
-         "collectives": collectives, "refused": refused}[scenario](rank, size, per_host)
+         "collectives": collectives, "refused": refused,
+         "atomics": atomics}[scenario](rank, size, per_host)
     except BaseException:  # noqa: BLE001 (printed for the test)
         traceback.print_exc(file=sys.stdout)
         sys.stdout.flush()

@@ -935,3 +935,82 @@ def _wait_signals_shows_in_debug_state(rank, size):
 
 def test_a_wait_on_several_words_shows_what_it_waits_for(pes):
     assert all(pes(2).run(_wait_signals_shows_in_debug_state))
+
+
+# ---- every backend: fence, quiet and put_nbi; atomics where built ----------------------------
+
+def _per_backend(rank, size):
+    with shmem.acquire_shmem():
+        word = shmem.empty((), dtype=torch.int64)
+        box = shmem.empty(64, dtype=torch.int64)
+        word.zero_()
+        box.zero_()
+        shmem.barrier()
+        nxt, prv = (rank + 1) % size, (rank - 1) % size
+        shmem.put_nbi(box, torch.full((64,), rank + 1, dtype=torch.int64), nxt)
+        shmem.fence()
+        shmem.quiet()
+        shmem.barrier()
+        assert box.eq(prv + 1).all(), box
+        if shmem.backend_info().name == "host":
+            assert int(shmem.atomic_fetch_add(word, 1, nxt)) in range(size)
+        else:  # not built for device backends yet (docs/atomics.md, "Backends")
+            expect_shmem_error("UNSUPPORTED_CAPABILITY", shmem.atomic_fetch_add, word, 1, nxt)
+            expect_shmem_error("UNSUPPORTED_CAPABILITY", shmem.wait_signal_all,
+                               box[:1], 0)
+        shmem.barrier()
+        shmem.free(box)
+        shmem.free(word)
+    return True
+
+
+@pytest.mark.cann_fake
+def test_fence_quiet_and_put_nbi_on_every_backend_atomics_where_built(pes):
+    assert all(pes(2).run(_per_backend))
+
+
+def _compiled_answers_are_tensors(rank, size):
+    # Inside a compiled function the data-dependent answers come back as tensors: an int64
+    # index, a bool tensor of the satisfying words, a 0-dim bool (docs/atomics.md).
+    with shmem.acquire_shmem():
+        sigs = shmem.empty(4, dtype=torch.int64)
+        box = shmem.empty(16, dtype=torch.int64)
+        sigs.zero_()
+        box.zero_()
+        nxt = (rank + 1) % size
+
+        def step(local):
+            shmem.signal(sigs[1], 5, nxt)
+            shmem.signal(sigs[3], 7, nxt)
+            shmem.get_nbi(local, box, nxt)
+            shmem.quiet()
+            index = shmem.wait_signal_any(sigs, 5)
+            some = shmem.wait_signal_some(sigs, 5)
+            now = shmem.test_signal(sigs[3], 7, comparison="eq")
+            return index, some, now, local + 1
+
+        results = []
+        for compile_it in (False, True):
+            shmem.barrier()
+            sigs.zero_()
+            box.fill_(rank * 10)
+            shmem.barrier()
+            fn = torch.compile(step, fullgraph=True, backend="eager") if compile_it else step
+            torch._dynamo.reset()
+            results.append(fn(torch.zeros(16, dtype=torch.int64)))
+            shmem.barrier()
+        (index, some, now, local), (c_index, c_some, c_now, c_local) = results
+        assert index == 1 and some == [1, 3] and now is True, (index, some, now)
+        assert isinstance(c_index, torch.Tensor) and c_index.dtype == torch.int64
+        assert int(c_index) == index
+        assert c_some.dtype == torch.bool and c_some.nonzero().reshape(-1).tolist() == some
+        assert c_now.dtype == torch.bool and bool(c_now) is True
+        assert torch.equal(local, c_local) and local.eq(nxt * 10 + 1).all(), local
+        shmem.barrier()
+        shmem.free(box)
+        shmem.free(sigs)
+    return True
+
+
+def test_compiled_multi_signal_waits_and_test_signal_answer_with_tensors(pes):
+    assert all(pes(2).run(_compiled_answers_are_tensors))

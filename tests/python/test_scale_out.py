@@ -157,6 +157,19 @@ def test_rma_signals_collectives_and_teams_across_two_hosts(per_host, path):
     assert hosts.residue() == []
 
 
+@needs_hosts
+def test_atomics_fence_and_nbi_across_two_hosts_of_two_pes():
+    # PE 1 reaches PE 0's word through the mapping, PEs 2 and 3 through UCX, at once
+    # (docs/atomics.md).
+    with NetnsHosts(2) as hosts:
+        pes = _start_on_hosts(hosts, "atomics", 2)
+        _all_ok(pes)
+    assert hosts.residue() == []
+    counted = [_merged(pe)["atomics"] for pe in pes]
+    # PE 0's and PE 1's words are on host 0: the PEs of host 1 sent every atomic as a message.
+    assert counted[2] >= 300 and counted[3] >= 300, counted
+
+
 def _merged(pe: Pe) -> dict:
     merged: dict = {}
     for found in pe.results():

@@ -61,18 +61,9 @@ Status UcxTransport::Atomic(int pe, const AtomicRequest& request, std::uint64_t*
   auto pending = std::make_shared<PendingGet>();
   pending->destination = old;
   pending->bytes = sizeof *old;
-  header.token = next_token_.fetch_add(1, std::memory_order_relaxed);
-  {
-    MutexLock lock(&gets_mutex_);
-    gets_.emplace_back(header.token, pending);
-  }
-  Status status = Send(pe, header, nullptr, 0);
-  if (!status.ok()) {
-    MutexLock lock(&gets_mutex_);
-    std::erase_if(gets_, [&](const auto& entry) { return entry.first == header.token; });
-    return status;
-  }
-  return AwaitGet(pe, pending, header.token);
+  std::uint64_t token = 0;
+  HPS_RETURN_IF_ERROR(Request(pe, header, pending, &token));
+  return AwaitGet(pe, pending, token);
 }
 
 void UcxTransport::OnAtomicReply(const WireHeader& header) {
@@ -131,7 +122,7 @@ Status UcxTransport::GetNbi(int pe, void* destination, std::uint64_t offset, std
   pending->destination = destination;
   pending->bytes = bytes;
   std::uint64_t token = 0;
-  HPS_RETURN_IF_ERROR(RequestGet(pe, pending, offset, bytes, &token));
+  HPS_RETURN_IF_ERROR(Request(pe, GetHeader(offset, bytes), pending, &token));
   bool complete_now = false;
   {
     MutexLock lock(&nbi_mutex_);

@@ -501,17 +501,21 @@ Status UcxTransport::Get(int pe, void* destination, std::uint64_t offset, std::u
   pending->destination = destination;
   pending->bytes = bytes;
   std::uint64_t token = 0;
-  Status status = RequestGet(pe, pending, offset, bytes, &token);
+  Status status = Request(pe, GetHeader(offset, bytes), pending, &token);
   return status.ok() ? AwaitGet(pe, pending, token) : status;
 }
 
-Status UcxTransport::RequestGet(int pe, const std::shared_ptr<PendingGet>& pending,
-                                std::uint64_t offset, std::uint64_t bytes, std::uint64_t* token) {
+WireHeader UcxTransport::GetHeader(std::uint64_t offset, std::uint64_t bytes) const {
   WireHeader header;
   header.kind = WireKind::kGet;
   header.source = rank_;
   header.offset = offset;
   header.bytes = bytes;
+  return header;
+}
+
+Status UcxTransport::Request(int pe, WireHeader header,
+                             const std::shared_ptr<PendingGet>& pending, std::uint64_t* token) {
   header.token = next_token_.fetch_add(1, std::memory_order_relaxed);
   *token = header.token;
   {

@@ -360,10 +360,12 @@ class UcxTransport final : public EventSleeper {
   void OnAtomicReply(const WireHeader& header);
   // The first message to `pe` after a fence orders (kWireOrdered).
   void MarkFenced(int pe, WireHeader* header);
-  // A get's request on the messages path: registered under a new token and sent.
-  Status RequestGet(int pe, const std::shared_ptr<PendingGet>& pending, std::uint64_t offset,
-                    std::uint64_t bytes, std::uint64_t* token);
-  // Waits for a requested get's reply and forgets its token.
+  // A request whose answer fills `pending` (a kGet, or a fetching kAtomic), on the messages
+  // path: registered under a new token (in `header` and *token) and sent.
+  Status Request(int pe, WireHeader header, const std::shared_ptr<PendingGet>& pending,
+                 std::uint64_t* token);
+  WireHeader GetHeader(std::uint64_t offset, std::uint64_t bytes) const;
+  // Waits for a request's answer (AwaitGet: a get's or an atomic's) and forgets its token.
   Status AwaitGet(int pe, const std::shared_ptr<PendingGet>& pending, std::uint64_t token);
   void Run();
   void Heartbeat(std::chrono::steady_clock::time_point now);
