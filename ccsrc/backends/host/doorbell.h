@@ -52,9 +52,6 @@ inline constexpr std::chrono::milliseconds kMaxSleep{2};
 /// How long HYPER_PARALLEL_SHMEM_WAIT=auto spins when every PE has a core of its own.
 inline constexpr std::chrono::microseconds kAutoSpin{200};
 
-/// How long a waiter woken from its sleep polls before it sleeps again (where its policy spins).
-inline constexpr std::chrono::microseconds kPollAfterWake{50};
-
 /// A wait that has lasted this long is registered for diagnostics even while it still spins.
 inline constexpr std::chrono::microseconds kRegisterAfter{20};
 
@@ -91,13 +88,11 @@ inline constexpr std::uint32_t kArmed = 1;
 
 /// Moves the futex word on (by 2, clearing kArmed) and wakes its sleepers if it was armed (or
 /// `always_wake`). A sleeper sets kArmed and reads the word in one fetch_or, then checks its
-/// predicate, then sleeps on that value: a ring after its fetch_or either finds it armed and
-/// wakes, or follows a ring that did (after the fetch_or: the word has moved, so a sleeper
-/// not yet asleep returns at once). A ring that finds the word disarmed leaves it alone: every
-/// sleeper armed after that read, so its check sees the data written before the ring.
+/// predicate, then sleeps on that value: a bump after its fetch_or either finds it armed and
+/// wakes, or follows a bump that did (after the fetch_or: the word has moved, so a sleeper
+/// not yet asleep returns at once); a bump before it came with data its check sees.
 inline void BumpDoorbell(Doorbell* bell, bool always_wake) {
-  std::uint32_t current = bell->sequence.load(std::memory_order_seq_cst);
-  if (!always_wake && (current & kArmed) == 0) return;
+  std::uint32_t current = bell->sequence.load(std::memory_order_relaxed);
   while (!bell->sequence.compare_exchange_weak(current, (current + 2) & ~kArmed,
                                                std::memory_order_seq_cst)) {
   }
@@ -296,17 +291,6 @@ WaitOutcome WaitUntil(Doorbell* bell, Predicate&& ready, std::chrono::nanosecond
     if (aborted()) return WaitOutcome::kAborted;
     if (WaitClock::now() >= deadline) {
       return ready() ? WaitOutcome::kReady : WaitOutcome::kTimedOut;
-    }
-    // Woken (or the sleep's cap passed) and not yet done: writes come in bursts (the adds of a
-    // counter, each a ring), so where the policy spins at all, poll a little before sleeping
-    // again rather than go back to sleep for each one.
-    const auto poll_end = std::min(WaitClock::now() + std::min<std::chrono::nanoseconds>(
-                                                          policy.spin, kPollAfterWake),
-                                   deadline);
-    for (unsigned i = 1; policy.spin.count() > 0; ++i) {
-      internal::CpuRelax();
-      if (ready()) return WaitOutcome::kReady;
-      if ((i & 63) == 0 && WaitClock::now() >= poll_end) break;
     }
   }
 }
