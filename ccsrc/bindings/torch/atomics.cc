@@ -131,11 +131,6 @@ c10::Scalar ScalarArg(std::string_view name, py::handle value) {
 
 Word CheckDest(const at::Tensor& dest, AtomicOp op);
 
-int TeamPe(std::string_view operation, py::handle pe_arg, py::handle team) {
-  const int pe = PeArg(operation, pe_arg);
-  return team.is_none() ? pe : WorldPe(operation, team, pe);
-}
-
 py::object Atomic(const std::string& op_name, py::handle dest_arg, py::handle value_arg,
                   py::handle compare_arg, py::handle pe_arg, py::handle team, bool fetch) {
   const AtomicOp* op = AtomicOpNamed(op_name);
@@ -147,7 +142,7 @@ py::object Atomic(const std::string& op_name, py::handle dest_arg, py::handle va
   (void)CheckDest(dest, *op);  // the dtype first: it decides what the values may be
   const c10::Scalar value = ScalarArg("value", value_arg);
   const c10::Scalar compare = ScalarArg("cond", compare_arg);
-  const int pe = TeamPe(label, pe_arg, team);
+  const int pe = TargetPe(label, pe_arg, team);
   at::Tensor old;
   {
     // A fetch from another host waits for its answer.
@@ -225,22 +220,10 @@ void OrderingCall(bool quiet, CallPath path) {
   RecordOp(quiet ? "quiet" : "fence", -1, path);
 }
 
-namespace {
-
-SignalWidth SignalsWidth(std::string_view operation, const at::Tensor& signals) {
-  if (signals.scalar_type() == at::kInt) return SignalWidth::k32;
-  if (signals.scalar_type() == at::kLong) return SignalWidth::k64;
-  Check(Contract(operation, "signals dtype", "torch.int32 or torch.int64",
-                 c10::toString(signals.scalar_type())));
-  return SignalWidth::k64;
-}
-
-}  // namespace
-
 at::Tensor WaitSignalsTensor(const at::Tensor& signals, std::int64_t value, Comparison comparison,
                              WaitSet set, std::vector<std::uint8_t> mask, CallPath path) {
   const std::string label = "wait_signal_" + std::string(WaitSetName(set));
-  const SignalWidth width = SignalsWidth(label, signals);
+  const SignalWidth width = Width(label, signals, "signals");
   if (signals.dim() != 1 || !signals.is_contiguous()) {
     Check(Contract(label, "signals", "a contiguous 1-D tensor",
                    std::to_string(signals.dim()) + "-D" +
@@ -258,7 +241,7 @@ at::Tensor WaitSignalsTensor(const at::Tensor& signals, std::int64_t value, Comp
 
 bool TestSignalTensor(const at::Tensor& sig, std::int64_t value, Comparison comparison,
                       CallPath path) {
-  const SignalWidth width = SignalsWidth("test_signal", sig);
+  const SignalWidth width = Width("test_signal", sig, "signals");
   const SymmetricView view = Symmetric("test_signal", "signal", sig);
   bool satisfied = false;
   Check(Runtime::Process().TestSignal(view, width, value, comparison, &satisfied));
@@ -268,14 +251,10 @@ bool TestSignalTensor(const at::Tensor& sig, std::int64_t value, Comparison comp
 
 namespace {
 
-Comparison ComparisonArg(py::handle value) {
-  return *ComparisonNamed(ChoiceArg("comparison", value, {"eq", "ne", "gt", "ge", "lt", "le"}));
-}
-
 void Nbi(bool put, py::handle dst, py::handle src, py::handle pe_arg, py::handle team) {
   const at::Tensor destination = TensorArg("dst", dst);
   const at::Tensor source = TensorArg("src", src);
-  const int pe = TeamPe(put ? "put_nbi" : "get_nbi", pe_arg, team);
+  const int pe = TargetPe(put ? "put_nbi" : "get_nbi", pe_arg, team);
   if (put) {
     PutTensors(destination, source, pe, CallPath::kFunction, /*nbi=*/true);
   } else {

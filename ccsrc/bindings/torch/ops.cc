@@ -154,6 +154,15 @@ SignalOp SignalOpOf(std::string_view op, c10::string_view name) {
   return *chosen;
 }
 
+// A comparison's name as the enum; ValueError naming the choices otherwise.
+Comparison ComparisonOf(std::string_view op, c10::string_view name) {
+  const Comparison* chosen = ComparisonNamed(name);
+  TORCH_CHECK_VALUE(chosen != nullptr, op, ": ",
+                    ContractText("comparison", "one of eq, ne, gt, ge, lt, le",
+                                 "'" + std::string(name) + "'"));
+  return *chosen;
+}
+
 void PutKernel(at::Tensor& order, const at::Tensor& dst, const at::Tensor& src, std::int64_t pe,
                at::IntArrayRef team) {
   CheckOrderToken(order, "put");
@@ -185,13 +194,10 @@ void PutSignalKernel(at::Tensor& order, const at::Tensor& dst, const at::Tensor&
 void WaitSignalKernel(at::Tensor& order, at::Tensor& sig, at::TensorList guarded,
                       std::int64_t value, c10::string_view comparison) {
   CheckOrderToken(order, "wait_signal");
-  const Comparison* chosen = ComparisonNamed(comparison);
-  TORCH_CHECK_VALUE(chosen != nullptr, "wait_signal: ",
-                    ContractText("comparison", "one of eq, ne, gt, ge, lt, le",
-                                 "'" + std::string(comparison) + "'"));
+  const Comparison chosen = ComparisonOf("wait_signal", comparison);
   RequireSymmetric("wait_signal", "sig", sig);
   RequireSymmetric("wait_signal", "guarded item", guarded);
-  WaitSignalTensor(sig, value, *chosen, CallPath::kCustomOp);
+  WaitSignalTensor(sig, value, chosen, CallPath::kCustomOp);
 }
 
 void BarrierKernel(at::Tensor& order, at::TensorList published, at::IntArrayRef team) {
@@ -262,10 +268,7 @@ at::Tensor WaitSignalsKernel(at::Tensor& order, at::Tensor& signals, at::TensorL
                              std::int64_t value, c10::string_view comparison,
                              c10::string_view wait, c10::List<bool> mask) {
   CheckOrderToken(order, "wait_signals");
-  const Comparison* chosen = ComparisonNamed(comparison);
-  TORCH_CHECK_VALUE(chosen != nullptr, "wait_signals: ",
-                    ContractText("comparison", "one of eq, ne, gt, ge, lt, le",
-                                 "'" + std::string(comparison) + "'"));
+  const Comparison chosen = ComparisonOf("wait_signals", comparison);
   const WaitSet* set = WaitSetNamed(wait);
   TORCH_CHECK_VALUE(set != nullptr, "wait_signals: ",
                     ContractText("wait", "one of any, all, some", "'" + std::string(wait) + "'"));
@@ -274,18 +277,15 @@ at::Tensor WaitSignalsKernel(at::Tensor& order, at::Tensor& signals, at::TensorL
   std::vector<std::uint8_t> flags;
   flags.reserve(mask.size());
   for (const bool flag : mask) flags.push_back(flag ? 1 : 0);
-  return WaitSignalsTensor(signals, value, *chosen, *set, std::move(flags), CallPath::kCustomOp);
+  return WaitSignalsTensor(signals, value, chosen, *set, std::move(flags), CallPath::kCustomOp);
 }
 
 at::Tensor TestSignalKernel(at::Tensor& order, const at::Tensor& sig, std::int64_t value,
                             c10::string_view comparison) {
   CheckOrderToken(order, "test_signal");
-  const Comparison* chosen = ComparisonNamed(comparison);
-  TORCH_CHECK_VALUE(chosen != nullptr, "test_signal: ",
-                    ContractText("comparison", "one of eq, ne, gt, ge, lt, le",
-                                 "'" + std::string(comparison) + "'"));
+  const Comparison chosen = ComparisonOf("test_signal", comparison);
   at::Tensor answer = at::empty({}, at::TensorOptions().dtype(at::kBool));
-  *answer.mutable_data_ptr<bool>() = TestSignalTensor(sig, value, *chosen, CallPath::kCustomOp);
+  *answer.mutable_data_ptr<bool>() = TestSignalTensor(sig, value, chosen, CallPath::kCustomOp);
   return answer;
 }
 

@@ -53,14 +53,6 @@ void CheckMatches(std::string_view operation, std::string_view local_name, const
   }
 }
 
-SignalWidth Width(std::string_view operation, const at::Tensor& signal) {
-  if (signal.scalar_type() == at::kInt) return SignalWidth::k32;
-  if (signal.scalar_type() == at::kLong) return SignalWidth::k64;
-  Check(Contract(operation, "sig dtype", "torch.int32 or torch.int64",
-                 c10::toString(signal.scalar_type())));
-  return SignalWidth::k64;
-}
-
 constexpr std::pair<std::string_view, SignalOp> kSignalOps[] = {{"set", SignalOp::kSet},
                                                                 {"add", SignalOp::kAdd}};
 constexpr std::pair<std::string_view, Comparison> kComparisons[] = {
@@ -87,13 +79,6 @@ KeepAlive HoldUntilQuiet(const at::Tensor& dst, const at::Tensor& src) {
 
 SignalOp SignalOpArg(py::handle value) {
   return *SignalOpNamed(ChoiceArg("operation", value, {"set", "add"}));
-}
-
-// The world PE a `pe` argument names: itself without a team, else the team's PE `pe`.
-int TargetPe(std::string_view operation, py::handle pe_arg, py::handle team) {
-  const int pe = PeArg(operation, pe_arg);
-  if (team.is_none()) [[likely]] return pe;
-  return WorldPe(operation, team, pe);
 }
 
 // Every eager call below is a range named as its custom op ("hps::put") while a profiler
@@ -151,8 +136,7 @@ void WaitSignal(py::handle sig, py::handle value_arg, py::handle comparison_arg)
   HPS_EAGER_RANGE("hps::wait_signal");
   const at::Tensor signal = SignalArg(sig);
   const std::int64_t value = ValueArg(value_arg);
-  const Comparison comparison = *ComparisonNamed(
-      ChoiceArg("comparison", comparison_arg, {"eq", "ne", "gt", "ge", "lt", "le"}));
+  const Comparison comparison = ComparisonArg(comparison_arg);
   py::gil_scoped_release no_gil;  // it may wait: another thread may need the GIL to signal
   WaitSignalTensor(signal, value, comparison, CallPath::kFunction);
 }
@@ -178,6 +162,25 @@ void RunCollective(const std::string& name, py::handle output_arg, py::handle in
 #undef HPS_EAGER_RANGE
 
 }  // namespace
+
+SignalWidth Width(std::string_view operation, const at::Tensor& signal,
+                  std::string_view name) {
+  if (signal.scalar_type() == at::kInt) return SignalWidth::k32;
+  if (signal.scalar_type() == at::kLong) return SignalWidth::k64;
+  Check(Contract(operation, std::string(name) + " dtype", "torch.int32 or torch.int64",
+                 c10::toString(signal.scalar_type())));
+  return SignalWidth::k64;
+}
+
+int TargetPe(std::string_view operation, py::handle pe_arg, py::handle team) {
+  const int pe = PeArg(operation, pe_arg);
+  if (team.is_none()) [[likely]] return pe;
+  return WorldPe(operation, team, pe);
+}
+
+Comparison ComparisonArg(py::handle value) {
+  return *ComparisonNamed(ChoiceArg("comparison", value, {"eq", "ne", "gt", "ge", "lt", "le"}));
+}
 
 const SignalOp* SignalOpNamed(std::string_view name) {
   for (const auto& [known, op] : kSignalOps) {

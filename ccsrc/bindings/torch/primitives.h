@@ -9,6 +9,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <pybind11/pybind11.h>
 
 #include <cstdint>
 #include <string_view>
@@ -52,6 +53,14 @@ at::Tensor WaitSignalsTensor(const at::Tensor& signals, std::int64_t value, Comp
 /// Whether the local one-element `sig` compares true against `value` now.
 bool TestSignalTensor(const at::Tensor& sig, std::int64_t value, Comparison comparison,
                       CallPath path);
+/// A signal tensor's word: int32 or int64, else INVALID_ARGUMENT naming `<name> dtype`.
+SignalWidth Width(std::string_view operation, const at::Tensor& signal,
+                  std::string_view name = "sig");
+/// The world PE a Python `pe` argument names: itself without a team (None), else the team's
+/// PE `pe`.
+int TargetPe(std::string_view operation, pybind11::handle pe_arg, pybind11::handle team);
+/// A Python comparison argument ("eq" ... "le"), else ValueError naming the choices.
+Comparison ComparisonArg(pybind11::handle value);
 /// "fetch" ... "xor" and "any" / "all" / "some" as the Runtime's enums; null when unknown.
 const AtomicOp* AtomicOpNamed(std::string_view name);
 const WaitSet* WaitSetNamed(std::string_view name);
