@@ -90,6 +90,15 @@ Status Config::FromEnvironment(const EnvLookup& env, Config* out) {
   if (auto text = env(kEnvMaxTeams)) {
     HPS_RETURN_IF_ERROR(ParsePositiveDecimal(kEnvMaxTeams, *text, kMaxMaxTeams, &config.max_teams));
   }
+  if (auto text = env(kEnvReduceWorkspace)) {
+    std::uint64_t bytes = 0;
+    HPS_RETURN_IF_ERROR(
+        ParsePositiveDecimal(kEnvReduceWorkspace, *text, Config::kMaxReduceWorkspace, &bytes));
+    if (bytes < Config::kMinReduceWorkspace || bytes % 4096 != 0) {
+      return InvalidConfig(kEnvReduceWorkspace, "a multiple of 4096 from 4096 to 2^30", *text);
+    }
+    config.reduce_workspace = bytes;
+  }
   if (auto text = env(kEnvMaxPes)) {
     HPS_RETURN_IF_ERROR(ParsePositiveDecimal(kEnvMaxPes, *text, kMaxMaxPes, &config.max_pes));
   }

@@ -30,6 +30,8 @@ inline constexpr std::string_view kEnvCopyWorkers = "HYPER_PARALLEL_SHMEM_COPY_W
 inline constexpr std::string_view kEnvWait = "HYPER_PARALLEL_SHMEM_WAIT";
 inline constexpr std::string_view kEnvQuarantineBytes = "HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES";
 inline constexpr std::string_view kEnvMaxTeams = "HYPER_PARALLEL_SHMEM_MAX_TEAMS";
+// Bytes of heap each team slot's reductions stage through (docs/collectives.md, "Reductions").
+inline constexpr std::string_view kEnvReduceWorkspace = "HYPER_PARALLEL_SHMEM_REDUCE_WORKSPACE";
 inline constexpr std::string_view kEnvMaxPes = "HYPER_PARALLEL_SHMEM_MAX_PES";
 // PEs on several hosts (docs/scale-out.md). Never UCX_-prefixed: UCX parses every such
 // variable as its own setting.
@@ -82,6 +84,14 @@ struct Config {
   /// Team slots per PE, the world's included (HYPER_PARALLEL_SHMEM_MAX_TEAMS): each has its
   /// own sync words beside the heap.
   std::uint64_t max_teams = kDefaultMaxTeams;
+  static constexpr std::uint64_t kDefaultReduceWorkspace = 512ull << 10;
+  static constexpr std::uint64_t kMinReduceWorkspace = 4ull << 10;
+  static constexpr std::uint64_t kMaxReduceWorkspace = 1ull << 30;
+  /// Bytes per team slot that the reductions (all_reduce, reduce_scatter) stage partial sums
+  /// through (HYPER_PARALLEL_SHMEM_REDUCE_WORKSPACE, a multiple of 4096): the backend maps
+  /// max_teams of them past the heap, where the allocator never places a block. Pages a team
+  /// never reduces on are never touched.
+  std::uint64_t reduce_workspace = kDefaultReduceWorkspace;
   /// The largest world this job accepts (HYPER_PARALLEL_SHMEM_MAX_PES): a larger one fails at
   /// init on every PE.
   std::uint64_t max_pes = kDefaultMaxPes;

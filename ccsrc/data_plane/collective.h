@@ -29,6 +29,7 @@
 // Thread-safety: a Collective is immutable; its methods may be called from any thread.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -49,8 +50,12 @@ enum AgreedField : unsigned {
   kAgreeOffset = 1u << 2,     ///< the heap offset of the symmetric operand
   kAgreeDtype = 1u << 3,      ///< the element type's name
   kAgreeLocal = 1u << 4,      ///< the outcome of each PE's local step (empty)
-  kAgreeArguments = 1u << 5,  ///< up to three integer arguments (a team split's triplet)
+  kAgreeArguments = 1u << 5,  ///< up to three integer arguments (a split's triplet, a root)
 };
+
+/// A collective's integer arguments (a broadcast's root, a reduction's operator), compared
+/// across PEs where the collective declares kAgreeArguments.
+using CollectiveArguments = std::array<std::int64_t, 3>;
 
 /// The PEs a collective runs over.
 struct CollectiveGroup {
@@ -78,6 +83,9 @@ struct CollectiveCall {
   std::uint64_t input_bytes = 0;
   std::uint64_t element_bytes = 0;  ///< 0: sizes are counted in bytes
   std::string_view dtype;           ///< the element type's name ("" when not given)
+  CollectiveArguments arguments{};  ///< the call's integer arguments (each collective's own)
+  /// Bytes of the group's workspace (CollectivePlan::workspace_offset), the same on every PE.
+  std::uint64_t workspace_bytes = 0;
 };
 
 /// What a collective's kernel works with, once every PE's call matched.
@@ -91,6 +99,15 @@ struct CollectivePlan {
   /// Algorithms() ("auto": the collective chooses by size and placement). The same on every PE;
   /// it views the lifecycle's frozen configuration, which outlives every call.
   std::string_view algorithm = "auto";
+  CollectiveArguments arguments{};  ///< as in the call (agreed where declared)
+  std::string dtype;                ///< the element type's name, as in the call
+  /// The group's workspace: symmetric heap bytes past the allocator's heap, one region per
+  /// team slot, that only this group's collectives write (the reductions stage partial sums
+  /// there). The same offset at every member; nothing else touches it, so a collective may
+  /// reuse it across calls the way it reuses an output (every member entered call e before
+  /// any byte of call e moves).
+  std::uint64_t workspace_offset = 0;
+  std::uint64_t workspace_bytes = 0;
 };
 
 class Collective {
@@ -158,6 +175,14 @@ inline Status CheckInputBeside(const CollectiveCall& call, std::string_view coll
                             range(call.input, call.input_bytes));
   }
   return Status::Ok();
+}
+
+/// CheckInputBeside, except that the input may also be the output itself (in place).
+inline Status CheckInputInPlaceOrBeside(const CollectiveCall& call, std::string_view collective) {
+  if (call.input != nullptr && call.input == call.output && call.input_bytes == call.output_bytes) {
+    return Status::Ok();
+  }
+  return CheckInputBeside(call, collective);
 }
 
 /// The end of a pushing collective's kernel: publishes the call's number to every member of

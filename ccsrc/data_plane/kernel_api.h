@@ -88,6 +88,11 @@ class KernelApi {
   /// This PE's byte at heap offset `offset`, for direct reads and writes of its own heap.
   virtual std::byte* Local(std::uint64_t offset) const = 0;
 
+  /// True when the kernel runs on the CPU and Local() is memory the CPU may compute on (the
+  /// host backend); false on a stream backend, whose heap is device memory that only its
+  /// enqueued operations touch.
+  virtual bool HostAddressable() const { return false; }
+
   /// Copies `bytes` from local `source` to heap offset `offset` of PE `pe`.
   virtual void PutBlock(int pe, std::uint64_t offset, const void* source,
                         std::uint64_t bytes) = 0;

@@ -22,6 +22,7 @@ class TeamKernelApi final : public KernelApi {
   int size() const override { return group_.size(); }
   int HostOf(int pe) const override { return inner_.HostOf(group_.pe(pe)); }
   std::byte* Local(std::uint64_t offset) const override { return inner_.Local(offset); }
+  bool HostAddressable() const override { return inner_.HostAddressable(); }
   void PutBlock(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes) override {
     inner_.PutBlock(group_.pe(pe), offset, source, bytes);
   }

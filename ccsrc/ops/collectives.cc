@@ -2,8 +2,11 @@
 #include "ops/collectives.h"
 
 #include "ops/all_gather/all_gather.h"
+#include "ops/all_reduce/all_reduce.h"
 #include "ops/all_to_all/all_to_all.h"
 #include "ops/barrier/barrier.h"
+#include "ops/broadcast/broadcast.h"
+#include "ops/reduce_scatter/reduce_scatter.h"
 
 namespace hyper_parallel::shmem::ops {
 namespace {
@@ -11,8 +14,12 @@ namespace {
 const Barrier kBarrier{};
 const AllGather kAllGather{};
 const AllToAll kAllToAll{};
+const Broadcast kBroadcast{};
+const AllReduce kAllReduce{};
+const ReduceScatter kReduceScatter{};
 
-constexpr const data_plane::Collective* kCollectives[] = {&kBarrier, &kAllGather, &kAllToAll};
+constexpr const data_plane::Collective* kCollectives[] = {
+    &kBarrier, &kAllGather, &kAllToAll, &kBroadcast, &kAllReduce, &kReduceScatter};
 
 }  // namespace
 

@@ -22,7 +22,8 @@ std::string InitRecord(const Config& config, std::string_view backend, const Dev
   std::ostringstream text;
   text << "heap_bytes=" << config.heap_bytes << ";timeout_sec=" << config.timeout_sec
        << ";backend=" << backend << ";device_type=" << static_cast<int>(device.type)
-       << ";quarantine_bytes=" << config.quarantine() << ";max_teams=" << config.max_teams << ";max_pes=" << config.max_pes
+       << ";quarantine_bytes=" << config.quarantine() << ";max_teams=" << config.max_teams
+       << ";reduce_workspace=" << config.reduce_workspace << ";max_pes=" << config.max_pes
        << ";size=" << size << ";global_ranks=" << JoinInts(global_ranks)
        << ";remote_peers=" << config.remote_peers << ";remote_path=" << config.remote_path << ";peer_silence_ms=" << config.peer_silence_ms;
   text << ";algorithms=";
@@ -334,7 +335,8 @@ Status Runtime::Init(InitOptions options) {
   HeapSpec spec;
   spec.rank = rank;
   spec.size = size;
-  spec.heap_bytes = config.heap_bytes;
+  // The reductions' workspaces, one per team slot, lie past the allocator's heap.
+  spec.heap_bytes = config.heap_bytes + config.max_teams * config.reduce_workspace;
   spec.timeout = timeout;
   spec.copy_workers = static_cast<int>(config.copy_workers);
   spec.blocking_ops = &blocking_ops_;

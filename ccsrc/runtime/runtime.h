@@ -92,6 +92,9 @@ struct CollectiveOperands {
   std::uint64_t element_bytes = 0;
   /// The element type's name (up to 15 characters), compared across PEs where declared.
   std::string_view dtype;
+  /// The collective's integer arguments (a root, an operator), compared across PEs where it
+  /// declares kAgreeArguments.
+  data_plane::CollectiveArguments arguments{};
 };
 
 /// A handle of a team: a subset of the Root WORLD's PEs with collectives of its own

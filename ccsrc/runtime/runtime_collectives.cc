@@ -144,7 +144,16 @@ Status Runtime::RunCollective(const TeamHandle& team_handle,
   data_plane::CollectivePlan plan;
   plan.group = team->group;
   plan.algorithm = config_.AlgorithmOf(op);
+  plan.arguments = operands.arguments;
+  plan.workspace_bytes = config_.reduce_workspace;
+  plan.workspace_offset =
+      config_.heap_bytes + static_cast<std::uint64_t>(team->group.sync_slot) * plan.workspace_bytes;
   CollectiveDescriptor mine = CollectiveDescriptor::Of(op, collective.AgreedFields());
+  if ((collective.AgreedFields() & data_plane::kAgreeArguments) != 0) {
+    for (std::size_t i = 0; i < mine.extra.size(); ++i) {
+      mine.extra[i] = static_cast<std::uint64_t>(operands.arguments[i]);
+    }
+  }
   if (collective.TakesOperands()) {
     AllocationRecord record;
     HPS_REJECT_IF_ERROR(ResolveOperand(operands.output, &plan.output_offset, &record), op,
@@ -157,6 +166,8 @@ Status Runtime::RunCollective(const TeamHandle& team_handle,
     call.input_bytes = operands.input_bytes;
     call.element_bytes = operands.element_bytes;
     call.dtype = operands.dtype;
+    call.arguments = operands.arguments;
+    call.workspace_bytes = plan.workspace_bytes;
     HPS_REJECT_IF_ERROR(collective.Check(call), op, "validate");
     if (collective.MovesNothing(call)) return Status::Ok();
     plan.input = operands.input;
@@ -164,6 +175,7 @@ Status Runtime::RunCollective(const TeamHandle& team_handle,
     mine.bytes = operands.input_bytes;
     mine.offset = plan.output_offset;
     mine.SetDtype(operands.dtype);
+    plan.dtype = std::string(operands.dtype);
   }
   const bool runs_inline = backend_->CollectiveRunsInline(stream);
   HPS_REJECT_IF_ERROR(ClaimCollective(*team, OwnerOf(stream, runs_inline), op, &mine.sequence),

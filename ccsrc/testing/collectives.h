@@ -44,4 +44,32 @@ inline Status AllToAll(Runtime& runtime, const SymmetricView& output, const void
                          std::move(keep_alive), dtype);
 }
 
+/// Root `root`'s `input` lands in `output` on every PE (`input` may be the output).
+inline Status Broadcast(Runtime& runtime, const SymmetricView& output, const void* input,
+                        std::uint64_t bytes, int root, std::string_view dtype, StreamRef stream,
+                        KeepAlive keep_alive = nullptr) {
+  return runtime.RunCollective(CollectiveNamed("broadcast"),
+                               CollectiveOperands{output, input, bytes, 0, dtype, {root, 0, 0}},
+                               stream, std::move(keep_alive));
+}
+
+/// `output` becomes the reduction of every PE's `input` with the operator `op` (an
+/// ops::ReduceOp number); `input` may be the output.
+inline Status AllReduce(Runtime& runtime, const SymmetricView& output, const void* input,
+                        std::uint64_t input_bytes, std::int64_t op, std::string_view dtype,
+                        StreamRef stream, KeepAlive keep_alive = nullptr) {
+  return runtime.RunCollective(CollectiveNamed("all_reduce"),
+                               CollectiveOperands{output, input, input_bytes, 0, dtype, {op, 0, 0}},
+                               stream, std::move(keep_alive));
+}
+
+/// PE j's `output` becomes the reduction of every PE's block j of `input`.
+inline Status ReduceScatter(Runtime& runtime, const SymmetricView& output, const void* input,
+                            std::uint64_t input_bytes, std::int64_t op, std::string_view dtype,
+                            StreamRef stream, KeepAlive keep_alive = nullptr) {
+  return runtime.RunCollective(CollectiveNamed("reduce_scatter"),
+                               CollectiveOperands{output, input, input_bytes, 0, dtype, {op, 0, 0}},
+                               stream, std::move(keep_alive));
+}
+
 }  // namespace hyper_parallel::shmem::testing

@@ -197,6 +197,7 @@ class FakeKernelApi final : public data_plane::KernelApi {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::byte* Local(std::uint64_t offset) const override { return heap_ + offset; }
+  bool HostAddressable() const override { return true; }
   void PutBlock(int, std::uint64_t offset, const void* source, std::uint64_t bytes) override {
     if (bytes > 0) std::memmove(heap_ + offset, source, bytes);
   }

@@ -27,6 +27,7 @@ class HostKernelApi final : public data_plane::KernelApi {
   std::byte* Local(std::uint64_t offset) const override {
     return device_.heap(device_.rank()) + offset;
   }
+  bool HostAddressable() const override { return true; }
   void PutBlock(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes) override {
     if (bytes > 0) device_.PutTo<kSite>(pe, offset, source, bytes);
   }

@@ -1,0 +1,344 @@
+// broadcast, all_reduce and reduce_scatter across real PE processes on the host backend: every
+// dtype with every operator it takes (values whose results are exact in any order, checked
+// bitwise against a reference every PE computes), in place, sizes from zero to many passes of
+// the workspace (a small HYPER_PARALLEL_SHMEM_REDUCE_WORKSPACE), random floats giving the same
+// bits on every PE and on a second run, calls queued on a stream, and the rejections: local
+// contract violations on the caller alone, calls that differ across PEs on every PE.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "backends/host/host_stream.h"
+#include "ops/reduce/element.h"
+#include "tests/multiprocess/pe_helpers.h"
+
+namespace hyper_parallel::shmem::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using ops::ElementType;
+using ops::ReduceOp;
+
+// The test value of element i at PE `pe` for operator `op`: small, so every result is exact in
+// every dtype and every order (sums below 2^8, products powers of two and signs), and
+// non-negative where the order or the bits matter (min, max, the bitwise operators).
+std::int64_t Value(ReduceOp op, int pe, std::uint64_t i, int call) {
+  const auto k = static_cast<std::int64_t>(i * 7 + static_cast<std::uint64_t>(pe) * 3 +
+                                           static_cast<std::uint64_t>(call));
+  switch (op) {
+    case ReduceOp::kSum: return k % 9 - 4;
+    case ReduceOp::kProd: return k % 3 == 0 ? 1 : (k % 3 == 1 ? 2 : -1);
+    case ReduceOp::kMin:
+    case ReduceOp::kMax: return (k * 37) % 101;
+    default: return (k * 53 + pe * 29) % 128;
+  }
+}
+
+// The reference: the values combined in int64 (exact for these values; wrapping by the cast).
+std::int64_t Reference(ReduceOp op, int size, std::uint64_t i, int call) {
+  std::int64_t r = Value(op, 0, i, call);
+  for (int pe = 1; pe < size; ++pe) {
+    const std::int64_t v = Value(op, pe, i, call);
+    switch (op) {
+      case ReduceOp::kSum: r += v; break;
+      case ReduceOp::kProd: r *= v; break;
+      case ReduceOp::kMin: r = std::min(r, v); break;
+      case ReduceOp::kMax: r = std::max(r, v); break;
+      case ReduceOp::kAnd: r &= v; break;
+      case ReduceOp::kOr: r |= v; break;
+      case ReduceOp::kXor: r ^= v; break;
+    }
+  }
+  return r;
+}
+
+// `value` as an element of `type`, in `out` (ElementBytes(type) bytes).
+void Encode(ElementType type, std::int64_t value, std::byte* out) {
+  const auto put = [out](auto v) { std::memcpy(out, &v, sizeof(v)); };
+  switch (type) {
+    case ElementType::kFloat16: return put(ops::FloatToHalf(static_cast<float>(value)));
+    case ElementType::kBFloat16: return put(ops::FloatToBFloat16(static_cast<float>(value)));
+    case ElementType::kFloat32: return put(static_cast<float>(value));
+    case ElementType::kFloat64: return put(static_cast<double>(value));
+    case ElementType::kInt8: return put(static_cast<std::int8_t>(value));
+    case ElementType::kUInt8: return put(static_cast<std::uint8_t>(value));
+    case ElementType::kInt16: return put(static_cast<std::int16_t>(value));
+    case ElementType::kUInt16: return put(static_cast<std::uint16_t>(value));
+    case ElementType::kInt32: return put(static_cast<std::int32_t>(value));
+    case ElementType::kUInt32: return put(static_cast<std::uint32_t>(value));
+    case ElementType::kInt64: return put(value);
+    case ElementType::kUInt64: return put(static_cast<std::uint64_t>(value));
+  }
+}
+
+constexpr ElementType kTypes[] = {
+    ElementType::kFloat16, ElementType::kBFloat16, ElementType::kFloat32, ElementType::kFloat64,
+    ElementType::kInt8,    ElementType::kUInt8,    ElementType::kInt16,   ElementType::kUInt16,
+    ElementType::kInt32,   ElementType::kUInt32,   ElementType::kInt64,   ElementType::kUInt64};
+constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
+                             ReduceOp::kAnd, ReduceOp::kOr,   ReduceOp::kXor};
+
+std::int64_t Code(ReduceOp op) { return static_cast<std::int64_t>(op); }
+
+// Fills `input` with this PE's values: element i is Value(op, rank, first + i).
+void FillValues(PeContext& ctx, ElementType type, ReduceOp op, std::uint64_t first,
+                std::uint64_t count, int call, std::byte* input) {
+  const std::uint64_t eb = ops::ElementBytes(type);
+  for (std::uint64_t i = 0; i < count; ++i) Encode(type, Value(op, ctx.rank, first + i, call), input + i * eb);
+}
+
+// Whether `count` elements at `output` are the references of elements first.. (bitwise).
+bool CheckReduced(PeContext& ctx, ElementType type, ReduceOp op, std::uint64_t first,
+                  std::uint64_t count, int call, const std::byte* output, const std::string& what) {
+  const std::uint64_t eb = ops::ElementBytes(type);
+  std::byte expected[8];
+  for (std::uint64_t i = 0; i < count; ++i) {
+    Encode(type, Reference(op, ctx.size, first + i, call), expected);
+    if (std::memcmp(expected, output + i * eb, eb) != 0) {
+      return CHECK_PE(ctx, false,
+                      what + " " + std::string(ops::ElementTypeName(type)) + " " +
+                          std::string(ops::ReduceOpName(op)) + ": element " +
+                          std::to_string(first + i) + " of " + std::to_string(count) + " wrong");
+    }
+  }
+  return true;
+}
+
+PeLaunch Launch(int size, std::string workspace = "") {
+  PeLaunch launch = LaunchPes(size, "30", 64 << 20, 240s);
+  if (!workspace.empty()) launch.env["HYPER_PARALLEL_SHMEM_REDUCE_WORKSPACE"] = workspace;
+  return launch;
+}
+
+class ReductionsTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ReductionsTest, EveryDtypeWithEveryOperatorItTakes) {
+  EXPECT_ALL_PES_PASS(RunPes(Launch(GetParam()), [](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime());
+    constexpr std::uint64_t kCount = 37;  // not a multiple of any group size here
+    Allocation output = MustAllocate(ctx, kCount * 8 * ctx.size);
+    std::vector<std::byte> input(kCount * 8 * ctx.size);
+    int call = 0;
+    for (ElementType type : kTypes) {
+      const std::string dtype(ops::ElementTypeName(type));
+      const std::uint64_t eb = ops::ElementBytes(type);
+      for (ReduceOp op : kOps) {
+        if (ops::IsFloating(type) && op >= ReduceOp::kAnd) continue;
+        ++call;
+        FillValues(ctx, type, op, 0, kCount, call, input.data());
+        CHECK_PE_OK(ctx, AllReduce(Rt(), Sub(output, 0, kCount * eb), input.data(), kCount * eb,
+                                   Code(op), dtype, {}));
+        if (!CheckReduced(ctx, type, op, 0, kCount, call, As<std::byte>(output), "all_reduce")) {
+          break;
+        }
+        // reduce_scatter: PE j gets block j of kCount elements.
+        FillValues(ctx, type, op, 0, kCount * ctx.size, call, input.data());
+        CHECK_PE_OK(ctx, Barrier(Rt(), {}));  // everyone checked before the output is reused
+        CHECK_PE_OK(ctx, ReduceScatter(Rt(), Sub(output, 0, kCount * eb), input.data(),
+                                       kCount * eb * ctx.size, Code(op), dtype, {}));
+        if (!CheckReduced(ctx, type, op, kCount * ctx.rank, kCount, call, As<std::byte>(output),
+                          "reduce_scatter")) {
+          break;
+        }
+        CHECK_PE_OK(ctx, Barrier(Rt(), {}));
+      }
+    }
+    FreeAllAndShutdown(ctx);
+    return 0;
+  }));
+}
+
+// Sizes from zero through many passes of a 4 KiB workspace, in place and not, for both.
+TEST_P(ReductionsTest, SizesInPlaceAndManyPassesOfASmallWorkspace) {
+  EXPECT_ALL_PES_PASS(RunPes(Launch(GetParam(), "4096"), [](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime());
+    const std::uint64_t sizes[] = {0, 1, 2, 5, 511, 512, 4099, 100003};
+    const std::uint64_t largest = sizes[std::size(sizes) - 1];
+    Allocation output = MustAllocate(ctx, largest * 8);
+    std::vector<std::byte> input(largest * 8 * ctx.size);
+    int call = 0;
+    for (std::uint64_t count : sizes) {
+      for (ElementType type : {ElementType::kFloat32, ElementType::kBFloat16, ElementType::kInt64}) {
+        const std::uint64_t eb = ops::ElementBytes(type);
+        const std::string dtype(ops::ElementTypeName(type));
+        ++call;
+        const std::string what = "count " + std::to_string(count);
+        // In place: the output holds the input.
+        FillValues(ctx, type, ReduceOp::kSum, 0, count, call, As<std::byte>(output));
+        CHECK_PE_OK(ctx, AllReduce(Rt(), Sub(output, 0, count * eb), output.data, count * eb,
+                                   Code(ReduceOp::kSum), dtype, {}));
+        if (!CheckReduced(ctx, type, ReduceOp::kSum, 0, count, call, As<std::byte>(output),
+                          "in-place all_reduce " + what)) {
+          break;
+        }
+        CHECK_PE_OK(ctx, Barrier(Rt(), {}));
+        FillValues(ctx, type, ReduceOp::kMax, 0, count * ctx.size, call, input.data());
+        CHECK_PE_OK(ctx, ReduceScatter(Rt(), Sub(output, 0, count * eb), input.data(),
+                                       count * eb * ctx.size, Code(ReduceOp::kMax), dtype, {}));
+        if (!CheckReduced(ctx, type, ReduceOp::kMax, count * ctx.rank, count, call,
+                          As<std::byte>(output), "reduce_scatter " + what)) {
+          break;
+        }
+        CHECK_PE_OK(ctx, Barrier(Rt(), {}));
+      }
+    }
+    FreeAllAndShutdown(ctx);
+    return 0;
+  }));
+}
+
+// Random float32 inputs: every PE ends with the same bits, and a second run gives them again.
+TEST_P(ReductionsTest, RandomFloatsGiveTheSameBitsOnEveryPeAndEveryRun) {
+  EXPECT_ALL_PES_PASS(RunPes(Launch(GetParam()), [](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime());
+    constexpr std::uint64_t kCount = 70001;
+    Allocation output = MustAllocate(ctx, kCount * 4);
+    Allocation gathered = MustAllocate(ctx, kCount * 4 * ctx.size);
+    std::vector<float> input(kCount);
+    std::mt19937 random(static_cast<unsigned>(ctx.rank) * 7919u + 1u);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    for (float& v : input) v = uniform(random) * (1 + ctx.rank);
+    std::vector<float> first(kCount);
+    for (int run = 0; run < 2; ++run) {
+      CHECK_PE_OK(ctx, AllReduce(Rt(), View(output), input.data(), kCount * 4,
+                                 Code(ReduceOp::kSum), "float32", {}));
+      if (run == 0) {
+        std::memcpy(first.data(), output.data, kCount * 4);
+      } else {
+        CHECK_PE(ctx, std::memcmp(first.data(), output.data, kCount * 4) == 0,
+                 "a second run gave other bits");
+      }
+      CHECK_PE_OK(ctx, Barrier(Rt(), {}));
+    }
+    CHECK_PE_OK(ctx, AllGather(Rt(), View(gathered), first.data(), kCount * 4, {}));
+    for (int pe = 0; pe < ctx.size; ++pe) {
+      CHECK_PE(ctx, std::memcmp(As<std::byte>(gathered) + pe * kCount * 4, first.data(),
+                                kCount * 4) == 0,
+               "PE " + std::to_string(pe) + " has other bits");
+    }
+    // Within rounding of the sum in double.
+    std::vector<double> exact(kCount, 0.0);
+    for (int pe = 0; pe < ctx.size; ++pe) {
+      std::mt19937 peer(static_cast<unsigned>(pe) * 7919u + 1u);
+      for (std::uint64_t i = 0; i < kCount; ++i) exact[i] += uniform(peer) * (1 + pe);
+    }
+    for (std::uint64_t i = 0; i < kCount; ++i) {
+      if (std::abs(exact[i] - first[i]) > 1e-5 * ctx.size * ctx.size) {
+        CHECK_PE(ctx, false, "element " + std::to_string(i) + " far from the exact sum");
+        break;
+      }
+    }
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
+    FreeAllAndShutdown(ctx);
+    return 0;
+  }));
+}
+
+TEST_P(ReductionsTest, BroadcastFromEveryRootInPlaceAndQueuedOnAStream) {
+  EXPECT_ALL_PES_PASS(RunPes(Launch(GetParam()), [](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime());
+    constexpr std::uint64_t kBytes = (600 << 10) + 13;  // several chunks, an odd tail
+    Allocation output = MustAllocate(ctx, kBytes);
+    std::vector<std::uint8_t> input(kBytes);
+    const auto pattern = [](int root, std::uint64_t i) {
+      return static_cast<std::uint8_t>((i * 131 + static_cast<std::uint64_t>(root) * 17) >> 2);
+    };
+    for (int root = 0; root < ctx.size; ++root) {
+      for (std::uint64_t i = 0; i < kBytes; ++i) input[i] = ctx.rank == root ? pattern(root, i) : 0;
+      const bool in_place = root % 2 == 1;
+      if (in_place) std::memcpy(output.data, input.data(), kBytes);
+      CHECK_PE_OK(ctx, Broadcast(Rt(), View(output), in_place ? output.data : input.data(),
+                                 kBytes, root, "uint8", {}));
+      for (std::uint64_t i = 0; i < kBytes; ++i) {
+        if (As<std::uint8_t>(output)[i] != pattern(root, i)) {
+          CHECK_PE(ctx, false, "root " + std::to_string(root) + ": byte " + std::to_string(i));
+          break;
+        }
+      }
+      CHECK_PE_OK(ctx, Barrier(Rt(), {}));
+    }
+    // Queued on a stream with rank skew: an all_reduce after a broadcast, in stream order.
+    Allocation sums = MustAllocate(ctx, 4096 * 8);
+    std::vector<std::int64_t> ones(4096, 1);
+    for (std::uint64_t i = 0; i < kBytes; ++i) input[i] = ctx.rank == 0 ? pattern(0, i) : 0;
+    auto stream = host::HostStream::Create<CallSite::kHostThread>();
+    std::this_thread::sleep_for(std::chrono::milliseconds(ctx.rank * 20));
+    CHECK_PE_OK(ctx, Broadcast(Rt(), View(output), input.data(), kBytes, 0, "uint8",
+                               StreamRef{stream.get()}));
+    CHECK_PE_OK(ctx, AllReduce(Rt(), View(sums), ones.data(), 4096 * 8, Code(ReduceOp::kSum),
+                               "int64", StreamRef{stream.get()}));
+    CHECK_PE_OK(ctx, stream->Synchronize<CallSite::kHostThread>(60s));
+    CHECK_PE(ctx, As<std::uint8_t>(output)[kBytes - 1] == pattern(0, kBytes - 1), "queued broadcast");
+    for (std::uint64_t i = 0; i < 4096; ++i) {
+      if (As<std::int64_t>(sums)[i] != ctx.size) {
+        CHECK_PE(ctx, false, "queued all_reduce element " + std::to_string(i));
+        break;
+      }
+    }
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
+    FreeAllAndShutdown(ctx);
+    return 0;
+  }));
+}
+
+TEST_P(ReductionsTest, RejectionsChangeNothingAndDifferingCallsFailOnEveryPe) {
+  EXPECT_ALL_PES_PASS(RunPes(Launch(GetParam()), [](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime());
+    const std::uint64_t count = 8 * ctx.size;
+    Allocation output = MustAllocate(ctx, count * 4);
+    std::vector<float> input(count * ctx.size, 1.0f);
+    std::memset(output.data, 0x5A, output.bytes);
+    const auto untouched = [&] {
+      for (std::uint64_t i = 0; i < output.bytes; ++i) {
+        if (As<std::uint8_t>(output)[i] != 0x5A) return false;
+      }
+      return true;
+    };
+    const Status bitwise = AllReduce(Rt(), View(output), input.data(), count * 4,
+                                     Code(ReduceOp::kXor), "float32", {});
+    CHECK_PE(ctx, bitwise.code() == ErrorCode::kInvalidArgument, bitwise.ToString());
+    CHECK_PE(ctx, Contains(bitwise.message(), "all_reduce op must be sum, prod, min or max for float32"),
+             bitwise.message());
+    const Status unknown = AllReduce(Rt(), View(output), input.data(), count * 4, 42, "float32", {});
+    CHECK_PE(ctx, Contains(unknown.message(), "all_reduce op must be one of sum"), unknown.message());
+    const Status dtype = AllReduce(Rt(), View(output), input.data(), count * 4, 0, "complex64", {});
+    CHECK_PE(ctx, Contains(dtype.message(), "all_reduce dtype must be one of float16"), dtype.message());
+    const Status small = AllReduce(Rt(), Sub(output, 0, count * 4 - 4), input.data(), count * 4,
+                                   0, "float32", {});
+    CHECK_PE(ctx, Contains(small.message(), "output byte size must be input byte size"),
+             small.message());
+    const Status scatter = ReduceScatter(Rt(), View(output), input.data(),
+                                         count * 4 * ctx.size + 4, 0, "float32", {});
+    CHECK_PE(ctx, Contains(scatter.message(), "input byte size must be output byte size * team size"),
+             scatter.message());
+    const Status root = Broadcast(Rt(), View(output), input.data(), count * 4, ctx.size,
+                                  "float32", {});
+    CHECK_PE(ctx, Contains(root.message(), "broadcast root must be a PE of the team"),
+             root.message());
+    CHECK_PE(ctx, untouched(), "a rejected call wrote the output");
+    if (ctx.size > 1) {
+      // Calls that differ across PEs: the operator, then the root. Every PE fails, in step.
+      const Status op = AllReduce(Rt(), View(output), input.data(), count * 4,
+                                  ctx.rank == 0 ? 2 : 3, "float32", {});
+      CHECK_PE(ctx, op.code() == ErrorCode::kCollectiveMismatch, op.ToString());
+      CHECK_PE(ctx, Contains(op.message(), "field=arguments"), op.message());
+      const Status roots = Broadcast(Rt(), View(output), input.data(), count * 4, ctx.rank % 2,
+                                     "float32", {});
+      CHECK_PE(ctx, roots.code() == ErrorCode::kCollectiveMismatch, roots.ToString());
+      CHECK_PE(ctx, untouched(), "a mismatched call wrote the output");
+    }
+    // Still in step.
+    CHECK_PE_OK(ctx, AllReduce(Rt(), View(output), input.data(), count * 4, 0, "float32", {}));
+    CHECK_PE(ctx, As<float>(output)[count - 1] == static_cast<float>(ctx.size), "sum after rejections");
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
+    FreeAllAndShutdown(ctx);
+    return 0;
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Pes, ReductionsTest, ::testing::Values(1, 2, 3, 4, 5, 8));
+
+}  // namespace
+}  // namespace hyper_parallel::shmem::testing
