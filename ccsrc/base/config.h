@@ -30,7 +30,7 @@ inline constexpr std::string_view kEnvCopyWorkers = "HYPER_PARALLEL_SHMEM_COPY_W
 inline constexpr std::string_view kEnvWait = "HYPER_PARALLEL_SHMEM_WAIT";
 inline constexpr std::string_view kEnvQuarantineBytes = "HYPER_PARALLEL_SHMEM_QUARANTINE_BYTES";
 inline constexpr std::string_view kEnvMaxTeams = "HYPER_PARALLEL_SHMEM_MAX_TEAMS";
-// Bytes of heap each team slot's reductions stage through (docs/collectives.md, "Reductions").
+// Bytes of heap each team slot's reductions stage through (docs/architecture.md, "Reductions").
 inline constexpr std::string_view kEnvReduceWorkspace = "HYPER_PARALLEL_SHMEM_REDUCE_WORKSPACE";
 inline constexpr std::string_view kEnvMaxPes = "HYPER_PARALLEL_SHMEM_MAX_PES";
 // PEs on several hosts (docs/scale-out.md). Never UCX_-prefixed: UCX parses every such

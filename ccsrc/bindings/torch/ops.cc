@@ -216,6 +216,23 @@ void ExchangeKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& inp
                        CallPath::kCustomOp);
 }
 
+void BroadcastKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& input,
+                     std::int64_t root, at::IntArrayRef team) {
+  CheckOrderToken(order, "broadcast");
+  RequireSymmetric("broadcast", "output", output);
+  RunCollectiveTensors(CollectiveNamed("broadcast"), TeamOf("broadcast", team), &output, &input,
+                       CallPath::kCustomOp, {root, 0, 0});
+}
+
+template <const char* kName>
+void ReductionKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& input,
+                     c10::string_view op, at::IntArrayRef team) {
+  CheckOrderToken(order, kName);
+  RequireSymmetric(kName, "output", output);
+  RunCollectiveTensors(CollectiveNamed(kName), TeamOf(kName, team), &output, &input,
+                       CallPath::kCustomOp, {ReduceOpCode(kName, op), 0, 0});
+}
+
 const AtomicOp& AtomicOpOf(c10::string_view name) {
   const AtomicOp* op = AtomicOpNamed(name);
   TORCH_CHECK_VALUE(op != nullptr, "atomic: ",
@@ -291,6 +308,8 @@ at::Tensor TestSignalKernel(at::Tensor& order, const at::Tensor& sig, std::int64
 
 constexpr char kAllGather[] = "all_gather";
 constexpr char kAllToAll[] = "all_to_all";
+constexpr char kAllReduce[] = "all_reduce";
+constexpr char kReduceScatter[] = "reduce_scatter";
 
 }  // namespace
 
@@ -373,6 +392,15 @@ TORCH_LIBRARY(hps, m) {
         host_blocking);
   m.def("all_to_all(Tensor(t!) order, Tensor(a!) output, Tensor input, int[] team=[]) -> ()",
         host_blocking);
+  m.def("broadcast(Tensor(t!) order, Tensor(a!) output, Tensor input, int root, "
+        "int[] team=[]) -> ()",
+        host_blocking);
+  m.def("all_reduce(Tensor(t!) order, Tensor(a!) output, Tensor input, str op=\"sum\", "
+        "int[] team=[]) -> ()",
+        host_blocking);
+  m.def("reduce_scatter(Tensor(t!) order, Tensor(a!) output, Tensor input, str op=\"sum\", "
+        "int[] team=[]) -> ()",
+        host_blocking);
 }
 
 // The same kernels for the host heap's CPU tensors and a CUDA backend's device tensors (the
@@ -386,6 +414,9 @@ TORCH_LIBRARY(hps, m) {
   m.impl("barrier", &BarrierKernel);                            \
   m.impl("all_gather", &ExchangeKernel<kAllGather>);            \
   m.impl("all_to_all", &ExchangeKernel<kAllToAll>);            \
+  m.impl("broadcast", &BroadcastKernel);                        \
+  m.impl("all_reduce", &ReductionKernel<kAllReduce>);           \
+  m.impl("reduce_scatter", &ReductionKernel<kReduceScatter>);   \
   m.impl("atomic", &AtomicKernel);                              \
   m.impl("atomic_fetch", &AtomicFetchKernel);                   \
   m.impl("fence", &FenceKernel);                                \

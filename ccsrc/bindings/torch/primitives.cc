@@ -26,6 +26,7 @@
 #include "bindings/torch/streams.h"
 #include "bindings/torch/teams.h"
 #include "ops/collectives.h"
+#include "ops/reduce/element.h"
 #include "runtime/runtime.h"
 
 namespace py = pybind11;
@@ -144,7 +145,7 @@ void WaitSignal(py::handle sig, py::handle value_arg, py::handle comparison_arg)
 // Runs the collective unit called `name` over the Root WORLD, or over `team` when it is not
 // None (results in team-PE order).
 void RunCollective(const std::string& name, py::handle output_arg, py::handle input_arg,
-                   py::handle team_arg) {
+                   py::handle team_arg, py::handle root_arg, py::handle op_arg) {
   HPS_EAGER_RANGE("hps::" + name);
   const data_plane::Collective& collective = CollectiveNamed(name);
   const TeamHandle team = team_arg.is_none() ? kWorldTeam : TeamArgument(team_arg);
@@ -155,8 +156,16 @@ void RunCollective(const std::string& name, py::handle output_arg, py::handle in
   }
   const at::Tensor output = TensorArg("output", output_arg);
   const at::Tensor input = TensorArg("input", input_arg);
+  data_plane::CollectiveArguments arguments{};
+  if (!root_arg.is_none()) arguments[0] = PeArg(name, root_arg);  // refused by the unit
+  if (!op_arg.is_none()) {
+    if (!py::isinstance<py::str>(op_arg)) {
+      throw py::type_error(ContractText("op", "a str", TypeName(op_arg)));
+    }
+    arguments[0] = ReduceOpCode(name, op_arg.cast<std::string>());
+  }
   py::gil_scoped_release no_gil;
-  RunCollectiveTensors(collective, team, &output, &input, CallPath::kFunction);
+  RunCollectiveTensors(collective, team, &output, &input, CallPath::kFunction, arguments);
 }
 
 #undef HPS_EAGER_RANGE
@@ -261,8 +270,18 @@ const data_plane::Collective& CollectiveNamed(std::string_view name) {
   return *collective;
 }
 
+std::int64_t ReduceOpCode(std::string_view operation, std::string_view name) {
+  const std::optional<ops::ReduceOp> op = ops::ReduceOpNamed(name);
+  if (!op) {
+    Check(Contract(operation, "op", "one of sum, prod, min, max, and, or, xor",
+                   "'" + std::string(name) + "'"));
+  }
+  return static_cast<std::int64_t>(*op);
+}
+
 void RunCollectiveTensors(const data_plane::Collective& collective, const TeamHandle& team,
-                          const at::Tensor* output, const at::Tensor* input, CallPath path) {
+                          const at::Tensor* output, const at::Tensor* input, CallPath path,
+                          const data_plane::CollectiveArguments& arguments) {
   const bool world = team == kWorldTeam;
   const StreamRef stream = CurrentStream();
   if (!collective.TakesOperands()) {
@@ -281,7 +300,7 @@ void RunCollectiveTensors(const data_plane::Collective& collective, const TeamHa
   }
   const CollectiveOperands operands{
       view, local, ByteSize(*input), static_cast<std::uint64_t>(output->element_size()),
-      c10::getDtypeNames(output->scalar_type()).first};
+      c10::getDtypeNames(output->scalar_type()).first, arguments};
   KeepAlive hold = Hold(stream, *output, *input);
   Check(world ? Runtime::Process().RunCollective(collective, operands, stream, std::move(hold))
               : Runtime::Process().RunCollective(team, collective, operands, stream,
@@ -300,8 +319,10 @@ void RegisterPrimitives(py::module_& m) {
   m.def("wait_signal", &WaitSignal, py::arg("sig"), py::arg("value"), py::arg("comparison"));
   m.def("collective", &RunCollective, py::arg("name"), py::arg("output") = py::none(),
         py::arg("input") = py::none(), py::arg("team") = py::none(),
-        "Runs the collective called `name` (barrier, all_gather, all_to_all, ...) over the "
-        "world, or over `team`.");
+        py::arg("root") = py::none(), py::arg("op") = py::none(),
+        "Runs the collective called `name` (barrier, all_gather, all_to_all, broadcast, "
+        "all_reduce, ...) over the world, or over `team`; `root` a broadcast's, `op` a "
+        "reduction's operator by name.");
 }
 
 }  // namespace hyper_parallel::shmem::binding

@@ -66,9 +66,15 @@ const AtomicOp* AtomicOpNamed(std::string_view name);
 const WaitSet* WaitSetNamed(std::string_view name);
 
 /// Runs `collective` over `team` (kWorldTeam: the Root WORLD): with no operands when both are
-/// null (barrier), else with a symmetric output and a local input of the same dtype.
+/// null (barrier), else with a symmetric output and a local input of the same dtype, and the
+/// collective's integer arguments (a broadcast's root, a reduction's operator).
 void RunCollectiveTensors(const data_plane::Collective& collective, const TeamHandle& team,
-                          const at::Tensor* output, const at::Tensor* input, CallPath path);
+                          const at::Tensor* output, const at::Tensor* input, CallPath path,
+                          const data_plane::CollectiveArguments& arguments = {});
+
+/// A reduction's operator by name ("sum", "prod", "min", "max", "and", "or", "xor") as the
+/// number its collective takes; INVALID_ARGUMENT naming `operation`'s op otherwise.
+std::int64_t ReduceOpCode(std::string_view operation, std::string_view name);
 
 /// The collective unit called `name` (ops/collectives.h); INVALID_ARGUMENT naming this build's
 /// collectives when there is none.

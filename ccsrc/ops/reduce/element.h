@@ -6,7 +6,7 @@
 // its result; float32, float64 and the integer types accumulate in their own type. Integer sums
 // and products wrap (two's complement), as torch's do. min and max of floating-point values
 // propagate NaN. Combine always takes the partial of the lower-numbered side first, so a block's
-// result depends only on the group's size, never on timing (docs/collectives.md,
+// result depends only on the group's size, never on timing (docs/architecture.md,
 // "Reductions").
 //
 // Thread-safety: pure functions.

@@ -1,6 +1,6 @@
 // The reductions' kernel (all_reduce, reduce_scatter): recursive halving, then, for all_reduce,
 // recursive doubling (Rabenseifner's algorithm), written on the kernel-side API alone
-// (data_plane/kernel_api.h). docs/collectives.md, "Reductions", draws it.
+// (data_plane/kernel_api.h). docs/architecture.md, "Reductions", draws it.
 //
 // Members: N = 2^m + r with 0 <= r < 2^m. The first 2r members pair up (2i, 2i+1): the odd one
 // hands its partial to the even one (the pre-step) and sits out; the 2^m others take virtual

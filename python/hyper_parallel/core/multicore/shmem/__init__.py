@@ -67,6 +67,7 @@ from ._atomics import (
     wait_signal_any,
     wait_signal_some,
 )
+from ._reductions import all_reduce, broadcast, reduce_scatter
 from ._backend import BackendInfo, backend_info, my_pe, n_pes
 from ._debug import DebugState, debug_state
 from ._lifecycle import Handle, acquire_shmem
@@ -89,6 +90,7 @@ __all__ = [
     "Team",
     "acquire_shmem",
     "all_gather",
+    "all_reduce",
     "all_to_all",
     "atomic_add",
     "atomic_and",
@@ -106,6 +108,7 @@ __all__ = [
     "atomic_xor",
     "backend_info",
     "barrier",
+    "broadcast",
     "current_stream",
     "debug_state",
     "empty",
@@ -121,6 +124,7 @@ __all__ = [
     "put_nbi",
     "put_signal",
     "quiet",
+    "reduce_scatter",
     "signal",
     "stream",
     "synchronize",
