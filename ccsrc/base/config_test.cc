@@ -98,7 +98,21 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"HYPER_PARALLEL_SHMEM_MAX_TEAMS", "257"},
                       BadValue{"HYPER_PARALLEL_SHMEM_MAX_PES", "0"},
                       BadValue{"HYPER_PARALLEL_SHMEM_MAX_PES", "65537"},
-                      BadValue{"HYPER_PARALLEL_SHMEM_MAX_PES", "4k"}));
+                      BadValue{"HYPER_PARALLEL_SHMEM_MAX_PES", "4k"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_REDUCE_WORKSPACE", "4095"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_REDUCE_WORKSPACE", "6000"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_REDUCE_WORKSPACE", "2147483648"},
+                      BadValue{"HYPER_PARALLEL_SHMEM_REDUCE_WORKSPACE", "0"}));
+
+TEST(Config, TheReduceWorkspaceDefaultsTo512KiBAndTakesPagesUpTo1GiB) {
+  Config config;
+  ASSERT_TRUE(Config::FromEnvironment(Env({}), &config).ok());
+  EXPECT_EQ(config.reduce_workspace, 512u << 10);
+  ASSERT_TRUE(Config::FromEnvironment(
+                  Env({{"HYPER_PARALLEL_SHMEM_REDUCE_WORKSPACE", "1073741824"}}), &config)
+                  .ok());
+  EXPECT_EQ(config.reduce_workspace, 1u << 30);
+}
 
 TEST(Config, MaxPesDefaultsTo4096AndAcceptsUpTo65536) {
   Config config;

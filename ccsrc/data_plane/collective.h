@@ -84,6 +84,9 @@ struct CollectiveCall {
   std::uint64_t element_bytes = 0;  ///< 0: sizes are counted in bytes
   std::string_view dtype;           ///< the element type's name ("" when not given)
   CollectiveArguments arguments{};  ///< the call's integer arguments (each collective's own)
+  /// Per-member sizes in bytes where a collective takes them (all_to_all with split sizes:
+  /// the bytes this PE sends to each member, then the bytes it expects from each).
+  std::span<const std::uint64_t> sizes;
   /// Bytes of the group's workspace (CollectivePlan::workspace_offset), the same on every PE.
   std::uint64_t workspace_bytes = 0;
 };
@@ -93,6 +96,7 @@ struct CollectivePlan {
   CollectiveGroup group;
   std::uint64_t sequence = 0;       ///< the call's collective number: its epoch
   std::uint64_t output_offset = 0;  ///< heap offset of the symmetric output
+  std::uint64_t output_bytes = 0;   ///< this PE's output bytes
   const void* input = nullptr;      ///< local memory, alive until the kernel ran
   std::uint64_t input_bytes = 0;
   /// The algorithm HYPER_PARALLEL_SHMEM_ALGORITHMS sets for this collective, one of its
@@ -101,6 +105,11 @@ struct CollectivePlan {
   std::string_view algorithm = "auto";
   CollectiveArguments arguments{};  ///< as in the call (agreed where declared)
   std::string dtype;                ///< the element type's name, as in the call
+  std::uint64_t element_bytes = 0;  ///< as in the call (0: sizes in bytes)
+  std::vector<std::uint64_t> sizes; ///< as in the call
+  /// Where a collective that learns something every member must know leaves it (all_gather_v:
+  /// each member's input bytes), when the caller asked (else null). Written by the kernel.
+  std::shared_ptr<std::vector<std::uint64_t>> results;
   /// The group's workspace: symmetric heap bytes past the allocator's heap, one region per
   /// team slot, that only this group's collectives write (the reductions stage partial sums
   /// there). The same offset at every member; nothing else touches it, so a collective may

@@ -34,11 +34,11 @@ constexpr std::array<std::string_view, 8> kVariables = {
     kEnvQuarantineBytes, kEnvMaxTeams};
 
 // Read by Config but not fuzzed here (the input format has one bit per variable above): the
-// scale-out settings (docs/scale-out.md), always unset in this harness; their parsing has unit
-// tests of its own.
-constexpr std::array<std::string_view, 6> kUnfuzzed = {
+// scale-out settings (docs/scale-out.md) and the reductions' workspace, always unset in this
+// harness; their parsing has unit tests of its own.
+constexpr std::array<std::string_view, 7> kUnfuzzed = {
     kEnvRemotePeers, kEnvUcxLibrary, kEnvPeerSilenceMs, kEnvRemotePath, kEnvMaxPes,
-    kEnvAlgorithms};
+    kEnvAlgorithms, kEnvReduceWorkspace};
 
 struct FuzzEnvironment {
   std::array<std::optional<std::string>, kVariables.size()> values;

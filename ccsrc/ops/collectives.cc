@@ -2,8 +2,10 @@
 #include "ops/collectives.h"
 
 #include "ops/all_gather/all_gather.h"
+#include "ops/all_gather_v/all_gather_v.h"
 #include "ops/all_reduce/all_reduce.h"
 #include "ops/all_to_all/all_to_all.h"
+#include "ops/all_to_all_v/all_to_all_v.h"
 #include "ops/barrier/barrier.h"
 #include "ops/broadcast/broadcast.h"
 #include "ops/reduce_scatter/reduce_scatter.h"
@@ -17,9 +19,12 @@ const AllToAll kAllToAll{};
 const Broadcast kBroadcast{};
 const AllReduce kAllReduce{};
 const ReduceScatter kReduceScatter{};
+const AllGatherV kAllGatherV{};
+const AllToAllV kAllToAllV{};
 
 constexpr const data_plane::Collective* kCollectives[] = {
-    &kBarrier, &kAllGather, &kAllToAll, &kBroadcast, &kAllReduce, &kReduceScatter};
+    &kBarrier,   &kAllGather,     &kAllToAll,   &kBroadcast,
+    &kAllReduce, &kReduceScatter, &kAllGatherV, &kAllToAllV};
 
 }  // namespace
 

@@ -145,6 +145,9 @@ Status Runtime::RunCollective(const TeamHandle& team_handle,
   plan.group = team->group;
   plan.algorithm = config_.AlgorithmOf(op);
   plan.arguments = operands.arguments;
+  plan.sizes = operands.sizes;
+  plan.results = operands.results;
+  plan.element_bytes = operands.element_bytes;
   plan.workspace_bytes = config_.reduce_workspace;
   plan.workspace_offset =
       config_.heap_bytes + static_cast<std::uint64_t>(team->group.sync_slot) * plan.workspace_bytes;
@@ -167,11 +170,13 @@ Status Runtime::RunCollective(const TeamHandle& team_handle,
     call.element_bytes = operands.element_bytes;
     call.dtype = operands.dtype;
     call.arguments = operands.arguments;
+    call.sizes = operands.sizes;
     call.workspace_bytes = plan.workspace_bytes;
     HPS_REJECT_IF_ERROR(collective.Check(call), op, "validate");
     if (collective.MovesNothing(call)) return Status::Ok();
     plan.input = operands.input;
     plan.input_bytes = operands.input_bytes;
+    plan.output_bytes = operands.output.bytes;
     mine.bytes = operands.input_bytes;
     mine.offset = plan.output_offset;
     mine.SetDtype(operands.dtype);

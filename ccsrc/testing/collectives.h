@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string_view>
+#include <vector>
 
 #include "ops/collectives.h"
 #include "runtime/runtime.h"
@@ -70,6 +72,30 @@ inline Status ReduceScatter(Runtime& runtime, const SymmetricView& output, const
   return runtime.RunCollective(CollectiveNamed("reduce_scatter"),
                                CollectiveOperands{output, input, input_bytes, 0, dtype, {op, 0, 0}},
                                stream, std::move(keep_alive));
+}
+
+/// Every PE's `input_bytes` (differing) land packed in PE order in `output`; `*sizes` gets
+/// every PE's bytes.
+inline Status AllGatherV(Runtime& runtime, const SymmetricView& output, const void* input,
+                         std::uint64_t input_bytes, std::vector<std::uint64_t>* sizes,
+                         StreamRef stream) {
+  CollectiveOperands operands{output, input, input_bytes, 0, "uint8"};
+  operands.results = std::make_shared<std::vector<std::uint64_t>>();
+  Status status = runtime.RunCollective(CollectiveNamed("all_gather_v"), operands, stream);
+  *sizes = *operands.results;
+  return status;
+}
+
+/// all_to_all with split sizes in bytes: `send[j]` bytes of `input` to PE j, `receive[j]`
+/// bytes expected from PE j, packed in PE order in `output`.
+inline Status AllToAllV(Runtime& runtime, const SymmetricView& output, const void* input,
+                        const std::vector<std::uint64_t>& send,
+                        const std::vector<std::uint64_t>& receive, StreamRef stream) {
+  CollectiveOperands operands{output, input, 0, 0, "uint8"};
+  for (std::uint64_t bytes : send) operands.input_bytes += bytes;
+  operands.sizes = send;
+  operands.sizes.insert(operands.sizes.end(), receive.begin(), receive.end());
+  return runtime.RunCollective(CollectiveNamed("all_to_all_v"), operands, stream);
 }
 
 }  // namespace hyper_parallel::shmem::testing

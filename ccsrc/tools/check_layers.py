@@ -26,9 +26,11 @@ ALLOWED = {
     "backends": {"base", "data_plane"},
     "backends/<vendor>": {"base", "data_plane", "backends"},
     "ops": {"base", "data_plane"},  # the list of collectives (ops/collectives.h)
-    "ops/<op>": {"base", "data_plane", "ops/reduce"},
+    "ops/<op>": {"base", "data_plane", "ops/reduce", "ops/exchange"},
     # What the reductions share (all_reduce, reduce_scatter): their arithmetic and kernel.
     "ops/reduce": {"base", "data_plane"},
+    # How collectives whose sizes differ per member learn each other's (all_gather_v, ...).
+    "ops/exchange": {"base", "data_plane"},
     "ops/mega_moe": {"base", "data_plane"},  # a consumer: only its own binding includes it
     "runtime": {"base", "data_plane", "backends"},
     "bindings/torch": {"base", "data_plane", "backends", "runtime", "ops", "ops/reduce"},

@@ -1,0 +1,40 @@
+// Records every member gathers from every member before data moves: the collectives whose
+// sizes differ from member to member (all_gather_v, all_to_all with split sizes) learn each
+// other's sizes this way, inside the call, after the descriptors matched.
+//
+// Bruck's all-gather over round words (data_plane/kernel_api.h): in round k member i sends the
+// records it holds for members i .. i + 2^k - 1 (at most N - 2^k of them) to member i - 2^k and
+// receives as many from member i + 2^k, into round k's region of the group's workspace
+// (CollectivePlan::workspace_offset), setting round word k at the receiver to
+// RoundValue(epoch, k + 1): word k at a member is written only by the member 2^k after it, so
+// ceil(log2 N) words do, and a later round's record can never pass for an earlier one's (an
+// arrival count could not tell them apart). After ceil(log2 N) rounds every member holds every
+// record. Round words are the host backend's; elsewhere UNSUPPORTED_CAPABILITY.
+//
+// Thread-safety: runs on the launching stream.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "data_plane/collective.h"
+#include "data_plane/kernel_api.h"
+
+namespace hyper_parallel::shmem::ops {
+
+/// Workspace bytes GatherRecords needs for `members` records of `words` 64-bit words each.
+std::uint64_t RecordWorkspaceBytes(int members, std::uint64_t words);
+
+/// INVALID_ARGUMENT when the group's workspace cannot hold the exchange (naming the setting).
+Status CheckRecordWorkspace(int members, std::uint64_t words, std::uint64_t workspace_bytes,
+                            std::string_view operation);
+
+/// Gathers every member's record of `mine.size()` words into `all` (member m's at
+/// [m * words, (m + 1) * words)); the same on every member.
+Status GatherRecords(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan,
+                     std::span<const std::uint64_t> mine, std::vector<std::uint64_t>* all,
+                     std::string_view operation);
+
+}  // namespace hyper_parallel::shmem::ops
