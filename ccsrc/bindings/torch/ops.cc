@@ -216,6 +216,31 @@ void ExchangeKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& inp
                        CallPath::kCustomOp);
 }
 
+void AllToAllKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& input,
+                    at::IntArrayRef team, at::OptionalIntArrayRef output_split_sizes,
+                    at::OptionalIntArrayRef input_split_sizes) {
+  CheckOrderToken(order, "all_to_all");
+  RequireSymmetric("all_to_all", "output", output);
+  const auto as_vector = [](at::OptionalIntArrayRef sizes) -> std::optional<std::vector<std::int64_t>> {
+    if (!sizes.has_value()) return std::nullopt;
+    return sizes->vec();
+  };
+  AllToAllTensors(output, input, as_vector(output_split_sizes), as_vector(input_split_sizes),
+                  TeamOf("all_to_all", team), CallPath::kCustomOp);
+}
+
+at::Tensor AllGatherVKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& input,
+                            at::IntArrayRef team) {
+  CheckOrderToken(order, "all_gather_v");
+  RequireSymmetric("all_gather_v", "output", output);
+  const std::vector<std::int64_t> rows =
+      AllGatherVTensors(output, input, TeamOf("all_gather_v", team), CallPath::kCustomOp);
+  at::Tensor counts = at::empty({static_cast<std::int64_t>(rows.size())},
+                                at::TensorOptions().dtype(at::kLong));
+  for (std::size_t i = 0; i < rows.size(); ++i) counts.mutable_data_ptr<std::int64_t>()[i] = rows[i];
+  return counts;
+}
+
 void BroadcastKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& input,
                      std::int64_t root, at::IntArrayRef team) {
   CheckOrderToken(order, "broadcast");
@@ -307,7 +332,6 @@ at::Tensor TestSignalKernel(at::Tensor& order, const at::Tensor& sig, std::int64
 }
 
 constexpr char kAllGather[] = "all_gather";
-constexpr char kAllToAll[] = "all_to_all";
 constexpr char kAllReduce[] = "all_reduce";
 constexpr char kReduceScatter[] = "reduce_scatter";
 
@@ -390,7 +414,11 @@ TORCH_LIBRARY(hps, m) {
         host_blocking);
   m.def("all_gather(Tensor(t!) order, Tensor(a!) output, Tensor input, int[] team=[]) -> ()",
         host_blocking);
-  m.def("all_to_all(Tensor(t!) order, Tensor(a!) output, Tensor input, int[] team=[]) -> ()",
+  m.def("all_to_all(Tensor(t!) order, Tensor(a!) output, Tensor input, int[] team=[], "
+        "int[]? output_split_sizes=None, int[]? input_split_sizes=None) -> ()",
+        host_blocking);
+  m.def("all_gather_v(Tensor(t!) order, Tensor(a!) output, Tensor input, int[] team=[]) -> "
+        "Tensor",
         host_blocking);
   m.def("broadcast(Tensor(t!) order, Tensor(a!) output, Tensor input, int root, "
         "int[] team=[]) -> ()",
@@ -413,7 +441,8 @@ TORCH_LIBRARY(hps, m) {
   m.impl("wait_signal", &WaitSignalKernel);                     \
   m.impl("barrier", &BarrierKernel);                            \
   m.impl("all_gather", &ExchangeKernel<kAllGather>);            \
-  m.impl("all_to_all", &ExchangeKernel<kAllToAll>);            \
+  m.impl("all_to_all", &AllToAllKernel);                        \
+  m.impl("all_gather_v", &AllGatherVKernel);                    \
   m.impl("broadcast", &BroadcastKernel);                        \
   m.impl("all_reduce", &ReductionKernel<kAllReduce>);           \
   m.impl("reduce_scatter", &ReductionKernel<kReduceScatter>);   \

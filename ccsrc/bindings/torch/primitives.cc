@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/record_function.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <cstdint>
 #include <memory>
@@ -308,6 +309,138 @@ void RunCollectiveTensors(const data_plane::Collective& collective, const TeamHa
   RecordOp(collective.name(), -1, path);
 }
 
+namespace {
+
+std::string ShapeText(at::IntArrayRef sizes) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
+  return text + "]";
+}
+
+// The bytes of one row of dim 0, once `output` and `input` are seen to share their dtype and
+// the shape past dim 0.
+std::uint64_t RowBytes(std::string_view op, const at::Tensor& output, const at::Tensor& input) {
+  if (input.dim() == 0 || output.dim() == 0) {
+    Check(Contract(op, "input and output dims", "at least 1 (rows of dim 0)", "0"));
+  }
+  if (input.scalar_type() != output.scalar_type()) {
+    Check(Contract(op, "input dtype",
+                   "output's dtype " + std::string(c10::toString(output.scalar_type())),
+                   c10::toString(input.scalar_type())));
+  }
+  if (input.sizes().slice(1) != output.sizes().slice(1)) {
+    Check(Contract(op, "output's shape past dim 0", "input's " + ShapeText(input.sizes().slice(1)),
+                   ShapeText(output.sizes().slice(1))));
+  }
+  std::uint64_t row = static_cast<std::uint64_t>(input.element_size());
+  for (std::int64_t d : input.sizes().slice(1)) row *= static_cast<std::uint64_t>(d);
+  if (row == 0) Check(Contract(op, "row size", "at least one element", "0"));
+  return row;
+}
+
+int TeamSize(const TeamHandle& team) {
+  TeamInfo info;
+  Check(Runtime::Process().DescribeTeam(team, &info));
+  return static_cast<int>(info.pes.size());
+}
+
+void RunVariable(const data_plane::Collective& collective, const TeamHandle& team,
+                 CollectiveOperands operands, const at::Tensor& output, const at::Tensor& input,
+                 StreamRef stream) {
+  KeepAlive hold = Hold(stream, output, input);
+  Check(team == kWorldTeam
+            ? Runtime::Process().RunCollective(collective, operands, stream, std::move(hold))
+            : Runtime::Process().RunCollective(team, collective, operands, stream,
+                                               std::move(hold)));
+}
+
+// Split sizes in rows: `given`, else the tensor's rows cut equally.
+std::vector<std::uint64_t> SplitBytes(std::string_view op, std::string_view name,
+                                      const std::optional<std::vector<std::int64_t>>& given,
+                                      std::int64_t rows, int members, std::uint64_t row_bytes) {
+  std::vector<std::uint64_t> bytes(static_cast<std::size_t>(members));
+  if (!given) {
+    if (rows % members != 0) {
+      Check(Contract(op, std::string(name) + " rows",
+                     "divisible by the team size (" + std::to_string(members) +
+                         ") when its split sizes are not given",
+                     std::to_string(rows)));
+    }
+    for (auto& b : bytes) b = static_cast<std::uint64_t>(rows / members) * row_bytes;
+    return bytes;
+  }
+  if (given->size() != static_cast<std::size_t>(members)) {
+    Check(Contract(op, std::string(name) + "_split_sizes length",
+                   "the team size (" + std::to_string(members) + ")",
+                   std::to_string(given->size())));
+  }
+  std::int64_t sum = 0;
+  for (std::size_t j = 0; j < given->size(); ++j) {
+    if ((*given)[j] < 0) {
+      Check(Contract(op, std::string(name) + "_split_sizes[" + std::to_string(j) + "]",
+                     "non-negative", std::to_string((*given)[j])));
+    }
+    sum += (*given)[j];
+    bytes[j] = static_cast<std::uint64_t>((*given)[j]) * row_bytes;
+  }
+  if (sum != rows) {
+    Check(Contract(op, std::string(name) + "_split_sizes' sum",
+                   "the " + std::string(name) + "'s rows (" + std::to_string(rows) + ")",
+                   std::to_string(sum)));
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::vector<std::int64_t> AllGatherVTensors(const at::Tensor& output, const at::Tensor& input,
+                                            const TeamHandle& team, CallPath path) {
+  constexpr std::string_view kOp = "all_gather_v";
+  const SymmetricView view = Symmetric(kOp, "output", output);
+  const void* local = Local(kOp, "input", input);
+  const std::uint64_t row = RowBytes(kOp, output, input);
+  const StreamRef stream = CurrentStream();
+  if (stream.native != nullptr) {
+    Check(Status::Assertion(ErrorCode::kInvalidState,
+                            "all_gather_v returns every PE's row count when it has run: call it "
+                            "on the default stream",
+                            {{"operation", std::string(kOp)}}));
+  }
+  CollectiveOperands operands{view, local, ByteSize(input),
+                              static_cast<std::uint64_t>(output.element_size()),
+                              c10::getDtypeNames(output.scalar_type()).first};
+  operands.results = std::make_shared<std::vector<std::uint64_t>>();
+  RunVariable(CollectiveNamed(kOp), team, operands, output, input, stream);
+  RecordOp(kOp, -1, path);
+  std::vector<std::int64_t> rows;
+  for (std::uint64_t bytes : *operands.results) rows.push_back(static_cast<std::int64_t>(bytes / row));
+  return rows;
+}
+
+void AllToAllTensors(const at::Tensor& output, const at::Tensor& input,
+                     const std::optional<std::vector<std::int64_t>>& output_split_sizes,
+                     const std::optional<std::vector<std::int64_t>>& input_split_sizes,
+                     const TeamHandle& team, CallPath path) {
+  if (!output_split_sizes && !input_split_sizes) {
+    RunCollectiveTensors(CollectiveNamed("all_to_all"), team, &output, &input, path);
+    return;
+  }
+  constexpr std::string_view kOp = "all_to_all";
+  const SymmetricView view = Symmetric(kOp, "output", output);
+  const void* local = Local(kOp, "input", input);
+  const std::uint64_t row = RowBytes(kOp, output, input);
+  const int members = TeamSize(team);
+  CollectiveOperands operands{view, local, ByteSize(input),
+                              static_cast<std::uint64_t>(output.element_size()),
+                              c10::getDtypeNames(output.scalar_type()).first};
+  operands.sizes = SplitBytes(kOp, "input", input_split_sizes, input.size(0), members, row);
+  const std::vector<std::uint64_t> receive =
+      SplitBytes(kOp, "output", output_split_sizes, output.size(0), members, row);
+  operands.sizes.insert(operands.sizes.end(), receive.begin(), receive.end());
+  RunVariable(CollectiveNamed("all_to_all_v"), team, operands, output, input, CurrentStream());
+  RecordOp(kOp, -1, path);
+}
+
 void RegisterPrimitives(py::module_& m) {
   // team: None (the world) or a shmem.Team, whose PE numbers `pe` then is.
   m.def("put", &Put, py::arg("dst"), py::arg("src"), py::arg("pe"), py::arg("team") = py::none());
@@ -317,6 +450,28 @@ void RegisterPrimitives(py::module_& m) {
   m.def("put_signal", &PutSignal, py::arg("dst"), py::arg("src"), py::arg("sig"), py::arg("value"),
         py::arg("pe"), py::arg("operation"), py::arg("team") = py::none());
   m.def("wait_signal", &WaitSignal, py::arg("sig"), py::arg("value"), py::arg("comparison"));
+  m.def(
+      "all_gather_v",
+      [](py::handle output, py::handle input, py::handle team_arg) {
+        const at::Tensor out = TensorArg("output", output);
+        const at::Tensor in = TensorArg("input", input);
+        const TeamHandle team = team_arg.is_none() ? kWorldTeam : TeamArgument(team_arg);
+        py::gil_scoped_release no_gil;
+        return AllGatherVTensors(out, in, team, CallPath::kFunction);
+      },
+      py::arg("output"), py::arg("input"), py::arg("team") = py::none());
+  m.def(
+      "all_to_all",
+      [](py::handle output, py::handle input, std::optional<std::vector<std::int64_t>> out_splits,
+         std::optional<std::vector<std::int64_t>> in_splits, py::handle team_arg) {
+        const at::Tensor out = TensorArg("output", output);
+        const at::Tensor in = TensorArg("input", input);
+        const TeamHandle team = team_arg.is_none() ? kWorldTeam : TeamArgument(team_arg);
+        py::gil_scoped_release no_gil;
+        AllToAllTensors(out, in, out_splits, in_splits, team, CallPath::kFunction);
+      },
+      py::arg("output"), py::arg("input"), py::arg("output_split_sizes") = py::none(),
+      py::arg("input_split_sizes") = py::none(), py::arg("team") = py::none());
   m.def("collective", &RunCollective, py::arg("name"), py::arg("output") = py::none(),
         py::arg("input") = py::none(), py::arg("team") = py::none(),
         py::arg("root") = py::none(), py::arg("op") = py::none(),

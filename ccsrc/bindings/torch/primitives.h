@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -71,6 +72,18 @@ const WaitSet* WaitSetNamed(std::string_view name);
 void RunCollectiveTensors(const data_plane::Collective& collective, const TeamHandle& team,
                           const at::Tensor* output, const at::Tensor* input, CallPath path,
                           const data_plane::CollectiveArguments& arguments = {});
+
+/// all_gather_v over `team`: every PE's rows of dim 0 packed in PE order in `output`; returns
+/// every PE's row count (on a queued stream, after waiting for the call to run).
+std::vector<std::int64_t> AllGatherVTensors(const at::Tensor& output, const at::Tensor& input,
+                                            const TeamHandle& team, CallPath path);
+
+/// all_to_all over `team`, with split sizes in rows of dim 0 where either is given (the other
+/// then splits its tensor equally), as torch's all_to_all_single.
+void AllToAllTensors(const at::Tensor& output, const at::Tensor& input,
+                     const std::optional<std::vector<std::int64_t>>& output_split_sizes,
+                     const std::optional<std::vector<std::int64_t>>& input_split_sizes,
+                     const TeamHandle& team, CallPath path);
 
 /// A reduction's operator by name ("sum", "prod", "min", "max", "and", "or", "xor") as the
 /// number its collective takes; INVALID_ARGUMENT naming `operation`'s op otherwise.

@@ -67,7 +67,7 @@ from ._atomics import (
     wait_signal_any,
     wait_signal_some,
 )
-from ._reductions import all_reduce, broadcast, reduce_scatter
+from ._collectives import all_gather_v, all_reduce, broadcast, reduce_scatter
 from ._backend import BackendInfo, backend_info, my_pe, n_pes
 from ._debug import DebugState, debug_state
 from ._lifecycle import Handle, acquire_shmem
@@ -90,6 +90,7 @@ __all__ = [
     "Team",
     "acquire_shmem",
     "all_gather",
+    "all_gather_v",
     "all_reduce",
     "all_to_all",
     "atomic_add",

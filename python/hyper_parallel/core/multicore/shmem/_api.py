@@ -188,20 +188,44 @@ def all_gather(output: torch.Tensor, input: torch.Tensor,  # noqa: A002 (torch's
 
 
 def all_to_all(output: torch.Tensor, input: torch.Tensor,  # noqa: A002 (torch's name)
+               output_split_sizes: "list | None" = None,
+               input_split_sizes: "list | None" = None, *,
                team: Team | None = None) -> None:
     """Collective: block j of PE i's input lands as block i of PE j's output.
 
-    The contract of torch.distributed.all_to_all_single without split sizes (OpenSHMEM's
-    alltoallmem): output is symmetric and contiguous; input is any contiguous tensor of the same
-    dtype and numel that does not overlap output, its numel divisible by the root size. Both are
-    cut, flattened, into root-size equal blocks. When it has completed on the stream, the local
-    output holds block i of PE i's input at block i, and input may be reused. Zero elements:
-    validated, then nothing. PEs whose calls differ (size, dtype) all raise COLLECTIVE_MISMATCH.
-
-    With a team, collective over the team's PEs: blocks are cut by the team's size and i, j
-    are team PE numbers.
+    The contract of torch.distributed.all_to_all_single: output is symmetric and contiguous;
+    input is any contiguous tensor of its dtype (and, with split sizes, its shape past dim 0)
+    that does not overlap it. Without split sizes both are cut, flattened, into team-size equal
+    blocks (OpenSHMEM's alltoallmem). With them, input_split_sizes[j] rows of dim 0 go to PE j
+    and output_split_sizes[i] rows come from PE i, packed in PE order; a list not given cuts
+    its tensor's rows equally. Sizes that do not match across a pair of PEs (what i sends j is
+    not what j expects from i) raise COLLECTIVE_MISMATCH on every PE, naming the pair, before
+    any byte moves. team is keyword-only: a Team where a split list goes is refused.
     """
-    native.collective("all_to_all", output, input, team)
+    if _is_team(output_split_sizes) or _is_team(input_split_sizes):
+        raise TypeError("all_to_all: pass the team by keyword (team=...); the third and fourth "
+                        "arguments are output_split_sizes and input_split_sizes")
+    if output_split_sizes is None and input_split_sizes is None:
+        native.collective("all_to_all", output, input, team)
+    else:
+        native.all_to_all(output, input, _sizes(output_split_sizes), _sizes(input_split_sizes),
+                          team)
+
+
+def _is_team(value) -> bool:
+    if value is None or isinstance(value, (list, tuple, torch.Tensor)):
+        return False
+    from ._teams import Team  # here: _teams imports this module
+    return isinstance(value, Team)
+
+
+def _sizes(sizes):
+    """A split list as ints (a tensor's elements included), or None."""
+    if sizes is None:
+        return None
+    if isinstance(sizes, torch.Tensor):
+        return [int(v) for v in sizes.tolist()]
+    return list(sizes)
 
 
 # ---- the same functions inside a compiled function ----------------------------------------
@@ -257,8 +281,11 @@ def _all_gather_compiled(output: torch.Tensor, input: torch.Tensor,  # noqa: A00
 
 @_substitute(all_to_all)
 def _all_to_all_compiled(output: torch.Tensor, input: torch.Tensor,  # noqa: A002
+                         output_split_sizes: "list | None" = None,
+                         input_split_sizes: "list | None" = None, *,
                          team: Team | None = None) -> None:
-    _hps.all_to_all.default(_ops.order_token(), output, input, _ops.team_code(team))
+    _hps.all_to_all.default(_ops.order_token(), output, input, _ops.team_code(team),
+                            _sizes(output_split_sizes), _sizes(input_split_sizes))
 
 
 # ---- host streams -------------------------------------------------------------------------

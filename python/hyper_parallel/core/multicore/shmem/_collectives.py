@@ -1,5 +1,5 @@
-"""broadcast, all_reduce and reduce_scatter (docs/api.md, "Collectives"; how the reductions
-run: docs/architecture.md, "Reductions").
+"""broadcast, all_reduce, reduce_scatter and all_gather_v (docs/api.md; how the reductions run:
+docs/architecture.md, "Reductions").
 
 Each passes its arguments to the native module, which checks them in C++ (dtype, operator,
 sizes, root, overlap: INVALID_ARGUMENT on the calling PE before anything is exchanged); PEs
@@ -60,6 +60,20 @@ def reduce_scatter(output: torch.Tensor, input: torch.Tensor,  # noqa: A002 (tor
     native.collective("reduce_scatter", output, input, team, op=op)
 
 
+def all_gather_v(output: torch.Tensor, input: torch.Tensor,  # noqa: A002 (torch's name)
+                 team: Team | None = None) -> list:
+    """Collective: every PE's rows (dim 0) land packed, in PE order, in every PE's output;
+    returns every PE's row count (OpenSHMEM's collect).
+
+    input has output's dtype and shape past dim 0, any number of rows (zero too), and does not
+    overlap output (symmetric). Every PE's output must hold all rows together: if one does not,
+    every PE raises INVALID_ARGUMENT naming it and the size needed, and nothing is written. On
+    the default stream only (the counts are known when it has run). Under torch.compile the
+    counts come back as an int64 tensor of team size.
+    """
+    return native.all_gather_v(output, input, team)
+
+
 _substitute = torch._dynamo.substitute_in_graph
 
 
@@ -79,3 +93,14 @@ def _all_reduce_compiled(output: torch.Tensor, input: torch.Tensor,  # noqa: A00
 def _reduce_scatter_compiled(output: torch.Tensor, input: torch.Tensor,  # noqa: A002
                              op: str = "sum", team: Team | None = None) -> None:
     _hps.reduce_scatter.default(_ops.order_token(), output, input, op, _ops.team_code(team))
+
+
+@_substitute(all_gather_v)
+def _all_gather_v_compiled(output: torch.Tensor, input: torch.Tensor,  # noqa: A002
+                           team: Team | None = None):
+    return _hps.all_gather_v.default(_ops.order_token(), output, input, _ops.team_code(team))
+
+
+@torch.library.register_fake("hps::all_gather_v")
+def _all_gather_v_fake(order, output, input, team=()):  # noqa: A002
+    return output.new_empty((torch.library.get_ctx().new_dynamic_size(),), dtype=torch.int64)
