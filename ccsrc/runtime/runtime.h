@@ -96,10 +96,10 @@ struct CollectiveOperands {
   /// declares kAgreeArguments.
   data_plane::CollectiveArguments arguments{};
   /// Per-member sizes in bytes where the collective takes them (CollectiveCall::sizes).
-  std::vector<std::uint64_t> sizes;
+  std::vector<std::uint64_t> sizes{};
   /// Filled by the kernel where the collective reports something (CollectivePlan::results);
   /// on a queued stream, once the call has run.
-  std::shared_ptr<std::vector<std::uint64_t>> results;
+  std::shared_ptr<std::vector<std::uint64_t>> results{};
 };
 
 /// A handle of a team: a subset of the Root WORLD's PEs with collectives of its own

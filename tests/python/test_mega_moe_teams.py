@@ -326,6 +326,50 @@ def test_training_ep_2_by_dp_2_matches_the_all_to_all_path_and_ep_world(pes):
                                      for worst in results), results
 
 
+def _shmem_reductions_match_gloo(rank, size):
+    """EP 2 x DP 2: one backward, the gradients reduced on shmem.all_reduce (the default for a
+    model built for SHMEM) and, from the same gradients, over gloo: within 1e-6 of each other,
+    and the SHMEM ones bitwise the same on every PE that holds them (the dense ones on every PE,
+    an expert's on its DP group)."""
+    torch.set_num_threads(1)
+    ep_group, dp_group = expert_data_parallel_groups(2)
+    config = DecoderConfig(num_experts=4, layers=2, top_k=2, sequence=24, batch=2)
+    models = [MoEDecoder(config, "shmem", seed=21, group=ep_group, dp_group=dp_group)
+              for _ in range(2)]
+    try:
+        assert models[0].gradient_sum is not None
+        tokens = synthetic_tokens(config, rank, 0)
+        for model, over in zip(models, (None, "gloo")):
+            model.zero_grad(set_to_none=False)
+            loss, _ = model.loss(tokens)
+            loss.backward()
+            reduce_gradients(model, over=over)
+        worst = 0.0
+        experts = {id(p) for p in models[0].expert_parameters()}
+        for (name, p), q in zip(models[0].named_parameters(), models[1].parameters()):
+            a, b = _local(p.grad), _local(q.grad)
+            scale = max(1.0, float(b.abs().max()))
+            worst = max(worst, float((a - b).abs().max()) / scale)
+            assert float((a - b).abs().max()) <= 1e-6 * scale, (name, float((a - b).abs().max()))
+            group = dp_group if id(p) in experts else None
+            copies = [torch.empty_like(a) for _ in range(dist.get_world_size(group))]
+            dist.all_gather(copies, a.contiguous(), group=group)
+            assert all(torch.equal(c, a) for c in copies), f"{name} differs across PEs"
+        with pytest.raises(ValueError, match="over must be 'gloo', or 'shmem'"):
+            reduce_gradients(models[0], over="nccl")
+        return worst
+    finally:
+        for model in models:
+            model.close()
+        for group in (ep_group, dp_group):
+            dist.destroy_process_group(group)
+
+
+def test_gradients_reduced_on_shmem_match_gloo_and_agree_bitwise(pes):
+    worst = pes(4).run(_shmem_reductions_match_gloo, timeout=600)
+    assert all(w <= 1e-6 for w in worst), worst
+
+
 def _dp_group_required(rank, size):
     ep_group, dp_group = expert_data_parallel_groups(2)
     world = dist.new_group(list(range(size)))

@@ -1,5 +1,5 @@
 """shmem.broadcast, shmem.all_reduce and shmem.reduce_scatter: against gloo's broadcast,
-all_reduce and reduce_scatter (as all_reduce then the block) on 1 to 8 PEs, a sample of the
+all_reduce and reduce_scatter_tensor on 1 to 8 PEs, a sample of the
 dtype x operator matrix (the whole of it runs in C++: tests/multiprocess/reductions_test.cc),
 zero elements, in place, bitwise agreement across PEs and run after run, teams, calls that
 differ across PEs, every rejection, torch.compile(fullgraph=True), and the CANN fake (broadcast
@@ -52,9 +52,9 @@ def _sample_against_gloo(rank, size):
             big = _values(rank, block * size, dtype, op, call)
             scattered = out[:block]
             shmem.reduce_scatter(scattered, big, op=op)
-            dist.all_reduce(big, op=GLOO_OPS[op])
-            assert torch.equal(scattered, big[rank * block:(rank + 1) * block]), \
-                ("reduce_scatter", dtype, op)
+            expected = torch.empty(block, dtype=dtype)
+            dist.reduce_scatter_tensor(expected, big, op=GLOO_OPS[op])
+            assert torch.equal(scattered, expected), ("reduce_scatter", dtype, op)
             shmem.barrier()
         # Zero elements: validated, then nothing.
         shmem.all_reduce(output[:0], torch.ones(0, dtype=torch.float64))

@@ -1,6 +1,7 @@
 #include "ops/reduce/halving.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 namespace hyper_parallel::shmem::ops {
@@ -86,9 +87,10 @@ Status PlanReduction(ReductionKind kind, int group_size, int member, std::uint64
   const std::uint64_t capacity = layout.set_bytes / layout.accumulator_bytes;
   const auto n = static_cast<std::uint64_t>(group_size);
   // Elements of one block set per pass: all_reduce's slab, or reduce_scatter's piece of each
-  // block (a slab of n pieces). Start from what the set could hold and shrink until it fits.
+  // block (a slab of n pieces). A set holds about what a member receives, half a slab or more:
+  // start from twice the capacity and shrink until it fits.
   const std::uint64_t per_slab = kind == ReductionKind::kAllReduce ? 1 : n;
-  std::uint64_t guess = std::max<std::uint64_t>(1, std::min(elements, capacity / per_slab));
+  std::uint64_t guess = std::max<std::uint64_t>(1, std::min(elements, 2 * capacity / per_slab));
   for (;;) {
     layout.pass_elements = guess;
     const std::uint64_t need = layout.SetElements(layout.Pass(0));
@@ -128,10 +130,14 @@ Status RunReduction(data_plane::KernelApi& api, const data_plane::CollectivePlan
   }
   const std::uint64_t eb = ElementBytes(type);
   const std::uint64_t ab = layout.accumulator_bytes;
+  // Types that accumulate in themselves are read straight from the input the first time and
+  // written straight into their output the last: no copy in, none out.
+  const bool direct = ab == eb;
   const int me = shape.index;
   const int vrank = shape.VirtualRank();
   const int m = shape.rounds;
   const bool paired = me < 2 * shape.rest;
+  const bool all_reduce = layout.kind == ReductionKind::kAllReduce;
   const auto* input = static_cast<const std::byte*>(plan.input);
   std::byte* output = api.Local(plan.output_offset);
   const int slot = group.sync_slot;
@@ -150,28 +156,68 @@ Status RunReduction(data_plane::KernelApi& api, const data_plane::CollectivePlan
     };
     const auto region = [&](int k) { return set_base + layout.RegionAt(pass, k) * ab; };
     const auto at = [&](int vr) { return pass.prefix[static_cast<std::size_t>(shape.FirstBlock(vr))]; };
-    const auto put_and_set = [&](int member, std::uint64_t offset, const void* source,
-                                 std::uint64_t bytes, int word, std::uint64_t step) {
-      const data_plane::BlockPut put{group.pe(member), offset, source, bytes};
-      api.PutBlocksAndSetRound({&put, 1}, group.pe(member), slot, word, value(step));
+    const auto piece = [&](int b) -> const ReductionPass::Piece& {
+      return pass.pieces[static_cast<std::size_t>(b)];
     };
     const auto wait = [&](int member, int word, std::uint64_t step, std::string_view what) {
       return api.WaitRound(slot, word, value(step), group.pe(member), operation, what);
     };
+    // Where block b's partials are: the input until something was combined into them.
+    bool in_input = direct;
+    const auto partials = [&](int b) -> const std::byte* {
+      return in_input ? input + piece(b).input_at * eb
+                      : a + pass.prefix[static_cast<std::size_t>(b)] * ab;
+    };
+    // Puts blocks [lo, hi)'s partials to `member`'s workspace at `offset` (one block after the
+    // other, as they lie among the accumulators), then sets its round word.
+    const auto send = [&](int member, std::uint64_t offset, int lo, int hi, int word,
+                          std::uint64_t step) {
+      std::vector<data_plane::BlockPut> puts;
+      const std::uint64_t base = pass.prefix[static_cast<std::size_t>(lo)];
+      for (int b = lo; b < hi; ++b) {
+        if (piece(b).count == 0) continue;
+        puts.push_back({group.pe(member), offset + (pass.prefix[static_cast<std::size_t>(b)] - base) * ab,
+                        partials(b), piece(b).count * ab});
+      }
+      api.PutBlocksAndSetRound(puts, group.pe(member), slot, word, value(step));
+    };
+    // Where block b's result goes when it is final: straight into its output where the type
+    // allows, else the accumulators (narrowed afterwards).
+    const auto result = [&](int b) -> std::byte* {
+      if (!direct) return a + pass.prefix[static_cast<std::size_t>(b)] * ab;
+      if (all_reduce || b == me) return output + piece(b).output_at * eb;
+      return narrow.data();  // reduce_scatter: the odd member's block, sent in the post-step
+    };
+    // Combines blocks [lo, hi) with `received` (laid out as they lie among the accumulators),
+    // this member's partials first when `mine_first`; into `result` when `final`.
+    const auto combine = [&](int lo, int hi, const std::byte* received, bool mine_first,
+                             bool final) {
+      const std::uint64_t base = pass.prefix[static_cast<std::size_t>(lo)];
+      for (int b = lo; b < hi; ++b) {
+        const std::byte* theirs = received + (pass.prefix[static_cast<std::size_t>(b)] - base) * ab;
+        std::byte* out = final ? result(b) : a + pass.prefix[static_cast<std::size_t>(b)] * ab;
+        Combine(type, op, mine_first ? partials(b) : theirs, mine_first ? theirs : partials(b),
+                out, piece(b).count);
+      }
+      in_input = false;
+    };
 
-    for (std::size_t b = 0; b < pass.pieces.size(); ++b) {
-      ToAccumulators(type, input + pass.pieces[b].input_at * eb, a + pass.prefix[b] * ab,
-                     pass.pieces[b].count);
+    if (!direct) {
+      for (int b = 0; b < shape.size; ++b) {
+        ToAccumulators(type, input + piece(b).input_at * eb, a + pass.prefix[static_cast<std::size_t>(b)] * ab,
+                       piece(b).count);
+      }
     }
     // Pre-step: the odd member of a pair hands its partials to the even one.
     if (paired) {
       if (me % 2 == 1) {
-        put_and_set(me - 1, region(m), a, pass.Elements() * ab, m, 1);
+        send(me - 1, region(m), 0, shape.size, m, 1);
       } else {
         HPS_RETURN_IF_ERROR(wait(me + 1, m, 1, "the pair's partial sums"));
-        Combine(type, op, a, api.Local(region(m)), a, pass.Elements());
+        combine(0, shape.size, api.Local(region(m)), true, m == 0);
       }
     }
+    bool finished = vrank >= 0 && m == 0 && !in_input;
     if (vrank >= 0) {
       // Halving: keep half of the range, send the other half's partials to the partner.
       int lo = 0;
@@ -184,36 +230,31 @@ Status RunReduction(data_plane::KernelApi& api, const data_plane::CollectivePlan
         const bool lower = vrank < mid;
         const int keep_lo = lower ? lo : mid;
         const int keep_hi = lower ? mid : hi;
-        const int send_lo = lower ? mid : lo;
-        const int send_hi = lower ? hi : mid;
-        put_and_set(partner, region(k), a + at(send_lo) * ab, (at(send_hi) - at(send_lo)) * ab, k,
-                    2 + static_cast<std::uint64_t>(k));
+        send(partner, region(k), shape.FirstBlock(lower ? mid : lo),
+             shape.FirstBlock(lower ? hi : mid), k, 2 + static_cast<std::uint64_t>(k));
         HPS_RETURN_IF_ERROR(wait(partner, k, 2 + static_cast<std::uint64_t>(k),
                                  "the partner's partial sums (halving)"));
-        const std::byte* received = api.Local(region(k));
-        std::byte* kept = a + at(keep_lo) * ab;
-        const std::uint64_t count = at(keep_hi) - at(keep_lo);
-        if (vrank < partner_vrank) {
-          Combine(type, op, kept, received, kept, count);
-        } else {
-          Combine(type, op, received, kept, kept, count);
-        }
+        combine(shape.FirstBlock(keep_lo), shape.FirstBlock(keep_hi), api.Local(region(k)),
+                vrank < partner_vrank, k == m - 1);
         lo = keep_lo;
         hi = keep_hi;
       }
-      // This virtual rank's blocks are reduced: narrow them into their outputs.
+      finished = finished || m > 0;
+      // This virtual rank's blocks are reduced: where they are not in place yet, narrow them
+      // (or, with nothing to combine, copy them) into their outputs.
       for (int b = shape.FirstBlock(vrank); b < shape.FirstBlock(vrank + 1); ++b) {
-        const ReductionPass::Piece& piece = pass.pieces[static_cast<std::size_t>(b)];
-        const std::byte* result = a + pass.prefix[static_cast<std::size_t>(b)] * ab;
-        if (layout.kind == ReductionKind::kAllReduce || b == me) {
-          FromAccumulators(type, result, output + piece.output_at * eb, piece.count);
-        } else {  // reduce_scatter: the odd member's block, sent in the post-step
-          FromAccumulators(type, result, narrow.data(), piece.count);
+        std::byte* target = (all_reduce || b == me) ? output + piece(b).output_at * eb
+                                                    : narrow.data();
+        if (!direct) {
+          FromAccumulators(type, a + pass.prefix[static_cast<std::size_t>(b)] * ab, target,
+                           piece(b).count);
+        } else if (!finished && piece(b).count > 0 && partials(b) != target) {
+          std::memmove(target, partials(b), piece(b).count * eb);
         }
       }
-      if (layout.kind == ReductionKind::kAllReduce) {
+      if (all_reduce) {
         // Doubling: exchange the finished ranges until every virtual rank has them all.
-        const std::uint64_t start = pass.pieces[0].output_at;
+        const std::uint64_t start = piece(0).output_at;
         lo = vrank;
         hi = vrank + 1;
         for (int j = 0; j < m; ++j) {
@@ -221,9 +262,10 @@ Status RunReduction(data_plane::KernelApi& api, const data_plane::CollectivePlan
           const int partner = shape.MemberOf(vrank ^ d);
           const int k = m - 1 - j;
           const std::uint64_t from = (start + at(lo)) * eb;
-          const std::uint64_t bytes = (at(hi) - at(lo)) * eb;
-          put_and_set(partner, plan.output_offset + from, output + from, bytes, k,
-                      2 + static_cast<std::uint64_t>(m + j));
+          const data_plane::BlockPut put{group.pe(partner), plan.output_offset + from,
+                                         output + from, (at(hi) - at(lo)) * eb};
+          api.PutBlocksAndSetRound({&put, 1}, group.pe(partner), slot, k,
+                                   value(2 + static_cast<std::uint64_t>(m + j)));
           HPS_RETURN_IF_ERROR(wait(partner, k, 2 + static_cast<std::uint64_t>(m + j),
                                    "the partner's results (doubling)"));
           lo &= ~(2 * d - 1);
@@ -235,15 +277,12 @@ Status RunReduction(data_plane::KernelApi& api, const data_plane::CollectivePlan
     if (paired) {
       const std::uint64_t post = 2 + 2 * static_cast<std::uint64_t>(m);
       if (me % 2 == 0) {
-        if (layout.kind == ReductionKind::kAllReduce) {
-          const std::uint64_t from = pass.pieces[0].output_at * eb;
-          put_and_set(me + 1, plan.output_offset + from, output + from, pass.Elements() * eb, m,
-                      post);
-        } else {
-          const ReductionPass::Piece& piece = pass.pieces[static_cast<std::size_t>(me + 1)];
-          put_and_set(me + 1, plan.output_offset + piece.output_at * eb, narrow.data(),
-                      piece.count * eb, m, post);
-        }
+        const bool whole = all_reduce;
+        const std::uint64_t from = whole ? piece(0).output_at * eb : piece(me + 1).output_at * eb;
+        const data_plane::BlockPut put{group.pe(me + 1), plan.output_offset + from,
+                                       whole ? output + from : narrow.data(),
+                                       whole ? pass.Elements() * eb : piece(me + 1).count * eb};
+        api.PutBlocksAndSetRound({&put, 1}, group.pe(me + 1), slot, m, value(post));
       } else {
         HPS_RETURN_IF_ERROR(wait(me - 1, m, post, "the pair's result"));
       }

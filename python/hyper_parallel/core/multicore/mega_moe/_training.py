@@ -56,16 +56,71 @@ def all_reduce_flat(grads: list, group, dtype: torch.dtype | None = None) -> Non
         offset += g.numel()
 
 
+class SymmetricGradientSum:
+    """Sums gradient lists over the world or a data-parallel group with shmem.all_reduce, as
+    all_reduce_flat does over gloo: flattened into one symmetric buffer per group (allocated at
+    the first call, collective over the world, and again when the size changes), summed in
+    place over the group's team (shmem.team(group), made at the first call), copied back. The
+    sum is bitwise the same on every PE (docs/architecture.md of the runtime, "Reductions").
+    close() frees the buffers and destroys the teams (collective)."""
+
+    def __init__(self) -> None:
+        self._buffers: dict = {}
+        self._teams: dict = {}
+
+    def __call__(self, grads: list, group) -> None:
+        from .. import shmem
+
+        team = None
+        if group is not None:
+            team = self._teams.get(group)
+            if team is None:
+                team = self._teams[group] = shmem.team(group)
+        dtype = grads[0].dtype
+        for g in grads[1:]:
+            dtype = torch.promote_types(dtype, g.dtype)
+        numel = sum(g.numel() for g in grads)
+        flat = self._buffers.get(group)
+        if flat is None or flat.numel() != numel or flat.dtype != dtype:
+            if flat is not None:
+                shmem.free(flat)
+                del self._buffers[group]
+            flat = self._buffers[group] = shmem.empty(numel, dtype=dtype)
+        offset = 0
+        for g in grads:
+            flat[offset:offset + g.numel()].copy_(g.reshape(-1))
+            offset += g.numel()
+        shmem.all_reduce(flat, flat, team=team)
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+    def close(self) -> None:
+        from .. import shmem
+
+        for flat in self._buffers.values():
+            shmem.free(flat)
+        self._buffers.clear()
+        for team in self._teams.values():
+            team.destroy()
+        self._teams.clear()
+
+
 @torch.no_grad()
 def reduce_expert_gradients(params: list, dp_group, world: int,
-                            dtype: torch.dtype | None = None) -> None:
+                            dtype: torch.dtype | None = None, sum_with=None) -> None:
     """The experts' rule: their gradients (each summed at its owner over its EP group's tokens)
     summed over `dp_group` (their replicas; None: none) and divided by `world`, so that they
     are gradients of the mean loss over every PE's tokens, as DDP's averaged dense ones. The
-    sum runs in `dtype` (None: the gradients'), FSDP2's reduce dtype under mixed precision."""
+    sum runs in `dtype` (None: the gradients'), FSDP2's reduce dtype under mixed precision;
+    `sum_with` (a SymmetricGradientSum) sums on the SHMEM runtime instead of gloo."""
     grads = [local_tensor(p.grad) for p in params if p.grad is not None]
     if grads and dp_group is not None and dist.get_world_size(dp_group) > 1:
-        all_reduce_flat(grads, dp_group, dtype)
+        if sum_with is not None:
+            sum_with(grads, dp_group)
+        else:
+            all_reduce_flat(grads, dp_group, dtype)
     for g in grads:
         g.div_(world)
 

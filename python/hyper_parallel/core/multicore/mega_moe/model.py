@@ -9,7 +9,9 @@ Nothing is downloaded: tokens are synthetic.
 
 Training step (both paths alike): zero_grad, forward, backward, all-reduce and average the
 dense (non-expert) gradients over the world, scale the expert gradients (already summed over
-every PE's tokens at their owner) by 1/world, AdamW.
+every PE's tokens at their owner) by 1/world, AdamW. The sums of a model built for SHMEM run on
+shmem.all_reduce (over the DP group's team for the experts: bitwise the same on every PE) where
+the backend has the reductions (host); elsewhere, and on the a2a path, over gloo.
 
 EP x DP: MoEDecoder(..., group=ep_group, dp_group=dp_group) (expert_data_parallel_groups(ep)
 makes both) runs its MoE layers expert parallel over the EP group; each EP group is a
@@ -34,10 +36,12 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..shmem import backend_info
 from ._groups import check_dp_members, ep_group_of, expert_data_parallel_groups
 from ._layer import MegaMoE, local_tensor
 from ._resources import MegaMoEResources
-from ._training import all_reduce_flat, clip_grad_norm_, reduce_expert_gradients
+from ._training import (SymmetricGradientSum, all_reduce_flat, clip_grad_norm_,
+                        reduce_expert_gradients)
 from .reference import AllToAllMoE
 
 EXPERT_PARAMETERS = ("gate_proj", "up_proj", "down_proj")
@@ -138,6 +142,10 @@ class MoEDecoder(nn.Module):
                                               max_tokens=config.batch * config.sequence,
                                               group=group)
         self._owns_resources = path == "shmem" and resources is None
+        # The gradient reduction of a model built for SHMEM runs on shmem.all_reduce where the
+        # backend has the reductions (the host backend; the device backends keep torch's).
+        self.gradient_sum = (SymmetricGradientSum()
+                             if path == "shmem" and backend_info().name == "host" else None)
         torch.manual_seed(seed)
         self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
         layers = []
@@ -197,6 +205,8 @@ class MoEDecoder(nn.Module):
 
     def close(self) -> None:
         """Collective: frees the SHMEM resources this model made (none on the a2a path)."""
+        if self.gradient_sum is not None:
+            self.gradient_sum.close()
         if self._owns_resources and self.resources is not None:
             self.resources.close()
             self.resources = None
@@ -235,19 +245,30 @@ def _check_dp_group(ep, dp_group) -> None:
     check_dp_members(ep, dp_group)
 
 
-def reduce_gradients(model: MoEDecoder, dp_group=None) -> None:
+def reduce_gradients(model: MoEDecoder, dp_group=None, *, over: str | None = None) -> None:
     """Averages the dense gradients over the world (one all-reduce of them flattened);
     the expert gradients, summed at their owner over its EP group's tokens, are summed over
     the DP group (`dp_group`, default the model's; none when EP is the world) and divided by
-    the world size, so both are gradients of the mean loss over every PE's tokens."""
+    the world size, so both are gradients of the mean loss over every PE's tokens.
+
+    over: "shmem" (shmem.all_reduce over the world and the DP group's team: bitwise the same on
+    every PE) or "gloo"; None: "shmem" for a model built for SHMEM, else "gloo"."""
+    over = over or ("shmem" if model.gradient_sum is not None else "gloo")
+    if over not in ("shmem", "gloo") or (over == "shmem" and model.gradient_sum is None):
+        raise ValueError(f"over must be 'gloo', or 'shmem' for a model built for SHMEM, "
+                         f"but got {over!r}")
+    sum_with = model.gradient_sum if over == "shmem" else None
     world = dist.get_world_size() if dist.is_initialized() else 1
     dp_group = model.dp_group if dp_group is None else dp_group
     dense = [p.grad for p in model.dense_parameters() if p.grad is not None]
     if dense and world > 1:
-        all_reduce_flat(dense, None)
+        if sum_with is not None:
+            sum_with(dense, None)
+        else:
+            all_reduce_flat(dense, None)
     for g in dense:
         g /= world
-    reduce_expert_gradients(model.expert_parameters(), dp_group, world)
+    reduce_expert_gradients(model.expert_parameters(), dp_group, world, sum_with=sum_with)
 
 
 def train_step(model: MoEDecoder, optimizer: torch.optim.Optimizer, tokens: torch.Tensor) -> tuple:
