@@ -1,5 +1,8 @@
 """Collectives across two hosts: ours beside gloo in the same processes, and the raw TCP floor.
 
+`--tests` picks the collectives (all_gather and all_to_all by default; all_reduce, reduce_scatter
+and broadcast of float32 against gloo's all_reduce, reduce_scatter_tensor and broadcast too).
+
 Two hosts made of namespaces joined by one veth link (tests/python/netns_hosts.py), P PEs on
 each (2 x 1 and 2 x 2 by default). Every PE joins one torch.distributed gloo group over the
 link and acquires the SHMEM runtime; then, per size, it runs rounds that alternate ours and
@@ -87,23 +90,38 @@ def pe_main(args) -> int:
     rows = []
     for n in args.sizes:
         inp = source[:n]
+        floats = n // 4  # the reductions: float32 sums of n bytes
+        finp = torch.ones(floats)
+        hps_f, gloo_f = out_hps[:n].view(torch.float32), out_gloo[:n].view(torch.float32)
+        block = floats // size
         bodies = {
             ("all_gather", "hps"): lambda: shmem.all_gather(out_hps[: size * n], inp),
             ("all_gather", "gloo"): lambda: dist.all_gather_into_tensor(out_gloo[: size * n], inp),
             ("all_to_all", "hps"): lambda: shmem.all_to_all(out_hps[:n], inp),
             ("all_to_all", "gloo"): lambda: dist.all_to_all_single(out_gloo[:n], inp),
+            ("all_reduce", "hps"): lambda: shmem.all_reduce(hps_f, finp),
+            ("all_reduce", "gloo"): lambda: dist.all_reduce(gloo_f.copy_(finp)),
+            ("reduce_scatter", "hps"): lambda: shmem.reduce_scatter(hps_f[:block],
+                                                                    finp[: block * size]),
+            ("reduce_scatter", "gloo"): lambda: dist.reduce_scatter_tensor(gloo_f[:block],
+                                                                           finp[: block * size]),
+            ("broadcast", "hps"): lambda: shmem.broadcast(out_hps[:n], inp, 0),
+            ("broadcast", "gloo"): lambda: dist.broadcast(out_gloo[:n], 0),
         }
+        bodies = {key: body for key, body in bodies.items() if key[0] in args.tests}
         if tcp is not None:
             # What each collective sends the other PE: all_gather its whole input, all_to_all
             # the other PE's half.
             for test, sent in (("all_gather", n), ("all_to_all", n // 2)):
+                if test not in args.tests:
+                    continue
                 payload, receive = bytes(sent), bytearray(sent)
                 bodies[(test, "tcp")] = (lambda p=payload, r=receive:
                                          _exchange_over_tcp(tcp, p, r))
         for (test, system), body in bodies.items():
             for _ in range(2):
                 body()  # warm-up: endpoints, pages
-        for test in ("all_gather", "all_to_all"):
+        for test in args.tests:
             systems = [s for s in ("hps", "gloo", "tcp") if (test, s) in bodies]
             probe = timed(bodies[(test, "gloo")], 3)
             count = torch.tensor([max(3, min(2000, int(args.min_time_us / max(probe, 1.0))))])
@@ -136,7 +154,8 @@ def run_layout(netns_hosts, per_host: int, args) -> list:
     world = 2 * per_host
     argv = [sys.executable, os.path.abspath(__file__), "--pe", "--sizes",
             ",".join(map(str, args.sizes)), "--rounds", str(args.rounds), "--min-time-us",
-            str(args.min_time_us), "--tcp-port", "29611" if per_host == 1 else "0"]
+            str(args.min_time_us), "--tcp-port", "29611" if per_host == 1 else "0",
+            "--tests", ",".join(args.tests)]
     with netns_hosts.NetnsHosts(2) as hosts:
         processes = []
         for rank in range(world):
@@ -222,6 +241,9 @@ def main() -> int:
     parser.add_argument("--sizes", default=f"{64 * 1024},{MIB}",
                         help="bytes each PE contributes, comma-separated")
     parser.add_argument("--layouts", default="2x1,2x2", help="hosts x PEs per host (2xP)")
+    parser.add_argument("--tests", default="all_gather,all_to_all",
+                        help="collectives, comma-separated: all_gather, all_to_all, "
+                             "all_reduce, reduce_scatter, broadcast")
     parser.add_argument("--rounds", type=int, default=15, help="alternating rounds per system")
     parser.add_argument("--min-time-us", type=float, default=20000,
                         help="the least time one round's loop takes")
@@ -235,6 +257,7 @@ def main() -> int:
     if args.plot is None:  # beside the results: a trial run elsewhere leaves docs/ alone
         args.plot = os.path.splitext(args.out)[0] + ".png"
     args.sizes = [int(s) for s in str(args.sizes).split(",")]
+    args.tests = str(args.tests).split(",")
     args.pe_env = dict(item.split("=", 1) for item in args.pe_env)
     if args.pe:
         return pe_main(args)

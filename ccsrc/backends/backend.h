@@ -167,6 +167,9 @@ class Backend {
   /// freeing memory another process has open through IPC is undefined). Then a collective
   /// teardown is ClosePeers on every PE, a barrier of all PEs, PeersClosed, DestroyHeap.
   virtual bool PeersMapTheHeap() const { return false; }
+  /// Every PE agreed to shut down (the close agreement succeeded): from now on this PE may exit
+  /// without its peers counting it as lost, also peers still finishing that agreement.
+  virtual void Departing() {}
   /// Closes this PE's mappings of its peers' heaps (the first step of that teardown).
   virtual Status ClosePeers() { return Status::Ok(); }
   /// Every PE has closed its mappings of this PE's heap: DestroyHeap may free it.

@@ -174,6 +174,7 @@ Status Runtime::Shutdown() {
     HPS_LOG_ERROR("reclaimed leaked allocations collectively at shutdown (every PE leaked the "
                   "same ones): count=" + std::to_string(leaks.size()) + ", ids=[" + ids + "]");
   }
+  backend_->Departing();
   // Where peers map this PE's heap, it may be freed only once every PE has closed its mappings
   // of the others': each closes, all meet at a barrier, then each frees its own
   // (backends/backend.h, PeersMapTheHeap). The gate is closed: the waits run without the mutex.

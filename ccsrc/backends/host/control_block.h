@@ -73,6 +73,10 @@ struct ControlBlock {
   /// are all on its own host learns of a loss across hosts from its neighbours
   /// (docs/scale-out.md, "Liveness"). Beside lost_peer: written only when the job fails.
   std::atomic<std::int32_t> told_lost{-1};
+  /// 1 once this PE's shutdown agreed with every PE's (Backend::Departing): its exit from then
+  /// on is a departure, not a loss, so a PE of its host that sees it exit neither fails nor
+  /// passes it on to other hosts still finishing their own agreement.
+  std::atomic<std::int32_t> departed{0};
 };
 
 /// Where the arrays of a control block of `teams` team slots and `pes` PEs lie, after the head

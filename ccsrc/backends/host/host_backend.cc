@@ -387,8 +387,18 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
   if (transport_) {
     exited = [this](int pe) { Lost(pe, Status::Ok()); };
   }
+  std::vector<std::atomic<std::int32_t>*> departed(spec_.size);
+  for (int pe = 0; pe < spec_.size; ++pe) {
+    departed[pe] = remote[pe] ? nullptr : &PeerControl(pe)->departed;
+  }
   return monitor_.Start(spec_.rank, pids, &latch_, &PeerControl(spec_.rank)->doorbell,
-                        std::move(lost_words), std::move(exited));
+                        std::move(lost_words), std::move(exited), std::move(departed));
+}
+
+void HostBackend::Departing() {
+  if (ControlBlock* own = PeerControl(spec_.rank); own != nullptr) {
+    own->departed.store(1, std::memory_order_seq_cst);
+  }
 }
 
 Status HostBackend::DestroyHeap() {

@@ -69,6 +69,9 @@ class HostBackend final : public Backend {
   Status CreateHeap(const HeapSpec& spec, std::string* local_handle) override;
   Status OpenPeers(const std::vector<std::string>& handles) override;
   Status DestroyHeap() override;
+  /// Marks this PE departed in its control block: a PE of this host that sees it exit from now
+  /// on neither fails nor passes the exit on (docs/scale-out.md, "Liveness").
+  void Departing() override;
   std::byte* LocalHeapBase() const override;
   bool HostAddressableHeap() const override { return true; }
 

@@ -65,9 +65,11 @@ Status PeerLost(int pe, int pid, int after, int after_pid) {
 
 Status PeerMonitor::Start(int rank, const std::vector<int>& pids, FailureLatch* latch,
                           Doorbell* bell, std::vector<std::atomic<std::int32_t>*> lost_words,
-                          std::function<void(int)> exited) {
+                          std::function<void(int)> exited,
+                          std::vector<std::atomic<std::int32_t>*> departed_words) {
   Stop();
   rank_ = rank;
+  departed_words_ = std::move(departed_words);
   exited_ = std::move(exited);
   pids_ = pids;
   latch_ = latch;
@@ -124,6 +126,10 @@ void PeerMonitor::Stop() {
 
 void PeerMonitor::Lost(int pe) {
   const int size = static_cast<int>(pids_.size());
+  if (departed_words_.size() == pids_.size() && departed_words_[pe] != nullptr &&
+      departed_words_[pe]->load(std::memory_order_acquire) != 0) {
+    return;  // it closed with everyone's agreement: a departure, not a loss
+  }
   int cause = pe;
   if (lost_words_.size() == pids_.size()) {
     // A peer that exited because it had lost another one: name that first one.

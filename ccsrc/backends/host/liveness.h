@@ -45,9 +45,12 @@ class PeerMonitor {
   /// reported as that first one's (a job whose PE 1 died, then PE 0 exited because of it,
   /// names PE 1 on every survivor). `exited` (when set) is called with every peer seen to
   /// exit, after the latch (a job across hosts passes it on to the other hosts).
+  /// `departed_words` (indexed by rank, or empty; null for a PE that is not mapped) say which
+  /// peers closed normally: such a peer's exit is a departure, neither latched nor passed on.
   Status Start(int rank, const std::vector<int>& pids, FailureLatch* latch, Doorbell* bell,
                std::vector<std::atomic<std::int32_t>*> lost_words = {},
-               std::function<void(int)> exited = {});
+               std::function<void(int)> exited = {},
+               std::vector<std::atomic<std::int32_t>*> departed_words = {});
   /// Stops the thread; idempotent.
   void Stop();
 
@@ -63,6 +66,7 @@ class PeerMonitor {
   FailureLatch* latch_ = nullptr;
   Doorbell* bell_ = nullptr;
   std::vector<std::atomic<std::int32_t>*> lost_words_;
+  std::vector<std::atomic<std::int32_t>*> departed_words_;
   std::function<void(int)> exited_;
   std::thread thread_;
 };

@@ -14,6 +14,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <chrono>
 #include <vector>
 #include <thread>
@@ -91,6 +93,42 @@ TEST(PeerMonitor, LatchesAPeerThatIsKilledAndWakesASleepingWaiter) {
                                        std::to_string(child.pid));
   monitor.Stop();
   monitor.Stop();  // idempotent
+}
+
+TEST(PeerMonitor, APeerThatDepartedAfterAgreeingToCloseIsNoLossAndIsNotPassedOn) {
+  Child departing;
+  Child crashing;
+  ASSERT_GT(departing.pid, 0);
+  ASSERT_GT(crashing.pid, 0);
+  FailureLatch latch;
+  Doorbell bell;
+  std::atomic<std::int32_t> departed{0};
+  std::atomic<std::int32_t> not_departed{0};
+  std::vector<int> exits;
+  std::mutex mutex;
+  PeerMonitor monitor;
+  ASSERT_TRUE(monitor
+                  .Start(0, {static_cast<int>(::getpid()), departing.pid, crashing.pid}, &latch,
+                         &bell, {}, [&](int pe) {
+                           std::lock_guard<std::mutex> lock(mutex);
+                           exits.push_back(pe);
+                         },
+                         {nullptr, &departed, &not_departed})
+                  .ok());
+  departed.store(1);  // PE 1 agreed to close, then exits
+  ::kill(departing.pid, SIGKILL);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(latch.failed()) << latch.Get().message();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    EXPECT_TRUE(exits.empty()) << "a departure was passed on";
+  }
+  ::kill(crashing.pid, SIGKILL);  // PE 2 did not: a loss, latched and passed on
+  ASSERT_TRUE(Eventually([&] { return latch.failed(); }));
+  EXPECT_NE(latch.Get().message().find("pe=2"), std::string::npos) << latch.Get().message();
+  monitor.Stop();
+  std::lock_guard<std::mutex> lock(mutex);
+  EXPECT_EQ(exits, std::vector<int>{2});
 }
 
 TEST(PeerMonitor, APeerThatExitedAfterLosingAnotherNamesTheFirstLoss) {
