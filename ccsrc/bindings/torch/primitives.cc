@@ -10,7 +10,6 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/record_function.h>
 #include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
 
 #include <cstdint>
 #include <memory>
@@ -338,6 +337,21 @@ std::uint64_t RowBytes(std::string_view op, const at::Tensor& output, const at::
   return row;
 }
 
+// A split list from Python: None, or a sequence of ints.
+std::optional<std::vector<std::int64_t>> SplitArg(std::string_view name, py::handle value) {
+  if (value.is_none()) return std::nullopt;
+  if (!py::isinstance<py::sequence>(value) || py::isinstance<py::str>(value)) {
+    throw py::type_error(ContractText(name, "a sequence of ints or None", TypeName(value)));
+  }
+  std::vector<std::int64_t> sizes;
+  for (py::handle item : value) {
+    bool in_range = true;
+    sizes.push_back(IntArg(name, item, &in_range));
+    if (!in_range) throw py::value_error(ContractText(name, "ints that fit int64", "a larger one"));
+  }
+  return sizes;
+}
+
 int TeamSize(const TeamHandle& team) {
   TeamInfo info;
   Check(Runtime::Process().DescribeTeam(team, &info));
@@ -450,25 +464,36 @@ void RegisterPrimitives(py::module_& m) {
   m.def("put_signal", &PutSignal, py::arg("dst"), py::arg("src"), py::arg("sig"), py::arg("value"),
         py::arg("pe"), py::arg("operation"), py::arg("team") = py::none());
   m.def("wait_signal", &WaitSignal, py::arg("sig"), py::arg("value"), py::arg("comparison"));
+  // Plain py::handle arguments and a py::list result: this file does not include
+  // pybind11/stl.h, whose std::vector caster would differ from the one the other binding files
+  // see (one caster per type across the module).
   m.def(
       "all_gather_v",
       [](py::handle output, py::handle input, py::handle team_arg) {
         const at::Tensor out = TensorArg("output", output);
         const at::Tensor in = TensorArg("input", input);
         const TeamHandle team = team_arg.is_none() ? kWorldTeam : TeamArgument(team_arg);
-        py::gil_scoped_release no_gil;
-        return AllGatherVTensors(out, in, team, CallPath::kFunction);
+        std::vector<std::int64_t> rows;
+        {
+          py::gil_scoped_release no_gil;
+          rows = AllGatherVTensors(out, in, team, CallPath::kFunction);
+        }
+        py::list counts;
+        for (std::int64_t count : rows) counts.append(py::int_(count));
+        return counts;
       },
       py::arg("output"), py::arg("input"), py::arg("team") = py::none());
   m.def(
       "all_to_all",
-      [](py::handle output, py::handle input, std::optional<std::vector<std::int64_t>> out_splits,
-         std::optional<std::vector<std::int64_t>> in_splits, py::handle team_arg) {
+      [](py::handle output, py::handle input, py::handle out_splits, py::handle in_splits,
+         py::handle team_arg) {
         const at::Tensor out = TensorArg("output", output);
         const at::Tensor in = TensorArg("input", input);
         const TeamHandle team = team_arg.is_none() ? kWorldTeam : TeamArgument(team_arg);
+        const auto output_splits = SplitArg("output_split_sizes", out_splits);
+        const auto input_splits = SplitArg("input_split_sizes", in_splits);
         py::gil_scoped_release no_gil;
-        AllToAllTensors(out, in, out_splits, in_splits, team, CallPath::kFunction);
+        AllToAllTensors(out, in, output_splits, input_splits, team, CallPath::kFunction);
       },
       py::arg("output"), py::arg("input"), py::arg("output_split_sizes") = py::none(),
       py::arg("input_split_sizes") = py::none(), py::arg("team") = py::none());

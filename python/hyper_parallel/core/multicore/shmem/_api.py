@@ -208,8 +208,8 @@ def all_to_all(output: torch.Tensor, input: torch.Tensor,  # noqa: A002 (torch's
     if output_split_sizes is None and input_split_sizes is None:
         native.collective("all_to_all", output, input, team)
     else:
-        native.all_to_all(output, input, _sizes(output_split_sizes), _sizes(input_split_sizes),
-                          team)
+        native.all_to_all(output, input, _split_list(output_split_sizes),
+                          _split_list(input_split_sizes), team)
 
 
 def _is_team(value) -> bool:
@@ -219,7 +219,7 @@ def _is_team(value) -> bool:
     return isinstance(value, Team)
 
 
-def _sizes(sizes):
+def _split_list(sizes):
     """A split list as ints (a tensor's elements included), or None."""
     if sizes is None:
         return None
@@ -285,7 +285,7 @@ def _all_to_all_compiled(output: torch.Tensor, input: torch.Tensor,  # noqa: A00
                          input_split_sizes: "list | None" = None, *,
                          team: Team | None = None) -> None:
     _hps.all_to_all.default(_ops.order_token(), output, input, _ops.team_code(team),
-                            _sizes(output_split_sizes), _sizes(input_split_sizes))
+                            _split_list(output_split_sizes), _split_list(input_split_sizes))
 
 
 # ---- host streams -------------------------------------------------------------------------
