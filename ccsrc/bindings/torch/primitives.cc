@@ -270,6 +270,19 @@ const data_plane::Collective& CollectiveNamed(std::string_view name) {
   return *collective;
 }
 
+namespace {
+
+// A collective's input has its output's dtype.
+void CheckSameDtype(std::string_view op, const at::Tensor& output, const at::Tensor& input) {
+  if (input.scalar_type() != output.scalar_type()) {
+    Check(Contract(op, "input dtype",
+                   "output's dtype " + std::string(c10::toString(output.scalar_type())),
+                   c10::toString(input.scalar_type())));
+  }
+}
+
+}  // namespace
+
 std::int64_t ReduceOpCode(std::string_view operation, std::string_view name) {
   const std::optional<ops::ReduceOp> op = ops::ReduceOpNamed(name);
   if (!op) {
@@ -293,11 +306,7 @@ void RunCollectiveTensors(const data_plane::Collective& collective, const TeamHa
   const std::string_view op = collective.name();
   const SymmetricView view = Symmetric(op, "output", *output);
   const void* local = Local(op, "input", *input);
-  if (input->scalar_type() != output->scalar_type()) {
-    Check(Contract(op, "input dtype",
-                   "output's dtype " + std::string(c10::toString(output->scalar_type())),
-                   c10::toString(input->scalar_type())));
-  }
+  CheckSameDtype(op, *output, *input);
   const CollectiveOperands operands{
       view, local, ByteSize(*input), static_cast<std::uint64_t>(output->element_size()),
       c10::getDtypeNames(output->scalar_type()).first, arguments};
@@ -322,11 +331,7 @@ std::uint64_t RowBytes(std::string_view op, const at::Tensor& output, const at::
   if (input.dim() == 0 || output.dim() == 0) {
     Check(Contract(op, "input and output dims", "at least 1 (rows of dim 0)", "0"));
   }
-  if (input.scalar_type() != output.scalar_type()) {
-    Check(Contract(op, "input dtype",
-                   "output's dtype " + std::string(c10::toString(output.scalar_type())),
-                   c10::toString(input.scalar_type())));
-  }
+  CheckSameDtype(op, output, input);
   if (input.sizes().slice(1) != output.sizes().slice(1)) {
     Check(Contract(op, "output's shape past dim 0", "input's " + ShapeText(input.sizes().slice(1)),
                    ShapeText(output.sizes().slice(1))));
