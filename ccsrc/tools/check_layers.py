@@ -34,6 +34,8 @@ ALLOWED = {
     "ops/mega_moe": {"base", "data_plane"},  # a consumer: only its own binding includes it
     "runtime": {"base", "data_plane", "backends"},
     "bindings/torch": {"base", "data_plane", "backends", "runtime", "ops", "ops/reduce"},
+    # The OpenSHMEM C API: a binding without torch over the same Runtime.
+    "bindings/openshmem": {"base", "data_plane", "backends", "runtime", "ops", "ops/reduce"},
     "bindings/mega_moe": {"base", "data_plane", "backends", "runtime", "ops/mega_moe",
                           "bindings/torch"},
     "tools": {"base", "runtime", "backends", "ops"},

@@ -1,0 +1,401 @@
+// The OpenSHMEM C library's collectives (docs/openshmem.md): barriers, broadcast, collect,
+// fcollect, alltoall(s) and the reductions, over the Runtime's collective units on teams; the
+// deprecated active-set forms run on the team of their active set.
+#include <algorithm>
+#include <complex>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "bindings/openshmem/include/shmem.h"
+#include "bindings/openshmem/library.h"
+#include "ops/collectives.h"
+#include "ops/reduce/element.h"
+
+namespace hyper_parallel::shmem::openshmem {
+namespace {
+
+constexpr StreamRef kDefaultStream{};
+
+const data_plane::Collective& Unit(std::string_view name) {
+  const data_plane::Collective* unit = ops::FindCollective(name);
+  if (unit == nullptr) {
+    Fail("shmem", Status::Assertion(ErrorCode::kUnsupportedCapability,
+                                    "this build has no such collective", {{"name", std::string(name)}}));
+  }
+  return *unit;
+}
+
+void Run(std::string_view call, const TeamEntry& team, std::string_view unit,
+         const CollectiveOperands& operands) {
+  Runtime& runtime = Ready(call);
+  const Status s = team.handle == kWorldTeam
+                       ? runtime.RunCollective(Unit(unit), operands, kDefaultStream)
+                       : runtime.RunCollective(team.handle, Unit(unit), operands, kDefaultStream);
+  if (!s.ok()) Fail(call, s);
+}
+
+void Barrier(std::string_view call, const TeamEntry& team) { Run(call, team, "barrier", {}); }
+
+const TeamEntry& TeamArg(std::string_view call, shmem_team_t team) {
+  return *FindTeam(call, reinterpret_cast<std::uintptr_t>(team));
+}
+
+// Byte-wise operands: `output` bytes at symmetric `dest`, `input` bytes from `source`.
+CollectiveOperands Bytes(std::string_view call, void* dest, std::uint64_t output,
+                         const void* source, std::uint64_t input) {
+  CollectiveOperands operands;
+  operands.output = Resolve(call, "dest", dest, output);
+  operands.input = source;
+  operands.input_bytes = input;
+  operands.element_bytes = 1;
+  operands.dtype = "uint8";
+  return operands;
+}
+
+int Broadcast(std::string_view call, const TeamEntry& team, void* dest, const void* source,
+              std::uint64_t bytes, int root) {
+  const int n = static_cast<int>(team.pes.size());
+  if (root < 0 || root >= n) {
+    FailArgument(call, "PE_root", "in [0, " + std::to_string(n) + ") of the team", std::to_string(root));
+  }
+  if (bytes == 0) return 0;
+  CollectiveOperands operands = Bytes(call, dest, bytes, source, bytes);
+  operands.arguments[0] = root;
+  Run(call, team, "broadcast", operands);
+  return 0;
+}
+
+int Collect(std::string_view call, const TeamEntry& team, void* dest, const void* source,
+            std::uint64_t bytes) {
+  const std::uint64_t room = BytesToEnd(dest);
+  if (room == 0) Resolve(call, "dest", dest, 1);  // fails naming it
+  CollectiveOperands operands = Bytes(call, dest, room, source, bytes);
+  operands.results = std::make_shared<std::vector<std::uint64_t>>();
+  Run(call, team, "all_gather_v", operands);
+  return 0;
+}
+
+int Fcollect(std::string_view call, const TeamEntry& team, void* dest, const void* source,
+             std::uint64_t bytes) {
+  if (bytes == 0) return 0;
+  Run(call, team, "all_gather", Bytes(call, dest, bytes * team.pes.size(), source, bytes));
+  return 0;
+}
+
+int Alltoall(std::string_view call, const TeamEntry& team, void* dest, const void* source,
+             std::uint64_t bytes) {
+  if (bytes == 0) return 0;
+  const std::uint64_t total = bytes * team.pes.size();
+  Run(call, team, "all_to_all", Bytes(call, dest, total, source, total));
+  return 0;
+}
+
+// Strided all-to-all: element i of the block for team PE j, source[(j * nelems + i) * sst],
+// lands at dest[(me * nelems + i) * dst] on j; puts between two barriers of the team.
+int Alltoalls(std::string_view call, const TeamEntry& team, void* dest, const void* source,
+              std::ptrdiff_t dst, std::ptrdiff_t sst, std::size_t nelems, std::size_t size) {
+  Barrier(call, team);
+  const auto me = static_cast<std::ptrdiff_t>(team.my_pe);
+  const auto n = static_cast<std::ptrdiff_t>(nelems);
+  const auto bytes = static_cast<std::ptrdiff_t>(size);
+  for (std::size_t j = 0; j < team.pes.size(); ++j) {
+    const auto jj = static_cast<std::ptrdiff_t>(j);
+    for (std::ptrdiff_t i = 0; i < n; ++i) {
+      shmem_putmem_nbi(static_cast<char*>(dest) + (me * n + i) * dst * bytes,
+                       static_cast<const char*>(source) + (jj * n + i) * sst * bytes, size,
+                       team.pes[j]);
+    }
+  }
+  Quiet(call);
+  Barrier(call, team);
+  return 0;
+}
+
+// ---- reductions ---------------------------------------------------------------------------
+
+template <class T>
+struct IsComplex : std::false_type {};
+template <class T>
+struct IsComplex<std::complex<T>> : std::true_type {};
+
+// The Runtime's element type for T, or none (long double and the complex types reduce here).
+template <class T>
+std::optional<std::string_view> DtypeOf() {
+  if constexpr (std::is_same_v<T, float>) return "float32";
+  if constexpr (std::is_same_v<T, double>) return "float64";
+  if constexpr (std::is_integral_v<T>) {
+    constexpr bool is_signed = std::is_signed_v<T>;
+    switch (sizeof(T)) {
+      case 1: return is_signed ? "int8" : "uint8";
+      case 2: return is_signed ? "int16" : "uint16";
+      case 4: return is_signed ? "int32" : "uint32";
+      case 8: return is_signed ? "int64" : "uint64";
+      default: break;
+    }
+  }
+  return std::nullopt;
+}
+
+template <class T>
+T Combine(ops::ReduceOp op, T a, T b) {
+  if constexpr (IsComplex<T>::value) {
+    return op == ops::ReduceOp::kProd ? a * b : a + b;
+  } else {
+    switch (op) {
+      case ops::ReduceOp::kSum: return a + b;
+      case ops::ReduceOp::kProd: return a * b;
+      case ops::ReduceOp::kMin: return b < a ? b : a;
+      case ops::ReduceOp::kMax: return b > a ? b : a;
+      default: return a;  // bitwise operators go to the Runtime's unit (integers only)
+    }
+  }
+}
+
+// One shared scratch block for the reductions the Runtime's unit does not take: each pass
+// gathers every member's slice into it and combines them in team-PE order (the same bits on
+// every PE), then the team's barrier frees it for the next pass.
+std::mutex scratch_mutex;
+constexpr std::uint64_t kScratchBytes = 64 * 1024;
+void* scratch = nullptr;
+
+template <class T>
+void GatherReduce(std::string_view call, const TeamEntry& team, ops::ReduceOp op, T* dest,
+                  const T* source, std::size_t count) {
+  std::lock_guard<std::mutex> lock(scratch_mutex);
+  if (scratch == nullptr) {
+    FailArgument(call, "team", "a team whose PEs all made the library's scratch", "none");
+  }
+  const std::size_t n = team.pes.size();
+  const std::size_t chunk = std::max<std::size_t>(1, kScratchBytes / (n * sizeof(T)));
+  std::vector<T> result(std::min(chunk, count));
+  for (std::size_t start = 0; start < count; start += chunk) {
+    const std::size_t length = std::min(chunk, count - start);
+    Run(call, team, "all_gather",
+        Bytes(call, scratch, n * length * sizeof(T), source + start, length * sizeof(T)));
+    const T* all = static_cast<const T*>(scratch);
+    for (std::size_t i = 0; i < length; ++i) {
+      T acc = all[i];
+      for (std::size_t p = 1; p < n; ++p) acc = Combine(op, acc, all[p * length + i]);
+      result[i] = acc;
+    }
+    std::memcpy(dest + start, result.data(), length * sizeof(T));
+    Barrier(call, team);
+  }
+}
+
+template <class T>
+int Reduce(std::string_view call, const TeamEntry& team, ops::ReduceOp op, T* dest,
+           const T* source, std::size_t count) {
+  if (count == 0) return 0;
+  if (count > UINT64_MAX / sizeof(T)) FailArgument(call, "nreduce", "a size that fits", std::to_string(count));
+  const std::uint64_t bytes = count * sizeof(T);
+  if (const std::optional<std::string_view> dtype = DtypeOf<T>()) {
+    CollectiveOperands operands;
+    operands.output = Resolve(call, "dest", dest, bytes);
+    operands.input = source;
+    operands.input_bytes = bytes;
+    operands.element_bytes = sizeof(T);
+    operands.dtype = *dtype;
+    operands.arguments[0] = static_cast<std::int64_t>(op);
+    Run(call, team, "all_reduce", operands);
+    return 0;
+  }
+  Resolve(call, "dest", dest, bytes);
+  GatherReduce(call, team, op, dest, source, count);
+  return 0;
+}
+
+}  // namespace
+
+void MakeScratch() {
+  std::lock_guard<std::mutex> lock(scratch_mutex);
+  scratch = Allocate("shmem_init", kScratchBytes, 64);
+}
+void DropScratch() {
+  std::lock_guard<std::mutex> lock(scratch_mutex);
+  scratch = nullptr;  // shmem_finalize frees every block
+}
+
+}  // namespace hyper_parallel::shmem::openshmem
+
+using namespace hyper_parallel::shmem;
+using namespace hyper_parallel::shmem::openshmem;
+
+extern "C" {
+
+void shmem_barrier_all(void) {
+  Quiet("shmem_barrier_all");
+  Barrier("shmem_barrier_all", *FindTeam("shmem_barrier_all", 1));
+}
+void shmem_sync_all(void) { Barrier("shmem_sync_all", *FindTeam("shmem_sync_all", 1)); }
+int shmem_team_sync(shmem_team_t team) {
+  if (team == SHMEM_TEAM_INVALID) return -1;
+  Barrier("shmem_team_sync", TeamArg("shmem_team_sync", team));
+  return 0;
+}
+void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long* pSync) {
+  (void)pSync;
+  Quiet("shmem_barrier");
+  Barrier("shmem_barrier", ActiveSet("shmem_barrier", PE_start, logPE_stride, PE_size));
+}
+void shmem_sync(int PE_start, int logPE_stride, int PE_size, long* pSync) {
+  (void)pSync;
+  Barrier("shmem_sync", ActiveSet("shmem_sync", PE_start, logPE_stride, PE_size));
+}
+
+#define HPS_DEFINE_TEAM_COLLECTIVES(T, N)                                                         \
+  int shmem_##N##_broadcast(shmem_team_t team, T* dest, const T* source, size_t nelems,          \
+                            int PE_root) {                                                        \
+    return Broadcast("shmem_" #N "_broadcast", TeamArg("shmem_" #N "_broadcast", team), dest,    \
+                     source, nelems * sizeof(T), PE_root);                                        \
+  }                                                                                               \
+  int shmem_##N##_collect(shmem_team_t team, T* dest, const T* source, size_t nelems) {          \
+    return Collect("shmem_" #N "_collect", TeamArg("shmem_" #N "_collect", team), dest, source,  \
+                   nelems * sizeof(T));                                                           \
+  }                                                                                               \
+  int shmem_##N##_fcollect(shmem_team_t team, T* dest, const T* source, size_t nelems) {         \
+    return Fcollect("shmem_" #N "_fcollect", TeamArg("shmem_" #N "_fcollect", team), dest,       \
+                    source, nelems * sizeof(T));                                                  \
+  }                                                                                               \
+  int shmem_##N##_alltoall(shmem_team_t team, T* dest, const T* source, size_t nelems) {         \
+    return Alltoall("shmem_" #N "_alltoall", TeamArg("shmem_" #N "_alltoall", team), dest,       \
+                    source, nelems * sizeof(T));                                                  \
+  }                                                                                               \
+  int shmem_##N##_alltoalls(shmem_team_t team, T* dest, const T* source, ptrdiff_t dst,          \
+                            ptrdiff_t sst, size_t nelems) {                                       \
+    return Alltoalls("shmem_" #N "_alltoalls", TeamArg("shmem_" #N "_alltoalls", team), dest,    \
+                     source, dst, sst, nelems, sizeof(T));                                        \
+  }
+HPS_SHMEM_RMA_TYPES(HPS_DEFINE_TEAM_COLLECTIVES)
+
+int shmem_broadcastmem(shmem_team_t team, void* dest, const void* source, size_t nelems,
+                       int PE_root) {
+  return Broadcast("shmem_broadcastmem", TeamArg("shmem_broadcastmem", team), dest, source,
+                   nelems, PE_root);
+}
+int shmem_collectmem(shmem_team_t team, void* dest, const void* source, size_t nelems) {
+  return Collect("shmem_collectmem", TeamArg("shmem_collectmem", team), dest, source, nelems);
+}
+int shmem_fcollectmem(shmem_team_t team, void* dest, const void* source, size_t nelems) {
+  return Fcollect("shmem_fcollectmem", TeamArg("shmem_fcollectmem", team), dest, source, nelems);
+}
+int shmem_alltoallmem(shmem_team_t team, void* dest, const void* source, size_t nelems) {
+  return Alltoall("shmem_alltoallmem", TeamArg("shmem_alltoallmem", team), dest, source, nelems);
+}
+int shmem_alltoallsmem(shmem_team_t team, void* dest, const void* source, ptrdiff_t dst,
+                       ptrdiff_t sst, size_t nelems) {
+  return Alltoalls("shmem_alltoallsmem", TeamArg("shmem_alltoallsmem", team), dest, source, dst,
+                   sst, nelems, 1);
+}
+
+// The active-set forms. broadcast leaves the root's dest as it was (OpenSHMEM 1.4).
+#define HPS_DEFINE_ACTIVE_SET(BITS)                                                               \
+  void shmem_broadcast##BITS(void* dest, const void* source, size_t nelems, int PE_root,          \
+                             int PE_start, int logPE_stride, int PE_size, long* pSync) {          \
+    (void)pSync;                                                                                  \
+    constexpr const char* kCall = "shmem_broadcast" #BITS;                                        \
+    const TeamEntry& team = ActiveSet(kCall, PE_start, logPE_stride, PE_size);                    \
+    const std::size_t bytes = nelems * (BITS / 8);                                                \
+    std::vector<char> kept;                                                                       \
+    if (team.my_pe == PE_root && dest != source) {                                                \
+      kept.assign(static_cast<char*>(dest), static_cast<char*>(dest) + bytes);                    \
+    }                                                                                             \
+    Broadcast(kCall, team, dest, source, bytes, PE_root);                                         \
+    if (!kept.empty()) std::memcpy(dest, kept.data(), bytes);                                     \
+  }                                                                                               \
+  void shmem_collect##BITS(void* dest, const void* source, size_t nelems, int PE_start,           \
+                           int logPE_stride, int PE_size, long* pSync) {                          \
+    (void)pSync;                                                                                  \
+    Collect("shmem_collect" #BITS, ActiveSet("shmem_collect" #BITS, PE_start, logPE_stride, PE_size), \
+            dest, source, nelems * (BITS / 8));                                                   \
+  }                                                                                               \
+  void shmem_fcollect##BITS(void* dest, const void* source, size_t nelems, int PE_start,          \
+                            int logPE_stride, int PE_size, long* pSync) {                         \
+    (void)pSync;                                                                                  \
+    Fcollect("shmem_fcollect" #BITS,                                                              \
+             ActiveSet("shmem_fcollect" #BITS, PE_start, logPE_stride, PE_size), dest, source,    \
+             nelems * (BITS / 8));                                                                \
+  }                                                                                               \
+  void shmem_alltoall##BITS(void* dest, const void* source, size_t nelems, int PE_start,          \
+                            int logPE_stride, int PE_size, long* pSync) {                         \
+    (void)pSync;                                                                                  \
+    Alltoall("shmem_alltoall" #BITS,                                                              \
+             ActiveSet("shmem_alltoall" #BITS, PE_start, logPE_stride, PE_size), dest, source,    \
+             nelems * (BITS / 8));                                                                \
+  }                                                                                               \
+  void shmem_alltoalls##BITS(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,        \
+                             size_t nelems, int PE_start, int logPE_stride, int PE_size,          \
+                             long* pSync) {                                                       \
+    (void)pSync;                                                                                  \
+    Alltoalls("shmem_alltoalls" #BITS,                                                            \
+              ActiveSet("shmem_alltoalls" #BITS, PE_start, logPE_stride, PE_size), dest, source,  \
+              dst, sst, nelems, BITS / 8);                                                        \
+  }
+HPS_DEFINE_ACTIVE_SET(32)
+HPS_DEFINE_ACTIVE_SET(64)
+
+#define HPS_DEFINE_REDUCE(T, N, OP, CODE)                                                         \
+  int shmem_##N##_##OP##_reduce(shmem_team_t team, T* dest, const T* source, size_t nreduce) {    \
+    if (team == SHMEM_TEAM_INVALID) return -1;                                                    \
+    return Reduce<T>("shmem_" #N "_" #OP "_reduce", TeamArg("shmem_" #N "_" #OP "_reduce", team), \
+                     CODE, dest, source, nreduce);                                                \
+  }
+#define HPS_DEFINE_REDUCE_BITWISE(T, N)                  \
+  HPS_DEFINE_REDUCE(T, N, and, ops::ReduceOp::kAnd)      \
+  HPS_DEFINE_REDUCE(T, N, or, ops::ReduceOp::kOr)        \
+  HPS_DEFINE_REDUCE(T, N, xor, ops::ReduceOp::kXor)
+#define HPS_DEFINE_REDUCE_ORDERED(T, N)                  \
+  HPS_DEFINE_REDUCE(T, N, min, ops::ReduceOp::kMin)      \
+  HPS_DEFINE_REDUCE(T, N, max, ops::ReduceOp::kMax)      \
+  HPS_DEFINE_REDUCE(T, N, sum, ops::ReduceOp::kSum)      \
+  HPS_DEFINE_REDUCE(T, N, prod, ops::ReduceOp::kProd)
+HPS_SHMEM_REDUCE_BITWISE_TYPES(HPS_DEFINE_REDUCE_BITWISE)
+HPS_SHMEM_REDUCE_ORDERED_TYPES(HPS_DEFINE_REDUCE_ORDERED)
+
+#define HPS_DEFINE_TO_ALL(T, N, OP, CODE)                                                         \
+  void shmem_##N##_##OP##_to_all(T* dest, const T* source, int nreduce, int PE_start,             \
+                                 int logPE_stride, int PE_size, T* pWrk, long* pSync) {           \
+    (void)pWrk, (void)pSync;                                                                      \
+    constexpr const char* kCall = "shmem_" #N "_" #OP "_to_all";                                  \
+    if (nreduce < 0) FailArgument(kCall, "nreduce", "not negative", std::to_string(nreduce));    \
+    Reduce<T>(kCall, ActiveSet(kCall, PE_start, logPE_stride, PE_size), CODE, dest, source,       \
+              static_cast<std::size_t>(nreduce));                                                 \
+  }
+#define HPS_DEFINE_TO_ALL_BITWISE(T, N)                 \
+  HPS_DEFINE_TO_ALL(T, N, and, ops::ReduceOp::kAnd)     \
+  HPS_DEFINE_TO_ALL(T, N, or, ops::ReduceOp::kOr)       \
+  HPS_DEFINE_TO_ALL(T, N, xor, ops::ReduceOp::kXor)
+#define HPS_DEFINE_TO_ALL_ORDERED(T, N)                 \
+  HPS_DEFINE_TO_ALL(T, N, min, ops::ReduceOp::kMin)     \
+  HPS_DEFINE_TO_ALL(T, N, max, ops::ReduceOp::kMax)     \
+  HPS_DEFINE_TO_ALL(T, N, sum, ops::ReduceOp::kSum)     \
+  HPS_DEFINE_TO_ALL(T, N, prod, ops::ReduceOp::kProd)
+HPS_SHMEM_TO_ALL_BITWISE_TYPES(HPS_DEFINE_TO_ALL_BITWISE)
+HPS_SHMEM_TO_ALL_ORDERED_TYPES(HPS_DEFINE_TO_ALL_ORDERED)
+
+// The complex types (declared for C only; std::complex has C's layout).
+#define HPS_DEFINE_COMPLEX(T, N)                                                                  \
+  void shmem_##N##_put(T* dest, const T* source, size_t nelems, int pe) {                         \
+    shmem_putmem(dest, source, nelems * sizeof(T), pe);                                           \
+  }                                                                                               \
+  void shmem_##N##_get(T* dest, const T* source, size_t nelems, int pe) {                         \
+    shmem_getmem(dest, source, nelems * sizeof(T), pe);                                           \
+  }                                                                                               \
+  int shmem_##N##_sum_reduce(shmem_team_t team, T* dest, const T* source, size_t nreduce) {       \
+    return Reduce<T>("shmem_" #N "_sum_reduce", TeamArg("shmem_" #N "_sum_reduce", team),        \
+                     ops::ReduceOp::kSum, dest, source, nreduce);                                 \
+  }                                                                                               \
+  int shmem_##N##_prod_reduce(shmem_team_t team, T* dest, const T* source, size_t nreduce) {      \
+    return Reduce<T>("shmem_" #N "_prod_reduce", TeamArg("shmem_" #N "_prod_reduce", team),      \
+                     ops::ReduceOp::kProd, dest, source, nreduce);                                \
+  }                                                                                               \
+  HPS_DEFINE_TO_ALL(T, N, sum, ops::ReduceOp::kSum)                                               \
+  HPS_DEFINE_TO_ALL(T, N, prod, ops::ReduceOp::kProd)
+HPS_DEFINE_COMPLEX(std::complex<float>, complexf)
+HPS_DEFINE_COMPLEX(std::complex<double>, complexd)
+
+}  // extern "C"

@@ -1,0 +1,2 @@
+/* Traditional include path of shmem.h (docs/openshmem.md). */
+#include "../shmem.h"

@@ -1,0 +1,2 @@
+/* Traditional include path of shmemx.h (docs/openshmem.md). */
+#include "../shmemx.h"

@@ -1,0 +1,774 @@
+// The OpenSHMEM C library's state, setup, memory, teams and contexts (docs/openshmem.md).
+#include "bindings/openshmem/library.h"
+
+#include <link.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <tuple>
+
+#include "bindings/openshmem/include/shmem.h"
+#include "ops/collectives.h"
+#include "runtime/socket_bootstrap.h"
+
+namespace hyper_parallel::shmem::openshmem {
+namespace {
+
+// A symmetric block: [lo, hi) of this process's addresses, whose bytes are those of heap
+// allocation `id` from `heap` on.
+struct Block {
+  std::uintptr_t lo = 0;
+  std::uintptr_t hi = 0;
+  AllocationId id = 0;
+  std::byte* heap = nullptr;
+  std::uint64_t bytes = 0;  // the allocation's size (Release frees the whole)
+};
+
+// The executable's writable data (.data and .bss) remapped onto a heap allocation.
+struct StaticData {
+  std::uintptr_t lo = 0;
+  std::uintptr_t hi = 0;
+  Allocation allocation;
+};
+
+struct State {
+  std::mutex mutex;
+  std::atomic<bool> ready{false};
+  int init_calls = 0;
+  int provided_thread_level = SHMEM_THREAD_MULTIPLE;
+  std::map<std::uintptr_t, Block> blocks;  // by lo
+  std::optional<StaticData> static_data;
+  std::map<std::uintptr_t, TeamEntry> teams;  // by shmem_team_t value
+  std::uintptr_t next_team = 3;               // 1: world, 2: shared
+  std::map<std::tuple<int, int, int>, std::uintptr_t> active_sets;
+  std::map<std::uintptr_t, std::uintptr_t> contexts;  // ctx value -> its team
+  std::uintptr_t next_context = 2;                     // 1: SHMEM_CTX_DEFAULT
+};
+
+State& S() {
+  static State* state = new State();  // never destroyed: atexit handlers and PEs' threads use it
+  return *state;
+}
+
+int MyPe() { return S().ready ? Runtime::Process().rank() : -1; }
+
+// Bytes from SHMEM_SYMMETRIC_SIZE ("64M", "1G", "1048576"; K, M, G, T powers of 1024).
+std::optional<std::string> SymmetricSizeBytes(const char* text) {
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text, &end);
+  if (errno != 0 || end == text || value <= 0) return std::nullopt;
+  double scale = 1;
+  switch (*end) {
+    case 'k': case 'K': scale = 1024.0; ++end; break;
+    case 'm': case 'M': scale = 1024.0 * 1024; ++end; break;
+    case 'g': case 'G': scale = 1024.0 * 1024 * 1024; ++end; break;
+    case 't': case 'T': scale = 1024.0 * 1024 * 1024 * 1024; ++end; break;
+    default: break;
+  }
+  if (*end == 'b' || *end == 'B') ++end;
+  if (*end != '\0') return std::nullopt;
+  return std::to_string(static_cast<std::uint64_t>(value * scale));
+}
+
+// The C API's heap when neither variable sets it: 1 GiB, as programs written for OpenSHMEM
+// expect room (OSU's message-rate tests allocate 200 MiB and hold as much in static data). Pages
+// no PE touches cost nothing.
+constexpr std::uint64_t kDefaultHeapBytes = std::uint64_t{1} << 30;
+
+// The process environment, where SHMEM_SYMMETRIC_SIZE stands for the heap size unless
+// HYPER_PARALLEL_SHMEM_HEAP_SIZE is set.
+std::optional<std::string> Environment(std::string_view name) {
+  const std::string key(name);
+  if (const char* value = std::getenv(key.c_str())) return std::string(value);
+  if (name == kEnvHeapSize) {
+    if (const char* size = std::getenv("SHMEM_SYMMETRIC_SIZE")) {
+      if (auto bytes = SymmetricSizeBytes(size)) return bytes;
+      FailArgument("shmem_init", "SHMEM_SYMMETRIC_SIZE", "a size such as 512M or 1G", size);
+    }
+    return std::to_string(kDefaultHeapBytes);
+  }
+  return std::nullopt;
+}
+
+// How this PE finds the others: the launcher's variables (hps-oshrun), else those of a torchrun
+// job (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT: rank 0 listens on MASTER_PORT + 1), else a
+// job of one PE.
+Status MakeBootstrap(std::chrono::milliseconds timeout, std::unique_ptr<SocketBootstrap>* out) {
+  if (std::getenv(std::string(kEnvBootstrapName).c_str()) != nullptr) {
+    return SocketBootstrap::FromEnvironment(&Environment, timeout, out);
+  }
+  const char* rank = std::getenv("RANK");
+  const char* size = std::getenv("WORLD_SIZE");
+  const char* address = std::getenv("MASTER_ADDR");
+  const char* port = std::getenv("MASTER_PORT");
+  if (rank && size && address && port) {
+    const std::string name =
+        "tcp:" + std::string(address) + ":" + std::to_string(std::atoi(port) + 1);
+    return SocketBootstrap::Create(name, std::atoi(rank), std::atoi(size), timeout, out);
+  }
+  return SocketBootstrap::Create(SocketBootstrap::UniqueName(), 0, 1, timeout, out);
+}
+
+// The executable's writable PT_LOAD segment past its RELRO part, page-aligned: .data and .bss.
+struct Segment {
+  std::uintptr_t lo = 0;
+  std::uintptr_t hi = 0;
+};
+int FindWritableSegment(struct dl_phdr_info* info, std::size_t, void* data) {
+  auto* segment = static_cast<Segment*>(data);
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  std::uintptr_t relro_end = 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& h = info->dlpi_phdr[i];
+    if (h.p_type == PT_GNU_RELRO) relro_end = info->dlpi_addr + h.p_vaddr + h.p_memsz;
+  }
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& h = info->dlpi_phdr[i];
+    if (h.p_type != PT_LOAD || (h.p_flags & PF_W) == 0) continue;
+    std::uintptr_t lo = info->dlpi_addr + h.p_vaddr;
+    const std::uintptr_t hi = lo + h.p_memsz;
+    if (relro_end > lo && relro_end < hi) lo = relro_end;
+    segment->lo = lo / page * page;
+    segment->hi = (hi + page - 1) / page * page;
+    break;
+  }
+  return 1;  // the first object is the executable
+}
+
+// Makes the executable's static data symmetric: copies it into a heap allocation (the same
+// size on every PE: one executable) and maps that allocation's pages over it, so the
+// program's own loads and stores and every PE's puts reach the same bytes.
+void MapStaticData(Runtime& runtime) {
+  Segment segment;
+  ::dl_iterate_phdr(&FindWritableSegment, &segment);
+  if (segment.hi <= segment.lo) return;
+  const std::uint64_t bytes = segment.hi - segment.lo;
+  Allocation allocation;
+  if (Status s = runtime.Allocate(bytes, static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)),
+                                  &allocation, "OpenSHMEM static data");
+      !s.ok()) {
+    Fail("shmem_init", s);
+  }
+  // The lifecycle's first allocation lies in a heap created zero-filled: copy only the pages
+  // that hold something, so a large .bss costs no memory until the program touches it.
+  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  for (std::uint64_t at = 0; at < bytes; at += page) {
+    const auto* from = reinterpret_cast<const std::uint64_t*>(segment.lo + at);
+    bool zero = true;
+    for (std::uint64_t i = 0; i < page / 8 && zero; ++i) zero = from[i] == 0;
+    if (!zero) std::memcpy(static_cast<std::byte*>(allocation.data) + at, from, page);
+  }
+  // old_size 0 on a shared mapping: a second mapping of the same pages, here placed over the
+  // private data pages (MREMAP_FIXED replaces them).
+  void* moved = ::mremap(allocation.data, 0, bytes, MREMAP_MAYMOVE | MREMAP_FIXED,
+                         reinterpret_cast<void*>(segment.lo));
+  if (moved == MAP_FAILED) {
+    Fail("shmem_init", Status::Assertion(ErrorCode::kBackendError,
+                                         "could not map the static data onto the heap",
+                                         {{"errno", std::strerror(errno)}}));
+  }
+  S().static_data = StaticData{segment.lo, segment.hi, allocation};
+  S().blocks[segment.lo] = Block{segment.lo, segment.hi, allocation.id,
+                                 static_cast<std::byte*>(allocation.data), bytes};
+}
+
+// Gives the static data private pages again (a copy of their last contents), so the program
+// keeps its globals after shmem_finalize releases the heap.
+void UnmapStaticData(Runtime& runtime) {
+  if (!S().static_data) return;
+  const StaticData data = *S().static_data;
+  const std::uint64_t bytes = data.hi - data.lo;
+  void* copy = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (copy == MAP_FAILED) Fail("shmem_finalize", Status::Assertion(ErrorCode::kBackendError, "out of memory", {}));
+  std::memcpy(copy, reinterpret_cast<const void*>(data.lo), bytes);
+  if (::mremap(copy, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED,
+               reinterpret_cast<void*>(data.lo)) == MAP_FAILED) {
+    Fail("shmem_finalize", Status::Assertion(ErrorCode::kBackendError,
+                                             "could not give the static data its own pages back",
+                                             {{"errno", std::strerror(errno)}}));
+  }
+  S().blocks.erase(data.lo);
+  S().static_data.reset();
+  const SymmetricView whole{data.allocation.id, data.allocation.data, data.allocation.bytes};
+  if (Status s = runtime.Free(whole, "OpenSHMEM static data"); !s.ok()) Fail("shmem_finalize", s);
+}
+
+void AddPredefinedTeams(Runtime& runtime) {
+  TeamEntry world{kWorldTeam, {}, runtime.rank()};
+  for (int pe = 0; pe < runtime.size(); ++pe) world.pes.push_back(pe);
+  S().teams[reinterpret_cast<std::uintptr_t>(SHMEM_TEAM_WORLD)] = world;
+  TeamHandle node;
+  if (Status s = runtime.NodeTeam(&node); !s.ok()) Fail("shmem_init", s);
+  TeamInfo info;
+  if (Status s = runtime.DescribeTeam(node, &info); !s.ok()) Fail("shmem_init", s);
+  S().teams[reinterpret_cast<std::uintptr_t>(SHMEM_TEAM_SHARED)] =
+      TeamEntry{node, info.pes, info.my_pe};
+}
+
+void FinalizeAtExit() {
+  if (S().ready) shmem_finalize();
+}
+
+void Initialize(std::string_view call) {
+  std::unique_lock<std::mutex> lock(S().mutex);
+  if (S().init_calls++ > 0) return;  // later calls have no effect
+  Runtime& runtime = Runtime::Process();
+  std::unique_ptr<SocketBootstrap> bootstrap;
+  const Config defaults;
+  if (Status s = MakeBootstrap(std::chrono::seconds(defaults.timeout_sec), &bootstrap); !s.ok()) {
+    Fail(call, s);
+  }
+  InitOptions options;
+  options.bootstrap = std::move(bootstrap);
+  options.env = &Environment;
+  options.collectives = ops::Collectives();
+  if (Status s = runtime.Init(std::move(options)); !s.ok()) Fail(call, s);
+  BackendDescription backend;
+  if (Status s = runtime.DescribeBackend(call, &backend); !s.ok()) Fail(call, s);
+  if (!backend.host_addressable_heap) {
+    Fail(call, Status::Assertion(ErrorCode::kUnsupportedCapability,
+                                 "the C API needs a heap the CPU addresses (the host backend)",
+                                 {{"backend", backend.name}}));
+  }
+  MapStaticData(runtime);
+  AddPredefinedTeams(runtime);
+  S().ready = true;
+  lock.unlock();
+  MakeScratch();
+  static std::once_flag registered;
+  std::call_once(registered, [] { std::atexit(&FinalizeAtExit); });
+}
+
+}  // namespace
+
+std::uint64_t NowNs() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
+void Fail(std::string_view call, const Status& status) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "hyper_parallel_shmem: PE %d: %.*s: %s\n", MyPe(),
+               static_cast<int>(call.size()), call.data(), status.ToString().c_str());
+  GlobalExit(1);
+}
+
+void FailArgument(std::string_view call, std::string_view argument, std::string_view rule,
+                  std::string_view given) {
+  Fail(call, Status::Contract(ErrorCode::kInvalidArgument, std::string(call) + " " + std::string(argument),
+                              rule, given));
+}
+
+void GlobalExit(int status) {
+  std::fflush(nullptr);
+  // The launcher's control pipe: it stops every other PE and exits with this status.
+  if (const char* fd = std::getenv("HPS_OSHRUN_CONTROL_FD")) {
+    const int code = status;
+    const ssize_t written = ::write(std::atoi(fd), &code, sizeof(code));
+    (void)written;
+  }
+  std::_Exit(status);
+}
+
+bool Initialized() { return S().ready; }
+
+Runtime& Ready(std::string_view call) {
+  if (!S().ready) {
+    Fail(call, Status::Assertion(ErrorCode::kInvalidState,
+                                 "called before shmem_init or after shmem_finalize", {}));
+  }
+  return Runtime::Process();
+}
+
+bool TryResolve(const void* address, std::uint64_t bytes, SymmetricView* out) {
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  std::lock_guard<std::mutex> lock(S().mutex);
+  auto it = S().blocks.upper_bound(at);
+  if (it == S().blocks.begin()) return false;
+  const Block& block = std::prev(it)->second;
+  if (at >= block.hi || bytes > block.hi - at) return false;
+  *out = SymmetricView{block.id, block.heap + (at - block.lo), bytes};
+  return true;
+}
+
+std::uint64_t BytesToEnd(const void* address) {
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  std::lock_guard<std::mutex> lock(S().mutex);
+  auto it = S().blocks.upper_bound(at);
+  if (it == S().blocks.begin()) return 0;
+  const Block& block = std::prev(it)->second;
+  return at < block.hi ? block.hi - at : 0;
+}
+
+SymmetricView Resolve(std::string_view call, std::string_view argument, const void* address,
+                      std::uint64_t bytes) {
+  SymmetricView view;
+  if (!TryResolve(address, bytes, &view)) {
+    char text[96];
+    std::snprintf(text, sizeof(text), "%p (+%llu bytes)", address,
+                  static_cast<unsigned long long>(bytes));
+    FailArgument(call, argument,
+                 "symmetric: inside one shmem_malloc'd block or the program's static data", text);
+  }
+  return view;
+}
+
+void CheckPe(std::string_view call, int pe) {
+  const int n = Runtime::Process().size();
+  if (pe < 0 || pe >= n) {
+    FailArgument(call, "pe", "in [0, " + std::to_string(n) + ")", std::to_string(pe));
+  }
+}
+
+void* Allocate(std::string_view call, std::uint64_t bytes, std::uint64_t alignment) {
+  Runtime& runtime = Ready(call);
+  // A block's usable size is its size rounded up to the heap's granule, which the allocator
+  // reserves anyway (as malloc's usable size): programs that write a few bytes past what they
+  // asked for (tests-uh's put tests do) touch only their own reservation.
+  if (bytes > UINT64_MAX - HeapAllocator::kGranule) {
+    FailArgument(call, "size", "a size the heap can describe", std::to_string(bytes));
+  }
+  bytes = (bytes + HeapAllocator::kGranule - 1) / HeapAllocator::kGranule * HeapAllocator::kGranule;
+  Allocation allocation;
+  if (Status s = runtime.Allocate(bytes, alignment, &allocation, call); !s.ok()) {
+    // Every PE judges the same heap alike, so an allocation the heap cannot hold is null on
+    // every PE; anything else (PEs that asked for different sizes) ends the job.
+    if (s.code() == ErrorCode::kOutOfMemory) return nullptr;
+    Fail(call, s);
+  }
+  const auto lo = reinterpret_cast<std::uintptr_t>(allocation.data);
+  std::lock_guard<std::mutex> lock(S().mutex);
+  S().blocks[lo] = Block{lo, lo + bytes, allocation.id, static_cast<std::byte*>(allocation.data),
+                         allocation.bytes};
+  return allocation.data;
+}
+
+void Release(std::string_view call, void* address) {
+  Runtime& runtime = Ready(call);
+  const auto lo = reinterpret_cast<std::uintptr_t>(address);
+  Block block;
+  {
+    std::lock_guard<std::mutex> lock(S().mutex);
+    auto it = S().blocks.find(lo);
+    if (it == S().blocks.end() || (S().static_data && S().static_data->lo == lo)) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%p", address);
+      FailArgument(call, "ptr", "null or an address shmem_malloc returned", text);
+    }
+    block = it->second;
+    S().blocks.erase(it);
+  }
+  if (Status s = runtime.Free(SymmetricView{block.id, block.heap, block.bytes}, call); !s.ok()) {
+    Fail(call, s);
+  }
+}
+
+const TeamEntry* FindTeam(std::string_view call, std::uintptr_t team, bool allow_invalid) {
+  Ready(call);
+  if (team == 0 && allow_invalid) return nullptr;
+  std::lock_guard<std::mutex> lock(S().mutex);
+  auto it = S().teams.find(team);
+  if (it == S().teams.end()) {
+    FailArgument(call, "team", "a live team handle", team == 0 ? "SHMEM_TEAM_INVALID" : "an unknown or destroyed handle");
+  }
+  return &it->second;  // std::map nodes stay put
+}
+
+std::uintptr_t AddTeam(TeamEntry entry) {
+  std::lock_guard<std::mutex> lock(S().mutex);
+  const std::uintptr_t value = S().next_team++;
+  S().teams[value] = std::move(entry);
+  return value;
+}
+
+void RemoveTeam(std::uintptr_t team) {
+  std::lock_guard<std::mutex> lock(S().mutex);
+  S().teams.erase(team);
+}
+
+const TeamEntry& ActiveSet(std::string_view call, int start, int log_stride, int size) {
+  Runtime& runtime = Ready(call);
+  const int n = runtime.size();
+  if (log_stride < 0 || log_stride > 30 || size < 1 || start < 0 ||
+      start + (static_cast<long long>(size) - 1) * (1LL << log_stride) >= n) {
+    FailArgument(call, "active set",
+                 "PE_start, 2^logPE_stride and PE_size naming PEs in [0, " + std::to_string(n) + ")",
+                 std::to_string(start) + ", " + std::to_string(log_stride) + ", " + std::to_string(size));
+  }
+  const int stride = 1 << log_stride;
+  if (start == 0 && stride == 1 && size == n) return *FindTeam(call, 1);
+  {
+    std::lock_guard<std::mutex> lock(S().mutex);
+    auto it = S().active_sets.find({start, stride, size});
+    if (it != S().active_sets.end()) return S().teams[it->second];
+  }
+  TeamEntry entry;
+  for (int i = 0; i < size; ++i) entry.pes.push_back(start + i * stride);
+  auto mine = std::find(entry.pes.begin(), entry.pes.end(), runtime.rank());
+  if (mine == entry.pes.end()) {
+    FailArgument(call, "active set", "one this PE is in", "PE_start " + std::to_string(start) +
+                     ", stride " + std::to_string(stride) + ", size " + std::to_string(size));
+  }
+  entry.my_pe = static_cast<int>(mine - entry.pes.begin());
+  if (Status s = runtime.TeamCreate(entry.pes, &entry.handle); !s.ok()) Fail(call, s);
+  const std::uintptr_t value = AddTeam(entry);
+  std::lock_guard<std::mutex> lock(S().mutex);
+  S().active_sets[{start, stride, size}] = value;
+  return S().teams[value];
+}
+
+int ContextPe(std::string_view call, std::uintptr_t ctx, int pe) {
+  std::uintptr_t team = 1;
+  if (ctx != reinterpret_cast<std::uintptr_t>(SHMEM_CTX_DEFAULT)) {
+    std::lock_guard<std::mutex> lock(S().mutex);
+    auto it = S().contexts.find(ctx);
+    if (it == S().contexts.end()) {
+      FailArgument(call, "ctx", "SHMEM_CTX_DEFAULT or a live context",
+                   ctx == 0 ? "SHMEM_CTX_INVALID" : "an unknown or destroyed context");
+    }
+    team = it->second;
+  }
+  if (team == 1) {
+    CheckPe(call, pe);
+    return pe;
+  }
+  const TeamEntry* entry = FindTeam(call, team);
+  if (pe < 0 || pe >= static_cast<int>(entry->pes.size())) {
+    FailArgument(call, "pe", "in [0, " + std::to_string(entry->pes.size()) + ") of the context's team",
+                 std::to_string(pe));
+  }
+  return entry->pes[static_cast<std::size_t>(pe)];
+}
+
+void Quiet(std::string_view call) {
+  if (Status s = Ready(call).Quiet(StreamRef{}); !s.ok()) Fail(call, s);
+}
+
+void Backoff(std::string_view call, std::uint64_t round, std::uint64_t started_ns) {
+  if (round < 64) {
+    __builtin_ia32_pause();
+    return;
+  }
+  if (round < 1024) {
+    ::sched_yield();
+    return;
+  }
+  std::this_thread::sleep_for(std::chrono::microseconds(round < 4096 ? 20 : 200));
+  if (round % 64 != 0) return;
+  Runtime& runtime = Runtime::Process();
+  if (runtime.state() == RuntimeState::kFailed) {
+    Fail(call, runtime.Snapshot().terminal_failure);
+  }
+  const auto limit = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(runtime.timeout()).count());
+  if (NowNs() - started_ns > limit) {
+    Fail(call, Status::Assertion(ErrorCode::kTimeout, "the awaited value did not come",
+                                 {{"waited_ms", std::to_string((NowNs() - started_ns) / 1000000)}}));
+  }
+}
+
+// ---- the C entry points: setup, queries, memory, teams, contexts ---------------------------
+
+namespace {
+
+void Finalize() {
+  {
+    std::lock_guard<std::mutex> lock(S().mutex);
+    if (!S().ready) return;
+    S().ready = false;
+  }
+  Runtime& runtime = Runtime::Process();
+  if (Status s = runtime.Quiet(StreamRef{}); !s.ok()) Fail("shmem_finalize", s);
+  DropScratch();
+  // Teams this library made, then every block still allocated (collective: every PE holds
+  // the same ones, in the same order), then the static data.
+  std::vector<std::pair<std::uintptr_t, TeamHandle>> teams;
+  std::vector<Block> blocks;
+  {
+    std::lock_guard<std::mutex> lock(S().mutex);
+    for (const auto& [value, entry] : S().teams) {
+      if (value > 2) teams.emplace_back(value, entry.handle);
+    }
+    for (const auto& [lo, block] : S().blocks) {
+      if (!S().static_data || S().static_data->lo != lo) blocks.push_back(block);
+    }
+  }
+  for (const auto& [value, handle] : teams) {
+    if (Status s = runtime.TeamDestroy(handle); !s.ok()) Fail("shmem_finalize", s);
+  }
+  for (const Block& block : blocks) {
+    if (Status s = runtime.Free(SymmetricView{block.id, block.heap, block.bytes}, "shmem_finalize");
+        !s.ok()) {
+      Fail("shmem_finalize", s);
+    }
+  }
+  UnmapStaticData(runtime);
+  if (Status s = runtime.Shutdown(); !s.ok()) Fail("shmem_finalize", s);
+  std::lock_guard<std::mutex> lock(S().mutex);
+  S().blocks.clear();
+  S().teams.clear();
+  S().active_sets.clear();
+  S().contexts.clear();
+  S().init_calls = 0;
+}
+
+}  // namespace
+}  // namespace hyper_parallel::shmem::openshmem
+
+using namespace hyper_parallel::shmem;
+using namespace hyper_parallel::shmem::openshmem;
+
+namespace {
+std::uintptr_t TeamValue(shmem_team_t team) { return reinterpret_cast<std::uintptr_t>(team); }
+shmem_team_t TeamOf(std::uintptr_t value) { return reinterpret_cast<shmem_team_t>(value); }
+}  // namespace
+
+extern "C" {
+
+void shmem_init(void) { Initialize("shmem_init"); }
+int shmem_init_thread(int requested, int* provided) {
+  Initialize("shmem_init_thread");
+  (void)requested;
+  if (provided != nullptr) *provided = SHMEM_THREAD_MULTIPLE;
+  return 0;
+}
+void shmem_query_thread(int* provided) {
+  if (provided != nullptr) *provided = S().provided_thread_level;
+}
+void shmem_finalize(void) { Finalize(); }
+void shmem_global_exit(int status) { GlobalExit(status); }
+int shmem_my_pe(void) { return Ready("shmem_my_pe").rank(); }
+int shmem_n_pes(void) { return Ready("shmem_n_pes").size(); }
+int shmem_pe_accessible(int pe) {
+  return Initialized() && pe >= 0 && pe < Runtime::Process().size() ? 1 : 0;
+}
+int shmem_addr_accessible(const void* addr, int pe) {
+  SymmetricView view;
+  return shmem_pe_accessible(pe) && TryResolve(addr, 1, &view) ? 1 : 0;
+}
+void* shmem_ptr(const void* dest, int pe) {
+  // Only this PE's own objects are load/store reachable through this API for now.
+  SymmetricView view;
+  if (!Initialized() || pe != Runtime::Process().rank() || !TryResolve(dest, 1, &view)) {
+    return nullptr;
+  }
+  return const_cast<void*>(dest);
+}
+void shmem_info_get_version(int* major, int* minor) {
+  if (major != nullptr) *major = SHMEM_MAJOR_VERSION;
+  if (minor != nullptr) *minor = SHMEM_MINOR_VERSION;
+}
+void shmem_info_get_name(char* name) {
+  if (name != nullptr) std::snprintf(name, SHMEM_MAX_NAME_LEN, "%s", SHMEM_VENDOR_STRING);
+}
+void start_pes(int npes) {
+  (void)npes;
+  Initialize("start_pes");
+}
+int _my_pe(void) { return shmem_my_pe(); }
+int _num_pes(void) { return shmem_n_pes(); }
+
+void* shmem_malloc(size_t size) {
+  if (size == 0) return nullptr;
+  return Allocate("shmem_malloc", size, 64);
+}
+void* shmem_malloc_with_hints(size_t size, long hints) {
+  (void)hints;  // one kind of memory: every hint is met by it
+  if (size == 0) return nullptr;
+  return Allocate("shmem_malloc_with_hints", size, 64);
+}
+void* shmem_calloc(size_t count, size_t size) {
+  if (count == 0 || size == 0) return nullptr;
+  if (size > SIZE_MAX / count) {
+    FailArgument("shmem_calloc", "count * size", "a size that fits size_t",
+                 std::to_string(count) + " * " + std::to_string(size));
+  }
+  void* p = Allocate("shmem_calloc", count * size, 64);
+  if (p != nullptr) {
+    std::memset(p, 0, count * size);
+    shmem_barrier_all();  // no PE writes into a peer's block before it is zeroed
+  }
+  return p;
+}
+void* shmem_align(size_t alignment, size_t size) {
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
+    FailArgument("shmem_align", "alignment", "a power of two", std::to_string(alignment));
+  }
+  if (size == 0) return nullptr;
+  return Allocate("shmem_align", size, std::max<std::uint64_t>(alignment, 64));
+}
+void shmem_free(void* ptr) {
+  if (ptr == nullptr) return;
+  Quiet("shmem_free");
+  Release("shmem_free", ptr);
+}
+void* shmem_realloc(void* ptr, size_t size) {
+  if (ptr == nullptr) return shmem_malloc(size);
+  if (size == 0) {
+    shmem_free(ptr);
+    return nullptr;
+  }
+  const std::uint64_t old_bytes = BytesToEnd(ptr);
+  Quiet("shmem_realloc");
+  void* fresh = Allocate("shmem_realloc", size, 64);
+  if (fresh == nullptr) return nullptr;
+  std::memcpy(fresh, ptr, std::min<std::uint64_t>(old_bytes, size));
+  Release("shmem_realloc", ptr);
+  return fresh;
+}
+void* shmalloc(size_t size) { return shmem_malloc(size); }
+void* shmemalign(size_t alignment, size_t size) { return shmem_align(alignment, size); }
+void* shrealloc(void* ptr, size_t size) { return shmem_realloc(ptr, size); }
+void shfree(void* ptr) { shmem_free(ptr); }
+
+// ---- teams ------------------------------------------------------------------------------------
+int shmem_team_my_pe(shmem_team_t team) {
+  const TeamEntry* entry = FindTeam("shmem_team_my_pe", TeamValue(team), true);
+  return entry ? entry->my_pe : -1;
+}
+int shmem_team_n_pes(shmem_team_t team) {
+  const TeamEntry* entry = FindTeam("shmem_team_n_pes", TeamValue(team), true);
+  return entry ? static_cast<int>(entry->pes.size()) : -1;
+}
+int shmem_team_get_config(shmem_team_t team, long config_mask, shmem_team_config_t* config) {
+  const TeamEntry* entry = FindTeam("shmem_team_get_config", TeamValue(team), true);
+  if (entry == nullptr) return -1;
+  if (config != nullptr && (config_mask & SHMEM_TEAM_NUM_CONTEXTS)) config->num_contexts = 0;
+  return 0;
+}
+int shmem_team_translate_pe(shmem_team_t src_team, int src_pe, shmem_team_t dest_team) {
+  const TeamEntry* from = FindTeam("shmem_team_translate_pe", TeamValue(src_team), true);
+  const TeamEntry* to = FindTeam("shmem_team_translate_pe", TeamValue(dest_team), true);
+  if (from == nullptr || to == nullptr || src_pe < 0 ||
+      src_pe >= static_cast<int>(from->pes.size())) {
+    return -1;
+  }
+  const int world = from->pes[static_cast<std::size_t>(src_pe)];
+  auto it = std::find(to->pes.begin(), to->pes.end(), world);
+  return it == to->pes.end() ? -1 : static_cast<int>(it - to->pes.begin());
+}
+
+namespace {
+// A split's result as an entry: this PE's new team, or SHMEM_TEAM_INVALID when outside it.
+shmem_team_t Adopt(std::string_view call, const TeamHandle& handle) {
+  if (!handle.valid()) return SHMEM_TEAM_INVALID;
+  TeamInfo info;
+  if (Status s = Runtime::Process().DescribeTeam(handle, &info); !s.ok()) Fail(call, s);
+  return TeamOf(AddTeam(TeamEntry{handle, info.pes, info.my_pe}));
+}
+// A split's error as the specification's return: nonzero on every PE, with the reason logged.
+int SplitFailed(std::string_view call, const Status& status) {
+  if (status.code() == ErrorCode::kPeerLost || status.code() == ErrorCode::kTimeout) {
+    Fail(call, status);
+  }
+  std::fprintf(stderr, "hyper_parallel_shmem: PE %d: %.*s: %s\n", shmem_my_pe(),
+               static_cast<int>(call.size()), call.data(), status.ToString().c_str());
+  return -1;
+}
+}  // namespace
+
+int shmem_team_split_strided(shmem_team_t parent_team, int start, int stride, int size,
+                             const shmem_team_config_t* config, long config_mask,
+                             shmem_team_t* new_team) {
+  constexpr std::string_view kCall = "shmem_team_split_strided";
+  (void)config, (void)config_mask;
+  if (new_team != nullptr) *new_team = SHMEM_TEAM_INVALID;
+  const TeamEntry* parent = FindTeam(kCall, TeamValue(parent_team), true);
+  if (parent == nullptr) return -1;
+  TeamHandle handle;
+  if (Status s = Runtime::Process().TeamSplitStrided(parent->handle, start, stride, size, &handle);
+      !s.ok()) {
+    return SplitFailed(kCall, s);
+  }
+  if (new_team != nullptr) *new_team = Adopt(kCall, handle);
+  return 0;
+}
+
+int shmem_team_split_2d(shmem_team_t parent_team, int xrange,
+                        const shmem_team_config_t* xaxis_config, long xaxis_mask,
+                        shmem_team_t* xaxis_team, const shmem_team_config_t* yaxis_config,
+                        long yaxis_mask, shmem_team_t* yaxis_team) {
+  constexpr std::string_view kCall = "shmem_team_split_2d";
+  (void)xaxis_config, (void)xaxis_mask, (void)yaxis_config, (void)yaxis_mask;
+  if (xaxis_team != nullptr) *xaxis_team = SHMEM_TEAM_INVALID;
+  if (yaxis_team != nullptr) *yaxis_team = SHMEM_TEAM_INVALID;
+  const TeamEntry* parent = FindTeam(kCall, TeamValue(parent_team), true);
+  if (parent == nullptr) return -1;
+  TeamHandle x, y;
+  if (Status s = Runtime::Process().TeamSplit2d(parent->handle, xrange, &x, &y); !s.ok()) {
+    return SplitFailed(kCall, s);
+  }
+  if (xaxis_team != nullptr) *xaxis_team = Adopt(kCall, x);
+  if (yaxis_team != nullptr) *yaxis_team = Adopt(kCall, y);
+  return 0;
+}
+
+void shmem_team_destroy(shmem_team_t team) {
+  constexpr std::string_view kCall = "shmem_team_destroy";
+  const std::uintptr_t value = TeamValue(team);
+  if (value <= 2) {
+    if (value == 0) return;
+    FailArgument(kCall, "team", "a team made by a split", "a predefined team");
+  }
+  const TeamEntry* entry = FindTeam(kCall, value);
+  if (Status s = Runtime::Process().TeamDestroy(entry->handle); !s.ok()) Fail(kCall, s);
+  RemoveTeam(value);
+}
+
+// ---- contexts: each shares the default context's ordering, as the specification allows ------
+int shmem_team_create_ctx(shmem_team_t team, long options, shmem_ctx_t* ctx) {
+  (void)options;
+  const TeamEntry* entry = FindTeam("shmem_team_create_ctx", TeamValue(team), true);
+  if (ctx == nullptr) return -1;
+  if (entry == nullptr) {
+    *ctx = SHMEM_CTX_INVALID;
+    return -1;
+  }
+  std::lock_guard<std::mutex> lock(S().mutex);
+  const std::uintptr_t value = S().next_context++;
+  S().contexts[value] = TeamValue(team);
+  *ctx = reinterpret_cast<shmem_ctx_t>(value);
+  return 0;
+}
+int shmem_ctx_create(long options, shmem_ctx_t* ctx) {
+  return shmem_team_create_ctx(SHMEM_TEAM_WORLD, options, ctx);
+}
+void shmem_ctx_destroy(shmem_ctx_t ctx) {
+  const auto value = reinterpret_cast<std::uintptr_t>(ctx);
+  if (ctx == SHMEM_CTX_DEFAULT || ctx == SHMEM_CTX_INVALID) return;
+  Quiet("shmem_ctx_destroy");
+  std::lock_guard<std::mutex> lock(S().mutex);
+  S().contexts.erase(value);
+}
+int shmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t* team) {
+  if (team == nullptr) return -1;
+  const auto value = reinterpret_cast<std::uintptr_t>(ctx);
+  if (ctx == SHMEM_CTX_DEFAULT) {
+    *team = SHMEM_TEAM_WORLD;
+    return 0;
+  }
+  std::lock_guard<std::mutex> lock(S().mutex);
+  auto it = S().contexts.find(value);
+  if (it == S().contexts.end()) {
+    *team = SHMEM_TEAM_INVALID;
+    return -1;
+  }
+  *team = TeamOf(it->second);
+  return 0;
+}
+
+}  // extern "C"

@@ -1,0 +1,97 @@
+// The OpenSHMEM C library's shared state (docs/openshmem.md): the process's one Runtime as the
+// C API sees it, the symmetric blocks (heap allocations, and the executable's static data
+// remapped onto one), teams and contexts by handle, and the one way a call fails.
+//
+// OpenSHMEM calls return no errors: a call that cannot go on prints one line naming the call
+// and the argument, in the project's error shape, and ends the job on every PE (GlobalExit).
+//
+// Thread-safety: the Runtime is thread-safe; the tables here are guarded by one mutex
+// (shmem_init_thread offers SHMEM_THREAD_MULTIPLE).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "runtime/runtime.h"
+
+namespace hyper_parallel::shmem::openshmem {
+
+/// Prints "hyper_parallel_shmem: PE <n>: <call>: <status>" on stderr and ends the job on every
+/// PE (exit status 1).
+[[noreturn]] void Fail(std::string_view call, const Status& status);
+/// Fail with INVALID_ARGUMENT naming `argument`, the rule and what was given.
+[[noreturn]] void FailArgument(std::string_view call, std::string_view argument,
+                               std::string_view rule, std::string_view given);
+/// Ends the job on every PE with `status` (shmem_global_exit): tells the launcher, which
+/// stops the other PEs, then exits this process at once.
+[[noreturn]] void GlobalExit(int status);
+
+/// The Runtime, ready; a call before shmem_init (or after shmem_finalize) fails naming `call`.
+Runtime& Ready(std::string_view call);
+/// Whether shmem_init ran and shmem_finalize has not.
+bool Initialized();
+
+/// The heap view of `bytes` bytes at `address`, which must lie in a symmetric block (a heap
+/// allocation or the static data); fails naming `call` and `argument` otherwise.
+SymmetricView Resolve(std::string_view call, std::string_view argument, const void* address,
+                      std::uint64_t bytes);
+/// Resolve without failing: false when `address` is not symmetric.
+bool TryResolve(const void* address, std::uint64_t bytes, SymmetricView* out);
+/// The bytes from `address` to the end of its symmetric block (0 when not symmetric).
+std::uint64_t BytesToEnd(const void* address);
+
+/// A world PE number in range, else fails naming `call`.
+void CheckPe(std::string_view call, int pe);
+
+/// Collective over the world: a heap allocation of `bytes` aligned to `alignment` (null on
+/// every PE when the heap cannot hold it), and its release.
+void* Allocate(std::string_view call, std::uint64_t bytes, std::uint64_t alignment);
+void Release(std::string_view call, void* address);
+
+/// A team handle's entry: its Runtime handle and its PEs (world numbers, in team order).
+struct TeamEntry {
+  TeamHandle handle;
+  std::vector<int> pes;
+  int my_pe = -1;
+};
+/// The entry of `team` (shmem_team_t as an integer), or fails naming `call`; null for
+/// SHMEM_TEAM_INVALID when `allow_invalid`.
+const TeamEntry* FindTeam(std::string_view call, std::uintptr_t team, bool allow_invalid = false);
+/// Registers a new team entry and returns its shmem_team_t value.
+std::uintptr_t AddTeam(TeamEntry entry);
+void RemoveTeam(std::uintptr_t team);
+/// The team of the active set (PE_start, 2^logPE_stride, PE_size), made at its first use and
+/// kept (collective over its members, who all call the same deprecated routine).
+const TeamEntry& ActiveSet(std::string_view call, int start, int log_stride, int size);
+/// The world PE of `pe` as context `ctx` numbers it (a context of a team: that team's PE).
+int ContextPe(std::string_view call, std::uintptr_t ctx, int pe);
+
+/// The collectives' scratch block (collectives.cc): made by shmem_init once the library is
+/// ready (collective), forgotten by shmem_finalize before it frees every block.
+void MakeScratch();
+void DropScratch();
+
+/// Quiet on the default stream (everything this PE issued is complete), failing as `call`.
+void Quiet(std::string_view call);
+
+/// Waits (bounded by the Runtime's timeout) until `satisfied()` holds, polling with back-off
+/// so that waiting PEs leave the cores to those they wait for.
+template <class Predicate>
+void WaitUntil(std::string_view call, Predicate satisfied);
+/// The back-off step of WaitUntil: call with a growing `round`; fails as `call` after the
+/// timeout or when the Runtime failed (a peer lost).
+void Backoff(std::string_view call, std::uint64_t round, std::uint64_t started_ns);
+std::uint64_t NowNs();
+
+template <class Predicate>
+void WaitUntil(std::string_view call, Predicate satisfied) {
+  if (satisfied()) return;
+  const std::uint64_t started = NowNs();
+  for (std::uint64_t round = 0; !satisfied(); ++round) Backoff(call, round, started);
+}
+
+}  // namespace hyper_parallel::shmem::openshmem
