@@ -72,6 +72,9 @@ int Broadcast(std::string_view call, const TeamEntry& team, void* dest, const vo
 int Collect(std::string_view call, const TeamEntry& team, void* dest, const void* source,
             std::uint64_t bytes) {
   const std::uint64_t room = BytesToEnd(dest);
+  // A PE that gives nothing and names no symmetric dest (null) takes no part: every PE of a
+  // collect of nothing may do so (tests-sos's zero-length collectives).
+  if (room == 0 && bytes == 0) return 0;
   if (room == 0) Resolve(call, "dest", dest, 1);  // fails naming it
   CollectiveOperands operands = Bytes(call, dest, room, source, bytes);
   operands.results = std::make_shared<std::vector<std::uint64_t>>();
@@ -377,25 +380,42 @@ HPS_SHMEM_REDUCE_ORDERED_TYPES(HPS_DEFINE_REDUCE_ORDERED)
 HPS_SHMEM_TO_ALL_BITWISE_TYPES(HPS_DEFINE_TO_ALL_BITWISE)
 HPS_SHMEM_TO_ALL_ORDERED_TYPES(HPS_DEFINE_TO_ALL_ORDERED)
 
-// The complex types (declared for C only; std::complex has C's layout).
-#define HPS_DEFINE_COMPLEX(T, N)                                                                  \
-  void shmem_##N##_put(T* dest, const T* source, size_t nelems, int pe) {                         \
-    shmem_putmem(dest, source, nelems * sizeof(T), pe);                                           \
+// The complex types: C's _Complex (a GCC extension in C++) in the signatures, std::complex
+// (the same layout) in the arithmetic.
+#define HPS_DEFINE_COMPLEX(CT, ST, N)                                                             \
+  void shmem_##N##_put(CT* dest, const CT* source, size_t nelems, int pe) {                       \
+    shmem_putmem(dest, source, nelems * sizeof(CT), pe);                                          \
   }                                                                                               \
-  void shmem_##N##_get(T* dest, const T* source, size_t nelems, int pe) {                         \
-    shmem_getmem(dest, source, nelems * sizeof(T), pe);                                           \
+  void shmem_##N##_get(CT* dest, const CT* source, size_t nelems, int pe) {                       \
+    shmem_getmem(dest, source, nelems * sizeof(CT), pe);                                          \
   }                                                                                               \
-  int shmem_##N##_sum_reduce(shmem_team_t team, T* dest, const T* source, size_t nreduce) {       \
-    return Reduce<T>("shmem_" #N "_sum_reduce", TeamArg("shmem_" #N "_sum_reduce", team),        \
-                     ops::ReduceOp::kSum, dest, source, nreduce);                                 \
+  int shmem_##N##_sum_reduce(shmem_team_t team, CT* dest, const CT* source, size_t nreduce) {     \
+    return Reduce<ST>("shmem_" #N "_sum_reduce", TeamArg("shmem_" #N "_sum_reduce", team),       \
+                      ops::ReduceOp::kSum, reinterpret_cast<ST*>(dest),                           \
+                      reinterpret_cast<const ST*>(source), nreduce);                              \
   }                                                                                               \
-  int shmem_##N##_prod_reduce(shmem_team_t team, T* dest, const T* source, size_t nreduce) {      \
-    return Reduce<T>("shmem_" #N "_prod_reduce", TeamArg("shmem_" #N "_prod_reduce", team),      \
-                     ops::ReduceOp::kProd, dest, source, nreduce);                                \
+  int shmem_##N##_prod_reduce(shmem_team_t team, CT* dest, const CT* source, size_t nreduce) {    \
+    return Reduce<ST>("shmem_" #N "_prod_reduce", TeamArg("shmem_" #N "_prod_reduce", team),     \
+                      ops::ReduceOp::kProd, reinterpret_cast<ST*>(dest),                          \
+                      reinterpret_cast<const ST*>(source), nreduce);                              \
   }                                                                                               \
-  HPS_DEFINE_TO_ALL(T, N, sum, ops::ReduceOp::kSum)                                               \
-  HPS_DEFINE_TO_ALL(T, N, prod, ops::ReduceOp::kProd)
-HPS_DEFINE_COMPLEX(std::complex<float>, complexf)
-HPS_DEFINE_COMPLEX(std::complex<double>, complexd)
+  void shmem_##N##_sum_to_all(CT* dest, const CT* source, int nreduce, int PE_start,              \
+                              int logPE_stride, int PE_size, CT* pWrk, long* pSync) {             \
+    (void)pWrk, (void)pSync;                                                                      \
+    Reduce<ST>("shmem_" #N "_sum_to_all",                                                         \
+               ActiveSet("shmem_" #N "_sum_to_all", PE_start, logPE_stride, PE_size),             \
+               ops::ReduceOp::kSum, reinterpret_cast<ST*>(dest),                                  \
+               reinterpret_cast<const ST*>(source), static_cast<std::size_t>(std::max(0, nreduce))); \
+  }                                                                                               \
+  void shmem_##N##_prod_to_all(CT* dest, const CT* source, int nreduce, int PE_start,             \
+                               int logPE_stride, int PE_size, CT* pWrk, long* pSync) {            \
+    (void)pWrk, (void)pSync;                                                                      \
+    Reduce<ST>("shmem_" #N "_prod_to_all",                                                        \
+               ActiveSet("shmem_" #N "_prod_to_all", PE_start, logPE_stride, PE_size),            \
+               ops::ReduceOp::kProd, reinterpret_cast<ST*>(dest),                                 \
+               reinterpret_cast<const ST*>(source), static_cast<std::size_t>(std::max(0, nreduce))); \
+  }
+HPS_DEFINE_COMPLEX(float _Complex, std::complex<float>, complexf)
+HPS_DEFINE_COMPLEX(double _Complex, std::complex<double>, complexd)
 
 }  // extern "C"

@@ -33,7 +33,8 @@ struct Block {
   std::uintptr_t hi = 0;
   AllocationId id = 0;
   std::byte* heap = nullptr;
-  std::uint64_t bytes = 0;  // the allocation's size (Release frees the whole)
+  std::byte* base = nullptr;  // the allocation's start (Release frees the whole)
+  std::uint64_t bytes = 0;    // the allocation's size
 };
 
 // The executable's writable data (.data and .bss) remapped onto a heap allocation.
@@ -181,8 +182,8 @@ void MapStaticData(Runtime& runtime) {
                                          {{"errno", std::strerror(errno)}}));
   }
   S().static_data = StaticData{segment.lo, segment.hi, allocation};
-  S().blocks[segment.lo] = Block{segment.lo, segment.hi, allocation.id,
-                                 static_cast<std::byte*>(allocation.data), bytes};
+  auto* heap = static_cast<std::byte*>(allocation.data);
+  S().blocks[segment.lo] = Block{segment.lo, segment.hi, allocation.id, heap, heap, bytes};
 }
 
 // Gives the static data private pages again (a copy of their last contents), so the program
@@ -343,18 +344,28 @@ void* Allocate(std::string_view call, std::uint64_t bytes, std::uint64_t alignme
     FailArgument(call, "size", "a size the heap can describe", std::to_string(bytes));
   }
   bytes = (bytes + HeapAllocator::kGranule - 1) / HeapAllocator::kGranule * HeapAllocator::kGranule;
+  // An alignment above the allocator's largest: a larger block, aligned inside (at the same
+  // offset on every PE, whose heaps are alike).
+  const std::uint64_t slack = alignment > HeapAllocator::kMaxAlignment ? alignment : 0;
+  if (slack > UINT64_MAX - bytes) {
+    FailArgument(call, "alignment", "one the heap can describe", std::to_string(alignment));
+  }
   Allocation allocation;
-  if (Status s = runtime.Allocate(bytes, alignment, &allocation, call); !s.ok()) {
+  if (Status s = runtime.Allocate(bytes + slack, slack ? HeapAllocator::kMaxAlignment : alignment,
+                                  &allocation, call);
+      !s.ok()) {
     // Every PE judges the same heap alike, so an allocation the heap cannot hold is null on
     // every PE; anything else (PEs that asked for different sizes) ends the job.
     if (s.code() == ErrorCode::kOutOfMemory) return nullptr;
     Fail(call, s);
   }
-  const auto lo = reinterpret_cast<std::uintptr_t>(allocation.data);
+  auto* base = static_cast<std::byte*>(allocation.data);
+  auto lo = reinterpret_cast<std::uintptr_t>(base);
+  if (slack) lo = (lo + alignment - 1) / alignment * alignment;
   std::lock_guard<std::mutex> lock(S().mutex);
-  S().blocks[lo] = Block{lo, lo + bytes, allocation.id, static_cast<std::byte*>(allocation.data),
-                         allocation.bytes};
-  return allocation.data;
+  S().blocks[lo] = Block{lo, lo + bytes, allocation.id, base + (lo - reinterpret_cast<std::uintptr_t>(base)),
+                         base, allocation.bytes};
+  return reinterpret_cast<void*>(lo);
 }
 
 void Release(std::string_view call, void* address) {
@@ -372,7 +383,7 @@ void Release(std::string_view call, void* address) {
     block = it->second;
     S().blocks.erase(it);
   }
-  if (Status s = runtime.Free(SymmetricView{block.id, block.heap, block.bytes}, call); !s.ok()) {
+  if (Status s = runtime.Free(SymmetricView{block.id, block.base, block.bytes}, call); !s.ok()) {
     Fail(call, s);
   }
 }
@@ -511,7 +522,7 @@ void Finalize() {
     if (Status s = runtime.TeamDestroy(handle); !s.ok()) Fail("shmem_finalize", s);
   }
   for (const Block& block : blocks) {
-    if (Status s = runtime.Free(SymmetricView{block.id, block.heap, block.bytes}, "shmem_finalize");
+    if (Status s = runtime.Free(SymmetricView{block.id, block.base, block.bytes}, "shmem_finalize");
         !s.ok()) {
       Fail("shmem_finalize", s);
     }
@@ -567,6 +578,11 @@ void* shmem_ptr(const void* dest, int pe) {
     return nullptr;
   }
   return const_cast<void*>(dest);
+}
+void* shmem_team_ptr(shmem_team_t team, const void* dest, int pe) {
+  const TeamEntry* entry = FindTeam("shmem_team_ptr", TeamValue(team), true);
+  if (entry == nullptr || pe < 0 || pe >= static_cast<int>(entry->pes.size())) return nullptr;
+  return shmem_ptr(dest, entry->pes[static_cast<std::size_t>(pe)]);
 }
 void shmem_info_get_version(int* major, int* minor) {
   if (major != nullptr) *major = SHMEM_MAJOR_VERSION;
@@ -647,7 +663,9 @@ int shmem_team_n_pes(shmem_team_t team) {
 int shmem_team_get_config(shmem_team_t team, long config_mask, shmem_team_config_t* config) {
   const TeamEntry* entry = FindTeam("shmem_team_get_config", TeamValue(team), true);
   if (entry == nullptr) return -1;
-  if (config != nullptr && (config_mask & SHMEM_TEAM_NUM_CONTEXTS)) config->num_contexts = 0;
+  if (config != nullptr && (config_mask & SHMEM_TEAM_NUM_CONTEXTS)) {
+    config->num_contexts = entry->num_contexts;
+  }
   return 0;
 }
 int shmem_team_translate_pe(shmem_team_t src_team, int src_pe, shmem_team_t dest_team) {
@@ -664,11 +682,16 @@ int shmem_team_translate_pe(shmem_team_t src_team, int src_pe, shmem_team_t dest
 
 namespace {
 // A split's result as an entry: this PE's new team, or SHMEM_TEAM_INVALID when outside it.
-shmem_team_t Adopt(std::string_view call, const TeamHandle& handle) {
+// `config` under `mask` is what shmem_team_get_config reports (the contexts any PE may make
+// are not limited: they share the default context's ordering).
+shmem_team_t Adopt(std::string_view call, const TeamHandle& handle,
+                   const shmem_team_config_t* config, long mask) {
   if (!handle.valid()) return SHMEM_TEAM_INVALID;
   TeamInfo info;
   if (Status s = Runtime::Process().DescribeTeam(handle, &info); !s.ok()) Fail(call, s);
-  return TeamOf(AddTeam(TeamEntry{handle, info.pes, info.my_pe}));
+  const int contexts =
+      config != nullptr && (mask & SHMEM_TEAM_NUM_CONTEXTS) ? config->num_contexts : 0;
+  return TeamOf(AddTeam(TeamEntry{handle, info.pes, info.my_pe, contexts}));
 }
 // A split's error as the specification's return: nonzero on every PE, with the reason logged.
 int SplitFailed(std::string_view call, const Status& status) {
@@ -685,7 +708,6 @@ int shmem_team_split_strided(shmem_team_t parent_team, int start, int stride, in
                              const shmem_team_config_t* config, long config_mask,
                              shmem_team_t* new_team) {
   constexpr std::string_view kCall = "shmem_team_split_strided";
-  (void)config, (void)config_mask;
   if (new_team != nullptr) *new_team = SHMEM_TEAM_INVALID;
   const TeamEntry* parent = FindTeam(kCall, TeamValue(parent_team), true);
   if (parent == nullptr) return -1;
@@ -694,7 +716,7 @@ int shmem_team_split_strided(shmem_team_t parent_team, int start, int stride, in
       !s.ok()) {
     return SplitFailed(kCall, s);
   }
-  if (new_team != nullptr) *new_team = Adopt(kCall, handle);
+  if (new_team != nullptr) *new_team = Adopt(kCall, handle, config, config_mask);
   return 0;
 }
 
@@ -703,7 +725,6 @@ int shmem_team_split_2d(shmem_team_t parent_team, int xrange,
                         shmem_team_t* xaxis_team, const shmem_team_config_t* yaxis_config,
                         long yaxis_mask, shmem_team_t* yaxis_team) {
   constexpr std::string_view kCall = "shmem_team_split_2d";
-  (void)xaxis_config, (void)xaxis_mask, (void)yaxis_config, (void)yaxis_mask;
   if (xaxis_team != nullptr) *xaxis_team = SHMEM_TEAM_INVALID;
   if (yaxis_team != nullptr) *yaxis_team = SHMEM_TEAM_INVALID;
   const TeamEntry* parent = FindTeam(kCall, TeamValue(parent_team), true);
@@ -712,8 +733,8 @@ int shmem_team_split_2d(shmem_team_t parent_team, int xrange,
   if (Status s = Runtime::Process().TeamSplit2d(parent->handle, xrange, &x, &y); !s.ok()) {
     return SplitFailed(kCall, s);
   }
-  if (xaxis_team != nullptr) *xaxis_team = Adopt(kCall, x);
-  if (yaxis_team != nullptr) *yaxis_team = Adopt(kCall, y);
+  if (xaxis_team != nullptr) *xaxis_team = Adopt(kCall, x, xaxis_config, xaxis_mask);
+  if (yaxis_team != nullptr) *yaxis_team = Adopt(kCall, y, yaxis_config, yaxis_mask);
   return 0;
 }
 

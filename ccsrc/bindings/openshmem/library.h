@@ -57,6 +57,7 @@ struct TeamEntry {
   TeamHandle handle;
   std::vector<int> pes;
   int my_pe = -1;
+  int num_contexts = 0;  ///< as its split's configuration asked (shmem_team_get_config)
 };
 /// The entry of `team` (shmem_team_t as an integer), or fails naming `call`; null for
 /// SHMEM_TEAM_INVALID when `allow_invalid`.

@@ -154,10 +154,18 @@ struct Targets {
 template <class T>
 bool Selected(const int* status, std::size_t i) { return status == nullptr || status[i] == 0; }
 
+// Where each thread's next _any search starts: one past the index it found last, so that
+// repeated calls find every satisfied element in turn (fairness), not always the first.
+thread_local std::size_t any_start = 0;
+
 template <class T>
 std::size_t TestAny(T* ivars, std::size_t n, const int* status, int cmp, Targets<T> t) {
-  for (std::size_t i = 0; i < n; ++i) {
-    if (Selected<T>(status, i) && Compare(Load(&ivars[i]), cmp, t[i])) return i;
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t i = (any_start + k) % n;
+    if (Selected<T>(status, i) && Compare(Load(&ivars[i]), cmp, t[i])) {
+      any_start = i + 1;
+      return i;
+    }
   }
   return SIZE_MAX;
 }
@@ -647,12 +655,15 @@ HPS_SHMEM_OLD_WAIT_TYPES(HPS_DEFINE_OLD_WAIT)
 void shmem_fence(void) {
   if (Status s = Ready("shmem_fence").Fence(StreamRef{}); !s.ok()) Fail("shmem_fence", s);
 }
+// SHMEM_CTX_INVALID: fence and quiet do nothing (OpenSHMEM 1.5).
 void shmem_ctx_fence(shmem_ctx_t ctx) {
+  if (ctx == SHMEM_CTX_INVALID) return;
   ContextPe("shmem_ctx_fence", Ctx(ctx), 0);
   shmem_fence();
 }
 void shmem_quiet(void) { Quiet("shmem_quiet"); }
 void shmem_ctx_quiet(shmem_ctx_t ctx) {
+  if (ctx == SHMEM_CTX_INVALID) return;
   ContextPe("shmem_ctx_quiet", Ctx(ctx), 0);
   Quiet("shmem_ctx_quiet");
 }

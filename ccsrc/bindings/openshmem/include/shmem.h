@@ -94,6 +94,7 @@ int shmem_n_pes(void);
 int shmem_pe_accessible(int pe);
 int shmem_addr_accessible(const void* addr, int pe);
 void* shmem_ptr(const void* dest, int pe);
+void* shmem_team_ptr(shmem_team_t team, const void* dest, int pe);
 void shmem_info_get_version(int* major, int* minor);
 void shmem_info_get_name(char* name);
 /* pre-1.2 names */
@@ -315,6 +316,13 @@ void shmem_sync_all(void);
 int shmem_team_sync(shmem_team_t team);
 void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long* pSync);
 void shmem_sync(int PE_start, int logPE_stride, int PE_size, long* pSync);
+/* shmem_sync(team) (1.5) and shmem_sync(PE_start, logPE_stride, PE_size, pSync) (deprecated)
+ * share the name: in C the number of arguments picks the routine, in C++ an overload. */
+#ifndef __cplusplus
+#define HPS_SHMEM_SYNC_PICK(a1, a2, a3, a4, NAME, ...) NAME
+#define shmem_sync(...) \
+  HPS_SHMEM_SYNC_PICK(__VA_ARGS__, shmem_sync, hps_no_such_form, hps_no_such_form, shmem_team_sync, 0)(__VA_ARGS__)
+#endif
 
 #define HPS_SHMEM_DECLARE_TEAM_COLLECTIVES(T, N)                                               \
   int shmem_##N##_broadcast(shmem_team_t team, T* dest, const T* source, size_t nelems,       \
@@ -374,8 +382,9 @@ HPS_SHMEM_REDUCE_ORDERED_TYPES(HPS_SHMEM_DECLARE_REDUCE_ORDERED)
 HPS_SHMEM_TO_ALL_BITWISE_TYPES(HPS_SHMEM_DECLARE_TO_ALL_BITWISE)
 HPS_SHMEM_TO_ALL_ORDERED_TYPES(HPS_SHMEM_DECLARE_TO_ALL_ORDERED)
 
-#ifndef __cplusplus
-/* The complex types: RMA of the 1.2 era, and sum and prod (C only). */
+#if !defined(__cplusplus) || defined(__GNUC__)
+/* The complex types: RMA of the 1.2 era, and sum and prod (C, and C++ compilers that take
+ * C's _Complex as GCC and clang do). */
 void shmem_complexf_put(float _Complex* dest, const float _Complex* source, size_t nelems, int pe);
 void shmem_complexf_get(float _Complex* dest, const float _Complex* source, size_t nelems, int pe);
 void shmem_complexd_put(double _Complex* dest, const double _Complex* source, size_t nelems,

@@ -246,6 +246,8 @@
 #elif defined(__cplusplus)
 
 /* C++: one overload per distinct C type, calling the typed routine. */
+inline int shmem_sync(shmem_team_t team) { return shmem_team_sync(team); }
+
 #define HPS_CXX_RMA(T, N)                                                                        \
   inline void shmem_put(T* d, const T* s, size_t n, int pe) { shmem_##N##_put(d, s, n, pe); }     \
   inline void shmem_put(shmem_ctx_t c, T* d, const T* s, size_t n, int pe) {                      \
