@@ -50,10 +50,8 @@
            unsigned int: P##uint##S, unsigned long: P##ulong##S,                            \
            unsigned long long: P##ulonglong##S, signed char: P##int8##S,                    \
            short: P##int16##S, int: P##int32##S, long: P##int64##S)
-#define HPS_G_OLD_AMO(X, P, S) _Generic(*(X), int: P##int##S, long: P##long##S, long long: P##longlong##S)
-#define HPS_G_OLD_AMO_EXTENDED(X, P, S)                                                      \
-  _Generic(*(X), float: P##float##S, double: P##double##S, int: P##int##S,                 \
-           long: P##long##S, long long: P##longlong##S)
+#define HPS_G_OLD_AMO(X, P, S) HPS_G_AMO_STANDARD(X, P, S)
+#define HPS_G_OLD_AMO_EXTENDED(X, P, S) HPS_G_AMO_EXTENDED(X, P, S)
 #define HPS_G_OLD_WAIT(X, P, S)                                                              \
   _Generic(*(X), short: P##short##S, int: P##int##S, long: P##long##S, long long: P##longlong##S)
 
@@ -423,13 +421,13 @@ HPS_SHMEM_SYNC_BASE_TYPES(HPS_CXX_SYNC)
   inline void shmem_add(T* d, T v, int pe) { shmem_##N##_add(d, v, pe); }                         \
   inline void shmem_inc(T* d, int pe) { shmem_##N##_inc(d, pe); }                                 \
   inline T shmem_cswap(T* d, T cond, T v, int pe) { return shmem_##N##_cswap(d, cond, v, pe); }
-HPS_SHMEM_OLD_AMO_TYPES(HPS_CXX_OLD_AMO)
+HPS_SHMEM_AMO_STANDARD_BASE_TYPES(HPS_CXX_OLD_AMO)
 #undef HPS_CXX_OLD_AMO
 #define HPS_CXX_OLD_AMO_EXTENDED(T, N)                                                           \
   inline T shmem_swap(T* d, T v, int pe) { return shmem_##N##_swap(d, v, pe); }                   \
   inline T shmem_fetch(const T* s, int pe) { return shmem_##N##_fetch(s, pe); }                   \
   inline void shmem_set(T* d, T v, int pe) { shmem_##N##_set(d, v, pe); }
-HPS_SHMEM_OLD_AMO_EXTENDED_TYPES(HPS_CXX_OLD_AMO_EXTENDED)
+HPS_SHMEM_AMO_EXTENDED_BASE_TYPES(HPS_CXX_OLD_AMO_EXTENDED)
 #undef HPS_CXX_OLD_AMO_EXTENDED
 #define HPS_CXX_OLD_WAIT(T, N) \
   inline void shmem_wait(T* v, T value) { shmem_##N##_wait(v, value); }

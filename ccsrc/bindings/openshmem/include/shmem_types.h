@@ -79,10 +79,10 @@
   X(short, short) X(int, int) X(long, long) X(long long, longlong) X(float, float) \
   X(double, double) X(long double, longdouble)
 
-/* The deprecated typed atomics (OpenSHMEM 1.3 names). */
-#define HPS_SHMEM_OLD_AMO_TYPES(X) X(int, int) X(long, long) X(long long, longlong)
-#define HPS_SHMEM_OLD_AMO_EXTENDED_TYPES(X) \
-  X(float, float) X(double, double) HPS_SHMEM_OLD_AMO_TYPES(X)
+/* The deprecated typed atomics (OpenSHMEM 1.3 names: shmem_int_fadd, ...), for the same types
+ * as their 1.4 replacements. */
+#define HPS_SHMEM_OLD_AMO_TYPES(X) HPS_SHMEM_AMO_STANDARD_TYPES(X)
+#define HPS_SHMEM_OLD_AMO_EXTENDED_TYPES(X) HPS_SHMEM_AMO_EXTENDED_TYPES(X)
 /* The deprecated shmem_<T>_wait. */
 #define HPS_SHMEM_OLD_WAIT_TYPES(X) X(short, short) X(int, int) X(long, long) X(long long, longlong)
 
