@@ -149,6 +149,26 @@ int FindWritableSegment(struct dl_phdr_info* info, std::size_t, void* data) {
   return 1;  // the first object is the executable
 }
 
+// Copies whole pages of the static data word by word, without the sanitizers' checks: those
+// pages hold the redzones AddressSanitizer puts between globals, which no program reads but a
+// copy of the segment must. Returns whether the `bytes` at `from` were all zero (then, with
+// `skip_zero`, nothing was written).
+#if defined(__clang__) || defined(__GNUC__)
+__attribute__((no_sanitize("address", "undefined", "thread")))
+#endif
+bool CopyPages(std::uintptr_t to, std::uintptr_t from, std::uint64_t bytes, bool skip_zero) {
+  const auto* source = reinterpret_cast<const volatile std::uint64_t*>(from);
+  auto* target = reinterpret_cast<volatile std::uint64_t*>(to);
+  const std::uint64_t words = bytes / 8;
+  if (skip_zero) {
+    bool zero = true;
+    for (std::uint64_t i = 0; i < words && zero; ++i) zero = source[i] == 0;
+    if (zero) return true;
+  }
+  for (std::uint64_t i = 0; i < words; ++i) target[i] = source[i];
+  return false;
+}
+
 // Makes the executable's static data symmetric: copies it into a heap allocation (the same
 // size on every PE: one executable) and maps that allocation's pages over it, so the
 // program's own loads and stores and every PE's puts reach the same bytes.
@@ -167,10 +187,7 @@ void MapStaticData(Runtime& runtime) {
   // that hold something, so a large .bss costs no memory until the program touches it.
   const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   for (std::uint64_t at = 0; at < bytes; at += page) {
-    const auto* from = reinterpret_cast<const std::uint64_t*>(segment.lo + at);
-    bool zero = true;
-    for (std::uint64_t i = 0; i < page / 8 && zero; ++i) zero = from[i] == 0;
-    if (!zero) std::memcpy(static_cast<std::byte*>(allocation.data) + at, from, page);
+    CopyPages(reinterpret_cast<std::uintptr_t>(allocation.data) + at, segment.lo + at, page, true);
   }
   // old_size 0 on a shared mapping: a second mapping of the same pages, here placed over the
   // private data pages (MREMAP_FIXED replaces them).
@@ -194,7 +211,7 @@ void UnmapStaticData(Runtime& runtime) {
   const std::uint64_t bytes = data.hi - data.lo;
   void* copy = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (copy == MAP_FAILED) Fail("shmem_finalize", Status::Assertion(ErrorCode::kBackendError, "out of memory", {}));
-  std::memcpy(copy, reinterpret_cast<const void*>(data.lo), bytes);
+  CopyPages(reinterpret_cast<std::uintptr_t>(copy), data.lo, bytes, false);
   if (::mremap(copy, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED,
                reinterpret_cast<void*>(data.lo)) == MAP_FAILED) {
     Fail("shmem_finalize", Status::Assertion(ErrorCode::kBackendError,

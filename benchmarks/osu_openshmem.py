@@ -1,0 +1,164 @@
+"""OSU's OpenSHMEM benchmarks, ours beside Open MPI's OSHMEM, in one run on one host.
+
+    python benchmarks/osu_openshmem.py [--suites DIR] [--rounds 3] [--out DIR]
+
+Builds the OSU micro-benchmarks 7.4's OpenSHMEM programs (unchanged, from --suites, default
+../shared/peer-suites beside the checkout; they are not part of the project) twice: with
+hps-oshcc and with Open MPI's oshcc. Then, for --rounds rounds, it runs each program with
+hps-oshrun and with oshrun, one after the other (point-to-point at 2 PEs on heap buffers;
+barrier, broadcast, collect, fcollect and reduce at 2 and at 4 PEs), and keeps each row's median
+over the rounds. A row is one message size of one program: latency in microseconds (put, get,
+their _nb forms, atomics, the collectives) or messages per second (put_mr, put_mr_nb,
+get_mr_nb). Its ratio says how many times better ours is: OSHMEM's latency / ours, or our rate
+/ OSHMEM's. The summary is the median ratio over the rows OSHMEM completes and the lowest row
+(targets in docs/benchmarks.md: median >= 1.0, no row below 0.9). Writes osu_openshmem.json and
+osu_openshmem.png to --out (default docs/benchmarks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import sysconfig
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+P2P = ("put", "get", "put_nb", "get_nb", "put_mr", "put_mr_nb", "get_mr_nb", "atomics")
+COLLECTIVES = ("barrier", "broadcast", "collect", "fcollect", "reduce")
+RATES = ("put_mr", "put_mr_nb", "get_mr_nb")
+MEDIAN_TARGET, ROW_TARGET = 1.0, 0.9
+OSHMEM_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+              "OMPI_MCA_osc": "^rdma", "SHMEM_SYMMETRIC_HEAP_SIZE": "1G"}
+
+
+def build(suites: str, work: str) -> dict[str, dict[str, str]]:
+    scripts = sysconfig.get_path("scripts")
+    src = os.path.join(suites, "osu-micro-benchmarks-7.4", "c")
+    compilers = {"hps": os.path.join(scripts, "hps-oshcc"), "oshmem": "oshcc"}
+    built: dict[str, dict[str, str]] = {}
+    for impl, cc in compilers.items():
+        os.makedirs(os.path.join(work, impl), exist_ok=True)
+        built[impl] = {}
+        for prog in P2P + COLLECTIVES:
+            exe = os.path.join(work, impl, f"osu_oshm_{prog}")
+            subprocess.run([cc, "-O2", "-DOSHM_1_3", f"-I{src}/util",
+                            f"{src}/openshmem/osu_oshm_{prog}.c", f"{src}/util/osu_util.c",
+                            f"{src}/util/osu_util_pgas.c", "-lm", "-o", exe],
+                           check=True, capture_output=True, timeout=300)
+            built[impl][prog] = exe
+    return built
+
+
+def parse(prog: str, text: str) -> dict[str, float]:
+    """Rows of an OSU table: size (or the atomic's name) -> the first figure."""
+    rows = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        if prog == "atomics":
+            m = re.match(r"^(shmem_\w+)\s+([0-9.]+)\s+([0-9.]+)", line)
+            if m:
+                rows[m.group(1)] = float(m.group(3))  # latency column
+            continue
+        if prog == "barrier":
+            m = re.match(r"^\s*([0-9.]+)\s*$", line)
+            if m:
+                rows["-"] = float(m.group(1))
+            continue
+        m = re.match(r"^(\d+)\s+([0-9.]+)", line)
+        if m:
+            rows[m.group(1)] = float(m.group(2))
+    return rows
+
+
+def run(impl: str, exe: str, pes: int, prog: str) -> dict[str, float]:
+    scripts = sysconfig.get_path("scripts")
+    args = ["heap"] if prog in P2P else []
+    if impl == "hps":
+        cmd, env = [os.path.join(scripts, "hps-oshrun"), "-np", str(pes), exe] + args, os.environ
+    else:
+        cmd = ["oshrun", "--oversubscribe", "-np", str(pes), exe] + args
+        env = dict(os.environ, **OSHMEM_ENV)
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env,
+                            cwd=os.path.dirname(exe))
+    if result.returncode != 0:
+        return {}
+    return parse(prog, result.stdout)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suites", default=os.environ.get(
+        "HPS_PEER_SUITES", os.path.join(ROOT, "..", "shared", "peer-suites")))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--work", default="/tmp/hps-osu-openshmem")
+    parser.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks"))
+    args = parser.parse_args()
+    if not os.path.isdir(os.path.join(args.suites, "osu-micro-benchmarks-7.4")):
+        print(f"no OSU sources under {args.suites}; nothing to run")
+        return 0
+    built = build(args.suites, args.work)
+    cases = [(prog, 2) for prog in P2P] + [(prog, n) for prog in COLLECTIVES for n in (2, 4)]
+    samples: dict[tuple, dict[str, list[float]]] = {}
+    for r in range(args.rounds):
+        for i, (prog, pes) in enumerate(cases):
+            print(f"\rround {r + 1}/{args.rounds} case {i + 1}/{len(cases)} {prog}@{pes}   ",
+                  end="", file=sys.stderr, flush=True)
+            for impl in ("hps", "oshmem"):
+                for row, value in run(impl, built[impl][prog], pes, prog).items():
+                    samples.setdefault((prog, pes, row), {}).setdefault(impl, []).append(value)
+    print(file=sys.stderr)
+    rows = []
+    for (prog, pes, row), by_impl in samples.items():
+        ours = statistics.median(by_impl["hps"]) if "hps" in by_impl else None
+        theirs = statistics.median(by_impl["oshmem"]) if "oshmem" in by_impl else None
+        ratio = None
+        if ours and theirs:
+            ratio = ours / theirs if prog in RATES else theirs / ours
+        rows.append({"program": prog, "pes": pes, "row": row, "hps": ours, "oshmem": theirs,
+                     "unit": "msg/s" if prog in RATES else "us", "ratio": ratio})
+    ratios = [r["ratio"] for r in rows if r["ratio"] is not None]
+    summary = {"rows": len(rows), "rows_oshmem_completes": len(ratios),
+               "median_ratio": statistics.median(ratios) if ratios else None,
+               "lowest_ratio": min(ratios) if ratios else None,
+               "median_target": MEDIAN_TARGET, "row_target": ROW_TARGET, "rounds": args.rounds}
+    by_program: dict[str, list[float]] = {}
+    for r in rows:
+        if r["ratio"] is not None:
+            by_program.setdefault(f"{r['program']}@{r['pes']}", []).append(r["ratio"])
+    print("| program | PEs | rows | median ratio | lowest |")
+    print("|---|---|---|---|---|")
+    for key, values in by_program.items():
+        prog, pes = key.split("@")
+        print(f"| {prog} | {pes} | {len(values)} | {statistics.median(values):.2f}x | {min(values):.2f}x |")
+    print(json.dumps(summary, indent=1))
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "osu_openshmem.json"), "w") as f:
+        json.dump({"summary": summary, "rows": rows}, f, indent=1)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        keys = list(by_program)
+        fig, ax = plt.subplots(figsize=(10, 4.5))
+        ax.boxplot([by_program[k] for k in keys], labels=keys, vert=True)
+        ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+        ax.axhline(ROW_TARGET, color="red", linestyle=":", linewidth=1)
+        ax.set_yscale("log")
+        ax.set_ylabel("ours vs OSHMEM (x, higher is better)")
+        ax.set_title("OSU OpenSHMEM benchmarks, one host: ratio per message size")
+        plt.setp(ax.get_xticklabels(), rotation=45, ha="right")
+        fig.tight_layout()
+        fig.savefig(os.path.join(args.out, "osu_openshmem.png"), dpi=110)
+    except ImportError:
+        print("matplotlib is missing: no plot", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
