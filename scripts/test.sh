@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test, installing what it needs first:
-#   1. C++ unit and multi-process tests (GoogleTest under ctest), release build (the fuzz
+#   1. C++ unit and multi-process tests (GoogleTest under ctest; the OpenSHMEM C API's C
+#      programs under hps-oshrun), release build (the fuzz
 #      harnesses' committed corpus is replayed here too), then clang's thread-safety analysis
 #      of the annotated sources (scripts/thread_safety.sh: -Wthread-safety -Werror);
 #   2. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer, and under
@@ -49,7 +50,7 @@ launcher=()
 if command -v ccache >/dev/null; then
   export CXX=${CXX:-c++}
   export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
 
 run_ctest() {  # <build dir> <build type> <sanitizers> [ctest -E regex]

@@ -17,6 +17,10 @@ import time
 
 import pytest
 
+from netns_hosts import NetnsHosts, available as netns_available
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SEMANTICS = os.path.join(ROOT, "ccsrc", "tests", "openshmem", "semantics.c")
 SCRIPTS = sysconfig.get_path("scripts")
 OSHCC = os.path.join(SCRIPTS, "hps-oshcc")
 OSHCXX = os.path.join(SCRIPTS, "hps-oshc++")
@@ -178,6 +182,36 @@ def test_a_job_started_with_torchruns_variables_finds_its_peers(tmp_path):
     outputs = [p.communicate(timeout=120)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0]
     assert "PE 0 of 2 got 101" in outputs[0] and "PE 1 of 2 got 100" in outputs[1]
+
+
+def test_the_semantics_hold_with_every_peer_through_ucx(tmp_path):
+    exe = _build(tmp_path, open(SEMANTICS).read(), "semantics")
+    env = dict(os.environ, HYPER_PARALLEL_SHMEM_REMOTE_PEERS="all", UCX_TLS="tcp,self",
+               UCX_NET_DEVICES="lo")
+    result = _run([OSHRUN, "-np", "3", exe], env=env, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(result.stdout.split()) == sorted("PASS PE 0 PASS PE 1 PASS PE 2".split())
+
+
+@pytest.mark.skipif(netns_available() is not None, reason=str(netns_available()))
+def test_the_semantics_hold_across_two_namespace_hosts(tmp_path):
+    """Static data and heap blocks reached through UCX between two hosts, one PE each, started
+    with torchrun's variables."""
+    exe = _build(tmp_path, open(SEMANTICS).read(), "semantics_hosts")
+    with NetnsHosts(2) as hosts:
+        procs = []
+        for rank in range(2):
+            env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR=hosts.address(0),
+                       MASTER_PORT="29500", UCX_TLS="tcp,self", UCX_NET_DEVICES="eth0",
+                       HYPER_PARALLEL_SHMEM_TIMEOUT_SEC="30")
+            for name in ("HYPER_PARALLEL_SHMEM_BOOTSTRAP_NAME", "HPS_OSHRUN_CONTROL_FD",
+                         "HYPER_PARALLEL_SHMEM_BACKEND"):
+                env.pop(name, None)
+            procs.append(hosts.popen(rank, [exe], env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True))
+        outputs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], "\n".join(outputs)
+    assert "PASS PE 0" in outputs[0] and "PASS PE 1" in outputs[1]
 
 
 def test_the_launcher_refuses_bad_arguments():

@@ -4,6 +4,7 @@
 #include <link.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -149,6 +150,16 @@ int FindWritableSegment(struct dl_phdr_info* info, std::size_t, void* data) {
   return 1;  // the first object is the executable
 }
 
+// mremap(2) itself, not libc's entry: UCX's memory hooks replace that entry when the network
+// transport loads, and UCX 1.13's replacement drops the fifth argument (the new address), so
+// MREMAP_FIXED would map the pages at address 0 instead of over the static data.
+void* Remap(void* from, std::uint64_t old_bytes, std::uint64_t bytes, std::uintptr_t to) {
+  const long result = ::syscall(SYS_mremap, from, old_bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED,
+                                reinterpret_cast<void*>(to));
+  if (result == -1 || static_cast<std::uintptr_t>(result) != to) return MAP_FAILED;
+  return reinterpret_cast<void*>(result);
+}
+
 // Copies whole pages of the static data word by word, without the sanitizers' checks: those
 // pages hold the redzones AddressSanitizer puts between globals, which no program reads but a
 // copy of the segment must. Returns whether the `bytes` at `from` were all zero (then, with
@@ -191,8 +202,7 @@ void MapStaticData(Runtime& runtime) {
   }
   // old_size 0 on a shared mapping: a second mapping of the same pages, here placed over the
   // private data pages (MREMAP_FIXED replaces them).
-  void* moved = ::mremap(allocation.data, 0, bytes, MREMAP_MAYMOVE | MREMAP_FIXED,
-                         reinterpret_cast<void*>(segment.lo));
+  void* moved = Remap(allocation.data, 0, bytes, segment.lo);
   if (moved == MAP_FAILED) {
     Fail("shmem_init", Status::Assertion(ErrorCode::kBackendError,
                                          "could not map the static data onto the heap",
@@ -212,8 +222,7 @@ void UnmapStaticData(Runtime& runtime) {
   void* copy = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (copy == MAP_FAILED) Fail("shmem_finalize", Status::Assertion(ErrorCode::kBackendError, "out of memory", {}));
   CopyPages(reinterpret_cast<std::uintptr_t>(copy), data.lo, bytes, false);
-  if (::mremap(copy, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED,
-               reinterpret_cast<void*>(data.lo)) == MAP_FAILED) {
+  if (Remap(copy, bytes, bytes, data.lo) == MAP_FAILED) {
     Fail("shmem_finalize", Status::Assertion(ErrorCode::kBackendError,
                                              "could not give the static data its own pages back",
                                              {{"errno", std::strerror(errno)}}));
