@@ -45,7 +45,7 @@ const TeamEntry& TeamArg(std::string_view call, shmem_team_t team) {
 }
 
 // Byte-wise operands: `output` bytes at symmetric `dest`, `input` bytes from `source`.
-CollectiveOperands Bytes(std::string_view call, void* dest, std::uint64_t output,
+CollectiveOperands ByteOperands(std::string_view call, void* dest, std::uint64_t output,
                          const void* source, std::uint64_t input) {
   CollectiveOperands operands;
   operands.output = Resolve(call, "dest", dest, output);
@@ -63,7 +63,7 @@ int Broadcast(std::string_view call, const TeamEntry& team, void* dest, const vo
     FailArgument(call, "PE_root", "in [0, " + std::to_string(n) + ") of the team", std::to_string(root));
   }
   if (bytes == 0) return 0;
-  CollectiveOperands operands = Bytes(call, dest, bytes, source, bytes);
+  CollectiveOperands operands = ByteOperands(call, dest, bytes, source, bytes);
   operands.arguments[0] = root;
   Run(call, team, "broadcast", operands);
   return 0;
@@ -76,7 +76,7 @@ int Collect(std::string_view call, const TeamEntry& team, void* dest, const void
   // collect of nothing may do so (tests-sos's zero-length collectives).
   if (room == 0 && bytes == 0) return 0;
   if (room == 0) Resolve(call, "dest", dest, 1);  // fails naming it
-  CollectiveOperands operands = Bytes(call, dest, room, source, bytes);
+  CollectiveOperands operands = ByteOperands(call, dest, room, source, bytes);
   operands.results = std::make_shared<std::vector<std::uint64_t>>();
   Run(call, team, "all_gather_v", operands);
   return 0;
@@ -85,7 +85,7 @@ int Collect(std::string_view call, const TeamEntry& team, void* dest, const void
 int Fcollect(std::string_view call, const TeamEntry& team, void* dest, const void* source,
              std::uint64_t bytes) {
   if (bytes == 0) return 0;
-  Run(call, team, "all_gather", Bytes(call, dest, bytes * team.pes.size(), source, bytes));
+  Run(call, team, "all_gather", ByteOperands(call, dest, bytes * team.pes.size(), source, bytes));
   return 0;
 }
 
@@ -93,7 +93,7 @@ int Alltoall(std::string_view call, const TeamEntry& team, void* dest, const voi
              std::uint64_t bytes) {
   if (bytes == 0) return 0;
   const std::uint64_t total = bytes * team.pes.size();
-  Run(call, team, "all_to_all", Bytes(call, dest, total, source, total));
+  Run(call, team, "all_to_all", ByteOperands(call, dest, total, source, total));
   return 0;
 }
 
@@ -178,7 +178,7 @@ void GatherReduce(std::string_view call, const TeamEntry& team, ops::ReduceOp op
   for (std::size_t start = 0; start < count; start += chunk) {
     const std::size_t length = std::min(chunk, count - start);
     Run(call, team, "all_gather",
-        Bytes(call, scratch, n * length * sizeof(T), source + start, length * sizeof(T)));
+        ByteOperands(call, scratch, n * length * sizeof(T), source + start, length * sizeof(T)));
     const T* all = static_cast<const T*>(scratch);
     for (std::size_t i = 0; i < length; ++i) {
       T acc = all[i];
@@ -194,8 +194,7 @@ template <class T>
 int Reduce(std::string_view call, const TeamEntry& team, ops::ReduceOp op, T* dest,
            const T* source, std::size_t count) {
   if (count == 0) return 0;
-  if (count > UINT64_MAX / sizeof(T)) FailArgument(call, "nreduce", "a size that fits", std::to_string(count));
-  const std::uint64_t bytes = count * sizeof(T);
+  const std::uint64_t bytes = Bytes(call, count, sizeof(T));
   if (const std::optional<std::string_view> dtype = DtypeOf<T>()) {
     CollectiveOperands operands;
     operands.output = Resolve(call, "dest", dest, bytes);
@@ -254,19 +253,19 @@ void shmem_sync(int PE_start, int logPE_stride, int PE_size, long* pSync) {
   int shmem_##N##_broadcast(shmem_team_t team, T* dest, const T* source, size_t nelems,          \
                             int PE_root) {                                                        \
     return Broadcast("shmem_" #N "_broadcast", TeamArg("shmem_" #N "_broadcast", team), dest,    \
-                     source, nelems * sizeof(T), PE_root);                                        \
+                     source, Bytes("shmem_" #N, nelems, sizeof(T)), PE_root);                                        \
   }                                                                                               \
   int shmem_##N##_collect(shmem_team_t team, T* dest, const T* source, size_t nelems) {          \
     return Collect("shmem_" #N "_collect", TeamArg("shmem_" #N "_collect", team), dest, source,  \
-                   nelems * sizeof(T));                                                           \
+                   Bytes("shmem_" #N, nelems, sizeof(T)));                                                           \
   }                                                                                               \
   int shmem_##N##_fcollect(shmem_team_t team, T* dest, const T* source, size_t nelems) {         \
     return Fcollect("shmem_" #N "_fcollect", TeamArg("shmem_" #N "_fcollect", team), dest,       \
-                    source, nelems * sizeof(T));                                                  \
+                    source, Bytes("shmem_" #N, nelems, sizeof(T)));                                                  \
   }                                                                                               \
   int shmem_##N##_alltoall(shmem_team_t team, T* dest, const T* source, size_t nelems) {         \
     return Alltoall("shmem_" #N "_alltoall", TeamArg("shmem_" #N "_alltoall", team), dest,       \
-                    source, nelems * sizeof(T));                                                  \
+                    source, Bytes("shmem_" #N, nelems, sizeof(T)));                                                  \
   }                                                                                               \
   int shmem_##N##_alltoalls(shmem_team_t team, T* dest, const T* source, ptrdiff_t dst,          \
                             ptrdiff_t sst, size_t nelems) {                                       \
@@ -302,7 +301,7 @@ int shmem_alltoallsmem(shmem_team_t team, void* dest, const void* source, ptrdif
     (void)pSync;                                                                                  \
     constexpr const char* kCall = "shmem_broadcast" #BITS;                                        \
     const TeamEntry& team = ActiveSet(kCall, PE_start, logPE_stride, PE_size);                    \
-    const std::size_t bytes = nelems * (BITS / 8);                                                \
+    const std::size_t bytes = Bytes(kCall, nelems, BITS / 8);                                     \
     std::vector<char> kept;                                                                       \
     if (team.my_pe == PE_root && dest != source) {                                                \
       kept.assign(static_cast<char*>(dest), static_cast<char*>(dest) + bytes);                    \
@@ -314,21 +313,21 @@ int shmem_alltoallsmem(shmem_team_t team, void* dest, const void* source, ptrdif
                            int logPE_stride, int PE_size, long* pSync) {                          \
     (void)pSync;                                                                                  \
     Collect("shmem_collect" #BITS, ActiveSet("shmem_collect" #BITS, PE_start, logPE_stride, PE_size), \
-            dest, source, nelems * (BITS / 8));                                                   \
+            dest, source, Bytes("shmem_" #BITS, nelems, BITS / 8));                                                   \
   }                                                                                               \
   void shmem_fcollect##BITS(void* dest, const void* source, size_t nelems, int PE_start,          \
                             int logPE_stride, int PE_size, long* pSync) {                         \
     (void)pSync;                                                                                  \
     Fcollect("shmem_fcollect" #BITS,                                                              \
              ActiveSet("shmem_fcollect" #BITS, PE_start, logPE_stride, PE_size), dest, source,    \
-             nelems * (BITS / 8));                                                                \
+             Bytes("shmem_" #BITS, nelems, BITS / 8));                                                                \
   }                                                                                               \
   void shmem_alltoall##BITS(void* dest, const void* source, size_t nelems, int PE_start,          \
                             int logPE_stride, int PE_size, long* pSync) {                         \
     (void)pSync;                                                                                  \
     Alltoall("shmem_alltoall" #BITS,                                                              \
              ActiveSet("shmem_alltoall" #BITS, PE_start, logPE_stride, PE_size), dest, source,    \
-             nelems * (BITS / 8));                                                                \
+             Bytes("shmem_" #BITS, nelems, BITS / 8));                                                                \
   }                                                                                               \
   void shmem_alltoalls##BITS(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,        \
                              size_t nelems, int PE_start, int logPE_stride, int PE_size,          \
@@ -384,10 +383,10 @@ HPS_SHMEM_TO_ALL_ORDERED_TYPES(HPS_DEFINE_TO_ALL_ORDERED)
 // (the same layout) in the arithmetic.
 #define HPS_DEFINE_COMPLEX(CT, ST, N)                                                             \
   void shmem_##N##_put(CT* dest, const CT* source, size_t nelems, int pe) {                       \
-    shmem_putmem(dest, source, nelems * sizeof(CT), pe);                                          \
+    shmem_putmem(dest, source, Bytes("shmem_" #N, nelems, sizeof(CT)), pe);                                          \
   }                                                                                               \
   void shmem_##N##_get(CT* dest, const CT* source, size_t nelems, int pe) {                       \
-    shmem_getmem(dest, source, nelems * sizeof(CT), pe);                                          \
+    shmem_getmem(dest, source, Bytes("shmem_" #N, nelems, sizeof(CT)), pe);                                          \
   }                                                                                               \
   int shmem_##N##_sum_reduce(shmem_team_t team, CT* dest, const CT* source, size_t nreduce) {     \
     return Reduce<ST>("shmem_" #N "_sum_reduce", TeamArg("shmem_" #N "_sum_reduce", team),       \

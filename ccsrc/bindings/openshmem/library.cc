@@ -354,6 +354,14 @@ SymmetricView Resolve(std::string_view call, std::string_view argument, const vo
   return view;
 }
 
+std::uint64_t Bytes(std::string_view call, std::uint64_t count, std::uint64_t size) {
+  if (size != 0 && count > UINT64_MAX / size) {
+    FailArgument(call, "nelems", "a count whose bytes fit 64 bits",
+                 std::to_string(count) + " elements of " + std::to_string(size) + " bytes");
+  }
+  return count * size;
+}
+
 void CheckPe(std::string_view call, int pe) {
   const int n = Runtime::Process().size();
   if (pe < 0 || pe >= n) {

@@ -44,6 +44,9 @@ bool TryResolve(const void* address, std::uint64_t bytes, SymmetricView* out);
 /// The bytes from `address` to the end of its symmetric block (0 when not symmetric).
 std::uint64_t BytesToEnd(const void* address);
 
+/// `count` elements of `size` bytes, in bytes; fails naming `call` when that overflows.
+std::uint64_t Bytes(std::string_view call, std::uint64_t count, std::uint64_t size);
+
 /// A world PE number in range, else fails naming `call`.
 void CheckPe(std::string_view call, int pe);
 

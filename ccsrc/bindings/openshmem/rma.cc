@@ -39,7 +39,7 @@ void Get(std::string_view call, void* dest, const void* source, std::uint64_t by
 // Strided: element i from source[i * sst] to dest[i * dst], `size` bytes each.
 void StridedPut(std::string_view call, void* dest, const void* source, std::ptrdiff_t dst,
                 std::ptrdiff_t sst, std::size_t nelems, std::size_t size, int pe) {
-  if (dst == 1 && sst == 1) return Put(call, dest, source, nelems * size, pe, false);
+  if (dst == 1 && sst == 1) return Put(call, dest, source, Bytes(call, nelems, size), pe, false);
   for (std::size_t i = 0; i < nelems; ++i) {
     const auto at = static_cast<std::ptrdiff_t>(i);
     Put(call, static_cast<char*>(dest) + at * dst * static_cast<std::ptrdiff_t>(size),
@@ -51,7 +51,7 @@ void StridedPut(std::string_view call, void* dest, const void* source, std::ptrd
 
 void StridedGet(std::string_view call, void* dest, const void* source, std::ptrdiff_t dst,
                 std::ptrdiff_t sst, std::size_t nelems, std::size_t size, int pe) {
-  if (dst == 1 && sst == 1) return Get(call, dest, source, nelems * size, pe, false);
+  if (dst == 1 && sst == 1) return Get(call, dest, source, Bytes(call, nelems, size), pe, false);
   for (std::size_t i = 0; i < nelems; ++i) {
     const auto at = static_cast<std::ptrdiff_t>(i);
     Get(call, static_cast<char*>(dest) + at * dst * static_cast<std::ptrdiff_t>(size),
@@ -254,34 +254,34 @@ extern "C" {
 // ---- RMA ----------------------------------------------------------------------------------------
 #define HPS_DEFINE_RMA(T, N)                                                                       \
   void shmem_ctx_##N##_put(shmem_ctx_t ctx, T* dest, const T* source, size_t nelems, int pe) {    \
-    Put("shmem_" #N "_put", dest, source, nelems * sizeof(T),                                     \
+    Put("shmem_" #N "_put", dest, source, Bytes("shmem_" #N "_put", nelems, sizeof(T)),                                     \
         ContextPe("shmem_" #N "_put", Ctx(ctx), pe), false);                                      \
   }                                                                                                \
   void shmem_##N##_put(T* dest, const T* source, size_t nelems, int pe) {                         \
-    Put("shmem_" #N "_put", dest, source, nelems * sizeof(T), pe, false);                         \
+    Put("shmem_" #N "_put", dest, source, Bytes("shmem_" #N "_put", nelems, sizeof(T)), pe, false);                         \
   }                                                                                                \
   void shmem_ctx_##N##_get(shmem_ctx_t ctx, T* dest, const T* source, size_t nelems, int pe) {    \
-    Get("shmem_" #N "_get", dest, source, nelems * sizeof(T),                                     \
+    Get("shmem_" #N "_get", dest, source, Bytes("shmem_" #N "_get", nelems, sizeof(T)),                                     \
         ContextPe("shmem_" #N "_get", Ctx(ctx), pe), false);                                      \
   }                                                                                                \
   void shmem_##N##_get(T* dest, const T* source, size_t nelems, int pe) {                         \
-    Get("shmem_" #N "_get", dest, source, nelems * sizeof(T), pe, false);                         \
+    Get("shmem_" #N "_get", dest, source, Bytes("shmem_" #N "_get", nelems, sizeof(T)), pe, false);                         \
   }                                                                                                \
   void shmem_ctx_##N##_put_nbi(shmem_ctx_t ctx, T* dest, const T* source, size_t nelems,          \
                                int pe) {                                                           \
-    Put("shmem_" #N "_put_nbi", dest, source, nelems * sizeof(T),                                 \
+    Put("shmem_" #N "_put_nbi", dest, source, Bytes("shmem_" #N "_put_nbi", nelems, sizeof(T)),                                 \
         ContextPe("shmem_" #N "_put_nbi", Ctx(ctx), pe), true);                                   \
   }                                                                                                \
   void shmem_##N##_put_nbi(T* dest, const T* source, size_t nelems, int pe) {                     \
-    Put("shmem_" #N "_put_nbi", dest, source, nelems * sizeof(T), pe, true);                      \
+    Put("shmem_" #N "_put_nbi", dest, source, Bytes("shmem_" #N "_put_nbi", nelems, sizeof(T)), pe, true);                      \
   }                                                                                                \
   void shmem_ctx_##N##_get_nbi(shmem_ctx_t ctx, T* dest, const T* source, size_t nelems,          \
                                int pe) {                                                           \
-    Get("shmem_" #N "_get_nbi", dest, source, nelems * sizeof(T),                                 \
+    Get("shmem_" #N "_get_nbi", dest, source, Bytes("shmem_" #N "_get_nbi", nelems, sizeof(T)),                                 \
         ContextPe("shmem_" #N "_get_nbi", Ctx(ctx), pe), true);                                   \
   }                                                                                                \
   void shmem_##N##_get_nbi(T* dest, const T* source, size_t nelems, int pe) {                     \
-    Get("shmem_" #N "_get_nbi", dest, source, nelems * sizeof(T), pe, true);                      \
+    Get("shmem_" #N "_get_nbi", dest, source, Bytes("shmem_" #N "_get_nbi", nelems, sizeof(T)), pe, true);                      \
   }                                                                                                \
   void shmem_ctx_##N##_p(shmem_ctx_t ctx, T* dest, T value, int pe) {                             \
     Put("shmem_" #N "_p", dest, &value, sizeof(T), ContextPe("shmem_" #N "_p", Ctx(ctx), pe),     \
@@ -317,7 +317,7 @@ extern "C" {
   }                                                                                                \
   void shmem_ctx_##N##_put_signal(shmem_ctx_t ctx, T* dest, const T* source, size_t nelems,       \
                                   uint64_t* sig_addr, uint64_t signal, int sig_op, int pe) {      \
-    PutSignal("shmem_" #N "_put_signal", dest, source, nelems * sizeof(T), sig_addr, signal,      \
+    PutSignal("shmem_" #N "_put_signal", dest, source, Bytes("shmem_" #N "_put_signal", nelems, sizeof(T)), sig_addr, signal,      \
               sig_op, ContextPe("shmem_" #N "_put_signal", Ctx(ctx), pe));                        \
   }                                                                                                \
   void shmem_##N##_put_signal(T* dest, const T* source, size_t nelems, uint64_t* sig_addr,        \
@@ -339,35 +339,35 @@ HPS_SHMEM_RMA_TYPES(HPS_DEFINE_RMA)
 #define HPS_DEFINE_SIZED(BITS, T)                                                                  \
   void shmem_ctx_put##BITS(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems,        \
                            int pe) {                                                               \
-    Put("shmem_put" #BITS, dest, source, nelems * (BITS / 8),                                     \
+    Put("shmem_put" #BITS, dest, source, Bytes("shmem_put" #BITS, nelems, BITS / 8),                                     \
         ContextPe("shmem_put" #BITS, Ctx(ctx), pe), false);                                       \
   }                                                                                                \
   void shmem_put##BITS(void* dest, const void* source, size_t nelems, int pe) {                   \
-    Put("shmem_put" #BITS, dest, source, nelems * (BITS / 8), pe, false);                         \
+    Put("shmem_put" #BITS, dest, source, Bytes("shmem_put" #BITS, nelems, BITS / 8), pe, false);                         \
   }                                                                                                \
   void shmem_ctx_get##BITS(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems,        \
                            int pe) {                                                               \
-    Get("shmem_get" #BITS, dest, source, nelems * (BITS / 8),                                     \
+    Get("shmem_get" #BITS, dest, source, Bytes("shmem_get" #BITS, nelems, BITS / 8),                                     \
         ContextPe("shmem_get" #BITS, Ctx(ctx), pe), false);                                       \
   }                                                                                                \
   void shmem_get##BITS(void* dest, const void* source, size_t nelems, int pe) {                   \
-    Get("shmem_get" #BITS, dest, source, nelems * (BITS / 8), pe, false);                         \
+    Get("shmem_get" #BITS, dest, source, Bytes("shmem_get" #BITS, nelems, BITS / 8), pe, false);                         \
   }                                                                                                \
   void shmem_ctx_put##BITS##_nbi(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems,  \
                                  int pe) {                                                         \
-    Put("shmem_put" #BITS "_nbi", dest, source, nelems * (BITS / 8),                              \
+    Put("shmem_put" #BITS "_nbi", dest, source, Bytes("shmem_put" #BITS "_nbi", nelems, BITS / 8),                              \
         ContextPe("shmem_put" #BITS "_nbi", Ctx(ctx), pe), true);                                 \
   }                                                                                                \
   void shmem_put##BITS##_nbi(void* dest, const void* source, size_t nelems, int pe) {             \
-    Put("shmem_put" #BITS "_nbi", dest, source, nelems * (BITS / 8), pe, true);                   \
+    Put("shmem_put" #BITS "_nbi", dest, source, Bytes("shmem_put" #BITS "_nbi", nelems, BITS / 8), pe, true);                   \
   }                                                                                                \
   void shmem_ctx_get##BITS##_nbi(shmem_ctx_t ctx, void* dest, const void* source, size_t nelems,  \
                                  int pe) {                                                         \
-    Get("shmem_get" #BITS "_nbi", dest, source, nelems * (BITS / 8),                              \
+    Get("shmem_get" #BITS "_nbi", dest, source, Bytes("shmem_get" #BITS "_nbi", nelems, BITS / 8),                              \
         ContextPe("shmem_get" #BITS "_nbi", Ctx(ctx), pe), true);                                 \
   }                                                                                                \
   void shmem_get##BITS##_nbi(void* dest, const void* source, size_t nelems, int pe) {             \
-    Get("shmem_get" #BITS "_nbi", dest, source, nelems * (BITS / 8), pe, true);                   \
+    Get("shmem_get" #BITS "_nbi", dest, source, Bytes("shmem_get" #BITS "_nbi", nelems, BITS / 8), pe, true);                   \
   }                                                                                                \
   void shmem_ctx_iput##BITS(shmem_ctx_t ctx, void* dest, const void* source, ptrdiff_t dst,       \
                             ptrdiff_t sst, size_t nelems, int pe) {                                \

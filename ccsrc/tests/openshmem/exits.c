@@ -1,9 +1,11 @@
 /* How a job ends (docs/openshmem.md): `global_exit S` has PE 1 call shmem_global_exit(S) while
  * the others wait in a barrier; `status S` has PE 1 return S; `bad_put` puts to an address that
- * is not symmetric; `before_init` calls shmem_my_pe first. */
+ * is not symmetric; `overflow` puts more elements than bytes can count; `before_init` calls
+ * shmem_my_pe first. */
 #include <shmem.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 int main(int argc, char **argv) {
@@ -23,6 +25,11 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "bad_put") == 0) {
     int local = 0;
     if (me == 0) shmem_putmem(&local, &local, sizeof(local), 1);
+    shmem_barrier_all();
+  }
+  if (strcmp(argv[1], "overflow") == 0) {
+    long *block = shmem_malloc(64);
+    if (me == 0) shmem_long_put(block, block, SIZE_MAX / 4, 1);
     shmem_barrier_all();
   }
   shmem_finalize();
