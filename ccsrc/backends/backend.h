@@ -178,6 +178,14 @@ class Backend {
   /// Address of heap offset 0 of this PE's heap in this process (null before CreateHeap).
   virtual std::byte* LocalHeapBase() const = 0;
 
+  /// Address of heap offset 0 of PE `pe`'s heap where this process maps it for loads, stores
+  /// and CPU atomics (the host backend: PEs of this host, unless they are reached through the
+  /// network), else null. Valid from OpenPeers until ClosePeers.
+  virtual std::byte* PeerHeapAddress(int pe) const {
+    (void)pe;
+    return nullptr;
+  }
+
   /// True when this process may read and write its heap directly (host memory); false for
   /// device memory, which only the backend's operations reach.
   virtual bool HostAddressableHeap() const = 0;

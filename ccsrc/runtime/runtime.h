@@ -379,6 +379,13 @@ class Runtime {
   /// latest failure: a question, not a failed call).
   Status DescribeBackend(std::string_view operation, BackendDescription* out) EXCLUDES(mutex_);
 
+  /// For every Root WORLD PE, where heap offset 0 of its heap lies in this process when this
+  /// process may load, store and use CPU atomics on it directly (a PE of this host on the host
+  /// backend), else null; valid for this lifecycle. For OpenSHMEM's shmem_ptr and the C API's
+  /// direct path to its host's PEs (docs/openshmem.md). INVALID_STATE when not ready.
+  Status PeerHeapAddresses(std::string_view operation, std::vector<std::byte*>* out)
+      EXCLUDES(mutex_);
+
   /// Records that a live allocation lost its last reference without free: logs an ERROR at
   /// once and puts it in the leak table. Never collective and never takes the entry mutex, so
   /// it is safe from a storage deleter on any thread, also while an entry is in progress. A

@@ -45,6 +45,17 @@ Status Runtime::DescribeBackend(std::string_view operation, BackendDescription* 
   return Status::Ok();
 }
 
+Status Runtime::PeerHeapAddresses(std::string_view operation, std::vector<std::byte*>* out) {
+  MutexLock lock(&mutex_);
+  HPS_RETURN_IF_ERROR(CheckReady(operation));
+  std::vector<std::byte*> bases(static_cast<std::size_t>(size_), nullptr);
+  if (backend_->HostAddressableHeap()) {
+    for (int pe = 0; pe < size_; ++pe) bases[static_cast<std::size_t>(pe)] = backend_->PeerHeapAddress(pe);
+  }
+  *out = std::move(bases);
+  return Status::Ok();
+}
+
 void Runtime::NoteFailure(const Status& status) {
   if (status.ok()) return;
   MutexLock lock(&mutex_);

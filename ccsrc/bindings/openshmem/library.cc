@@ -51,12 +51,19 @@ struct State {
   int init_calls = 0;
   int provided_thread_level = SHMEM_THREAD_MULTIPLE;
   std::map<std::uintptr_t, Block> blocks;  // by lo
+  // Bumped (under the mutex) at every change of `blocks`: a thread's cached block is good while
+  // the generation it was read at is current.
+  std::atomic<std::uint64_t> generation{1};
+  int n_pes = 0;
   std::optional<StaticData> static_data;
   std::map<std::uintptr_t, TeamEntry> teams;  // by shmem_team_t value
   std::uintptr_t next_team = 3;               // 1: world, 2: shared
   std::map<std::tuple<int, int, int>, std::uintptr_t> active_sets;
   std::map<std::uintptr_t, std::uintptr_t> contexts;  // ctx value -> its team
   std::uintptr_t next_context = 2;                     // 1: SHMEM_CTX_DEFAULT
+  // Where each PE's heap lies in this process (null: through the Runtime), for this lifecycle.
+  std::vector<std::byte*> peer_heaps;
+  std::byte* my_heap = nullptr;
 };
 
 State& S() {
@@ -211,6 +218,7 @@ void MapStaticData(Runtime& runtime) {
   S().static_data = StaticData{segment.lo, segment.hi, allocation};
   auto* heap = static_cast<std::byte*>(allocation.data);
   S().blocks[segment.lo] = Block{segment.lo, segment.hi, allocation.id, heap, heap, bytes};
+  ++S().generation;
 }
 
 // Gives the static data private pages again (a copy of their last contents), so the program
@@ -228,6 +236,7 @@ void UnmapStaticData(Runtime& runtime) {
                                              {{"errno", std::strerror(errno)}}));
   }
   S().blocks.erase(data.lo);
+  ++S().generation;
   S().static_data.reset();
   const SymmetricView whole{data.allocation.id, data.allocation.data, data.allocation.bytes};
   if (Status s = runtime.Free(whole, "OpenSHMEM static data"); !s.ok()) Fail("shmem_finalize", s);
@@ -270,6 +279,9 @@ void Initialize(std::string_view call) {
                                  "the C API needs a heap the CPU addresses (the host backend)",
                                  {{"backend", backend.name}}));
   }
+  if (Status s = runtime.PeerHeapAddresses(call, &S().peer_heaps); !s.ok()) Fail(call, s);
+  S().my_heap = S().peer_heaps[static_cast<std::size_t>(runtime.rank())];
+  S().n_pes = runtime.size();
   MapStaticData(runtime);
   AddPredefinedTeams(runtime);
   S().ready = true;
@@ -322,13 +334,23 @@ Runtime& Ready(std::string_view call) {
 }
 
 bool TryResolve(const void* address, std::uint64_t bytes, SymmetricView* out) {
+  // Each thread keeps the block it found last: a program's calls mostly name the same few
+  // buffers, and then a lookup takes no lock.
+  thread_local Block cached;
+  thread_local std::uint64_t cached_generation = 0;
   const auto at = reinterpret_cast<std::uintptr_t>(address);
-  std::lock_guard<std::mutex> lock(S().mutex);
-  auto it = S().blocks.upper_bound(at);
-  if (it == S().blocks.begin()) return false;
-  const Block& block = std::prev(it)->second;
-  if (at >= block.hi || bytes > block.hi - at) return false;
-  *out = SymmetricView{block.id, block.heap + (at - block.lo), bytes};
+  const std::uint64_t generation = S().generation.load(std::memory_order_acquire);
+  if (cached_generation != generation || at < cached.lo || at >= cached.hi) {
+    std::lock_guard<std::mutex> lock(S().mutex);
+    auto it = S().blocks.upper_bound(at);
+    if (it == S().blocks.begin()) return false;
+    const Block& block = std::prev(it)->second;
+    if (at >= block.hi) return false;
+    cached = block;
+    cached_generation = S().generation.load(std::memory_order_relaxed);
+  }
+  if (bytes > cached.hi - at) return false;
+  *out = SymmetricView{cached.id, cached.heap + (at - cached.lo), bytes};
   return true;
 }
 
@@ -362,8 +384,16 @@ std::uint64_t Bytes(std::string_view call, std::uint64_t count, std::uint64_t si
   return count * size;
 }
 
+void* Direct(int pe, const SymmetricView& view) {
+  // Read without the lock: the table is written once by shmem_init, before any operation.
+  const std::vector<std::byte*>& heaps = S().peer_heaps;
+  std::byte* peer = heaps[static_cast<std::size_t>(pe)];
+  if (peer == nullptr || S().my_heap == nullptr) return nullptr;
+  return peer + (static_cast<const std::byte*>(view.data) - S().my_heap);
+}
+
 void CheckPe(std::string_view call, int pe) {
-  const int n = Runtime::Process().size();
+  const int n = S().n_pes;
   if (pe < 0 || pe >= n) {
     FailArgument(call, "pe", "in [0, " + std::to_string(n) + ")", std::to_string(pe));
   }
@@ -399,6 +429,7 @@ void* Allocate(std::string_view call, std::uint64_t bytes, std::uint64_t alignme
   std::lock_guard<std::mutex> lock(S().mutex);
   S().blocks[lo] = Block{lo, lo + bytes, allocation.id, base + (lo - reinterpret_cast<std::uintptr_t>(base)),
                          base, allocation.bytes};
+  ++S().generation;
   return reinterpret_cast<void*>(lo);
 }
 
@@ -416,6 +447,7 @@ void Release(std::string_view call, void* address) {
     }
     block = it->second;
     S().blocks.erase(it);
+    ++S().generation;
   }
   if (Status s = runtime.Free(SymmetricView{block.id, block.base, block.bytes}, call); !s.ok()) {
     Fail(call, s);
@@ -565,6 +597,7 @@ void Finalize() {
   if (Status s = runtime.Shutdown(); !s.ok()) Fail("shmem_finalize", s);
   std::lock_guard<std::mutex> lock(S().mutex);
   S().blocks.clear();
+  ++S().generation;
   S().teams.clear();
   S().active_sets.clear();
   S().contexts.clear();
@@ -606,12 +639,13 @@ int shmem_addr_accessible(const void* addr, int pe) {
   return shmem_pe_accessible(pe) && TryResolve(addr, 1, &view) ? 1 : 0;
 }
 void* shmem_ptr(const void* dest, int pe) {
-  // Only this PE's own objects are load/store reachable through this API for now.
+  // The PEs of this host: their object as this process maps it; others: null.
   SymmetricView view;
-  if (!Initialized() || pe != Runtime::Process().rank() || !TryResolve(dest, 1, &view)) {
+  if (!Initialized() || pe < 0 || pe >= Runtime::Process().size() || !TryResolve(dest, 1, &view)) {
     return nullptr;
   }
-  return const_cast<void*>(dest);
+  if (pe == Runtime::Process().rank()) return const_cast<void*>(dest);
+  return Direct(pe, view);
 }
 void* shmem_team_ptr(shmem_team_t team, const void* dest, int pe) {
   const TeamEntry* entry = FindTeam("shmem_team_ptr", TeamValue(team), true);

@@ -44,6 +44,12 @@ bool TryResolve(const void* address, std::uint64_t bytes, SymmetricView* out);
 /// The bytes from `address` to the end of its symmetric block (0 when not symmetric).
 std::uint64_t BytesToEnd(const void* address);
 
+/// Where `view` (this PE's heap) lies in PE `pe`'s heap as mapped in this process, when this
+/// process may load, store and use CPU atomics there (a PE of this host: the direct path, as
+/// OSHMEM's shared-memory transport); null when `pe` is reached through the Runtime's
+/// operations (another host).
+void* Direct(int pe, const SymmetricView& view);
+
 /// `count` elements of `size` bytes, in bytes; fails naming `call` when that overflows.
 std::uint64_t Bytes(std::string_view call, std::uint64_t count, std::uint64_t size);
 

@@ -1,10 +1,12 @@
 // The OpenSHMEM C library's one-sided routines (docs/openshmem.md): RMA, signals, atomics,
 // point-to-point synchronization, ordering and locks, each typed routine defined from the
 // same type tables shmem.h declares it from.
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <type_traits>
 
+#include "backends/atomic_op.h"
 #include "bindings/openshmem/include/shmem.h"
 #include "bindings/openshmem/library.h"
 
@@ -20,6 +22,10 @@ void Put(std::string_view call, void* dest, const void* source, std::uint64_t by
   CheckPe(call, pe);
   if (bytes == 0) return;
   const SymmetricView view = Resolve(call, "dest", dest, bytes);
+  if (void* direct = Direct(pe, view)) {  // a PE of this host: a copy into its mapping
+    std::memmove(direct, source, bytes);
+    return;
+  }
   const Status s = nbi ? runtime.PutNbi(view, source, pe, kDefaultStream)
                        : runtime.Put(view, source, pe, kDefaultStream);
   if (!s.ok()) Fail(call, s);
@@ -31,6 +37,10 @@ void Get(std::string_view call, void* dest, const void* source, std::uint64_t by
   CheckPe(call, pe);
   if (bytes == 0) return;
   const SymmetricView view = Resolve(call, "source", source, bytes);
+  if (const void* direct = Direct(pe, view)) {
+    std::memmove(dest, direct, bytes);
+    return;
+  }
   const Status s = nbi ? runtime.GetNbi(dest, view, pe, kDefaultStream)
                        : runtime.Get(dest, view, pe, kDefaultStream);
   if (!s.ok()) Fail(call, s);
@@ -95,6 +105,12 @@ T Atomic(std::string_view call, const T* dest, AtomicOp op, T value, T compare, 
   std::memcpy(&bits, &value, sizeof(T));
   std::memcpy(&compare_bits, &compare, sizeof(T));
   T old{};
+  if (void* direct = Direct(pe, view)) {  // the CPU's atomics on the mapping, as the Runtime's
+    const std::uint64_t old_bits = ApplyAtomic(static_cast<std::byte*>(direct), sizeof(T), op,
+                                               bits, compare_bits);
+    std::memcpy(&old, &old_bits, sizeof(T));
+    return old;
+  }
   if (Status s = runtime.Atomic(view, sizeof(T), op, bits, compare_bits, pe, &old, kDefaultStream);
       !s.ok()) {
     Fail(call, s);
@@ -652,7 +668,10 @@ HPS_SHMEM_SYNC_TYPES(HPS_DEFINE_SYNC)
 HPS_SHMEM_OLD_WAIT_TYPES(HPS_DEFINE_OLD_WAIT)
 
 // ---- ordering -----------------------------------------------------------------------------------------
+// The direct path's copies are plain stores: a full fence orders them (a no-op instruction on
+// x86, a barrier elsewhere) before the Runtime orders its own.
 void shmem_fence(void) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   if (Status s = Ready("shmem_fence").Fence(StreamRef{}); !s.ok()) Fail("shmem_fence", s);
 }
 // SHMEM_CTX_INVALID: fence and quiet do nothing (OpenSHMEM 1.5).
@@ -661,7 +680,10 @@ void shmem_ctx_fence(shmem_ctx_t ctx) {
   ContextPe("shmem_ctx_fence", Ctx(ctx), 0);
   shmem_fence();
 }
-void shmem_quiet(void) { Quiet("shmem_quiet"); }
+void shmem_quiet(void) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  Quiet("shmem_quiet");
+}
 void shmem_ctx_quiet(shmem_ctx_t ctx) {
   if (ctx == SHMEM_CTX_INVALID) return;
   ContextPe("shmem_ctx_quiet", Ctx(ctx), 0);
