@@ -392,6 +392,21 @@ void* Direct(int pe, const SymmetricView& view) {
   return peer + (static_cast<const std::byte*>(view.data) - S().my_heap);
 }
 
+void* Target(std::string_view call, std::string_view argument, const void* address,
+             std::uint64_t bytes, int pe, SymmetricView* view) {
+  if (!S().ready.load(std::memory_order_relaxed)) Ready(call);  // fails saying why
+  if (pe < 0 || pe >= S().n_pes) CheckPe(call, pe);
+  if (!TryResolve(address, bytes, view)) Resolve(call, argument, address, bytes);  // fails
+  return Direct(pe, *view);
+}
+
+namespace {
+std::atomic<bool> runtime_rma{false};
+}  // namespace
+
+void NoteRuntimeRma() { runtime_rma.store(true, std::memory_order_release); }
+bool RuntimeRmaPending() { return runtime_rma.load(std::memory_order_acquire); }
+
 void CheckPe(std::string_view call, int pe) {
   const int n = S().n_pes;
   if (pe < 0 || pe >= n) {
@@ -532,7 +547,10 @@ int ContextPe(std::string_view call, std::uintptr_t ctx, int pe) {
 }
 
 void Quiet(std::string_view call) {
-  if (Status s = Ready(call).Quiet(StreamRef{}); !s.ok()) Fail(call, s);
+  Runtime& runtime = Ready(call);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the direct path's stores
+  if (!runtime_rma.exchange(false, std::memory_order_acq_rel)) return;
+  if (Status s = runtime.Quiet(StreamRef{}); !s.ok()) Fail(call, s);
 }
 
 void Backoff(std::string_view call, std::uint64_t round, std::uint64_t started_ns) {

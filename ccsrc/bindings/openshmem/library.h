@@ -50,6 +50,17 @@ std::uint64_t BytesToEnd(const void* address);
 /// operations (another host).
 void* Direct(int pe, const SymmetricView& view);
 
+/// The one-call form of an RMA operand's checks, for the hot path: fails as `call` unless the
+/// library is initialised, `pe` is a world PE and `bytes` at `address` lie in one symmetric
+/// block (named `argument`); then fills `view` and returns Direct(pe, view).
+void* Target(std::string_view call, std::string_view argument, const void* address,
+             std::uint64_t bytes, int pe, SymmetricView* view);
+
+/// Records that an operation went through the Runtime's RMA (a PE of another host), so that
+/// the next quiet or fence asks the Runtime too; quiet and fence skip the Runtime otherwise.
+void NoteRuntimeRma();
+bool RuntimeRmaPending();
+
 /// `count` elements of `size` bytes, in bytes; fails naming `call` when that overflows.
 std::uint64_t Bytes(std::string_view call, std::uint64_t count, std::uint64_t size);
 

@@ -18,14 +18,18 @@ constexpr StreamRef kDefaultStream{};
 // A copy of `bytes` from local `source` to symmetric `dest` at `pe` (a world PE).
 void Put(std::string_view call, void* dest, const void* source, std::uint64_t bytes, int pe,
          bool nbi) {
-  Runtime& runtime = Ready(call);
-  CheckPe(call, pe);
-  if (bytes == 0) return;
-  const SymmetricView view = Resolve(call, "dest", dest, bytes);
-  if (void* direct = Direct(pe, view)) {  // a PE of this host: a copy into its mapping
-    std::memmove(direct, source, bytes);
+  if (bytes == 0) {
+    Ready(call);
+    CheckPe(call, pe);
     return;
   }
+  SymmetricView view;
+  if (void* direct = Target(call, "dest", dest, bytes, pe, &view)) {
+    std::memmove(direct, source, bytes);  // a PE of this host: a copy into its mapping
+    return;
+  }
+  NoteRuntimeRma();
+  Runtime& runtime = Runtime::Process();
   const Status s = nbi ? runtime.PutNbi(view, source, pe, kDefaultStream)
                        : runtime.Put(view, source, pe, kDefaultStream);
   if (!s.ok()) Fail(call, s);
@@ -33,14 +37,18 @@ void Put(std::string_view call, void* dest, const void* source, std::uint64_t by
 
 void Get(std::string_view call, void* dest, const void* source, std::uint64_t bytes, int pe,
          bool nbi) {
-  Runtime& runtime = Ready(call);
-  CheckPe(call, pe);
-  if (bytes == 0) return;
-  const SymmetricView view = Resolve(call, "source", source, bytes);
-  if (const void* direct = Direct(pe, view)) {
+  if (bytes == 0) {
+    Ready(call);
+    CheckPe(call, pe);
+    return;
+  }
+  SymmetricView view;
+  if (const void* direct = Target(call, "source", source, bytes, pe, &view)) {
     std::memmove(dest, direct, bytes);
     return;
   }
+  NoteRuntimeRma();
+  Runtime& runtime = Runtime::Process();
   const Status s = nbi ? runtime.GetNbi(dest, view, pe, kDefaultStream)
                        : runtime.Get(dest, view, pe, kDefaultStream);
   if (!s.ok()) Fail(call, s);
@@ -79,6 +87,7 @@ void PutSignal(std::string_view call, void* dest, const void* source, std::uint6
   }
   const SymmetricView signal_view = Resolve(call, "sig_addr", sig_addr, sizeof(std::uint64_t));
   const SignalOp op = sig_op == SHMEM_SIGNAL_SET ? SignalOp::kSet : SignalOp::kAdd;
+  NoteRuntimeRma();
   Status s;
   if (bytes == 0) {
     s = runtime.Signal(signal_view, SignalWidth::k64, static_cast<std::int64_t>(signal), pe, op,
@@ -95,22 +104,25 @@ void PutSignal(std::string_view call, void* dest, const void* source, std::uint6
 template <class T>
 T Atomic(std::string_view call, const T* dest, AtomicOp op, T value, T compare, int pe) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8);
-  Runtime& runtime = Ready(call);
   if (reinterpret_cast<std::uintptr_t>(dest) % sizeof(T) != 0) {
+    Ready(call);
     FailArgument(call, "dest", "aligned to its type's size (" + std::to_string(sizeof(T)) + ")",
                  "an unaligned address");
   }
-  const SymmetricView view = Resolve(call, "dest", dest, sizeof(T));
+  SymmetricView view;
+  void* direct = Target(call, "dest", dest, sizeof(T), pe, &view);
   std::uint64_t bits = 0, compare_bits = 0;
   std::memcpy(&bits, &value, sizeof(T));
   std::memcpy(&compare_bits, &compare, sizeof(T));
   T old{};
-  if (void* direct = Direct(pe, view)) {  // the CPU's atomics on the mapping, as the Runtime's
+  if (direct != nullptr) {  // the CPU's atomics on the mapping, as the Runtime's
     const std::uint64_t old_bits = ApplyAtomic(static_cast<std::byte*>(direct), sizeof(T), op,
                                                bits, compare_bits);
     std::memcpy(&old, &old_bits, sizeof(T));
     return old;
   }
+  NoteRuntimeRma();
+  Runtime& runtime = Runtime::Process();
   if (Status s = runtime.Atomic(view, sizeof(T), op, bits, compare_bits, pe, &old, kDefaultStream);
       !s.ok()) {
     Fail(call, s);
@@ -671,8 +683,10 @@ HPS_SHMEM_OLD_WAIT_TYPES(HPS_DEFINE_OLD_WAIT)
 // The direct path's copies are plain stores: a full fence orders them (a no-op instruction on
 // x86, a barrier elsewhere) before the Runtime orders its own.
 void shmem_fence(void) {
+  Runtime& runtime = Ready("shmem_fence");
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (Status s = Ready("shmem_fence").Fence(StreamRef{}); !s.ok()) Fail("shmem_fence", s);
+  if (!RuntimeRmaPending()) return;
+  if (Status s = runtime.Fence(StreamRef{}); !s.ok()) Fail("shmem_fence", s);
 }
 // SHMEM_CTX_INVALID: fence and quiet do nothing (OpenSHMEM 1.5).
 void shmem_ctx_fence(shmem_ctx_t ctx) {
@@ -680,10 +694,7 @@ void shmem_ctx_fence(shmem_ctx_t ctx) {
   ContextPe("shmem_ctx_fence", Ctx(ctx), 0);
   shmem_fence();
 }
-void shmem_quiet(void) {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  Quiet("shmem_quiet");
-}
+void shmem_quiet(void) { Quiet("shmem_quiet"); }
 void shmem_ctx_quiet(shmem_ctx_t ctx) {
   if (ctx == SHMEM_CTX_INVALID) return;
   ContextPe("shmem_ctx_quiet", Ctx(ctx), 0);

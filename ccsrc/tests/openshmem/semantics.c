@@ -3,6 +3,7 @@
  * hps-oshrun -np N (N >= 2); prints PASS, or FAIL with the check and ends the job (exit 1). */
 #include <shmem.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CHECK(cond)                                                                   \
@@ -189,13 +190,20 @@ static void teams(int me, int n) {
 }
 
 static void memory(int me, int n) {
-  (void)n;
   /* more than the heap: null on every PE, and the job goes on */
   void *huge = shmem_malloc((size_t)1 << 40);
   CHECK(huge == NULL);
   char *p = shmem_malloc(16);
   CHECK(p != NULL);
   snprintf(p, 16, "pe %d", me);
+  shmem_barrier_all();
+  /* a PE of this host: its object through this process's mapping; another host's: NULL */
+  const char *peer = shmem_ptr(p, (me + 1) % n);
+  char expected[16];
+  snprintf(expected, sizeof expected, "pe %d", (me + 1) % n);
+  if (peer != NULL) CHECK(strcmp(peer, expected) == 0);
+  if (getenv("HYPER_PARALLEL_SHMEM_REMOTE_PEERS") == NULL) CHECK(peer != NULL); /* one host */
+  shmem_barrier_all();
   p = shmem_realloc(p, 4096);
   CHECK(p != NULL && strncmp(p, "pe ", 3) == 0);
   void *aligned = shmem_align(4096, 100);
