@@ -146,7 +146,8 @@ def main() -> int:
         import matplotlib.pyplot as plt
         keys = list(by_program)
         fig, ax = plt.subplots(figsize=(10, 4.5))
-        ax.boxplot([by_program[k] for k in keys], labels=keys, vert=True)
+        ax.boxplot([by_program[k] for k in keys])
+        ax.set_xticks(range(1, len(keys) + 1), keys)
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
         ax.axhline(ROW_TARGET, color="red", linestyle=":", linewidth=1)
         ax.set_yscale("log")

@@ -2,6 +2,7 @@
 // fcollect, alltoall(s) and the reductions, over the Runtime's collective units on teams; the
 // deprecated active-set forms run on the team of their active set.
 #include <algorithm>
+#include <atomic>
 #include <complex>
 #include <cstring>
 #include <mutex>
@@ -56,6 +57,84 @@ CollectiveOperands ByteOperands(std::string_view call, void* dest, std::uint64_t
   return operands;
 }
 
+// ---- small collectives: one barrier, then copies ------------------------------------------
+//
+// On a team whose every member's heap is mapped here (TeamEntry::direct), a collective whose
+// contribution per PE is at most kSmallBytes skips the Runtime's unit (an agreement round and
+// the unit's own synchronisation: 2 to 5 times a barrier for a few bytes). Each PE writes a
+// header and its contribution into its own slot of the team's scratch area, the team's Runtime
+// barrier follows, and each PE reads what it needs from the members' slots through the mapping
+// and writes its own dest. Slots alternate by the team's small-call count: call k + 2 writes the
+// slot call k was read from, and every member finished those reads before it entered call
+// k + 1's barrier. The headers are compared after the barrier: a member that called another
+// collective, root, size or type is COLLECTIVE_MISMATCH on every PE, naming the field, as the
+// Runtime's agreement would be.
+
+constexpr std::uint64_t kSmallBytes = 1024;
+struct SmallHeader {
+  std::uint64_t op = 0;    // which collective
+  std::uint64_t root = 0;
+  std::uint64_t bytes = 0;  // this member's contribution (kTooBig: collect's, past kSmallBytes)
+  std::uint64_t unit = 0;   // the element's size, and the reduction's operator
+};
+constexpr std::uint64_t kTooBig = ~std::uint64_t{0};
+constexpr std::uint64_t kSlotBytes = 64 + kSmallBytes;
+constexpr std::uint64_t kAreaBytes = 2 * kSlotBytes;
+enum SmallOp : std::uint64_t { kSmallBroadcast = 1, kSmallFcollect, kSmallCollect, kSmallAlltoall,
+                               kSmallReduce };
+
+std::byte* small_scratch = nullptr;  // max_teams areas, set by MakeScratch
+int small_areas = 0;
+
+bool Small(const TeamEntry& team, std::uint64_t bytes) {
+  return team.direct && small_scratch != nullptr && team.slot < small_areas && bytes <= kSmallBytes;
+}
+
+class SmallCall {
+ public:
+  SmallCall(const TeamEntry& team) : team_(team) {
+    const std::uint64_t parity = team.small_calls++ % 2;
+    mine_ = small_scratch + static_cast<std::uint64_t>(team.slot) * kAreaBytes + parity * kSlotBytes;
+  }
+  std::byte* Payload() { return mine_ + 64; }
+  // Writes this member's header, then the barrier; then checks every member's header.
+  void Exchange(std::string_view call, const SmallHeader& header, bool sizes_agree) {
+    std::memcpy(mine_, &header, sizeof(header));
+    std::atomic_thread_fence(std::memory_order_release);
+    Barrier(call, team_);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    for (std::size_t p = 0; p < team_.pes.size(); ++p) {
+      SmallHeader theirs;
+      std::memcpy(&theirs, Of(static_cast<int>(p)) - 64, sizeof(theirs));
+      const char* field = theirs.op != header.op       ? "collective"
+                          : theirs.root != header.root ? "root"
+                          : theirs.unit != header.unit ? "element type or operator"
+                          : sizes_agree && theirs.bytes != header.bytes ? "size"
+                                                                          : nullptr;
+      if (field != nullptr) {
+        Fail(call, Status::Assertion(ErrorCode::kCollectiveMismatch,
+                                     "the team's PEs called different collectives",
+                                     {{"field", field},
+                                      {"pe", std::to_string(team_.pes[p])}}));
+      }
+    }
+  }
+  // Member `p`'s payload as this process maps it.
+  const std::byte* Of(int p) const {
+    const int pe = team_.pes[static_cast<std::size_t>(p)];
+    return static_cast<const std::byte*>(Direct(pe, SymmetricView{0, mine_, kSlotBytes})) + 64;
+  }
+  std::uint64_t BytesOf(int p) const {
+    SmallHeader theirs;
+    std::memcpy(&theirs, Of(p) - 64, sizeof(theirs));
+    return theirs.bytes;
+  }
+
+ private:
+  const TeamEntry& team_;
+  std::byte* mine_ = nullptr;
+};
+
 int Broadcast(std::string_view call, const TeamEntry& team, void* dest, const void* source,
               std::uint64_t bytes, int root) {
   const int n = static_cast<int>(team.pes.size());
@@ -63,6 +142,15 @@ int Broadcast(std::string_view call, const TeamEntry& team, void* dest, const vo
     FailArgument(call, "PE_root", "in [0, " + std::to_string(n) + ") of the team", std::to_string(root));
   }
   if (bytes == 0) return 0;
+  if (Small(team, bytes)) {
+    Resolve(call, "dest", dest, bytes);
+    SmallCall small(team);
+    const bool is_root = team.my_pe == root;
+    if (is_root) std::memcpy(small.Payload(), source, bytes);
+    small.Exchange(call, {kSmallBroadcast, static_cast<std::uint64_t>(root), bytes, 1}, true);
+    std::memmove(dest, is_root ? source : small.Of(root), bytes);
+    return 0;
+  }
   CollectiveOperands operands = ByteOperands(call, dest, bytes, source, bytes);
   operands.arguments[0] = root;
   Run(call, team, "broadcast", operands);
@@ -76,6 +164,34 @@ int Collect(std::string_view call, const TeamEntry& team, void* dest, const void
   // collect of nothing may do so (tests-sos's zero-length collectives).
   if (room == 0 && bytes == 0) return 0;
   if (room == 0) Resolve(call, "dest", dest, 1);  // fails naming it
+  if (Small(team, 0)) {  // every member takes this path: the sizes are seen after the barrier
+    SmallCall small(team);
+    const bool fits = bytes <= kSmallBytes;
+    if (fits) std::memcpy(small.Payload(), source, bytes);
+    small.Exchange(call, {kSmallCollect, 0, fits ? bytes : kTooBig, 1}, false);
+    const int n = static_cast<int>(team.pes.size());
+    std::uint64_t total = 0;
+    bool all_fit = true;
+    for (int p = 0; p < n; ++p) {
+      const std::uint64_t b = small.BytesOf(p);
+      all_fit = all_fit && b != kTooBig;
+      total += all_fit ? b : 0;
+    }
+    if (all_fit) {
+      if (total > room) {
+        FailArgument(call, "dest", "room for every PE's elements (" + std::to_string(total) + " bytes)",
+                     std::to_string(room) + " bytes");
+      }
+      std::uint64_t at = 0;
+      for (int p = 0; p < n; ++p) {
+        const std::uint64_t b = small.BytesOf(p);
+        std::memcpy(static_cast<std::byte*>(dest) + at, small.Of(p), b);
+        at += b;
+      }
+      return 0;
+    }
+    // Some member's contribution is larger: every member saw it and goes to the unit.
+  }
   CollectiveOperands operands = ByteOperands(call, dest, room, source, bytes);
   operands.results = std::make_shared<std::vector<std::uint64_t>>();
   Run(call, team, "all_gather_v", operands);
@@ -85,6 +201,16 @@ int Collect(std::string_view call, const TeamEntry& team, void* dest, const void
 int Fcollect(std::string_view call, const TeamEntry& team, void* dest, const void* source,
              std::uint64_t bytes) {
   if (bytes == 0) return 0;
+  if (Small(team, bytes)) {
+    Resolve(call, "dest", dest, Bytes(call, bytes, team.pes.size()));
+    SmallCall small(team);
+    std::memcpy(small.Payload(), source, bytes);
+    small.Exchange(call, {kSmallFcollect, 0, bytes, 1}, true);
+    for (std::size_t p = 0; p < team.pes.size(); ++p) {
+      std::memcpy(static_cast<std::byte*>(dest) + p * bytes, small.Of(static_cast<int>(p)), bytes);
+    }
+    return 0;
+  }
   Run(call, team, "all_gather", ByteOperands(call, dest, bytes * team.pes.size(), source, bytes));
   return 0;
 }
@@ -92,7 +218,19 @@ int Fcollect(std::string_view call, const TeamEntry& team, void* dest, const voi
 int Alltoall(std::string_view call, const TeamEntry& team, void* dest, const void* source,
              std::uint64_t bytes) {
   if (bytes == 0) return 0;
-  const std::uint64_t total = bytes * team.pes.size();
+  const std::uint64_t total = Bytes(call, bytes, team.pes.size());
+  if (Small(team, total)) {
+    Resolve(call, "dest", dest, total);
+    SmallCall small(team);
+    std::memcpy(small.Payload(), source, total);
+    small.Exchange(call, {kSmallAlltoall, 0, bytes, 1}, true);
+    const auto me = static_cast<std::uint64_t>(team.my_pe);
+    for (std::size_t p = 0; p < team.pes.size(); ++p) {
+      std::memcpy(static_cast<std::byte*>(dest) + p * bytes,
+                  small.Of(static_cast<int>(p)) + me * bytes, bytes);
+    }
+    return 0;
+  }
   Run(call, team, "all_to_all", ByteOperands(call, dest, total, source, total));
   return 0;
 }
@@ -143,17 +281,31 @@ std::optional<std::string_view> DtypeOf() {
   return std::nullopt;
 }
 
+// a op b, as the Runtime's unit computes it: integers wrap, float min and max propagate NaN.
 template <class T>
 T Combine(ops::ReduceOp op, T a, T b) {
   if constexpr (IsComplex<T>::value) {
     return op == ops::ReduceOp::kProd ? a * b : a + b;
+  } else if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    const auto ua = static_cast<U>(a), ub = static_cast<U>(b);
+    switch (op) {
+      case ops::ReduceOp::kSum: return static_cast<T>(static_cast<U>(ua + ub));
+      case ops::ReduceOp::kProd: return static_cast<T>(static_cast<U>(ua * ub));
+      case ops::ReduceOp::kMin: return b < a ? b : a;
+      case ops::ReduceOp::kMax: return b > a ? b : a;
+      case ops::ReduceOp::kAnd: return static_cast<T>(ua & ub);
+      case ops::ReduceOp::kOr: return static_cast<T>(ua | ub);
+      case ops::ReduceOp::kXor: return static_cast<T>(ua ^ ub);
+    }
+    return a;
   } else {
     switch (op) {
       case ops::ReduceOp::kSum: return a + b;
       case ops::ReduceOp::kProd: return a * b;
-      case ops::ReduceOp::kMin: return b < a ? b : a;
-      case ops::ReduceOp::kMax: return b > a ? b : a;
-      default: return a;  // bitwise operators go to the Runtime's unit (integers only)
+      case ops::ReduceOp::kMin: return a != a ? a : b != b ? b : (b < a ? b : a);
+      case ops::ReduceOp::kMax: return a != a ? a : b != b ? b : (b > a ? b : a);
+      default: return a;  // no bitwise operators on floats (the routines do not exist)
     }
   }
 }
@@ -195,6 +347,25 @@ int Reduce(std::string_view call, const TeamEntry& team, ops::ReduceOp op, T* de
            const T* source, std::size_t count) {
   if (count == 0) return 0;
   const std::uint64_t bytes = Bytes(call, count, sizeof(T));
+  if (Small(team, bytes)) {
+    // Every member combines the members' slots in team-PE order: the same bits everywhere.
+    Resolve(call, "dest", dest, bytes);
+    SmallCall small(team);
+    std::memcpy(small.Payload(), source, bytes);
+    small.Exchange(call, {kSmallReduce, 0, bytes, sizeof(T) * 16 + static_cast<std::uint64_t>(op)}, true);
+    T result[kSmallBytes / sizeof(T) + 1];
+    std::memcpy(result, small.Of(0), bytes);
+    for (std::size_t p = 1; p < team.pes.size(); ++p) {
+      const std::byte* theirs = small.Of(static_cast<int>(p));
+      for (std::size_t i = 0; i < count; ++i) {
+        T value;
+        std::memcpy(&value, theirs + i * sizeof(T), sizeof(T));
+        result[i] = Combine(op, result[i], value);
+      }
+    }
+    std::memcpy(dest, result, bytes);
+    return 0;
+  }
   if (const std::optional<std::string_view> dtype = DtypeOf<T>()) {
     CollectiveOperands operands;
     operands.output = Resolve(call, "dest", dest, bytes);
@@ -213,13 +384,18 @@ int Reduce(std::string_view call, const TeamEntry& team, ops::ReduceOp op, T* de
 
 }  // namespace
 
-void MakeScratch() {
+void MakeScratch(int max_teams) {
   std::lock_guard<std::mutex> lock(scratch_mutex);
   scratch = Allocate("shmem_init", kScratchBytes, 64);
+  small_scratch = static_cast<std::byte*>(
+      Allocate("shmem_init", static_cast<std::uint64_t>(max_teams) * kAreaBytes, 64));
+  small_areas = small_scratch != nullptr ? max_teams : 0;
 }
 void DropScratch() {
   std::lock_guard<std::mutex> lock(scratch_mutex);
   scratch = nullptr;  // shmem_finalize frees every block
+  small_scratch = nullptr;
+  small_areas = 0;
 }
 
 }  // namespace hyper_parallel::shmem::openshmem

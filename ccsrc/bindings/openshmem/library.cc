@@ -242,16 +242,26 @@ void UnmapStaticData(Runtime& runtime) {
   if (Status s = runtime.Free(whole, "OpenSHMEM static data"); !s.ok()) Fail("shmem_finalize", s);
 }
 
+// Fills what a team entry derives: its slot, and whether every member's heap is mapped here.
+TeamEntry Completed(TeamEntry entry) {
+  TeamInfo info;
+  if (Status s = Runtime::Process().DescribeTeam(entry.handle, &info); !s.ok()) Fail("shmem_team", s);
+  entry.slot = info.slot;
+  entry.direct = true;
+  for (int pe : entry.pes) entry.direct = entry.direct && S().peer_heaps[static_cast<std::size_t>(pe)] != nullptr;
+  return entry;
+}
+
 void AddPredefinedTeams(Runtime& runtime) {
   TeamEntry world{kWorldTeam, {}, runtime.rank()};
   for (int pe = 0; pe < runtime.size(); ++pe) world.pes.push_back(pe);
-  S().teams[reinterpret_cast<std::uintptr_t>(SHMEM_TEAM_WORLD)] = world;
+  S().teams[reinterpret_cast<std::uintptr_t>(SHMEM_TEAM_WORLD)] = Completed(world);
   TeamHandle node;
   if (Status s = runtime.NodeTeam(&node); !s.ok()) Fail("shmem_init", s);
   TeamInfo info;
   if (Status s = runtime.DescribeTeam(node, &info); !s.ok()) Fail("shmem_init", s);
   S().teams[reinterpret_cast<std::uintptr_t>(SHMEM_TEAM_SHARED)] =
-      TeamEntry{node, info.pes, info.my_pe};
+      Completed(TeamEntry{node, info.pes, info.my_pe});
 }
 
 void FinalizeAtExit() {
@@ -286,7 +296,7 @@ void Initialize(std::string_view call) {
   AddPredefinedTeams(runtime);
   S().ready = true;
   lock.unlock();
-  MakeScratch();
+  MakeScratch(static_cast<int>(runtime.Snapshot().config.max_teams));
   static std::once_flag registered;
   std::call_once(registered, [] { std::atexit(&FinalizeAtExit); });
 }
@@ -481,6 +491,7 @@ const TeamEntry* FindTeam(std::string_view call, std::uintptr_t team, bool allow
 }
 
 std::uintptr_t AddTeam(TeamEntry entry) {
+  entry = Completed(std::move(entry));
   std::lock_guard<std::mutex> lock(S().mutex);
   const std::uintptr_t value = S().next_team++;
   S().teams[value] = std::move(entry);

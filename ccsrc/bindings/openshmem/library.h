@@ -78,6 +78,10 @@ struct TeamEntry {
   std::vector<int> pes;
   int my_pe = -1;
   int num_contexts = 0;  ///< as its split's configuration asked (shmem_team_get_config)
+  int slot = 0;          ///< the Runtime's team slot (its small collectives' scratch area)
+  bool direct = false;   ///< every member's heap is mapped here (small collectives by copies)
+  /// Small collectives run on this team so far (the same count on every member).
+  mutable std::uint64_t small_calls = 0;
 };
 /// The entry of `team` (shmem_team_t as an integer), or fails naming `call`; null for
 /// SHMEM_TEAM_INVALID when `allow_invalid`.
@@ -91,9 +95,10 @@ const TeamEntry& ActiveSet(std::string_view call, int start, int log_stride, int
 /// The world PE of `pe` as context `ctx` numbers it (a context of a team: that team's PE).
 int ContextPe(std::string_view call, std::uintptr_t ctx, int pe);
 
-/// The collectives' scratch block (collectives.cc): made by shmem_init once the library is
-/// ready (collective), forgotten by shmem_finalize before it frees every block.
-void MakeScratch();
+/// The collectives' scratch blocks (collectives.cc): made by shmem_init once the library is
+/// ready (collective; `max_teams` areas for the small collectives), forgotten by
+/// shmem_finalize before it frees every block.
+void MakeScratch(int max_teams);
 void DropScratch();
 
 /// Quiet on the default stream (everything this PE issued is complete), failing as `call`.

@@ -1,7 +1,7 @@
 /* How a job ends (docs/openshmem.md): `global_exit S` has PE 1 call shmem_global_exit(S) while
  * the others wait in a barrier; `status S` has PE 1 return S; `bad_put` puts to an address that
  * is not symmetric; `overflow` puts more elements than bytes can count; `before_init` calls
- * shmem_my_pe first. */
+ * shmem_my_pe first; `mismatch` has the PEs name different roots of one broadcast. */
 #include <shmem.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +26,10 @@ int main(int argc, char **argv) {
     int local = 0;
     if (me == 0) shmem_putmem(&local, &local, sizeof(local), 1);
     shmem_barrier_all();
+  }
+  if (strcmp(argv[1], "mismatch") == 0) {
+    long *block = shmem_malloc(64);
+    shmem_long_broadcast(SHMEM_TEAM_WORLD, block, block, 1, me % 2);
   }
   if (strcmp(argv[1], "overflow") == 0) {
     long *block = shmem_malloc(64);
