@@ -1,6 +1,6 @@
 """OSU's OpenSHMEM benchmarks, ours beside Open MPI's OSHMEM, in one run on one host.
 
-    python benchmarks/osu_openshmem.py [--suites DIR] [--rounds 3] [--out DIR]
+    python benchmarks/osu_openshmem.py [--suites DIR] [--rounds 3] [--out DIR] [--hosts]
 
 Builds the OSU micro-benchmarks 7.4's OpenSHMEM programs (unchanged, from --suites, default
 ../shared/peer-suites beside the checkout; they are not part of the project) twice: with
@@ -13,6 +13,12 @@ get_mr_nb). Its ratio says how many times better ours is: OSHMEM's latency / our
 / OSHMEM's. The summary is the median ratio over the rows OSHMEM completes and the lowest row
 (targets in docs/benchmarks.md: median >= 1.0, no row below 0.9). Writes osu_openshmem.json and
 osu_openshmem.png to --out (default docs/benchmarks).
+
+--hosts: across two hosts made of network namespaces (root; tests/python/netns_hosts.py), one PE
+on each: ours started with torchrun's variables on each host, UCX over TCP on the link; OSHMEM
+by oshrun from host 0 with its daemon started on host 1 through the scale-out benchmark's relay
+(benchmarks/scale_out_peers.py). Point-to-point programs and the collectives at 2 PEs; writes
+osu_openshmem_hosts.json and .png.
 """
 
 from __future__ import annotations
@@ -91,6 +97,55 @@ def run(impl: str, exe: str, pes: int, prog: str) -> dict[str, float]:
     return parse(prog, result.stdout)
 
 
+def run_across_hosts(built: dict, rounds: int, work: str, samples: dict) -> None:
+    """Fills `samples` as main's loop does, with one PE on each of two namespace hosts."""
+    sys.path.insert(0, HERE)
+    from scale_out_hosts import Relay, import_netns_hosts, wait_all  # noqa: E402
+    from scale_out_peers import oshrun_command, write_hostfile  # noqa: E402
+
+    netns = import_netns_hosts()
+    problem = netns.available()
+    if problem:
+        raise SystemExit(f"--hosts: {problem}")
+    cases = [prog for prog in P2P + COLLECTIVES]
+    with netns.NetnsHosts(2) as hosts:
+        relay = Relay(hosts, work)
+        hostfile = write_hostfile(hosts, work)
+        try:
+            port = 29600
+            for r in range(rounds):
+                for i, prog in enumerate(cases):
+                    print(f"\rhosts round {r + 1}/{rounds} case {i + 1}/{len(cases)} {prog}   ",
+                          end="", file=sys.stderr, flush=True)
+                    args = ["heap"] if prog in P2P else []
+                    port += 2
+                    pes = []
+                    for rank in range(2):
+                        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2",
+                                   MASTER_ADDR=hosts.address(0), MASTER_PORT=str(port),
+                                   UCX_TLS="tcp,self", UCX_NET_DEVICES="eth0")
+                        for name in ("HYPER_PARALLEL_SHMEM_BOOTSTRAP_NAME", "HPS_OSHRUN_CONTROL_FD"):
+                            env.pop(name, None)
+                        pes.append(hosts.popen(rank, [built["hps"][prog]] + args, env=env,
+                                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                               text=True))
+                    results = wait_all(pes, 900)
+                    if results[0][0] == 0:
+                        for row, value in parse(prog, results[0][1]).items():
+                            samples.setdefault((prog, 2, row), {}).setdefault("hps", []).append(value)
+                    theirs = hosts.popen(0, oshrun_command(hosts, relay, hostfile,
+                                                           [built["oshmem"][prog]] + args),
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                         env=dict(os.environ, **OSHMEM_ENV))
+                    rc, out, _ = wait_all([theirs], 900)[0]
+                    if rc in (0, 139):  # 139 after its table: OSHMEM's crash at exit (ompi#11604)
+                        for row, value in parse(prog, out).items():
+                            samples.setdefault((prog, 2, row), {}).setdefault("oshmem", []).append(value)
+        finally:
+            relay.close()
+    print(file=sys.stderr)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--suites", default=os.environ.get(
@@ -98,6 +153,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--work", default="/tmp/hps-osu-openshmem")
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks"))
+    parser.add_argument("--hosts", action="store_true",
+                        help="one PE on each of two namespace hosts (root)")
     args = parser.parse_args()
     if not os.path.isdir(os.path.join(args.suites, "osu-micro-benchmarks-7.4")):
         print(f"no OSU sources under {args.suites}; nothing to run")
@@ -105,7 +162,9 @@ def main() -> int:
     built = build(args.suites, args.work)
     cases = [(prog, 2) for prog in P2P] + [(prog, n) for prog in COLLECTIVES for n in (2, 4)]
     samples: dict[tuple, dict[str, list[float]]] = {}
-    for r in range(args.rounds):
+    if args.hosts:
+        run_across_hosts(built, args.rounds, args.work, samples)
+    for r in range(0 if args.hosts else args.rounds):
         for i, (prog, pes) in enumerate(cases):
             print(f"\rround {r + 1}/{args.rounds} case {i + 1}/{len(cases)} {prog}@{pes}   ",
                   end="", file=sys.stderr, flush=True)
@@ -126,7 +185,9 @@ def main() -> int:
     summary = {"rows": len(rows), "rows_oshmem_completes": len(ratios),
                "median_ratio": statistics.median(ratios) if ratios else None,
                "lowest_ratio": min(ratios) if ratios else None,
-               "median_target": MEDIAN_TARGET, "row_target": ROW_TARGET, "rounds": args.rounds}
+               "median_target": MEDIAN_TARGET, "row_target": ROW_TARGET, "rounds": args.rounds,
+               "where": "two namespace hosts, one PE each" if args.hosts else "one host"}
+    name = "osu_openshmem_hosts" if args.hosts else "osu_openshmem"
     by_program: dict[str, list[float]] = {}
     for r in rows:
         if r["ratio"] is not None:
@@ -138,7 +199,7 @@ def main() -> int:
         print(f"| {prog} | {pes} | {len(values)} | {statistics.median(values):.2f}x | {min(values):.2f}x |")
     print(json.dumps(summary, indent=1))
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "osu_openshmem.json"), "w") as f:
+    with open(os.path.join(args.out, name + ".json"), "w") as f:
         json.dump({"summary": summary, "rows": rows}, f, indent=1)
     try:
         import matplotlib
@@ -152,10 +213,10 @@ def main() -> int:
         ax.axhline(ROW_TARGET, color="red", linestyle=":", linewidth=1)
         ax.set_yscale("log")
         ax.set_ylabel("ours vs OSHMEM (x, higher is better)")
-        ax.set_title("OSU OpenSHMEM benchmarks, one host: ratio per message size")
+        ax.set_title(f"OSU OpenSHMEM benchmarks, {summary['where']}: ratio per message size")
         plt.setp(ax.get_xticklabels(), rotation=45, ha="right")
         fig.tight_layout()
-        fig.savefig(os.path.join(args.out, "osu_openshmem.png"), dpi=110)
+        fig.savefig(os.path.join(args.out, name + ".png"), dpi=110)
     except ImportError:
         print("matplotlib is missing: no plot", file=sys.stderr)
     return 0
