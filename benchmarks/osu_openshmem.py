@@ -2,8 +2,8 @@
 
     python benchmarks/osu_openshmem.py [--suites DIR] [--rounds 3] [--out DIR] [--hosts]
 
-Builds the OSU micro-benchmarks 7.4's OpenSHMEM programs (unchanged, from --suites, default
-../shared/peer-suites beside the checkout; they are not part of the project) twice: with
+Builds the OSU micro-benchmarks 7.4's OpenSHMEM programs (unchanged, from --suites, default the
+suites' folder beside the checkout, docs/openshmem.md; they are not part of the project) twice: with
 hps-oshcc and with Open MPI's oshcc. Then, for --rounds rounds, it runs each program with
 hps-oshrun and with oshrun, one after the other (point-to-point at 2 PEs on heap buffers;
 barrier, broadcast, collect, fcollect and reduce at 2 and at 4 PEs), and keeps each row's median

@@ -9,8 +9,8 @@
 #     77 skip, anything else fail; 60 s each).
 #
 # The suites' sources are not part of the project: they are read from the folder
-# $HPS_PEER_SUITES (default: ../shared/peer-suites beside the checkout), copied to a scratch
-# folder and built there. Without that folder the script says so and exits 0. The suites'
+# $HPS_PEER_SUITES (default: the suites' folder beside the checkout, docs/openshmem.md),
+# copied to a scratch folder and built there. Without that folder the script says so and exits 0. The suites'
 # runners call oshcc and oshrun: each implementation gets a private PATH folder where those names
 # are its own tools (hps-oshcc and hps-oshrun for the project), never the system's.
 #
@@ -22,7 +22,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-SUITES=${HPS_PEER_SUITES:-$ROOT/../shared/peer-suites}
+SUITES=${HPS_PEER_SUITES:-$(dirname "$ROOT")/shared/peer-suites}
 ONLY=""
 KEEP=0
 while [ $# -gt 0 ]; do

@@ -33,7 +33,7 @@ Status HostBackend::Atomic(StreamRef stream, const AtomicRequest& request, int p
       return Status::Ok();
     });
   }
-  std::byte* address = PeerHeapBase(pe) + request.offset;
+  std::byte* address = PeerHeapAddress(pe) + request.offset;
   Doorbell* bell = &PeerControl(pe)->doorbell;
   return Submit(stream, "atomic", [address, bell, request, fetched,
                                    hold = std::move(keep_alive)]<CallSite kSite>() {

@@ -358,7 +358,7 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
   std::vector<std::byte*> heaps(spec_.size);
   std::vector<ControlBlock*> controls(spec_.size);
   for (int pe = 0; pe < spec_.size; ++pe) {
-    heaps[pe] = PeerHeapBase(pe);
+    heaps[pe] = PeerHeapAddress(pe);
     controls[pe] = PeerControl(pe);
   }
   device_ = std::make_unique<HostDevice>(spec_.rank, spec_.size, spec_.teams, spec_.timeout,
@@ -582,15 +582,15 @@ NetworkInfo HostBackend::Network() const {
   return info;
 }
 
-std::byte* HostBackend::LocalHeapBase() const { return PeerHeapBase(spec_.rank); }
+std::byte* HostBackend::LocalHeapBase() const { return PeerHeapAddress(spec_.rank); }
 
-std::byte* HostBackend::PeerHeapBase(int pe) const {
+std::byte* HostBackend::PeerHeapAddress(int pe) const {
   if (pe < 0 || pe >= static_cast<int>(mappings_.size())) return nullptr;
   return mappings_[pe].base;
 }
 
 ControlBlock* HostBackend::PeerControl(int pe) const {
-  std::byte* base = PeerHeapBase(pe);
+  std::byte* base = PeerHeapAddress(pe);
   return base == nullptr ? nullptr
                          : std::launder(reinterpret_cast<ControlBlock*>(base + heap_region_bytes_));
 }
@@ -647,7 +647,7 @@ Status HostBackend::Put(StreamRef stream, std::uint64_t offset, const void* sour
       return transport->Put(pe, offset, source, bytes);
     });
   }
-  std::byte* destination = PeerHeapBase(pe) + offset;
+  std::byte* destination = PeerHeapAddress(pe) + offset;
   return Submit(stream, "put", [destination, source, bytes, hold = std::move(keep_alive)]<CallSite kSite>() {
     CopyBytes<kSite>(destination, source, bytes);
     return Status::Ok();
@@ -665,7 +665,7 @@ Status HostBackend::Get(StreamRef stream, void* destination, std::uint64_t offse
       return transport->Get(pe, destination, offset, bytes);
     });
   }
-  const std::byte* source = PeerHeapBase(pe) + offset;
+  const std::byte* source = PeerHeapAddress(pe) + offset;
   return Submit(stream, "get", [destination, source, bytes, hold = std::move(keep_alive)]<CallSite kSite>() {
     CopyBytes<kSite>(destination, source, bytes);
     return Status::Ok();
@@ -682,7 +682,7 @@ Status HostBackend::Signal(StreamRef stream, std::uint64_t offset, SignalWidth w
       return transport->PutSignal(pe, 0, nullptr, 0, signal);
     });
   }
-  std::byte* address = PeerHeapBase(pe) + offset;
+  std::byte* address = PeerHeapAddress(pe) + offset;
   Doorbell* bell = &PeerControl(pe)->doorbell;
   return Submit(stream, "signal", [address, bell, width, op, value]<CallSite kSite>() {
     SignalAndRing<kSite>(address, bell, width, op, value);
@@ -705,8 +705,8 @@ Status HostBackend::PutSignal(StreamRef stream, std::uint64_t offset, const void
                     return transport->PutSignal(pe, offset, source, bytes, signal);
                   });
   }
-  std::byte* destination = PeerHeapBase(pe) + offset;
-  std::byte* address = PeerHeapBase(pe) + signal_offset;
+  std::byte* destination = PeerHeapAddress(pe) + offset;
+  std::byte* address = PeerHeapAddress(pe) + signal_offset;
   Doorbell* bell = &PeerControl(pe)->doorbell;
   return Submit(stream, "put_signal",
                 [destination, source, bytes, address, bell, width, op, value,

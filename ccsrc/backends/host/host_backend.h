@@ -122,11 +122,9 @@ class HostBackend final : public Backend {
   Status WaitSignals(StreamRef stream, const SignalSet& signals, std::uint8_t* satisfied,
                      KeepAlive keep_alive) override;
 
-  /// PEs of this host: their mapping here (PeerHeapBase); null for those reached by network.
-  std::byte* PeerHeapAddress(int pe) const override { return PeerHeapBase(pe); }
-
-  /// Address of heap offset 0 of PE `pe` in this process (null when not mapped).
-  std::byte* PeerHeapBase(int pe) const;
+  /// Address of heap offset 0 of PE `pe` in this process: the PEs of this host; null for
+  /// those reached through the network.
+  std::byte* PeerHeapAddress(int pe) const override;
   /// The control block of PE `pe` as mapped in this process.
   ControlBlock* PeerControl(int pe) const;
 

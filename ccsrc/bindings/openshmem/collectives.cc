@@ -19,8 +19,6 @@
 namespace hyper_parallel::shmem::openshmem {
 namespace {
 
-constexpr StreamRef kDefaultStream{};
-
 const data_plane::Collective& Unit(std::string_view name) {
   const data_plane::Collective* unit = ops::FindCollective(name);
   if (unit == nullptr) {

@@ -242,26 +242,11 @@ void UnmapStaticData(Runtime& runtime) {
   if (Status s = runtime.Free(whole, "OpenSHMEM static data"); !s.ok()) Fail("shmem_finalize", s);
 }
 
-// Fills what a team entry derives: its slot, and whether every member's heap is mapped here.
-TeamEntry Completed(TeamEntry entry) {
-  TeamInfo info;
-  if (Status s = Runtime::Process().DescribeTeam(entry.handle, &info); !s.ok()) Fail("shmem_team", s);
-  entry.slot = info.slot;
-  entry.direct = true;
-  for (int pe : entry.pes) entry.direct = entry.direct && S().peer_heaps[static_cast<std::size_t>(pe)] != nullptr;
-  return entry;
-}
-
 void AddPredefinedTeams(Runtime& runtime) {
-  TeamEntry world{kWorldTeam, {}, runtime.rank()};
-  for (int pe = 0; pe < runtime.size(); ++pe) world.pes.push_back(pe);
-  S().teams[reinterpret_cast<std::uintptr_t>(SHMEM_TEAM_WORLD)] = Completed(world);
+  S().teams[reinterpret_cast<std::uintptr_t>(SHMEM_TEAM_WORLD)] = Described("shmem_init", kWorldTeam);
   TeamHandle node;
   if (Status s = runtime.NodeTeam(&node); !s.ok()) Fail("shmem_init", s);
-  TeamInfo info;
-  if (Status s = runtime.DescribeTeam(node, &info); !s.ok()) Fail("shmem_init", s);
-  S().teams[reinterpret_cast<std::uintptr_t>(SHMEM_TEAM_SHARED)] =
-      Completed(TeamEntry{node, info.pes, info.my_pe});
+  S().teams[reinterpret_cast<std::uintptr_t>(SHMEM_TEAM_SHARED)] = Described("shmem_init", node);
 }
 
 void FinalizeAtExit() {
@@ -309,10 +294,14 @@ std::uint64_t NowNs() {
                                         .count());
 }
 
-void Fail(std::string_view call, const Status& status) {
+void Report(std::string_view call, const Status& status) {
   std::fflush(stdout);
   std::fprintf(stderr, "hyper_parallel_shmem: PE %d: %.*s: %s\n", MyPe(),
                static_cast<int>(call.size()), call.data(), status.ToString().c_str());
+}
+
+void Fail(std::string_view call, const Status& status) {
+  Report(call, status);
   GlobalExit(1);
 }
 
@@ -490,8 +479,17 @@ const TeamEntry* FindTeam(std::string_view call, std::uintptr_t team, bool allow
   return &it->second;  // std::map nodes stay put
 }
 
+TeamEntry Described(std::string_view call, const TeamHandle& handle, int num_contexts) {
+  TeamInfo info;
+  if (Status s = Runtime::Process().DescribeTeam(handle, &info); !s.ok()) Fail(call, s);
+  TeamEntry entry{handle, info.pes, info.my_pe, num_contexts, info.slot, true};
+  for (int pe : entry.pes) {
+    entry.direct = entry.direct && S().peer_heaps[static_cast<std::size_t>(pe)] != nullptr;
+  }
+  return entry;
+}
+
 std::uintptr_t AddTeam(TeamEntry entry) {
-  entry = Completed(std::move(entry));
   std::lock_guard<std::mutex> lock(S().mutex);
   const std::uintptr_t value = S().next_team++;
   S().teams[value] = std::move(entry);
@@ -519,31 +517,47 @@ const TeamEntry& ActiveSet(std::string_view call, int start, int log_stride, int
     auto it = S().active_sets.find({start, stride, size});
     if (it != S().active_sets.end()) return S().teams[it->second];
   }
-  TeamEntry entry;
-  for (int i = 0; i < size; ++i) entry.pes.push_back(start + i * stride);
-  auto mine = std::find(entry.pes.begin(), entry.pes.end(), runtime.rank());
-  if (mine == entry.pes.end()) {
+  std::vector<int> pes;
+  for (int i = 0; i < size; ++i) pes.push_back(start + i * stride);
+  if (std::find(pes.begin(), pes.end(), runtime.rank()) == pes.end()) {
     FailArgument(call, "active set", "one this PE is in", "PE_start " + std::to_string(start) +
                      ", stride " + std::to_string(stride) + ", size " + std::to_string(size));
   }
-  entry.my_pe = static_cast<int>(mine - entry.pes.begin());
-  if (Status s = runtime.TeamCreate(entry.pes, &entry.handle); !s.ok()) Fail(call, s);
+  TeamHandle handle;
+  if (Status s = runtime.TeamCreate(pes, &handle); !s.ok()) Fail(call, s);
+  const TeamEntry entry = Described(call, handle);
   const std::uintptr_t value = AddTeam(entry);
   std::lock_guard<std::mutex> lock(S().mutex);
   S().active_sets[{start, stride, size}] = value;
   return S().teams[value];
 }
 
+std::uintptr_t AddContext(std::uintptr_t team) {
+  std::lock_guard<std::mutex> lock(S().mutex);
+  const std::uintptr_t value = S().next_context++;
+  S().contexts[value] = team;
+  return value;
+}
+
+void RemoveContext(std::uintptr_t ctx) {
+  std::lock_guard<std::mutex> lock(S().mutex);
+  S().contexts.erase(ctx);
+}
+
+std::uintptr_t ContextTeam(std::uintptr_t ctx) {
+  if (ctx == reinterpret_cast<std::uintptr_t>(SHMEM_CTX_DEFAULT)) {
+    return reinterpret_cast<std::uintptr_t>(SHMEM_TEAM_WORLD);
+  }
+  std::lock_guard<std::mutex> lock(S().mutex);
+  auto it = S().contexts.find(ctx);
+  return it == S().contexts.end() ? 0 : it->second;
+}
+
 int ContextPe(std::string_view call, std::uintptr_t ctx, int pe) {
-  std::uintptr_t team = 1;
-  if (ctx != reinterpret_cast<std::uintptr_t>(SHMEM_CTX_DEFAULT)) {
-    std::lock_guard<std::mutex> lock(S().mutex);
-    auto it = S().contexts.find(ctx);
-    if (it == S().contexts.end()) {
-      FailArgument(call, "ctx", "SHMEM_CTX_DEFAULT or a live context",
-                   ctx == 0 ? "SHMEM_CTX_INVALID" : "an unknown or destroyed context");
-    }
-    team = it->second;
+  const std::uintptr_t team = ContextTeam(ctx);
+  if (team == 0) {
+    FailArgument(call, "ctx", "SHMEM_CTX_DEFAULT or a live context",
+                 ctx == 0 ? "SHMEM_CTX_INVALID" : "an unknown or destroyed context");
   }
   if (team == 1) {
     CheckPe(call, pe);
@@ -561,7 +575,7 @@ void Quiet(std::string_view call) {
   Runtime& runtime = Ready(call);
   std::atomic_thread_fence(std::memory_order_seq_cst);  // the direct path's stores
   if (!runtime_rma.exchange(false, std::memory_order_acq_rel)) return;
-  if (Status s = runtime.Quiet(StreamRef{}); !s.ok()) Fail(call, s);
+  if (Status s = runtime.Quiet(kDefaultStream); !s.ok()) Fail(call, s);
 }
 
 void Backoff(std::string_view call, std::uint64_t round, std::uint64_t started_ns) {
@@ -598,7 +612,7 @@ void Finalize() {
     S().ready = false;
   }
   Runtime& runtime = Runtime::Process();
-  if (Status s = runtime.Quiet(StreamRef{}); !s.ok()) Fail("shmem_finalize", s);
+  if (Status s = runtime.Quiet(kDefaultStream); !s.ok()) Fail("shmem_finalize", s);
   DropScratch();
   // Teams this library made, then every block still allocated (collective: every PE holds
   // the same ones, in the same order), then the static data.
@@ -641,7 +655,6 @@ using namespace hyper_parallel::shmem::openshmem;
 
 namespace {
 std::uintptr_t TeamValue(shmem_team_t team) { return reinterpret_cast<std::uintptr_t>(team); }
-shmem_team_t TeamOf(std::uintptr_t value) { return reinterpret_cast<shmem_team_t>(value); }
 }  // namespace
 
 extern "C" {
@@ -747,146 +760,5 @@ void* shmalloc(size_t size) { return shmem_malloc(size); }
 void* shmemalign(size_t alignment, size_t size) { return shmem_align(alignment, size); }
 void* shrealloc(void* ptr, size_t size) { return shmem_realloc(ptr, size); }
 void shfree(void* ptr) { shmem_free(ptr); }
-
-// ---- teams ------------------------------------------------------------------------------------
-int shmem_team_my_pe(shmem_team_t team) {
-  const TeamEntry* entry = FindTeam("shmem_team_my_pe", TeamValue(team), true);
-  return entry ? entry->my_pe : -1;
-}
-int shmem_team_n_pes(shmem_team_t team) {
-  const TeamEntry* entry = FindTeam("shmem_team_n_pes", TeamValue(team), true);
-  return entry ? static_cast<int>(entry->pes.size()) : -1;
-}
-int shmem_team_get_config(shmem_team_t team, long config_mask, shmem_team_config_t* config) {
-  const TeamEntry* entry = FindTeam("shmem_team_get_config", TeamValue(team), true);
-  if (entry == nullptr) return -1;
-  if (config != nullptr && (config_mask & SHMEM_TEAM_NUM_CONTEXTS)) {
-    config->num_contexts = entry->num_contexts;
-  }
-  return 0;
-}
-int shmem_team_translate_pe(shmem_team_t src_team, int src_pe, shmem_team_t dest_team) {
-  const TeamEntry* from = FindTeam("shmem_team_translate_pe", TeamValue(src_team), true);
-  const TeamEntry* to = FindTeam("shmem_team_translate_pe", TeamValue(dest_team), true);
-  if (from == nullptr || to == nullptr || src_pe < 0 ||
-      src_pe >= static_cast<int>(from->pes.size())) {
-    return -1;
-  }
-  const int world = from->pes[static_cast<std::size_t>(src_pe)];
-  auto it = std::find(to->pes.begin(), to->pes.end(), world);
-  return it == to->pes.end() ? -1 : static_cast<int>(it - to->pes.begin());
-}
-
-namespace {
-// A split's result as an entry: this PE's new team, or SHMEM_TEAM_INVALID when outside it.
-// `config` under `mask` is what shmem_team_get_config reports (the contexts any PE may make
-// are not limited: they share the default context's ordering).
-shmem_team_t Adopt(std::string_view call, const TeamHandle& handle,
-                   const shmem_team_config_t* config, long mask) {
-  if (!handle.valid()) return SHMEM_TEAM_INVALID;
-  TeamInfo info;
-  if (Status s = Runtime::Process().DescribeTeam(handle, &info); !s.ok()) Fail(call, s);
-  const int contexts =
-      config != nullptr && (mask & SHMEM_TEAM_NUM_CONTEXTS) ? config->num_contexts : 0;
-  return TeamOf(AddTeam(TeamEntry{handle, info.pes, info.my_pe, contexts}));
-}
-// A split's error as the specification's return: nonzero on every PE, with the reason logged.
-int SplitFailed(std::string_view call, const Status& status) {
-  if (status.code() == ErrorCode::kPeerLost || status.code() == ErrorCode::kTimeout) {
-    Fail(call, status);
-  }
-  std::fprintf(stderr, "hyper_parallel_shmem: PE %d: %.*s: %s\n", shmem_my_pe(),
-               static_cast<int>(call.size()), call.data(), status.ToString().c_str());
-  return -1;
-}
-}  // namespace
-
-int shmem_team_split_strided(shmem_team_t parent_team, int start, int stride, int size,
-                             const shmem_team_config_t* config, long config_mask,
-                             shmem_team_t* new_team) {
-  constexpr std::string_view kCall = "shmem_team_split_strided";
-  if (new_team != nullptr) *new_team = SHMEM_TEAM_INVALID;
-  const TeamEntry* parent = FindTeam(kCall, TeamValue(parent_team), true);
-  if (parent == nullptr) return -1;
-  TeamHandle handle;
-  if (Status s = Runtime::Process().TeamSplitStrided(parent->handle, start, stride, size, &handle);
-      !s.ok()) {
-    return SplitFailed(kCall, s);
-  }
-  if (new_team != nullptr) *new_team = Adopt(kCall, handle, config, config_mask);
-  return 0;
-}
-
-int shmem_team_split_2d(shmem_team_t parent_team, int xrange,
-                        const shmem_team_config_t* xaxis_config, long xaxis_mask,
-                        shmem_team_t* xaxis_team, const shmem_team_config_t* yaxis_config,
-                        long yaxis_mask, shmem_team_t* yaxis_team) {
-  constexpr std::string_view kCall = "shmem_team_split_2d";
-  if (xaxis_team != nullptr) *xaxis_team = SHMEM_TEAM_INVALID;
-  if (yaxis_team != nullptr) *yaxis_team = SHMEM_TEAM_INVALID;
-  const TeamEntry* parent = FindTeam(kCall, TeamValue(parent_team), true);
-  if (parent == nullptr) return -1;
-  TeamHandle x, y;
-  if (Status s = Runtime::Process().TeamSplit2d(parent->handle, xrange, &x, &y); !s.ok()) {
-    return SplitFailed(kCall, s);
-  }
-  if (xaxis_team != nullptr) *xaxis_team = Adopt(kCall, x, xaxis_config, xaxis_mask);
-  if (yaxis_team != nullptr) *yaxis_team = Adopt(kCall, y, yaxis_config, yaxis_mask);
-  return 0;
-}
-
-void shmem_team_destroy(shmem_team_t team) {
-  constexpr std::string_view kCall = "shmem_team_destroy";
-  const std::uintptr_t value = TeamValue(team);
-  if (value <= 2) {
-    if (value == 0) return;
-    FailArgument(kCall, "team", "a team made by a split", "a predefined team");
-  }
-  const TeamEntry* entry = FindTeam(kCall, value);
-  if (Status s = Runtime::Process().TeamDestroy(entry->handle); !s.ok()) Fail(kCall, s);
-  RemoveTeam(value);
-}
-
-// ---- contexts: each shares the default context's ordering, as the specification allows ------
-int shmem_team_create_ctx(shmem_team_t team, long options, shmem_ctx_t* ctx) {
-  (void)options;
-  const TeamEntry* entry = FindTeam("shmem_team_create_ctx", TeamValue(team), true);
-  if (ctx == nullptr) return -1;
-  if (entry == nullptr) {
-    *ctx = SHMEM_CTX_INVALID;
-    return -1;
-  }
-  std::lock_guard<std::mutex> lock(S().mutex);
-  const std::uintptr_t value = S().next_context++;
-  S().contexts[value] = TeamValue(team);
-  *ctx = reinterpret_cast<shmem_ctx_t>(value);
-  return 0;
-}
-int shmem_ctx_create(long options, shmem_ctx_t* ctx) {
-  return shmem_team_create_ctx(SHMEM_TEAM_WORLD, options, ctx);
-}
-void shmem_ctx_destroy(shmem_ctx_t ctx) {
-  const auto value = reinterpret_cast<std::uintptr_t>(ctx);
-  if (ctx == SHMEM_CTX_DEFAULT || ctx == SHMEM_CTX_INVALID) return;
-  Quiet("shmem_ctx_destroy");
-  std::lock_guard<std::mutex> lock(S().mutex);
-  S().contexts.erase(value);
-}
-int shmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t* team) {
-  if (team == nullptr) return -1;
-  const auto value = reinterpret_cast<std::uintptr_t>(ctx);
-  if (ctx == SHMEM_CTX_DEFAULT) {
-    *team = SHMEM_TEAM_WORLD;
-    return 0;
-  }
-  std::lock_guard<std::mutex> lock(S().mutex);
-  auto it = S().contexts.find(value);
-  if (it == S().contexts.end()) {
-    *team = SHMEM_TEAM_INVALID;
-    return -1;
-  }
-  *team = TeamOf(it->second);
-  return 0;
-}
 
 }  // extern "C"

@@ -20,8 +20,9 @@
 
 namespace hyper_parallel::shmem::openshmem {
 
-/// Prints "hyper_parallel_shmem: PE <n>: <call>: <status>" on stderr and ends the job on every
-/// PE (exit status 1).
+/// Prints "hyper_parallel_shmem: PE <n>: <call>: <status>" on stderr.
+void Report(std::string_view call, const Status& status);
+/// Report, then ends the job on every PE (exit status 1).
 [[noreturn]] void Fail(std::string_view call, const Status& status);
 /// Fail with INVALID_ARGUMENT naming `argument`, the rule and what was given.
 [[noreturn]] void FailArgument(std::string_view call, std::string_view argument,
@@ -86,12 +87,20 @@ struct TeamEntry {
 /// The entry of `team` (shmem_team_t as an integer), or fails naming `call`; null for
 /// SHMEM_TEAM_INVALID when `allow_invalid`.
 const TeamEntry* FindTeam(std::string_view call, std::uintptr_t team, bool allow_invalid = false);
+/// The entry of the Runtime team `handle` as this PE sees it (its PEs, slot, whether every
+/// member is mapped here); fails as `call` when the Runtime refuses the handle.
+TeamEntry Described(std::string_view call, const TeamHandle& handle, int num_contexts = 0);
 /// Registers a new team entry and returns its shmem_team_t value.
 std::uintptr_t AddTeam(TeamEntry entry);
 void RemoveTeam(std::uintptr_t team);
 /// The team of the active set (PE_start, 2^logPE_stride, PE_size), made at its first use and
 /// kept (collective over its members, who all call the same deprecated routine).
 const TeamEntry& ActiveSet(std::string_view call, int start, int log_stride, int size);
+/// Contexts: a new one of `team` (its shmem_ctx_t value), its release, and its team
+/// (SHMEM_TEAM_WORLD for SHMEM_CTX_DEFAULT; 0 for an unknown or destroyed context).
+std::uintptr_t AddContext(std::uintptr_t team);
+void RemoveContext(std::uintptr_t ctx);
+std::uintptr_t ContextTeam(std::uintptr_t ctx);
 /// The world PE of `pe` as context `ctx` numbers it (a context of a team: that team's PE).
 int ContextPe(std::string_view call, std::uintptr_t ctx, int pe);
 
@@ -100,6 +109,10 @@ int ContextPe(std::string_view call, std::uintptr_t ctx, int pe);
 /// shmem_finalize before it frees every block.
 void MakeScratch(int max_teams);
 void DropScratch();
+
+/// The stream every operation of the C API is enqueued on (the calling thread's default,
+/// which runs inline).
+inline constexpr StreamRef kDefaultStream{};
 
 /// Quiet on the default stream (everything this PE issued is complete), failing as `call`.
 void Quiet(std::string_view call);

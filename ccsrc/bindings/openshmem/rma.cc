@@ -13,8 +13,6 @@
 namespace hyper_parallel::shmem::openshmem {
 namespace {
 
-constexpr StreamRef kDefaultStream{};
-
 // A copy of `bytes` from local `source` to symmetric `dest` at `pe` (a world PE).
 void Put(std::string_view call, void* dest, const void* source, std::uint64_t bytes, int pe,
          bool nbi) {
@@ -686,7 +684,7 @@ void shmem_fence(void) {
   Runtime& runtime = Ready("shmem_fence");
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (!RuntimeRmaPending()) return;
-  if (Status s = runtime.Fence(StreamRef{}); !s.ok()) Fail("shmem_fence", s);
+  if (Status s = runtime.Fence(kDefaultStream); !s.ok()) Fail("shmem_fence", s);
 }
 // SHMEM_CTX_INVALID: fence and quiet do nothing (OpenSHMEM 1.5).
 void shmem_ctx_fence(shmem_ctx_t ctx) {
