@@ -41,7 +41,8 @@ CallerStreams::Taken CallerStreams::Take() {
 // first failure of a call that returns nothing is kept for the kernel's outcome.
 class DeviceBackend::StreamKernelApi final : public data_plane::KernelApi {
  public:
-  StreamKernelApi(DeviceBackend& backend, void* stream) : backend_(backend), stream_(stream) {}
+  StreamKernelApi(DeviceBackend& backend, void* stream, bool collective)
+      : backend_(backend), stream_(stream), collective_(collective) {}
 
   int rank() const override { return backend_.spec_.rank; }
   int size() const override { return backend_.spec_.size; }
@@ -81,14 +82,69 @@ class DeviceBackend::StreamKernelApi final : public data_plane::KernelApi {
     return Status::Ok();
   }
 
+  Status ReadLocal(void* destination, std::uint64_t offset, std::uint64_t bytes) override {
+    HPS_RETURN_IF_ERROR(failure_);
+    if (!collective_) {
+      return Status::Assertion(ErrorCode::kInvalidState,
+                               "only a collective's kernel reads its heap back (it synchronises "
+                               "the stream)", {});
+    }
+    if (bytes == 0) return Status::Ok();
+    HPS_RETURN_IF_ERROR(backend_.EnqueueGet(stream_, destination, backend_.spec_.rank,
+                                            Region::kHeap, offset, bytes));
+    // A collective's kernel runs on the launching host thread, outside any capture.
+    CallSiteScope site(CallSite::kHostThread);
+    return backend_.Synchronize(stream_);
+  }
+  bool ComputesElementwise() const override { return backend_.ComputesElementwise(); }
+  Status Elementwise(const data_plane::ElementwiseStep& step) override {
+    HPS_RETURN_IF_ERROR(failure_);
+    return backend_.EnqueueElementwise(stream_, step);
+  }
+  // Round words are a collective's (they are reset when its kernel ends, see the header).
+  int RoundWords() const override {
+    return collective_ ? static_cast<int>(backend_.layout_.round_words) : 0;
+  }
+  void PutBlocksAndSetRound(std::span<const data_plane::BlockPut> puts, int pe, int slot,
+                            int word, std::uint64_t value) override {
+    Note(backend_.EnqueuePutBatch(stream_, puts));
+    Note(backend_.EnqueueSetWord(stream_, pe, Region::kControl,
+                                 backend_.layout_.RoundWord(slot, word), StepOf(value)));
+  }
+  Status WaitRound(int slot, int word, std::uint64_t value, int source,
+                   std::string_view operation, std::string_view waiting_for) override {
+    HPS_RETURN_IF_ERROR(failure_);
+    if (std::find(waited_.begin(), waited_.end(), std::pair{slot, word}) == waited_.end()) {
+      waited_.emplace_back(slot, word);
+    }
+    return backend_.EnqueueWaitAtLeast(
+        stream_, Region::kControl, backend_.layout_.RoundWord(slot, word), StepOf(value),
+        std::string(operation) + ": " + std::string(waiting_for) + " from PE " +
+            std::to_string(source));
+  }
+  // Sets the round words this kernel waited on back to 0, after those waits (stream order).
+  Status ResetRoundWords() {
+    for (const auto& [slot, word] : waited_) {
+      HPS_RETURN_IF_ERROR(backend_.EnqueueSetWord(stream_, backend_.spec_.rank, Region::kControl,
+                                                  backend_.layout_.RoundWord(slot, word), 0));
+    }
+    return Status::Ok();
+  }
+
   const Status& failure() const { return failure_; }
 
  private:
   void Note(Status status) { Keep(&failure_, std::move(status)); }
+  // A round value's step within its call (data_plane::RoundValue).
+  static std::int64_t StepOf(std::uint64_t value) {
+    return static_cast<std::int64_t>(value & 0xffff);
+  }
 
   DeviceBackend& backend_;
   void* stream_;
+  bool collective_;
   Status failure_;
+  std::vector<std::pair<int, int>> waited_;  // (slot, word)
 };
 
 void DeviceBackend::BeginHeap(const HeapSpec& spec) {
@@ -339,18 +395,26 @@ Status DeviceBackend::ExchangeWithPeers(std::span<const PeerRound> peers,
   return Status::Ok();
 }
 
-Status DeviceBackend::RunKernel(void* stream, const Kernel& kernel) {
-  StreamKernelApi api(*this, stream);
+Status DeviceBackend::RunKernel(void* stream, const Kernel& kernel, bool collective) {
+  StreamKernelApi api(*this, stream, collective);
   // A kernel's body may be captured into a graph and replayed: it may enqueue, not synchronise.
   CallSiteScope site(CallSite::kCustomOp);
   Status status = kernel(api);
-  return status.ok() ? api.failure() : status;
+  if (status.ok()) status = api.failure();
+  Keep(&status, api.ResetRoundWords());
+  return status;
+}
+
+Status DeviceBackend::EnqueueElementwise(void*, const data_plane::ElementwiseStep&) {
+  return Status::Assertion(ErrorCode::kUnsupportedCapability,
+                           "this device backend has no reduction kernel",
+                           {{"backend", std::string(name())}});
 }
 
 Status DeviceBackend::Launch(StreamRef stream, std::string_view name, Kernel kernel,
                              KeepAlive keep_alive) {
   Status status = OnStream(stream, std::move(keep_alive),
-                           [&](void* native) { return RunKernel(native, kernel); });
+                           [&](void* native) { return RunKernel(native, kernel, /*collective=*/false); });
   return std::move(status).At(name, "execute");
 }
 
@@ -369,7 +433,7 @@ Status DeviceBackend::LaunchCollective(StreamRef stream, const data_plane::Colle
                             : Latch(std::move(exchanged));
   }
   if (status.ok() && kernel) {  // no kernel: the agreement was the collective (a barrier)
-    status = RunKernel(own, kernel);
+    status = RunKernel(own, kernel, /*collective=*/true);
     Keep(&status, Synchronize(own));  // it ran to completion: the operands are free again
   }
   return std::move(status).At(name, "execute");

@@ -33,13 +33,20 @@
 //   epochs      [T][P]        sync words, 64 bytes apart: the kernel-side API's op epochs
 //   offers      [2][P][kWords] uint64  members-only exchange rows, by sender and round % 2
 //   offer flags [2][P]        sync words: a sender's round once its row is written
+//   round words [T][W]        sync words, 64 bytes apart: the kernel-side API's round words,
+//                             W = ceil(log2 P) per team slot (KernelApi::RoundWords)
 // A collective of team t writes its row into [t][n % 2] at every member, then raises its flag
 // there (stream order: row before flag), waits until every member's flag here reached n, and
 // reads the rows back. A PE writes [t][n % 2] again (for n + 2) only after every member raised
 // its flag for n + 1, which each does only after it read n: no row is overwritten before it
 // was read. The members-only exchange keeps the same rule per pair of PEs and their rounds. Sync words carry the
 // number's low 31 bits (they fit a vendor's 32-bit signals and grow for two billion
-// collectives); numbers only grow; the block starts zeroed.
+// collectives); numbers only grow; the block starts zeroed. Round words are the exception: a
+// kernel sets them to the step within its call (RoundValue's low 16 bits, which fit a 32-bit
+// signal), and a collective's kernel, once every wait on its own round words passed, sets
+// those words back to 0 before it returns. That is safe: in one call each word at a PE has one
+// writer, whose every write the PE waits for, and no member writes in the next call before
+// this PE published that call's descriptor, after its kernel ran to completion.
 //
 // How to add a backend: docs/architecture.md, "How to add a backend".
 //
@@ -74,7 +81,10 @@ struct DeviceControlLayout {
     epochs = flags + teams * 2 * pes * kLine;
     offers = epochs + teams * pes * kLine;
     offer_flags = (offers + 2 * pes * kRowBytes + kLine - 1) / kLine * kLine;
-    bytes = offer_flags + 2 * pes * kLine;
+    round_words = 1;
+    while ((std::uint64_t{1} << round_words) < pes) ++round_words;
+    rounds = offer_flags + 2 * pes * kLine;
+    bytes = rounds + teams * round_words * kLine;
   }
 
   /// Offsets inside the block.
@@ -93,6 +103,9 @@ struct DeviceControlLayout {
   std::uint64_t OfferFlag(std::uint64_t round, int source) const {
     return offer_flags + (round % 2 * pes + static_cast<std::uint64_t>(source)) * kLine;
   }
+  std::uint64_t RoundWord(int team, int word) const {
+    return rounds + (Team(team) * round_words + static_cast<std::uint64_t>(word)) * kLine;
+  }
 
   std::uint64_t pes = 1;
   std::uint64_t teams = 1;
@@ -100,6 +113,8 @@ struct DeviceControlLayout {
   std::uint64_t epochs = 0;
   std::uint64_t offers = 0;
   std::uint64_t offer_flags = 0;
+  std::uint64_t rounds = 0;
+  std::uint64_t round_words = 1;
   std::uint64_t bytes = 0;
 
  private:
@@ -215,6 +230,11 @@ class DeviceBackend : public Backend {
                                SignalOp op, std::int64_t value) = 0;
   virtual Status EnqueueWaitSignal(void* stream, std::uint64_t offset, SignalWidth width,
                                    Comparison comparison, std::int64_t value) = 0;
+  /// Enqueues one element-wise step (data_plane/elementwise.h) on this PE's memory; a vendor
+  /// without a reduction kernel keeps the default, UNSUPPORTED_CAPABILITY, and says so in
+  /// ComputesElementwise.
+  virtual bool ComputesElementwise() const { return false; }
+  virtual Status EnqueueElementwise(void* stream, const data_plane::ElementwiseStep& step);
   /// A batch of puts to heaps; by default one EnqueuePut each.
   virtual Status EnqueuePutBatch(void* stream, std::span<const data_plane::BlockPut> puts);
   /// A batch of puts each followed by its counter addition; by default a put and an addition
@@ -233,8 +253,9 @@ class DeviceBackend : public Backend {
   Status Exchange(void* stream, const data_plane::CollectiveGroup& group,
                   const CollectiveDescriptor& mine, std::string_view operation,
                   std::vector<CollectiveDescriptor>* all);
-  // Runs a kernel's body on `stream` in the custom-op call site.
-  Status RunKernel(void* stream, const Kernel& kernel);
+  // Runs a kernel's body on `stream` in the custom-op call site; a collective's kernel may
+  // also read its heap back (KernelApi::ReadLocal) and resets its round words afterwards.
+  Status RunKernel(void* stream, const Kernel& kernel, bool collective);
 
   HeapSpec spec_;
   DeviceControlLayout layout_;

@@ -29,10 +29,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string_view>
 
 #include "base/status.h"
+#include "data_plane/elementwise.h"
 
 namespace hyper_parallel::shmem::data_plane {
 
@@ -92,6 +94,32 @@ class KernelApi {
   /// host backend); false on a stream backend, whose heap is device memory that only its
   /// enqueued operations touch.
   virtual bool HostAddressable() const { return false; }
+
+  /// Copies `bytes` of this PE's heap at `offset` into host memory at `destination`, after
+  /// everything the kernel enqueued before: a host-addressable heap is read directly; a stream
+  /// backend synchronises its stream, which only a collective's kernel may ask (it runs on the
+  /// launching thread, never under graph capture; a Launch'ed kernel gets INVALID_STATE).
+  virtual Status ReadLocal(void* destination, std::uint64_t offset, std::uint64_t bytes) {
+    if (!HostAddressable()) {
+      return Status::Assertion(ErrorCode::kUnsupportedCapability,
+                               "this backend cannot read its heap back into host memory", {});
+    }
+    if (bytes > 0) std::memcpy(destination, Local(offset), bytes);
+    return Status::Ok();
+  }
+
+  /// True when Elementwise runs steps on this backend's memory (a stream backend with a
+  /// reduction kernel); a host-addressable backend's kernels compute on the CPU themselves.
+  virtual bool ComputesElementwise() const { return false; }
+
+  /// Enqueues one element-wise step (data_plane/elementwise.h) over memory this PE's stream
+  /// addresses, after everything the kernel enqueued before. UNSUPPORTED_CAPABILITY where
+  /// ComputesElementwise() is false.
+  virtual Status Elementwise(const ElementwiseStep& step) {
+    (void)step;
+    return Status::Assertion(ErrorCode::kUnsupportedCapability,
+                             "this backend has no element-wise kernel", {});
+  }
 
   /// Copies `bytes` from local `source` to heap offset `offset` of PE `pe`.
   virtual void PutBlock(int pe, std::uint64_t offset, const void* source,

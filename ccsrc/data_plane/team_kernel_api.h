@@ -23,6 +23,11 @@ class TeamKernelApi final : public KernelApi {
   int HostOf(int pe) const override { return inner_.HostOf(group_.pe(pe)); }
   std::byte* Local(std::uint64_t offset) const override { return inner_.Local(offset); }
   bool HostAddressable() const override { return inner_.HostAddressable(); }
+  Status ReadLocal(void* destination, std::uint64_t offset, std::uint64_t bytes) override {
+    return inner_.ReadLocal(destination, offset, bytes);
+  }
+  bool ComputesElementwise() const override { return inner_.ComputesElementwise(); }
+  Status Elementwise(const ElementwiseStep& step) override { return inner_.Elementwise(step); }
   void PutBlock(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes) override {
     inner_.PutBlock(group_.pe(pe), offset, source, bytes);
   }

@@ -249,7 +249,7 @@ def _device_backend_refuses_reductions(rank, size):
         if shmem.backend_info().name == "host":
             shmem.all_reduce(out, torch.ones(16))
             assert out.eq(float(size)).all()
-        else:  # no device reduction kernel yet (docs/status.md)
+        else:  # CANN's host API has no element-wise kernel (docs/status.md)
             expect_shmem_error("UNSUPPORTED_CAPABILITY", shmem.all_reduce, out, torch.ones(16))
         shmem.barrier()
         shmem.free(out)

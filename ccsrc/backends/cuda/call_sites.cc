@@ -94,6 +94,10 @@ class Checked final : public CudaApi {
     HPS_RETURN_IF_ERROR(Check(CudaCall::kWaitValue64));
     return inner_->WaitValue64(stream, address, comparison, value, timeout_ns, report);
   }
+  Status ElementwiseAsync(void* stream, const data_plane::ElementwiseStep& step) override {
+    HPS_RETURN_IF_ERROR(Check(CudaCall::kElementwiseAsync));
+    return inner_->ElementwiseAsync(stream, step);
+  }
 
  private:
   static Status Check(CudaCall call) { return CheckCudaCall(call, CurrentCallSite()); }

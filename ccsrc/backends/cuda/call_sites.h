@@ -30,7 +30,8 @@ inline constexpr CallSite kCudaSites[] = {CallSite::kHostThread, CallSite::kCust
 enum class CudaCall : std::uint8_t {
   kGetDevice, kSetDevice, kDeviceUuid, kLoadKernels, kMalloc, kFree, kMallocHost, kFreeHost, kIpcExport,
   kIpcOpen, kIpcClose, kStreamCreate, kStreamDestroy, kStreamSynchronize, kMemcpyAsync,
-  kCopyBlocksAsync, kCopyBlocksAndAddAsync, kWriteValue64, kAddValue64, kWaitValue64, kCount,
+  kCopyBlocksAsync, kCopyBlocksAndAddAsync, kWriteValue64, kAddValue64, kWaitValue64,
+  kElementwiseAsync, kCount,
 };
 
 struct CudaCallRule {
@@ -64,6 +65,7 @@ inline constexpr CudaCallRule kCudaCallRules[] = {
     {CudaCall::kWriteValue64, "cuStreamWriteValue64", kEnqueue},
     {CudaCall::kAddValue64, "the add kernel", kEnqueue},
     {CudaCall::kWaitValue64, "the wait kernel", kEnqueue},
+    {CudaCall::kElementwiseAsync, "the reduction kernel", kEnqueue},
 };
 
 constexpr bool CudaTableIsIndexedByCall() {

@@ -70,6 +70,8 @@ Status MakeCall(CudaApi& api, CudaCall call) {
     case CudaCall::kAddValue64: return api.AddValue64(nullptr, &word, 1);
     case CudaCall::kWaitValue64:
       return api.WaitValue64(nullptr, &word, WaitComparison::kEq, 0, 0, &report);
+    case CudaCall::kElementwiseAsync:
+      return api.ElementwiseAsync(nullptr, data_plane::ElementwiseStep{});
     case CudaCall::kCount: break;
   }
   return Status::Assertion(ErrorCode::kInvalidArgument, "no such call");

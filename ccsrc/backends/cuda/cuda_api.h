@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "data_plane/elementwise.h"
 
 namespace hyper_parallel::shmem::cuda {
 
@@ -139,6 +140,10 @@ class CudaApi {
   virtual Status WaitValue64(void* stream, const void* address, WaitComparison comparison,
                              std::int64_t value, std::uint64_t timeout_ns,
                              WaitReport* report) = 0;
+  /// Enqueues one element-wise step of a reduction (data_plane/elementwise.h) over
+  /// device-addressable memory, pointers aligned to their element type: the reductions' kernel
+  /// (cuda_reduce.cu); the fake runs it on the CPU.
+  virtual Status ElementwiseAsync(void* stream, const data_plane::ElementwiseStep& step) = 0;
 };
 
 /// The real CUDA runtime (null with UNSUPPORTED_CAPABILITY in a build without CUDA, or when this

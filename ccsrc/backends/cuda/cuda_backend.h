@@ -92,6 +92,10 @@ class CudaBackend final : public DeviceBackend {
   Status EnqueueWaitSignal(void* stream, std::uint64_t offset, SignalWidth width,
                            Comparison comparison, std::int64_t value) override;
   Status EnqueuePutBatch(void* stream, std::span<const data_plane::BlockPut> puts) override;
+  bool ComputesElementwise() const override { return true; }
+  Status EnqueueElementwise(void* stream, const data_plane::ElementwiseStep& step) override {
+    return api_->ElementwiseAsync(stream, step);
+  }
   Status EnqueuePutBatchSignalled(void* stream,
                                   std::span<const data_plane::SignalledPut> puts) override;
 

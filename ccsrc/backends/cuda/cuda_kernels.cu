@@ -193,7 +193,7 @@ cudaError_t LoadKernels() {
     const cudaError_t error = cudaFuncGetAttributes(&attributes, kernel);
     if (error != cudaSuccess) return error;
   }
-  return cudaSuccess;
+  return LoadReduceKernels();
 }
 
 cudaError_t LaunchCopyBlocks(cudaStream_t stream, const CopyBlock* blocks, int count) {

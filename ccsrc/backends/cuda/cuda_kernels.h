@@ -1,5 +1,6 @@
 // The CUDA backend's stream kernels, as host launchers (cuda_kernels.cu): the one-thread
-// signal and wait kernels, and the batched copy kernel.
+// signal and wait kernels, and the batched copy kernel; and the reductions' element-wise kernel
+// (cuda_reduce.cu).
 //
 // Each launcher enqueues one kernel on `stream` (one block of one thread, except the copy
 // kernel) and returns the launch's cudaError_t (cudaLaunchKernelEx), never a stale error of an
@@ -16,6 +17,7 @@
 #include <cstdint>
 
 #include "backends/cuda/cuda_api.h"
+#include "data_plane/elementwise.h"
 
 namespace hyper_parallel::shmem::cuda {
 
@@ -23,6 +25,14 @@ namespace hyper_parallel::shmem::cuda {
 /// forces CUDA's lazy loading to load it now), so that no later first launch waits for the
 /// kernels running on the device (CudaApi::LoadKernels).
 cudaError_t LoadKernels();
+/// The same for the reductions' kernels (cuda_reduce.cu); LoadKernels calls it.
+cudaError_t LoadReduceKernels();
+
+/// Enqueues one element-wise step of a reduction (data_plane/elementwise.h; cuda_reduce.cu):
+/// a grid-stride kernel over device-addressable memory whose pointers are aligned to their
+/// element type; widening or narrowing a type that accumulates in itself is a cudaMemcpyAsync
+/// (nothing when source and destination are one). Nothing for zero elements.
+cudaError_t LaunchElementwise(cudaStream_t stream, const data_plane::ElementwiseStep& step);
 
 /// Copies `count` (1 .. kCopyBlocksPerLaunch) blocks with one launch. The descriptors travel
 /// by value in the kernel's parameters. Each block is cut into 64 KiB slices; the grid has one

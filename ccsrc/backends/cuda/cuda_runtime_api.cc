@@ -380,4 +380,8 @@ Status CudaRuntimeApi::WaitValue64(void* stream, const void* address, WaitCompar
                "cudaLaunchKernelEx(WaitValue64)");
 }
 
+Status CudaRuntimeApi::ElementwiseAsync(void* stream, const data_plane::ElementwiseStep& step) {
+  return Check(LaunchElementwise(AsStream(stream), step), "cudaLaunchKernelEx(Elementwise)");
+}
+
 }  // namespace hyper_parallel::shmem::cuda

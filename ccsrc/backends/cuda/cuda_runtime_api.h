@@ -32,6 +32,7 @@
 //   AddValue64              a one-thread kernel: __threadfence_system, then atomicAdd_system
 //   WaitValue64             a one-thread polling kernel bounded by %globaltimer that fills the
 //                           WaitReport and returns when the timeout passes (cuda_kernels.h)
+//   ElementwiseAsync        the reductions' grid-stride kernel (cuda_reduce.cu)
 //
 // Thread-safety: like the CUDA runtime, any thread may call any method; the current device is
 // the calling thread's. The table of exported handles takes a mutex.
@@ -80,6 +81,7 @@ class CudaRuntimeApi final : public CudaApi {
   Status LoadKernels() override;
   Status WriteValue64(void* stream, void* address, std::int64_t value) override;
   Status AddValue64(void* stream, void* address, std::int64_t value) override;
+  Status ElementwiseAsync(void* stream, const data_plane::ElementwiseStep& step) override;
   Status WaitValue64(void* stream, const void* address, WaitComparison comparison,
                      std::int64_t value, std::uint64_t timeout_ns, WaitReport* report) override;
 

@@ -29,7 +29,8 @@ Status AllReduce::Run(data_plane::KernelApi& api, const data_plane::CollectivePl
   ReductionLayout layout;
   HPS_RETURN_IF_ERROR(PlanReduction(ReductionKind::kAllReduce, plan.group.size(), plan.group.index,
                                     plan.input_bytes / ElementBytes(type), type,
-                                    plan.workspace_bytes, name(), &layout));
+                                    plan.workspace_bytes, name(), &layout,
+                                    /*staged=*/!api.HostAddressable()));
   return RunReduction(api, plan, layout, type, *ReduceOpOf(plan.arguments[0]), name());
 }
 

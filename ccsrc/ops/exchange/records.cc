@@ -45,10 +45,9 @@ Status GatherRecords(data_plane::KernelApi& api, const data_plane::CollectivePla
   const int me = group.index;
   const std::uint64_t words = mine.size();
   const int rounds = Rounds(n);
-  if (n > 1 && (!api.HostAddressable() || api.RoundWords() < rounds)) {
+  if (n > 1 && api.RoundWords() < rounds) {
     return Status::Assertion(ErrorCode::kUnsupportedCapability,
-                             "exchanging sizes needs round words and a CPU-addressable heap; "
-                             "this backend offers neither yet",
+                             "exchanging sizes needs round words; this backend has too few",
                              {{"operation", std::string(operation)}});
   }
   // held[r]: the record of member me + r (mod n), for r below what is held so far.
@@ -68,7 +67,9 @@ Status GatherRecords(data_plane::KernelApi& api, const data_plane::CollectivePla
                                       data_plane::RoundValue(plan.sequence,
                                                              static_cast<std::uint64_t>(k) + 1),
                                       from, operation, "the members' sizes"));
-    std::memcpy(held.data() + static_cast<std::uint64_t>(d) * words, api.Local(region), bytes);
+    // Read back into host memory (a stream backend synchronises its stream here).
+    HPS_RETURN_IF_ERROR(
+        api.ReadLocal(held.data() + static_cast<std::uint64_t>(d) * words, region, bytes));
     region += bytes;
   }
   all->assign(static_cast<std::size_t>(n) * words, 0);

@@ -9,7 +9,8 @@
 // RoundValue(epoch, k + 1): word k at a member is written only by the member 2^k after it, so
 // ceil(log2 N) words do, and a later round's record can never pass for an earlier one's (an
 // arrival count could not tell them apart). After ceil(log2 N) rounds every member holds every
-// record. Round words are the host backend's; elsewhere UNSUPPORTED_CAPABILITY.
+// record. Each round's records are read back into host memory (KernelApi::ReadLocal: a stream
+// backend synchronises its stream), since the sizes decide what the kernel enqueues next.
 //
 // Thread-safety: runs on the launching stream.
 #pragma once

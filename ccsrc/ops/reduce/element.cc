@@ -277,4 +277,14 @@ void Combine(ElementType type, ReduceOp op, const void* lower, const void* upper
   }
 }
 
+void RunElementwise(const data_plane::ElementwiseStep& step) {
+  using Kind = data_plane::ElementwiseStep::Kind;
+  switch (step.kind) {
+    case Kind::kWiden: return ToAccumulators(step.type, step.lower, step.out, step.count);
+    case Kind::kNarrow: return FromAccumulators(step.type, step.lower, step.out, step.count);
+    case Kind::kCombine:
+      return Combine(step.type, step.op, step.lower, step.upper, step.out, step.count);
+  }
+}
+
 }  // namespace hyper_parallel::shmem::ops

@@ -17,11 +17,13 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "data_plane/elementwise.h"
 
 namespace hyper_parallel::shmem::ops {
 
-/// A reduction's operator, as its number in a collective's arguments.
-enum class ReduceOp : std::int64_t { kSum = 0, kProd, kMin, kMax, kAnd, kOr, kXor };
+/// A reduction's operator, as its number in a collective's arguments (data_plane/elementwise.h,
+/// where stream backends see it too).
+using data_plane::ReduceOp;
 
 /// "sum", "prod", "min", "max", "and", "or", "xor".
 std::string_view ReduceOpName(ReduceOp op);
@@ -31,10 +33,7 @@ std::optional<ReduceOp> ReduceOpOf(std::int64_t code);
 
 /// The element types a reduction takes, by their torch names ("float32", "bfloat16", "int64",
 /// ...).
-enum class ElementType {
-  kFloat16, kBFloat16, kFloat32, kFloat64,
-  kInt8, kUInt8, kInt16, kUInt16, kInt32, kUInt32, kInt64, kUInt64,
-};
+using data_plane::ElementType;
 
 std::optional<ElementType> ElementTypeNamed(std::string_view name);
 std::string_view ElementTypeName(ElementType type);
@@ -56,6 +55,8 @@ void FromAccumulators(ElementType type, const void* accumulators, void* destinat
 /// out[i] = lower[i] op upper[i] over `count` accumulators; `out` may be `lower` or `upper`.
 void Combine(ElementType type, ReduceOp op, const void* lower, const void* upper, void* out,
              std::uint64_t count);
+/// One step of data_plane/elementwise.h on the CPU: ToAccumulators, FromAccumulators or Combine.
+void RunElementwise(const data_plane::ElementwiseStep& step);
 
 /// The half types' conversions (exposed for their tests).
 float HalfToFloat(std::uint16_t bits);

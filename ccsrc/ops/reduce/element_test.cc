@@ -95,6 +95,28 @@ TEST(ReduceHalvingTest, PassesFitTheWorkspaceForEveryGroupSize) {
       }
     }
   }
+  // Staged (a stream backend): the sets take a quarter each, and the accumulators, the staged
+  // half-type input and reduce_scatter's hand-over block fit past them, in order.
+  for (int size : {1, 2, 3, 5, 8}) {
+    for (ReductionKind kind : {ReductionKind::kAllReduce, ReductionKind::kReduceScatter}) {
+      for (ElementType type : {ElementType::kBFloat16, ElementType::kFloat64}) {
+        ReductionLayout staged;
+        ASSERT_TRUE(
+            PlanReduction(kind, size, 0, 100003, type, 64 << 10, "test", &staged, true).ok());
+        const ReductionPass pass = staged.Pass(0);
+        const std::uint64_t eb = ElementBytes(type);
+        EXPECT_EQ(staged.set_bytes, (64u << 10) / 4);
+        EXPECT_LE(staged.SetElements(pass) * staged.accumulator_bytes, staged.set_bytes);
+        EXPECT_EQ(staged.accumulators_at, 2 * staged.set_bytes);
+        EXPECT_GE(staged.stage_at, staged.accumulators_at + pass.Elements() * staged.accumulator_bytes);
+        EXPECT_GE(staged.hand_over_at,
+                  staged.stage_at + (staged.accumulator_bytes == eb ? 0 : pass.Elements() * eb));
+        const std::uint64_t hand_over =
+            kind == ReductionKind::kReduceScatter ? staged.pass_elements * eb : 0;
+        EXPECT_LE(staged.hand_over_at + hand_over, 64u << 10) << size;
+      }
+    }
+  }
   // More passes than round words can number: refused, naming the setting to raise.
   ReductionLayout layout;
   const Status passes = PlanReduction(ReductionKind::kAllReduce, 2, 0, 100000000,

@@ -10,6 +10,8 @@ namespace {
 // Round-word values must stay below 2^16 steps per call (data_plane::RoundValue).
 constexpr std::uint64_t kMaxSteps = std::uint64_t{1} << 16;
 
+std::uint64_t Lines(std::uint64_t bytes) { return (bytes + 63) / 64 * 64; }
+
 }  // namespace
 
 HalvingShape::HalvingShape(int group_size, int member) : size(group_size), index(member) {
@@ -77,13 +79,25 @@ std::uint64_t ReductionLayout::SetElements(const ReductionPass& pass) const {
 
 Status PlanReduction(ReductionKind kind, int group_size, int member, std::uint64_t elements,
                      ElementType type, std::uint64_t workspace_bytes, std::string_view operation,
-                     ReductionLayout* out) {
+                     ReductionLayout* out, bool staged) {
   ReductionLayout layout;
   layout.kind = kind;
   layout.shape = HalvingShape(group_size, member);
   layout.elements = elements;
   layout.accumulator_bytes = AccumulatorBytes(type);
-  layout.set_bytes = (workspace_bytes / 2) / 64 * 64;
+  layout.staged = staged;
+  layout.set_bytes = (workspace_bytes / (staged ? 4 : 2)) / 64 * 64;
+  const std::uint64_t eb = ElementBytes(type);
+  // Staged: what lies past the two sets for a pass of these pieces, and whether it fits.
+  const auto place_staged = [&](const ReductionPass& pass) {
+    layout.accumulators_at = 2 * layout.set_bytes;
+    layout.stage_at = layout.accumulators_at + Lines(pass.Elements() * layout.accumulator_bytes);
+    const std::uint64_t stage = layout.accumulator_bytes == eb ? 0 : Lines(pass.Elements() * eb);
+    layout.hand_over_at = layout.stage_at + stage;
+    const std::uint64_t hand_over =
+        kind == ReductionKind::kReduceScatter ? Lines(layout.pass_elements * eb) : 0;
+    return layout.hand_over_at + hand_over <= workspace_bytes;
+  };
   const std::uint64_t capacity = layout.set_bytes / layout.accumulator_bytes;
   const auto n = static_cast<std::uint64_t>(group_size);
   // Elements of one block set per pass: all_reduce's slab, or reduce_scatter's piece of each
@@ -93,16 +107,20 @@ Status PlanReduction(ReductionKind kind, int group_size, int member, std::uint64
   std::uint64_t guess = std::max<std::uint64_t>(1, std::min(elements, 2 * capacity / per_slab));
   for (;;) {
     layout.pass_elements = guess;
-    const std::uint64_t need = layout.SetElements(layout.Pass(0));
-    if (need <= capacity) break;
+    const ReductionPass first = layout.Pass(0);
+    const std::uint64_t need = layout.SetElements(first);
+    if (need <= capacity && (!staged || place_staged(first))) break;
     if (guess == 1) {
       return Status::Contract(
           ErrorCode::kInvalidArgument, std::string(operation) + " workspace bytes",
           "room for one element of each of " + std::to_string(group_size) +
-              " members in half of it (set HYPER_PARALLEL_SHMEM_REDUCE_WORKSPACE higher)",
+              " members in " + (staged ? "a quarter" : "half") +
+              " of it (set HYPER_PARALLEL_SHMEM_REDUCE_WORKSPACE higher)",
           std::to_string(workspace_bytes));
     }
-    guess = std::min(guess - 1, std::max<std::uint64_t>(1, guess * capacity / need));
+    // Shrink by the sets' excess, or (the staged areas did not fit) by a quarter.
+    const std::uint64_t smaller = need > capacity ? guess * capacity / need : guess * 3 / 4;
+    guess = std::min(guess - 1, std::max<std::uint64_t>(1, smaller));
   }
   layout.passes = elements == 0 ? 0 : (elements + layout.pass_elements - 1) / layout.pass_elements;
   if (layout.passes * layout.shape.StepsPerPass() + 3 >= kMaxSteps) {
@@ -121,18 +139,21 @@ Status RunReduction(data_plane::KernelApi& api, const data_plane::CollectivePlan
                     std::string_view operation) {
   const HalvingShape& shape = layout.shape;
   const data_plane::CollectiveGroup& group = plan.group;
-  if (shape.size > 1 && (!api.HostAddressable() || api.RoundWords() < shape.Words())) {
+  const bool staged = layout.staged;
+  if ((shape.size > 1 && api.RoundWords() < shape.Words()) ||
+      (staged != !api.HostAddressable()) || (staged && !api.ComputesElementwise())) {
     return Status::Assertion(
         ErrorCode::kUnsupportedCapability,
-        "reductions run on the CPU over round words; this backend offers neither (a device "
-        "reduction kernel is not built yet)",
+        "reductions need round words and either a CPU-addressable heap or an element-wise "
+        "kernel on the backend's stream; this backend lacks them",
         {{"operation", std::string(operation)}});
   }
   const std::uint64_t eb = ElementBytes(type);
   const std::uint64_t ab = layout.accumulator_bytes;
   // Types that accumulate in themselves are read straight from the input the first time and
-  // written straight into their output the last: no copy in, none out.
-  const bool direct = ab == eb;
+  // written straight into their output the last: no copy in, none out (on the CPU; staged
+  // kernels put their input into the workspace first).
+  const bool direct = ab == eb && !staged;
   const int me = shape.index;
   const int vrank = shape.VirtualRank();
   const int m = shape.rounds;
@@ -142,70 +163,100 @@ Status RunReduction(data_plane::KernelApi& api, const data_plane::CollectivePlan
   std::byte* output = api.Local(plan.output_offset);
   const int slot = group.sync_slot;
 
+  // The accumulators and the hand-over block: host memory, or (staged) the workspace.
   const ReductionPass first = layout.Pass(0);
-  std::vector<std::byte> acc(first.Elements() * ab);
-  std::vector<std::byte> narrow(first.pieces.empty() ? 0 : first.pieces[0].count * eb + eb);
-  std::byte* const a = acc.data();
+  std::vector<std::byte> acc(staged ? 0 : first.Elements() * ab);
+  std::vector<std::byte> narrow_buffer(
+      staged || first.pieces.empty() ? 0 : first.pieces[0].count * eb + eb);
+  std::byte* const a = staged ? api.Local(plan.workspace_offset + layout.accumulators_at) : acc.data();
+  std::byte* const narrow =
+      staged ? api.Local(plan.workspace_offset + layout.hand_over_at) : narrow_buffer.data();
+  // One element-wise step: on the CPU, or enqueued on the backend's stream.
+  const auto step = [&](data_plane::ElementwiseStep::Kind kind, const void* lower,
+                        const void* upper, void* out, std::uint64_t count) -> Status {
+    const data_plane::ElementwiseStep element{kind, type, op, lower, upper, out, count};
+    if (staged) return count == 0 ? Status::Ok() : api.Elementwise(element);
+    RunElementwise(element);
+    return Status::Ok();
+  };
+  using Kind = data_plane::ElementwiseStep::Kind;
 
   for (std::uint64_t p = 0; p < layout.passes; ++p) {
     const ReductionPass pass = layout.Pass(p);
     const std::uint64_t set_base = plan.workspace_offset + (p % 2) * layout.set_bytes;
     const std::uint64_t base_step = p * shape.StepsPerPass();
-    const auto value = [&](std::uint64_t step) {
-      return data_plane::RoundValue(plan.sequence, base_step + step);
+    const auto value = [&](std::uint64_t step_number) {
+      return data_plane::RoundValue(plan.sequence, base_step + step_number);
     };
     const auto region = [&](int k) { return set_base + layout.RegionAt(pass, k) * ab; };
     const auto at = [&](int vr) { return pass.prefix[static_cast<std::size_t>(shape.FirstBlock(vr))]; };
     const auto piece = [&](int b) -> const ReductionPass::Piece& {
       return pass.pieces[static_cast<std::size_t>(b)];
     };
-    const auto wait = [&](int member, int word, std::uint64_t step, std::string_view what) {
-      return api.WaitRound(slot, word, value(step), group.pe(member), operation, what);
+    const auto prefix = [&](int b) { return pass.prefix[static_cast<std::size_t>(b)]; };
+    const auto wait = [&](int member, int word, std::uint64_t step_number, std::string_view what) {
+      return api.WaitRound(slot, word, value(step_number), group.pe(member), operation, what);
     };
     // Where block b's partials are: the input until something was combined into them.
     bool in_input = direct;
     const auto partials = [&](int b) -> const std::byte* {
-      return in_input ? input + piece(b).input_at * eb
-                      : a + pass.prefix[static_cast<std::size_t>(b)] * ab;
+      return in_input ? input + piece(b).input_at * eb : a + prefix(b) * ab;
     };
     // Puts blocks [lo, hi)'s partials to `member`'s workspace at `offset` (one block after the
     // other, as they lie among the accumulators), then sets its round word.
     const auto send = [&](int member, std::uint64_t offset, int lo, int hi, int word,
-                          std::uint64_t step) {
+                          std::uint64_t step_number) {
       std::vector<data_plane::BlockPut> puts;
-      const std::uint64_t base = pass.prefix[static_cast<std::size_t>(lo)];
+      const std::uint64_t base = prefix(lo);
       for (int b = lo; b < hi; ++b) {
         if (piece(b).count == 0) continue;
-        puts.push_back({group.pe(member), offset + (pass.prefix[static_cast<std::size_t>(b)] - base) * ab,
-                        partials(b), piece(b).count * ab});
+        puts.push_back({group.pe(member), offset + (prefix(b) - base) * ab, partials(b),
+                        piece(b).count * ab});
       }
-      api.PutBlocksAndSetRound(puts, group.pe(member), slot, word, value(step));
+      api.PutBlocksAndSetRound(puts, group.pe(member), slot, word, value(step_number));
     };
     // Where block b's result goes when it is final: straight into its output where the type
     // allows, else the accumulators (narrowed afterwards).
     const auto result = [&](int b) -> std::byte* {
-      if (!direct) return a + pass.prefix[static_cast<std::size_t>(b)] * ab;
+      if (!direct) return a + prefix(b) * ab;
       if (all_reduce || b == me) return output + piece(b).output_at * eb;
-      return narrow.data();  // reduce_scatter: the odd member's block, sent in the post-step
+      return narrow;  // reduce_scatter: the odd member's block, sent in the post-step
     };
     // Combines blocks [lo, hi) with `received` (laid out as they lie among the accumulators),
     // this member's partials first when `mine_first`; into `result` when `final`.
     const auto combine = [&](int lo, int hi, const std::byte* received, bool mine_first,
-                             bool final) {
-      const std::uint64_t base = pass.prefix[static_cast<std::size_t>(lo)];
+                             bool final) -> Status {
+      const std::uint64_t base = prefix(lo);
       for (int b = lo; b < hi; ++b) {
-        const std::byte* theirs = received + (pass.prefix[static_cast<std::size_t>(b)] - base) * ab;
-        std::byte* out = final ? result(b) : a + pass.prefix[static_cast<std::size_t>(b)] * ab;
-        Combine(type, op, mine_first ? partials(b) : theirs, mine_first ? theirs : partials(b),
-                out, piece(b).count);
+        const std::byte* theirs = received + (prefix(b) - base) * ab;
+        std::byte* out = final ? result(b) : a + prefix(b) * ab;
+        HPS_RETURN_IF_ERROR(step(Kind::kCombine, mine_first ? partials(b) : theirs,
+                                 mine_first ? theirs : partials(b), out, piece(b).count));
       }
       in_input = false;
+      return Status::Ok();
     };
 
-    if (!direct) {
+    if (staged) {
+      // The pass's input pieces into the workspace (accumulators, or the stage to widen from).
+      std::vector<data_plane::BlockPut> puts;
+      const std::uint64_t into = plan.workspace_offset +
+                                 (ab == eb ? layout.accumulators_at : layout.stage_at);
+      const std::uint64_t unit = ab == eb ? ab : eb;
       for (int b = 0; b < shape.size; ++b) {
-        ToAccumulators(type, input + piece(b).input_at * eb, a + pass.prefix[static_cast<std::size_t>(b)] * ab,
-                       piece(b).count);
+        if (piece(b).count == 0) continue;
+        puts.push_back({group.pe(me), into + prefix(b) * unit, input + piece(b).input_at * eb,
+                        piece(b).count * eb});
+      }
+      api.PutBlocks(puts);
+      if (ab != eb) {
+        const std::byte* stage = api.Local(plan.workspace_offset + layout.stage_at);
+        HPS_RETURN_IF_ERROR(step(Kind::kWiden, stage, nullptr, a, pass.Elements()));
+      }
+    } else if (!direct) {
+      for (int b = 0; b < shape.size; ++b) {
+        HPS_RETURN_IF_ERROR(step(Kind::kWiden, input + piece(b).input_at * eb, nullptr,
+                                 a + prefix(b) * ab, piece(b).count));
       }
     }
     // Pre-step: the odd member of a pair hands its partials to the even one.
@@ -214,7 +265,7 @@ Status RunReduction(data_plane::KernelApi& api, const data_plane::CollectivePlan
         send(me - 1, region(m), 0, shape.size, m, 1);
       } else {
         HPS_RETURN_IF_ERROR(wait(me + 1, m, 1, "the pair's partial sums"));
-        combine(0, shape.size, api.Local(region(m)), true, m == 0);
+        HPS_RETURN_IF_ERROR(combine(0, shape.size, api.Local(region(m)), true, m == 0));
       }
     }
     bool finished = vrank >= 0 && m == 0 && !in_input;
@@ -234,8 +285,8 @@ Status RunReduction(data_plane::KernelApi& api, const data_plane::CollectivePlan
              shape.FirstBlock(lower ? hi : mid), k, 2 + static_cast<std::uint64_t>(k));
         HPS_RETURN_IF_ERROR(wait(partner, k, 2 + static_cast<std::uint64_t>(k),
                                  "the partner's partial sums (halving)"));
-        combine(shape.FirstBlock(keep_lo), shape.FirstBlock(keep_hi), api.Local(region(k)),
-                vrank < partner_vrank, k == m - 1);
+        HPS_RETURN_IF_ERROR(combine(shape.FirstBlock(keep_lo), shape.FirstBlock(keep_hi),
+                                    api.Local(region(k)), vrank < partner_vrank, k == m - 1));
         lo = keep_lo;
         hi = keep_hi;
       }
@@ -243,11 +294,10 @@ Status RunReduction(data_plane::KernelApi& api, const data_plane::CollectivePlan
       // This virtual rank's blocks are reduced: where they are not in place yet, narrow them
       // (or, with nothing to combine, copy them) into their outputs.
       for (int b = shape.FirstBlock(vrank); b < shape.FirstBlock(vrank + 1); ++b) {
-        std::byte* target = (all_reduce || b == me) ? output + piece(b).output_at * eb
-                                                    : narrow.data();
+        std::byte* target = (all_reduce || b == me) ? output + piece(b).output_at * eb : narrow;
         if (!direct) {
-          FromAccumulators(type, a + pass.prefix[static_cast<std::size_t>(b)] * ab, target,
-                           piece(b).count);
+          HPS_RETURN_IF_ERROR(step(Kind::kNarrow, a + prefix(b) * ab, nullptr, target,
+                                   piece(b).count));
         } else if (!finished && piece(b).count > 0 && partials(b) != target) {
           std::memmove(target, partials(b), piece(b).count * eb);
         }
@@ -280,7 +330,7 @@ Status RunReduction(data_plane::KernelApi& api, const data_plane::CollectivePlan
         const bool whole = all_reduce;
         const std::uint64_t from = whole ? piece(0).output_at * eb : piece(me + 1).output_at * eb;
         const data_plane::BlockPut put{group.pe(me + 1), plan.output_offset + from,
-                                       whole ? output + from : narrow.data(),
+                                       whole ? output + from : narrow,
                                        whole ? pass.Elements() * eb : piece(me + 1).count * eb};
         api.PutBlocksAndSetRound({&put, 1}, group.pe(me + 1), slot, m, value(post));
       } else {

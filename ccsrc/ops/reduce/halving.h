@@ -23,6 +23,12 @@
 // RoundValue(epoch, step) that grow through a call (steps numbered across the passes) and from
 // call to call.
 //
+// On a stream backend (KernelApi::HostAddressable false) the kernel is the same, staged: its
+// accumulators, its staging of half-type input and reduce_scatter's hand-over block live in the
+// workspace too (a quarter of it for each set of regions, the other half for these), each pass
+// first puts its input pieces there, and every widening, combining and narrowing is an
+// element-wise step the backend enqueues (KernelApi::Elementwise; the CUDA backend's kernel).
+//
 // Thread-safety: pure functions of their arguments; RunReduction runs on the launching stream.
 #pragma once
 
@@ -80,6 +86,12 @@ struct ReductionLayout {
   std::uint64_t passes = 0;
   std::uint64_t accumulator_bytes = 4;
   std::uint64_t set_bytes = 0;         ///< workspace bytes of one of the two sets
+  /// Staged (a stream backend): where, past the two sets, the accumulators, the staged input
+  /// (half types) and reduce_scatter's hand-over block start in the workspace; 0 if unstaged.
+  bool staged = false;
+  std::uint64_t accumulators_at = 0;
+  std::uint64_t stage_at = 0;
+  std::uint64_t hand_over_at = 0;
 
   /// The pass numbered `pass`.
   ReductionPass Pass(std::uint64_t pass) const;
@@ -93,9 +105,10 @@ struct ReductionLayout {
 /// Cuts a reduction of `elements` (all_reduce: the tensor's numel; reduce_scatter: the output's)
 /// into passes that fit `workspace_bytes`. INVALID_ARGUMENT when it cannot: a workspace too
 /// small for one element per member, or more passes than round words count (2^16 steps).
+/// `staged`: the layout of a stream backend (see above).
 Status PlanReduction(ReductionKind kind, int group_size, int member, std::uint64_t elements,
                      ElementType type, std::uint64_t workspace_bytes, std::string_view operation,
-                     ReductionLayout* out);
+                     ReductionLayout* out, bool staged = false);
 
 /// Runs a planned reduction of `plan.input` into the output (the kernel of both units).
 Status RunReduction(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan,

@@ -33,7 +33,8 @@ Status ReduceScatter::Run(data_plane::KernelApi& api,
   HPS_RETURN_IF_ERROR(PlanReduction(ReductionKind::kReduceScatter, plan.group.size(),
                                     plan.group.index,
                                     plan.input_bytes / size / ElementBytes(type), type,
-                                    plan.workspace_bytes, name(), &layout));
+                                    plan.workspace_bytes, name(), &layout,
+                                    /*staged=*/!api.HostAddressable()));
   return RunReduction(api, plan, layout, type, *ReduceOpOf(plan.arguments[0]), name());
 }
 

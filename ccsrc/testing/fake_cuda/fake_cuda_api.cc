@@ -16,6 +16,8 @@
 #include <limits>
 #include <utility>
 
+#include "ops/reduce/element.h"
+
 namespace hyper_parallel::shmem::cuda {
 namespace {
 
@@ -456,6 +458,32 @@ Status FakeCudaApi::AddValue64(void* stream, void* address, std::int64_t value) 
   return Status::Ok();
 }
 
+Status FakeCudaApi::ElementwiseAsync(void* stream, const data_plane::ElementwiseStep& step) {
+  constexpr std::string_view kCall = "cudaLaunchKernelEx(Elementwise)";
+  std::unique_lock<std::mutex> lock(mutex_);
+  HPS_RETURN_IF_ERROR(Enter("ElementwiseAsync",
+                            "ElementwiseAsync kind=" + std::to_string(static_cast<int>(step.kind)) +
+                                " count=" + std::to_string(step.count)));
+  HPS_RETURN_IF_ERROR(CheckStream(kCall, stream));
+  using Kind = data_plane::ElementwiseStep::Kind;
+  const std::uint64_t element = ops::ElementBytes(step.type);
+  const std::uint64_t accumulator = ops::AccumulatorBytes(step.type);
+  const auto aligned = [](const void* p, std::uint64_t to) {
+    return reinterpret_cast<std::uintptr_t>(p) % to == 0;
+  };
+  const std::uint64_t in = step.kind == Kind::kWiden ? element : accumulator;
+  const std::uint64_t out = step.kind == Kind::kNarrow ? element : accumulator;
+  if (step.count > 0 &&
+      (step.lower == nullptr || step.out == nullptr || !aligned(step.lower, in) ||
+       !aligned(step.out, out) ||
+       (step.kind == Kind::kCombine && (step.upper == nullptr || !aligned(step.upper, in))))) {
+    return InvalidValue(kCall);
+  }
+  LoadOnFirstLaunch(lock, "Elementwise");
+  ops::RunElementwise(step);
+  return Status::Ok();
+}
+
 Status FakeCudaApi::WaitValue64(void* stream, const void* address, WaitComparison comparison,
                                 std::int64_t value, std::uint64_t timeout_ns,
                                 WaitReport* report) {
@@ -514,7 +542,7 @@ Status FakeCudaApi::LoadKernels() {
   std::lock_guard<std::mutex> lock(mutex_);
   HPS_RETURN_IF_ERROR(Enter("LoadKernels", "LoadKernels"));
   for (const char* kernel : {"CopyBlocks", "AddValues", "WriteValue64", "AddValue64",
-                             "WaitValue64"}) {
+                             "WaitValue64", "Elementwise"}) {
     loaded_.emplace(kernel);
   }
   return Status::Ok();

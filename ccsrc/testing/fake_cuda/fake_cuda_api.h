@@ -20,7 +20,9 @@
 //     its addition. WriteValue64 and AddValue64 are seq_cst
 //     atomics; WaitValue64 polls the word (a brief spin, then ~50 us sleeps) until the
 //     comparison holds or timeout_ns has passed, then fills the report and returns OK: the
-//     stream "runs on", as the real wait kernel does.
+//     stream "runs on", as the real wait kernel does. ElementwiseAsync runs the step with the
+//     CPU's arithmetic (ops/reduce/element.h), after refusing pointers misaligned for their
+//     element type, as the real kernel would fault on them.
 // Every failure is BACKEND_ERROR "CUDA call failed: call=<cuda call>, error=<cudaError name>",
 // worded as the real runtime's: an unknown pointer or stream, a device out of range, a
 // misaligned word, a malformed handle, a null pointer or overlapping blocks in a batch.
@@ -91,6 +93,7 @@ class FakeCudaApi final : public CudaApi {
                                std::size_t count) override;
   Status WriteValue64(void* stream, void* address, std::int64_t value) override;
   Status AddValue64(void* stream, void* address, std::int64_t value) override;
+  Status ElementwiseAsync(void* stream, const data_plane::ElementwiseStep& step) override;
   Status WaitValue64(void* stream, const void* address, WaitComparison comparison,
                      std::int64_t value, std::uint64_t timeout_ns, WaitReport* report) override;
 

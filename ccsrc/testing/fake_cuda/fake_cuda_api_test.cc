@@ -64,6 +64,37 @@ TEST(FakeCudaApi, MemoryRoundTripsThroughMemcpyAsync) {
   ASSERT_TRUE(api.StreamDestroy(stream).ok());
 }
 
+// The reductions' element-wise steps run the CPU's arithmetic; a pointer the real kernel could
+// not use (misaligned for its element type) is refused, as the GPU would fault on it.
+TEST(FakeCudaApi, ElementwiseAsyncWidensCombinesAndNarrowsAlignedMemory) {
+  FakeCudaApi api;
+  void* memory = nullptr;
+  ASSERT_TRUE(api.Malloc(256, &memory).ok());
+  auto* halves = static_cast<std::uint16_t*>(memory);            // 4 float16 at 0
+  auto* wide = reinterpret_cast<float*>(static_cast<char*>(memory) + 64);
+  auto* other = reinterpret_cast<float*>(static_cast<char*>(memory) + 128);
+  const std::uint16_t one_to_four[] = {0x3c00, 0x4000, 0x4200, 0x4400};  // 1, 2, 3, 4
+  std::memcpy(halves, one_to_four, sizeof(one_to_four));
+  using Kind = data_plane::ElementwiseStep::Kind;
+  using data_plane::ElementType;
+  using data_plane::ReduceOp;
+  ASSERT_TRUE(api.ElementwiseAsync(nullptr, {Kind::kWiden, ElementType::kFloat16, ReduceOp::kSum,
+                                             halves, nullptr, wide, 4}).ok());
+  for (int i = 0; i < 4; ++i) other[i] = 0.5f;
+  ASSERT_TRUE(api.ElementwiseAsync(nullptr, {Kind::kCombine, ElementType::kFloat16,
+                                             ReduceOp::kSum, wide, other, wide, 4}).ok());
+  ASSERT_TRUE(api.ElementwiseAsync(nullptr, {Kind::kNarrow, ElementType::kFloat16, ReduceOp::kSum,
+                                             wide, nullptr, halves, 4}).ok());
+  const std::uint16_t expected[] = {0x3e00, 0x4100, 0x4300, 0x4480};  // 1.5, 2.5, 3.5, 4.5
+  EXPECT_EQ(std::memcmp(halves, expected, sizeof(expected)), 0);
+  const Status misaligned = api.ElementwiseAsync(
+      nullptr, {Kind::kCombine, ElementType::kFloat32, ReduceOp::kSum, wide, other,
+                static_cast<char*>(memory) + 2, 4});
+  EXPECT_EQ(misaligned.code(), ErrorCode::kBackendError) << misaligned.ToString();
+  EXPECT_NE(misaligned.message().find("cudaErrorInvalidValue"), std::string::npos);
+  ASSERT_TRUE(api.Free(memory).ok());
+}
+
 TEST(FakeCudaApi, FreeingWhatWasNotAllocatedFails) {
   FakeCudaApi api;
   void* device = nullptr;

@@ -17,6 +17,7 @@
 #include "testing/fake_cuda/require_cuda.h"
 #include "tests/multiprocess/cuda_layers.h"
 #include "tests/multiprocess/device_backend_checks.h"
+#include "tests/multiprocess/device_reduction_checks.h"
 #include "tests/multiprocess/team_checks.h"
 
 namespace hyper_parallel::shmem::testing {
@@ -79,6 +80,23 @@ TEST_P(CudaRuntime, RmaCollectivesAndKernels) {
     const Status narrow = Rt().Signal(Sub(word, 0, 4), SignalWidth::k32, 1, ctx.rank,
                                       SignalOp::kSet, {});
     CHECK_PE(ctx, narrow.code() == ErrorCode::kUnsupportedCapability, narrow.ToString());
+    FreeAllAndShutdown(ctx);
+    return 0;
+  }));
+}
+
+// Reductions run staged on the device (the element-wise kernel; the fake runs it on the CPU),
+// over several passes of a 4 KiB workspace; all_gather_v and split all_to_all exchange their
+// sizes over the control block's round words.
+TEST_P(CudaRuntime, ReductionsAndVariableSizes) {
+  const Case c = GetParam();
+  SKIP_UNLESS_USABLE(c.layer);
+  PeLaunch launch = LaunchPes(c.pes, "20", 8 << 20);
+  launch.env["HYPER_PARALLEL_SHMEM_REDUCE_WORKSPACE"] = "4096";
+  EXPECT_ALL_PES_PASS(RunPes(launch, [c](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime(std::chrono::seconds(20), CudaBackendOn(c.layer)));
+    CheckDeviceVariableCollectives(ctx);
+    CheckDeviceReductions(ctx, /*computes=*/true);
     FreeAllAndShutdown(ctx);
     return 0;
   }));

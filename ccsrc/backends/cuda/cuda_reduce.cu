@@ -1,0 +1,195 @@
+// The reductions' element-wise kernel on the device (LaunchElementwise, cuda_kernels.h): the
+// steps of data_plane/elementwise.h with the rules of docs/architecture.md, "Reductions", as
+// the CPU's version in ops/reduce/element.cc applies them: half types widen to float32 and
+// narrow once, rounding to nearest even (cuda_fp16.h, cuda_bf16.h); integer sums and products
+// wrap (computed on an unsigned type at least as wide as int); float min and max propagate NaN
+// (the lower side's first). One grid-stride loop over the elements, 256 threads a block and at
+// most 1024 blocks.
+#include "backends/cuda/cuda_kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <type_traits>
+
+namespace hyper_parallel::shmem::cuda {
+namespace {
+
+using data_plane::ElementType;
+using data_plane::ReduceOp;
+using Kind = data_plane::ElementwiseStep::Kind;
+
+constexpr unsigned kThreads = 256;
+constexpr std::uint64_t kMaxGrid = 1024;
+
+template <typename T>
+using Wide = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+
+template <typename T>
+__device__ T Apply(ReduceOp op, T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    switch (op) {
+      case ReduceOp::kSum: return a + b;
+      case ReduceOp::kProd: return a * b;
+      case ReduceOp::kMin: return isnan(a) ? a : isnan(b) ? b : (b < a ? b : a);
+      case ReduceOp::kMax: return isnan(a) ? a : isnan(b) ? b : (b > a ? b : a);
+      default: return a;  // refused before any launch (ops/reduce/checks.h)
+    }
+  } else {
+    const auto wa = static_cast<Wide<T>>(a);
+    const auto wb = static_cast<Wide<T>>(b);
+    switch (op) {
+      case ReduceOp::kSum: return static_cast<T>(wa + wb);
+      case ReduceOp::kProd: return static_cast<T>(wa * wb);
+      case ReduceOp::kMin: return b < a ? b : a;
+      case ReduceOp::kMax: return b > a ? b : a;
+      case ReduceOp::kAnd: return static_cast<T>(a & b);
+      case ReduceOp::kOr: return static_cast<T>(a | b);
+      case ReduceOp::kXor: return static_cast<T>(a ^ b);
+    }
+    return a;
+  }
+}
+
+__device__ std::uint64_t FirstIndex() {
+  return static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ std::uint64_t Stride() { return static_cast<std::uint64_t>(gridDim.x) * blockDim.x; }
+
+template <typename T>
+__global__ void CombineKernel(ReduceOp op, const T* lower, const T* upper, T* out,
+                              std::uint64_t count) {
+  for (std::uint64_t i = FirstIndex(); i < count; i += Stride()) {
+    out[i] = Apply(op, lower[i], upper[i]);
+  }
+}
+
+__global__ void WidenHalfKernel(const __half* source, float* out, std::uint64_t count) {
+  for (std::uint64_t i = FirstIndex(); i < count; i += Stride()) out[i] = __half2float(source[i]);
+}
+__global__ void WidenBFloat16Kernel(const __nv_bfloat16* source, float* out, std::uint64_t count) {
+  for (std::uint64_t i = FirstIndex(); i < count; i += Stride()) {
+    out[i] = __bfloat162float(source[i]);
+  }
+}
+__global__ void NarrowHalfKernel(const float* source, __half* out, std::uint64_t count) {
+  for (std::uint64_t i = FirstIndex(); i < count; i += Stride()) {
+    out[i] = __float2half_rn(source[i]);
+  }
+}
+__global__ void NarrowBFloat16Kernel(const float* source, __nv_bfloat16* out,
+                                     std::uint64_t count) {
+  for (std::uint64_t i = FirstIndex(); i < count; i += Stride()) {
+    out[i] = __float2bfloat16_rn(source[i]);
+  }
+}
+
+cudaLaunchConfig_t GridFor(cudaStream_t stream, std::uint64_t count) {
+  cudaLaunchConfig_t config = {};
+  const std::uint64_t blocks = std::min(kMaxGrid, (count + kThreads - 1) / kThreads);
+  config.gridDim = dim3(static_cast<unsigned>(blocks));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  return config;
+}
+
+template <typename T>
+cudaError_t LaunchCombine(cudaStream_t stream, const data_plane::ElementwiseStep& step) {
+  const cudaLaunchConfig_t config = GridFor(stream, step.count);
+  return cudaLaunchKernelEx(&config, CombineKernel<T>, step.op, static_cast<const T*>(step.lower),
+                            static_cast<const T*>(step.upper), static_cast<T*>(step.out),
+                            step.count);
+}
+
+std::uint64_t ElementBytes(ElementType type) {
+  switch (type) {
+    case ElementType::kInt8: case ElementType::kUInt8: return 1;
+    case ElementType::kFloat16: case ElementType::kBFloat16:
+    case ElementType::kInt16: case ElementType::kUInt16: return 2;
+    case ElementType::kFloat32: case ElementType::kInt32: case ElementType::kUInt32: return 4;
+    default: return 8;
+  }
+}
+
+}  // namespace
+
+cudaError_t LoadReduceKernels() {
+  cudaFuncAttributes attributes = {};
+  const void* const kernels[] = {
+      reinterpret_cast<const void*>(&CombineKernel<float>),
+      reinterpret_cast<const void*>(&CombineKernel<double>),
+      reinterpret_cast<const void*>(&CombineKernel<std::int8_t>),
+      reinterpret_cast<const void*>(&CombineKernel<std::uint8_t>),
+      reinterpret_cast<const void*>(&CombineKernel<std::int16_t>),
+      reinterpret_cast<const void*>(&CombineKernel<std::uint16_t>),
+      reinterpret_cast<const void*>(&CombineKernel<std::int32_t>),
+      reinterpret_cast<const void*>(&CombineKernel<std::uint32_t>),
+      reinterpret_cast<const void*>(&CombineKernel<std::int64_t>),
+      reinterpret_cast<const void*>(&CombineKernel<std::uint64_t>),
+      reinterpret_cast<const void*>(&WidenHalfKernel),
+      reinterpret_cast<const void*>(&WidenBFloat16Kernel),
+      reinterpret_cast<const void*>(&NarrowHalfKernel),
+      reinterpret_cast<const void*>(&NarrowBFloat16Kernel),
+  };
+  for (const void* kernel : kernels) {
+    const cudaError_t error = cudaFuncGetAttributes(&attributes, kernel);
+    if (error != cudaSuccess) return error;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t LaunchElementwise(cudaStream_t stream, const data_plane::ElementwiseStep& step) {
+  if (step.count == 0) return cudaSuccess;
+  const bool half = step.type == ElementType::kFloat16;
+  const bool bfloat = step.type == ElementType::kBFloat16;
+  const cudaLaunchConfig_t config = GridFor(stream, step.count);
+  switch (step.kind) {
+    case Kind::kWiden:
+      if (half) {
+        return cudaLaunchKernelEx(&config, WidenHalfKernel, static_cast<const __half*>(step.lower),
+                                  static_cast<float*>(step.out), step.count);
+      }
+      if (bfloat) {
+        return cudaLaunchKernelEx(&config, WidenBFloat16Kernel,
+                                  static_cast<const __nv_bfloat16*>(step.lower),
+                                  static_cast<float*>(step.out), step.count);
+      }
+      break;
+    case Kind::kNarrow:
+      if (half) {
+        return cudaLaunchKernelEx(&config, NarrowHalfKernel, static_cast<const float*>(step.lower),
+                                  static_cast<__half*>(step.out), step.count);
+      }
+      if (bfloat) {
+        return cudaLaunchKernelEx(&config, NarrowBFloat16Kernel,
+                                  static_cast<const float*>(step.lower),
+                                  static_cast<__nv_bfloat16*>(step.out), step.count);
+      }
+      break;
+    case Kind::kCombine:
+      switch (step.type) {
+        case ElementType::kFloat16:
+        case ElementType::kBFloat16:
+        case ElementType::kFloat32: return LaunchCombine<float>(stream, step);
+        case ElementType::kFloat64: return LaunchCombine<double>(stream, step);
+        case ElementType::kInt8: return LaunchCombine<std::int8_t>(stream, step);
+        case ElementType::kUInt8: return LaunchCombine<std::uint8_t>(stream, step);
+        case ElementType::kInt16: return LaunchCombine<std::int16_t>(stream, step);
+        case ElementType::kUInt16: return LaunchCombine<std::uint16_t>(stream, step);
+        case ElementType::kInt32: return LaunchCombine<std::int32_t>(stream, step);
+        case ElementType::kUInt32: return LaunchCombine<std::uint32_t>(stream, step);
+        case ElementType::kInt64: return LaunchCombine<std::int64_t>(stream, step);
+        case ElementType::kUInt64: return LaunchCombine<std::uint64_t>(stream, step);
+      }
+      return cudaErrorInvalidValue;
+  }
+  // Widening or narrowing a type that accumulates in itself: a copy.
+  if (step.out == step.lower) return cudaSuccess;
+  return cudaMemcpyAsync(step.out, step.lower, step.count * ElementBytes(step.type),
+                         cudaMemcpyDefault, stream);
+}
+
+}  // namespace hyper_parallel::shmem::cuda
