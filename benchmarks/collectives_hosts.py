@@ -10,7 +10,8 @@ gloo's (`all_gather` against `all_gather_into_tensor`, `all_to_all` against
 `all_to_all_single`, the same bytes per PE), each round a timed loop, and reports the median of
 the rounds. With one PE per host it also measures the floor a user could reach by hand: both PEs
 exchanging the same bytes over one plain TCP socket pair (each sends what the collective sends
-to the other PE, both directions at once).
+to the other PE, both directions at once; for broadcast the root's bytes one way, then a
+one-byte acknowledgement).
 
     python3 benchmarks/collectives_hosts.py                 # 2x1 and 2x2, 64 KiB and 1 MiB
     python3 benchmarks/collectives_hosts.py --layouts 2x1 --rounds 5 --sizes 65536
@@ -50,6 +51,19 @@ def _exchange_over_tcp(sock: socket.socket, payload: bytes, receive: bytearray) 
     while got < len(receive):
         got += sock.recv_into(view[got:])
     sender.join()
+
+
+def _send_over_tcp(sock: socket.socket, payload: bytes, receive: bytearray, root: bool) -> None:
+    """The root sends payload and waits for a one-byte acknowledgement; the other PE receives
+    len(receive) bytes and acknowledges them: a broadcast's bytes, one way, to completion."""
+    if root:
+        sock.sendall(payload)
+        sock.recv(1)
+        return
+    view, got = memoryview(receive), 0
+    while got < len(receive):
+        got += sock.recv_into(view[got:])
+    sock.sendall(b"k")
 
 
 def pe_main(args) -> int:
@@ -118,6 +132,10 @@ def pe_main(args) -> int:
                 payload, receive = bytes(sent), bytearray(sent)
                 bodies[(test, "tcp")] = (lambda p=payload, r=receive:
                                          _exchange_over_tcp(tcp, p, r))
+            if "broadcast" in args.tests:
+                payload, receive = bytes(n), bytearray(n)
+                bodies[("broadcast", "tcp")] = (lambda p=payload, r=receive:
+                                                _send_over_tcp(tcp, p, r, rank == 0))
         for (test, system), body in bodies.items():
             for _ in range(2):
                 body()  # warm-up: endpoints, pages

@@ -1,11 +1,12 @@
 // Element-wise steps a reduction's kernel asks of a stream backend (KernelApi::Elementwise):
 // the element types and operators the reductions take, and one step over this PE's memory
 // (widen elements to accumulators, narrow them back, or combine two runs of accumulators).
-// The arithmetic itself is written twice, each time for where it runs: on the CPU in
-// ops/reduce/element.h (the host backend's kernels and the CUDA fake), and as a CUDA kernel in
-// backends/cuda/cuda_kernels.cu; both follow the rules of docs/architecture.md, "Reductions"
-// (half types accumulate in float32 and round once to nearest even; integers wrap; float min
-// and max propagate NaN; the lower side's partial comes first).
+// The operators are one header (data_plane/reduce_op.h); the loops and the half conversions
+// live where they run: on the CPU in ops/reduce/element.h (the host backend's kernels, the CUDA
+// fake, CANN's steps through host memory) and as a CUDA kernel in backends/cuda/cuda_reduce.cu.
+// Both follow docs/architecture.md, "Reductions" (half types accumulate in float32 and round
+// once to nearest even; integers wrap; float min and max propagate NaN; the lower side's
+// partial comes first).
 //
 // Thread-safety: plain values.
 #pragma once

@@ -12,11 +12,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define HPS_HOST_DEVICE __host__ __device__
-#else
-#define HPS_HOST_DEVICE
-#endif
+#include "data_plane/host_device.h"
 
 namespace hyper_parallel::shmem::cuda {
 

@@ -1,18 +1,17 @@
 // The reductions' element-wise kernel on the device (LaunchElementwise, cuda_kernels.h): the
 // steps of data_plane/elementwise.h with the rules of docs/architecture.md, "Reductions", as
 // the CPU's version in ops/reduce/element.cc applies them: half types widen to float32 and
-// narrow once, rounding to nearest even (cuda_fp16.h, cuda_bf16.h); integer sums and products
-// wrap (computed on an unsigned type at least as wide as int); float min and max propagate NaN
-// (the lower side's first). One grid-stride loop over the elements, 256 threads a block and at
+// narrow once, rounding to nearest even (cuda_fp16.h, cuda_bf16.h); the operators are the
+// CPU's own (data_plane/reduce_op.h). One grid-stride loop over the elements, 256 threads a block and at
 // most 1024 blocks.
 #include "backends/cuda/cuda_kernels.h"
+#include "data_plane/reduce_op.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <type_traits>
 
 namespace hyper_parallel::shmem::cuda {
 namespace {
@@ -24,35 +23,6 @@ using Kind = data_plane::ElementwiseStep::Kind;
 constexpr unsigned kThreads = 256;
 constexpr std::uint64_t kMaxGrid = 1024;
 
-template <typename T>
-using Wide = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
-
-template <typename T>
-__device__ T Apply(ReduceOp op, T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    switch (op) {
-      case ReduceOp::kSum: return a + b;
-      case ReduceOp::kProd: return a * b;
-      case ReduceOp::kMin: return isnan(a) ? a : isnan(b) ? b : (b < a ? b : a);
-      case ReduceOp::kMax: return isnan(a) ? a : isnan(b) ? b : (b > a ? b : a);
-      default: return a;  // refused before any launch (ops/reduce/checks.h)
-    }
-  } else {
-    const auto wa = static_cast<Wide<T>>(a);
-    const auto wb = static_cast<Wide<T>>(b);
-    switch (op) {
-      case ReduceOp::kSum: return static_cast<T>(wa + wb);
-      case ReduceOp::kProd: return static_cast<T>(wa * wb);
-      case ReduceOp::kMin: return b < a ? b : a;
-      case ReduceOp::kMax: return b > a ? b : a;
-      case ReduceOp::kAnd: return static_cast<T>(a & b);
-      case ReduceOp::kOr: return static_cast<T>(a | b);
-      case ReduceOp::kXor: return static_cast<T>(a ^ b);
-    }
-    return a;
-  }
-}
-
 __device__ std::uint64_t FirstIndex() {
   return static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
@@ -62,7 +32,7 @@ template <typename T>
 __global__ void CombineKernel(ReduceOp op, const T* lower, const T* upper, T* out,
                               std::uint64_t count) {
   for (std::uint64_t i = FirstIndex(); i < count; i += Stride()) {
-    out[i] = Apply(op, lower[i], upper[i]);
+    out[i] = data_plane::ApplyReduceOp(op, lower[i], upper[i]);
   }
 }
 

@@ -33,30 +33,58 @@ Status Broadcast::Check(const data_plane::CollectiveCall& call) const {
 
 Status Broadcast::Run(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan) const {
   const data_plane::CollectiveGroup& group = plan.group;
+  const int n = group.size();
   const auto root = static_cast<int>(plan.arguments[0]);
-  if (group.index != root) {
-    const int source = group.pe(root);
-    return api.WaitEpochs(group.sync_slot, plan.sequence, {&source, 1}, name(),
-                          "the root's data to arrive");
-  }
-  // The root's own copy goes through the batch too (a stream backend's heap is not the CPU's).
-  const bool in_place = plan.input == api.Local(plan.output_offset);
-  const data_plane::ChunkPlan chunks(plan.input_bytes, kBroadcastChunkBytes,
-                                     kBroadcastMinChunkBytes, kBroadcastGranule);
-  const auto* input = static_cast<const std::byte*>(plan.input);
-  std::vector<int> peers;
-  std::vector<data_plane::BlockPut> puts;
-  for (std::uint64_t index = 0; index < chunks.count(); ++index) {
-    const data_plane::Chunk chunk = chunks.At(index);
-    for (int distance = in_place ? 1 : 0; distance < group.size(); ++distance) {
-      const int pe = group.pe((root + distance) % group.size());
-      puts.push_back({pe, plan.output_offset + chunk.offset, input + chunk.offset, chunk.bytes});
+  const auto host = [&](int member) { return api.HostOf(group.pe(member)); };
+  // Each other host's leader: its lowest member. The root feeds the members of its own host
+  // and one leader per other host; a leader feeds the members of its host.
+  const auto leader_of = [&](int member) {
+    for (int m = 0; m < n; ++m) {
+      if (host(m) == host(member)) return m;
     }
+    return member;
+  };
+  const int me = group.index;
+  const auto* output = api.Local(plan.output_offset);
+  // Members fed by `feeder` (a world PE list) and the puts of `bytes` from `source` to them.
+  const auto feed = [&](int feeder, const std::byte* source, bool with_self) {
+    std::vector<int> peers;
+    for (int distance = 1; distance < n; ++distance) {
+      const int m = (feeder + distance) % n;
+      const bool same_host = host(m) == host(feeder);
+      // The root feeds its host and the other hosts' leaders; a leader its host alone.
+      if (same_host ? m != root : (feeder == root && leader_of(m) == m)) peers.push_back(m);
+    }
+    const data_plane::ChunkPlan chunks(plan.input_bytes, kBroadcastChunkBytes,
+                                       kBroadcastMinChunkBytes, kBroadcastGranule);
+    std::vector<data_plane::BlockPut> puts;
+    std::vector<int> world;
+    for (int m : peers) world.push_back(group.pe(m));
+    for (std::uint64_t index = 0; index < chunks.count(); ++index) {
+      const data_plane::Chunk chunk = chunks.At(index);
+      // The root's own copy goes through the batch too (a stream backend's heap is not the
+      // CPU's).
+      if (with_self) {
+        puts.push_back({group.pe(feeder), plan.output_offset + chunk.offset,
+                        source + chunk.offset, chunk.bytes});
+      }
+      for (int pe : world) {
+        puts.push_back({pe, plan.output_offset + chunk.offset, source + chunk.offset, chunk.bytes});
+      }
+    }
+    api.PutBlocksAndPublish(puts, world, group.sync_slot, plan.sequence);
+  };
+  if (me == root) {
+    const bool in_place = plan.input == output;
+    feed(root, static_cast<const std::byte*>(plan.input), !in_place);
+    return Status::Ok();
   }
-  for (int distance = 1; distance < group.size(); ++distance) {
-    peers.push_back(group.pe((root + distance) % group.size()));
-  }
-  api.PutBlocksAndPublish(puts, peers, group.sync_slot, plan.sequence);
+  // Fed by the root (its host, or this host's leader) or by this host's leader.
+  const bool leader = host(me) != host(root) && leader_of(me) == me;
+  const int source = group.pe(host(me) == host(root) || leader ? root : leader_of(me));
+  HPS_RETURN_IF_ERROR(api.WaitEpochs(group.sync_slot, plan.sequence, {&source, 1}, name(),
+                                     "the root's data to arrive"));
+  if (leader) feed(me, output, false);
   return Status::Ok();
 }
 

@@ -7,10 +7,14 @@
 // Every member passes an input of the output's size; only the root's is read. Peers agree on
 // the bytes, the dtype, the output's offset and the root.
 //
-// The kernel: the root copies its input into its own output, then puts it, chunked, into every
-// other member's output and publishes the call's epoch to each after its data; the others wait
-// for the root's epoch. Before it runs every member's descriptor of call e matched, so none
-// still reads its output of call e-1.
+// The kernel: the root copies its input into its own output, then puts it, chunked, into the
+// output of every other member of its host and of one leader per other host (its lowest
+// member), and publishes the call's epoch to each after its data; a leader, once the root's
+// epoch arrived, puts its output into the other members of its host and publishes to them, so
+// the data crosses the network once per other host (docs/architecture.md, "Collectives across
+// hosts"). The others wait for their feeder's epoch. On one host (every device backend) the root
+// feeds everyone. Before it runs every member's descriptor of call e matched, so none still
+// reads its output of call e-1.
 //
 // Thread-safety: immutable; Run runs on the launching stream.
 #pragma once

@@ -7,6 +7,8 @@
 #include <string>
 #include <type_traits>
 
+#include "data_plane/reduce_op.h"
+
 namespace hyper_parallel::shmem::ops {
 namespace {
 
@@ -29,35 +31,12 @@ constexpr std::array<TypeEntry, 12> kTypes = {{
 
 const TypeEntry& EntryOf(ElementType type) { return kTypes[static_cast<std::size_t>(type)]; }
 
-// Integer arithmetic that wraps: on the unsigned type at least as wide as int, so no promoted
-// operand overflows a signed int.
 template <typename T>
-using Wide = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+using Wide = data_plane::WrapType<T>;
 
 template <typename T>
 T Apply(ReduceOp op, T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    switch (op) {
-      case ReduceOp::kSum: return a + b;
-      case ReduceOp::kProd: return a * b;
-      case ReduceOp::kMin: return std::isnan(a) ? a : std::isnan(b) ? b : (b < a ? b : a);
-      case ReduceOp::kMax: return std::isnan(a) ? a : std::isnan(b) ? b : (b > a ? b : a);
-      default: return a;  // refused by CheckReducible
-    }
-  } else {
-    const auto wa = static_cast<Wide<T>>(a);
-    const auto wb = static_cast<Wide<T>>(b);
-    switch (op) {
-      case ReduceOp::kSum: return static_cast<T>(wa + wb);
-      case ReduceOp::kProd: return static_cast<T>(wa * wb);
-      case ReduceOp::kMin: return b < a ? b : a;
-      case ReduceOp::kMax: return b > a ? b : a;
-      case ReduceOp::kAnd: return static_cast<T>(a & b);
-      case ReduceOp::kOr: return static_cast<T>(a | b);
-      case ReduceOp::kXor: return static_cast<T>(a ^ b);
-    }
-    return a;
-  }
+  return data_plane::ApplyReduceOp(op, a, b);
 }
 
 // One operator over aligned arrays: a plain loop the compiler vectorises (out may be lower or

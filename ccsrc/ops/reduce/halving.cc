@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <string>
 
 namespace hyper_parallel::shmem::ops {
@@ -141,12 +142,11 @@ Status RunReduction(data_plane::KernelApi& api, const data_plane::CollectivePlan
   const data_plane::CollectiveGroup& group = plan.group;
   const bool staged = layout.staged;
   if ((shape.size > 1 && api.RoundWords() < shape.Words()) ||
-      (staged != !api.HostAddressable()) || (staged && !api.ComputesElementwise())) {
-    return Status::Assertion(
-        ErrorCode::kUnsupportedCapability,
-        "reductions need round words and either a CPU-addressable heap or an element-wise "
-        "kernel on the backend's stream; this backend lacks them",
-        {{"operation", std::string(operation)}});
+      staged != !api.HostAddressable()) {
+    return Status::Assertion(ErrorCode::kUnsupportedCapability,
+                             "reductions need round words, which this backend lacks (or the "
+                             "layout was planned for another kind of heap)",
+                             {{"operation", std::string(operation)}});
   }
   const std::uint64_t eb = ElementBytes(type);
   const std::uint64_t ab = layout.accumulator_bytes;
@@ -172,11 +172,36 @@ Status RunReduction(data_plane::KernelApi& api, const data_plane::CollectivePlan
   std::byte* const narrow =
       staged ? api.Local(plan.workspace_offset + layout.hand_over_at) : narrow_buffer.data();
   // One element-wise step: on the CPU, or enqueued on the backend's stream.
+  // A stream backend without an element-wise kernel (CANN) combines on the CPU through host
+  // memory: the step's operands are read back, combined here and put back into the heap; the
+  // results stay alive in `put_back` until the stream is synchronised at the end.
+  const bool through_host = staged && !api.ComputesElementwise();
+  std::deque<std::vector<std::byte>> put_back;
   const auto step = [&](data_plane::ElementwiseStep::Kind kind, const void* lower,
                         const void* upper, void* out, std::uint64_t count) -> Status {
-    const data_plane::ElementwiseStep element{kind, type, op, lower, upper, out, count};
-    if (staged) return count == 0 ? Status::Ok() : api.Elementwise(element);
+    data_plane::ElementwiseStep element{kind, type, op, lower, upper, out, count};
+    if (!staged) {
+      RunElementwise(element);
+      return Status::Ok();
+    }
+    if (count == 0) return Status::Ok();
+    if (!through_host) return api.Elementwise(element);
+    const std::byte* heap = api.Local(0);
+    const auto offset = [heap](const void* p) {
+      return static_cast<std::uint64_t>(static_cast<const std::byte*>(p) - heap);
+    };
+    using K = data_plane::ElementwiseStep::Kind;
+    const std::uint64_t in = count * (kind == K::kWiden ? eb : ab);
+    const std::uint64_t out_bytes = count * (kind == K::kNarrow ? eb : ab);
+    std::vector<std::byte> l(in), u(kind == K::kCombine ? in : 0);
+    HPS_RETURN_IF_ERROR(api.ReadLocal(l.data(), offset(lower), in));
+    if (kind == K::kCombine) HPS_RETURN_IF_ERROR(api.ReadLocal(u.data(), offset(upper), in));
+    std::vector<std::byte>& result = put_back.emplace_back(out_bytes);
+    element.lower = l.data();
+    element.upper = u.data();
+    element.out = result.data();
     RunElementwise(element);
+    api.PutBlock(group.pe(shape.index), offset(out), result.data(), out_bytes);
     return Status::Ok();
   };
   using Kind = data_plane::ElementwiseStep::Kind;
@@ -337,6 +362,11 @@ Status RunReduction(data_plane::KernelApi& api, const data_plane::CollectivePlan
         HPS_RETURN_IF_ERROR(wait(me - 1, m, post, "the pair's result"));
       }
     }
+  }
+  if (through_host && !put_back.empty()) {
+    // Synchronise the stream (a read back) before the results put from host memory go.
+    std::uint64_t last = 0;
+    HPS_RETURN_IF_ERROR(api.ReadLocal(&last, plan.output_offset, 0 < plan.output_bytes ? 1 : 0));
   }
   return Status::Ok();
 }

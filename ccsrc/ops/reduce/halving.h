@@ -27,7 +27,9 @@
 // accumulators, its staging of half-type input and reduce_scatter's hand-over block live in the
 // workspace too (a quarter of it for each set of regions, the other half for these), each pass
 // first puts its input pieces there, and every widening, combining and narrowing is an
-// element-wise step the backend enqueues (KernelApi::Elementwise; the CUDA backend's kernel).
+// element-wise step the backend enqueues (KernelApi::Elementwise; the CUDA backend's kernel),
+// or, on a backend without such a kernel (CANN), a step through host memory: its operands read
+// back (KernelApi::ReadLocal), combined on the CPU and put back into the heap.
 //
 // Thread-safety: pure functions of their arguments; RunReduction runs on the launching stream.
 #pragma once

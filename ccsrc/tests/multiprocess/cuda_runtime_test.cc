@@ -96,7 +96,7 @@ TEST_P(CudaRuntime, ReductionsAndVariableSizes) {
   EXPECT_ALL_PES_PASS(RunPes(launch, [c](PeContext& ctx) {
     CHECK_PE_OK(ctx, ctx.InitRuntime(std::chrono::seconds(20), CudaBackendOn(c.layer)));
     CheckDeviceVariableCollectives(ctx);
-    CheckDeviceReductions(ctx, /*computes=*/true);
+    CheckDeviceReductions(ctx);
     FreeAllAndShutdown(ctx);
     return 0;
   }));

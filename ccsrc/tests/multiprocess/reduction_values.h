@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ops/reduce/element.h"
+#include "testing/collectives.h"
 #include "tests/multiprocess/pe_helpers.h"
 
 namespace hyper_parallel::shmem::testing {
@@ -95,6 +96,42 @@ inline bool CheckReduced(PeContext& ctx, ElementType type, ReduceOp op, std::uin
                       what + " " + std::string(ops::ElementTypeName(type)) + " " +
                           std::string(ops::ReduceOpName(op)) + ": element " +
                           std::to_string(first + i) + " of " + std::to_string(count) + " wrong");
+    }
+  }
+  return true;
+}
+
+/// all_reduce, then reduce_scatter, of 37 elements (no multiple of the group sizes tested) of
+/// every dtype with every operator it takes, each result read back through the Runtime's get
+/// (so on any heap) and checked bitwise. False after the first wrong result.
+inline bool CheckEveryDtypeAndOperator(PeContext& ctx) {
+  constexpr std::uint64_t kCount = 37;
+  const auto n = static_cast<std::uint64_t>(ctx.size);
+  Allocation output = MustAllocate(ctx, kCount * 8 * n);
+  std::vector<std::byte> input(kCount * 8 * n);
+  int call = 0;
+  for (ElementType type : kTypes) {
+    const std::string dtype(ops::ElementTypeName(type));
+    const std::uint64_t eb = ops::ElementBytes(type);
+    for (ReduceOp op : kOps) {
+      if (ops::IsFloating(type) && op >= ReduceOp::kAnd) continue;
+      ++call;
+      FillValues(ctx, type, op, 0, kCount, call, input.data());
+      CHECK_PE_OK(ctx, AllReduce(Rt(), Sub(output, 0, kCount * eb), input.data(), kCount * eb,
+                                 Code(op), dtype, {}));
+      std::vector<std::byte> got = ReadBack<std::byte>(ctx, output);
+      if (!CheckReduced(ctx, type, op, 0, kCount, call, got.data(), "all_reduce")) return false;
+      // reduce_scatter: PE j gets block j of kCount elements.
+      FillValues(ctx, type, op, 0, kCount * n, call, input.data());
+      CHECK_PE_OK(ctx, Barrier(Rt(), {}));  // everyone read back before the output is reused
+      CHECK_PE_OK(ctx, ReduceScatter(Rt(), Sub(output, 0, kCount * eb), input.data(),
+                                     kCount * eb * n, Code(op), dtype, {}));
+      got = ReadBack<std::byte>(ctx, output);
+      if (!CheckReduced(ctx, type, op, kCount * ctx.rank, kCount, call, got.data(),
+                        "reduce_scatter")) {
+        return false;
+      }
+      CHECK_PE_OK(ctx, Barrier(Rt(), {}));
     }
   }
   return true;

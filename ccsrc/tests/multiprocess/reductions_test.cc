@@ -33,34 +33,7 @@ class ReductionsTest : public ::testing::TestWithParam<int> {};
 TEST_P(ReductionsTest, EveryDtypeWithEveryOperatorItTakes) {
   EXPECT_ALL_PES_PASS(RunPes(Launch(GetParam()), [](PeContext& ctx) {
     CHECK_PE_OK(ctx, ctx.InitRuntime());
-    constexpr std::uint64_t kCount = 37;  // not a multiple of any group size here
-    Allocation output = MustAllocate(ctx, kCount * 8 * ctx.size);
-    std::vector<std::byte> input(kCount * 8 * ctx.size);
-    int call = 0;
-    for (ElementType type : kTypes) {
-      const std::string dtype(ops::ElementTypeName(type));
-      const std::uint64_t eb = ops::ElementBytes(type);
-      for (ReduceOp op : kOps) {
-        if (ops::IsFloating(type) && op >= ReduceOp::kAnd) continue;
-        ++call;
-        FillValues(ctx, type, op, 0, kCount, call, input.data());
-        CHECK_PE_OK(ctx, AllReduce(Rt(), Sub(output, 0, kCount * eb), input.data(), kCount * eb,
-                                   Code(op), dtype, {}));
-        if (!CheckReduced(ctx, type, op, 0, kCount, call, As<std::byte>(output), "all_reduce")) {
-          break;
-        }
-        // reduce_scatter: PE j gets block j of kCount elements.
-        FillValues(ctx, type, op, 0, kCount * ctx.size, call, input.data());
-        CHECK_PE_OK(ctx, Barrier(Rt(), {}));  // everyone checked before the output is reused
-        CHECK_PE_OK(ctx, ReduceScatter(Rt(), Sub(output, 0, kCount * eb), input.data(),
-                                       kCount * eb * ctx.size, Code(op), dtype, {}));
-        if (!CheckReduced(ctx, type, op, kCount * ctx.rank, kCount, call, As<std::byte>(output),
-                          "reduce_scatter")) {
-          break;
-        }
-        CHECK_PE_OK(ctx, Barrier(Rt(), {}));
-      }
-    }
+    CheckEveryDtypeAndOperator(ctx);
     FreeAllAndShutdown(ctx);
     return 0;
   }));

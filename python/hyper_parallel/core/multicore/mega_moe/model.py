@@ -36,7 +36,6 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..shmem import backend_info
 from ._groups import check_dp_members, ep_group_of, expert_data_parallel_groups
 from ._layer import MegaMoE, local_tensor
 from ._resources import MegaMoEResources
@@ -142,10 +141,9 @@ class MoEDecoder(nn.Module):
                                               max_tokens=config.batch * config.sequence,
                                               group=group)
         self._owns_resources = path == "shmem" and resources is None
-        # The gradient reduction of a model built for SHMEM runs on shmem.all_reduce where the
-        # backend has the reductions (the host backend; the device backends keep torch's).
-        self.gradient_sum = (SymmetricGradientSum()
-                             if path == "shmem" and backend_info().name == "host" else None)
+        # The gradient reduction of a model built for SHMEM runs on shmem.all_reduce (every
+        # backend has the reductions: docs/mega_moe.md).
+        self.gradient_sum = SymmetricGradientSum() if path == "shmem" else None
         torch.manual_seed(seed)
         self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
         layers = []
