@@ -1,5 +1,6 @@
 #include "ops/broadcast/broadcast.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,31 +36,29 @@ Status Broadcast::Run(data_plane::KernelApi& api, const data_plane::CollectivePl
   const data_plane::CollectiveGroup& group = plan.group;
   const int n = group.size();
   const auto root = static_cast<int>(plan.arguments[0]);
-  const auto host = [&](int member) { return api.HostOf(group.pe(member)); };
-  // Each other host's leader: its lowest member. The root feeds the members of its own host
-  // and one leader per other host; a leader feeds the members of its host.
-  const auto leader_of = [&](int member) {
-    for (int m = 0; m < n; ++m) {
-      if (host(m) == host(member)) return m;
-    }
-    return member;
-  };
+  // Each member's host, and each host's leader (its lowest member), found in one pass.
+  std::vector<int> host(static_cast<std::size_t>(n));
+  std::vector<int> leader(static_cast<std::size_t>(n));
+  std::map<int, int> leader_of_host;
+  for (int m = 0; m < n; ++m) {
+    host[m] = api.HostOf(group.pe(m));
+    leader[m] = leader_of_host.try_emplace(host[m], m).first->second;
+  }
   const int me = group.index;
   const auto* output = api.Local(plan.output_offset);
-  // Members fed by `feeder` (a world PE list) and the puts of `bytes` from `source` to them.
+  // Puts `source`, chunked, into the output of every member `feeder` feeds (and its own when
+  // `with_self`), then publishes the call's epoch to them: the root feeds its host and the
+  // other hosts' leaders, a leader the rest of its host.
   const auto feed = [&](int feeder, const std::byte* source, bool with_self) {
-    std::vector<int> peers;
+    std::vector<int> fed;
     for (int distance = 1; distance < n; ++distance) {
       const int m = (feeder + distance) % n;
-      const bool same_host = host(m) == host(feeder);
-      // The root feeds its host and the other hosts' leaders; a leader its host alone.
-      if (same_host ? m != root : (feeder == root && leader_of(m) == m)) peers.push_back(m);
+      const bool fed_here = host[m] == host[feeder] ? m != root : feeder == root && leader[m] == m;
+      if (fed_here) fed.push_back(group.pe(m));
     }
     const data_plane::ChunkPlan chunks(plan.input_bytes, kBroadcastChunkBytes,
                                        kBroadcastMinChunkBytes, kBroadcastGranule);
     std::vector<data_plane::BlockPut> puts;
-    std::vector<int> world;
-    for (int m : peers) world.push_back(group.pe(m));
     for (std::uint64_t index = 0; index < chunks.count(); ++index) {
       const data_plane::Chunk chunk = chunks.At(index);
       // The root's own copy goes through the batch too (a stream backend's heap is not the
@@ -68,23 +67,23 @@ Status Broadcast::Run(data_plane::KernelApi& api, const data_plane::CollectivePl
         puts.push_back({group.pe(feeder), plan.output_offset + chunk.offset,
                         source + chunk.offset, chunk.bytes});
       }
-      for (int pe : world) {
+      for (int pe : fed) {
         puts.push_back({pe, plan.output_offset + chunk.offset, source + chunk.offset, chunk.bytes});
       }
     }
-    api.PutBlocksAndPublish(puts, world, group.sync_slot, plan.sequence);
+    api.PutBlocksAndPublish(puts, fed, group.sync_slot, plan.sequence);
   };
   if (me == root) {
     const bool in_place = plan.input == output;
     feed(root, static_cast<const std::byte*>(plan.input), !in_place);
     return Status::Ok();
   }
-  // Fed by the root (its host, or this host's leader) or by this host's leader.
-  const bool leader = host(me) != host(root) && leader_of(me) == me;
-  const int source = group.pe(host(me) == host(root) || leader ? root : leader_of(me));
+  // Fed by the root (on its host, or as a leader) or by this host's leader.
+  const bool is_leader = host[me] != host[root] && leader[me] == me;
+  const int source = group.pe(host[me] == host[root] || is_leader ? root : leader[me]);
   HPS_RETURN_IF_ERROR(api.WaitEpochs(group.sync_slot, plan.sequence, {&source, 1}, name(),
                                      "the root's data to arrive"));
-  if (leader) feed(me, output, false);
+  if (is_leader) feed(me, output, false);
   return Status::Ok();
 }
 

@@ -13,6 +13,36 @@ constexpr std::uint64_t kMaxSteps = std::uint64_t{1} << 16;
 
 std::uint64_t Lines(std::uint64_t bytes) { return (bytes + 63) / 64 * 64; }
 
+// One element-wise step over this PE's heap on a stream backend without an element-wise kernel:
+// its operands read back into host memory, combined on the CPU, the result put back (from a
+// buffer kept in `put_back`, which must live until the stream is next synchronised).
+Status StepThroughHost(data_plane::KernelApi& api, int self,
+                       const data_plane::ElementwiseStep& step,
+                       std::deque<std::vector<std::byte>>* put_back) {
+  using Kind = data_plane::ElementwiseStep::Kind;
+  const std::byte* heap = api.Local(0);
+  const auto offset = [heap](const void* p) {
+    return static_cast<std::uint64_t>(static_cast<const std::byte*>(p) - heap);
+  };
+  const std::uint64_t eb = ElementBytes(step.type);
+  const std::uint64_t ab = AccumulatorBytes(step.type);
+  const std::uint64_t in = step.count * (step.kind == Kind::kWiden ? eb : ab);
+  const std::uint64_t out = step.count * (step.kind == Kind::kNarrow ? eb : ab);
+  std::vector<std::byte> lower(in), upper(step.kind == Kind::kCombine ? in : 0);
+  HPS_RETURN_IF_ERROR(api.ReadLocal(lower.data(), offset(step.lower), in));
+  if (step.kind == Kind::kCombine) {
+    HPS_RETURN_IF_ERROR(api.ReadLocal(upper.data(), offset(step.upper), in));
+  }
+  std::vector<std::byte>& result = put_back->emplace_back(out);
+  data_plane::ElementwiseStep on_host = step;
+  on_host.lower = lower.data();
+  on_host.upper = upper.data();
+  on_host.out = result.data();
+  RunElementwise(on_host);
+  api.PutBlock(self, offset(step.out), result.data(), out);
+  return Status::Ok();
+}
+
 }  // namespace
 
 HalvingShape::HalvingShape(int group_size, int member) : size(group_size), index(member) {
@@ -171,38 +201,21 @@ Status RunReduction(data_plane::KernelApi& api, const data_plane::CollectivePlan
   std::byte* const a = staged ? api.Local(plan.workspace_offset + layout.accumulators_at) : acc.data();
   std::byte* const narrow =
       staged ? api.Local(plan.workspace_offset + layout.hand_over_at) : narrow_buffer.data();
-  // One element-wise step: on the CPU, or enqueued on the backend's stream.
-  // A stream backend without an element-wise kernel (CANN) combines on the CPU through host
-  // memory: the step's operands are read back, combined here and put back into the heap; the
-  // results stay alive in `put_back` until the stream is synchronised at the end.
+  // One element-wise step: on the CPU, enqueued on the backend's stream, or (a stream backend
+  // without an element-wise kernel: CANN) through host memory, whose results stay alive in
+  // `put_back` until the stream is synchronised at the end.
   const bool through_host = staged && !api.ComputesElementwise();
   std::deque<std::vector<std::byte>> put_back;
   const auto step = [&](data_plane::ElementwiseStep::Kind kind, const void* lower,
                         const void* upper, void* out, std::uint64_t count) -> Status {
-    data_plane::ElementwiseStep element{kind, type, op, lower, upper, out, count};
+    const data_plane::ElementwiseStep element{kind, type, op, lower, upper, out, count};
     if (!staged) {
       RunElementwise(element);
       return Status::Ok();
     }
     if (count == 0) return Status::Ok();
-    if (!through_host) return api.Elementwise(element);
-    const std::byte* heap = api.Local(0);
-    const auto offset = [heap](const void* p) {
-      return static_cast<std::uint64_t>(static_cast<const std::byte*>(p) - heap);
-    };
-    using K = data_plane::ElementwiseStep::Kind;
-    const std::uint64_t in = count * (kind == K::kWiden ? eb : ab);
-    const std::uint64_t out_bytes = count * (kind == K::kNarrow ? eb : ab);
-    std::vector<std::byte> l(in), u(kind == K::kCombine ? in : 0);
-    HPS_RETURN_IF_ERROR(api.ReadLocal(l.data(), offset(lower), in));
-    if (kind == K::kCombine) HPS_RETURN_IF_ERROR(api.ReadLocal(u.data(), offset(upper), in));
-    std::vector<std::byte>& result = put_back.emplace_back(out_bytes);
-    element.lower = l.data();
-    element.upper = u.data();
-    element.out = result.data();
-    RunElementwise(element);
-    api.PutBlock(group.pe(shape.index), offset(out), result.data(), out_bytes);
-    return Status::Ok();
+    if (through_host) return StepThroughHost(api, group.pe(me), element, &put_back);
+    return api.Elementwise(element);
   };
   using Kind = data_plane::ElementwiseStep::Kind;
 
@@ -363,10 +376,10 @@ Status RunReduction(data_plane::KernelApi& api, const data_plane::CollectivePlan
       }
     }
   }
-  if (through_host && !put_back.empty()) {
-    // Synchronise the stream (a read back) before the results put from host memory go.
-    std::uint64_t last = 0;
-    HPS_RETURN_IF_ERROR(api.ReadLocal(&last, plan.output_offset, 0 < plan.output_bytes ? 1 : 0));
+  if (!put_back.empty()) {
+    // The last puts read `put_back`'s buffers: a read back synchronises the stream first.
+    std::byte synchronised{};
+    HPS_RETURN_IF_ERROR(api.ReadLocal(&synchronised, plan.output_offset, 1));
   }
   return Status::Ok();
 }
