@@ -194,3 +194,96 @@ using AclrtCreateStreamFn = aclError (*)(aclrtStream* stream);
 using AclrtDestroyStreamFn = aclError (*)(aclrtStream stream);
 
 }  // namespace hyper_parallel::shmem::cann
+
+// ---- ACL runtime: memory, events, callbacks (what a framework's fake NPU device needs) ------
+//
+// From Huawei's public ACL runtime header (acl/acl_rt.h) and its documentation. The enums are C
+// enums, passed as 4-byte ints. Only the values below are pinned; newer CANN releases add
+// members (e.g. ACL_MEMCPY_DEFAULT, ACL_MEM_LOCATION_TYPE_UNREGISTERED = 2 for memory not
+// allocated through ACL, policy flag bits such as ACL_MEM_TYPE_HIGH_BAND_WIDTH = 0x1000).
+
+namespace hyper_parallel::shmem::cann {
+
+/// aclrtEvent is an opaque pointer.
+using aclrtEvent = void*;
+
+/// aclrtMemMallocPolicy (low values; newer releases OR in memory-type bits).
+enum AclrtMemMallocPolicy : int {
+  ACL_MEM_MALLOC_HUGE_FIRST = 0,
+  ACL_MEM_MALLOC_HUGE_ONLY = 1,
+  ACL_MEM_MALLOC_NORMAL_ONLY = 2,
+  ACL_MEM_MALLOC_HUGE_FIRST_P2P = 3,
+  ACL_MEM_MALLOC_HUGE_ONLY_P2P = 4,
+  ACL_MEM_MALLOC_NORMAL_ONLY_P2P = 5,
+};
+
+/// aclrtMemcpyKind.
+enum AclrtMemcpyKind : int {
+  ACL_MEMCPY_HOST_TO_HOST = 0,
+  ACL_MEMCPY_HOST_TO_DEVICE = 1,
+  ACL_MEMCPY_DEVICE_TO_HOST = 2,
+  ACL_MEMCPY_DEVICE_TO_DEVICE = 3,
+};
+
+/// aclrtEventRecordedStatus (aclrtQueryEventStatus).
+enum AclrtEventRecordedStatus : int {
+  ACL_EVENT_RECORDED_STATUS_NOT_READY = 0,
+  ACL_EVENT_RECORDED_STATUS_COMPLETE = 1,
+};
+
+/// aclrtCallbackBlockType (aclrtLaunchCallback).
+enum AclrtCallbackBlockType : int { ACL_CALLBACK_NO_BLOCK = 0, ACL_CALLBACK_BLOCK = 1 };
+
+/// aclrtMemLocationType (aclrtPtrAttributes::location.type).
+enum AclrtMemLocationType : int {
+  ACL_MEM_LOCATION_TYPE_HOST = 0,
+  ACL_MEM_LOCATION_TYPE_DEVICE = 1,
+};
+
+/// aclrtMemLocation: 8 bytes.
+struct aclrtMemLocation {
+  std::uint32_t id;           ///< device id for DEVICE
+  std::uint32_t type;         ///< AclrtMemLocationType (a C enum: 4 bytes)
+};
+
+/// aclrtPtrAttributes (aclrtPointerGetAttributes): 28 bytes, 4-byte aligned.
+struct aclrtPtrAttributes {
+  aclrtMemLocation location;
+  std::uint32_t pageSize;     ///< bytes
+  std::uint32_t rsv[4];
+};
+
+static_assert(sizeof(aclrtMemLocation) == 8);
+static_assert(offsetof(aclrtMemLocation, type) == 4);
+static_assert(sizeof(aclrtPtrAttributes) == 28);
+static_assert(alignof(aclrtPtrAttributes) == 4);
+static_assert(offsetof(aclrtPtrAttributes, pageSize) == 8);
+static_assert(offsetof(aclrtPtrAttributes, rsv) == 12);
+static_assert(sizeof(AclrtMemcpyKind) == 4 && sizeof(AclrtMemMallocPolicy) == 4 &&
+              sizeof(AclrtEventRecordedStatus) == 4 && sizeof(AclrtCallbackBlockType) == 4);
+
+/// aclrtCallback.
+using aclrtCallback = void (*)(void* user_data);
+
+using AclrtMallocFn = aclError (*)(void** dev_ptr, std::size_t size, int policy);
+using AclrtFreeFn = aclError (*)(void* dev_ptr);
+using AclrtMemcpyFn = aclError (*)(void* dst, std::size_t dest_max, const void* src,
+                                   std::size_t count, int kind);
+using AclrtMemcpyAsyncFn = aclError (*)(void* dst, std::size_t dest_max, const void* src,
+                                        std::size_t count, int kind, aclrtStream stream);
+using AclrtMemsetAsyncFn = aclError (*)(void* dev_ptr, std::size_t max_count, std::int32_t value,
+                                        std::size_t count, aclrtStream stream);
+using AclrtCreateEventFn = aclError (*)(aclrtEvent* event);
+using AclrtDestroyEventFn = aclError (*)(aclrtEvent event);
+using AclrtRecordEventFn = aclError (*)(aclrtEvent event, aclrtStream stream);
+using AclrtStreamWaitEventFn = aclError (*)(aclrtStream stream, aclrtEvent event);
+using AclrtSynchronizeEventFn = aclError (*)(aclrtEvent event);
+using AclrtQueryEventStatusFn = aclError (*)(aclrtEvent event, int* status);
+using AclrtSynchronizeDeviceFn = aclError (*)();
+using AclrtGetDeviceCountFn = aclError (*)(std::uint32_t* count);
+using AclrtPointerGetAttributesFn = aclError (*)(const void* ptr, aclrtPtrAttributes* attributes);
+/// Real ACL runs the callback only on a thread subscribed with aclrtSubscribeReport.
+using AclrtLaunchCallbackFn = aclError (*)(aclrtCallback fn, void* user_data, int block_type,
+                                           aclrtStream stream);
+
+}  // namespace hyper_parallel::shmem::cann

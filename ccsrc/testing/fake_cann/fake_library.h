@@ -65,6 +65,10 @@ class FakeCann {
   void SetDevice(int device) const { set_device_(device); }
   std::string Generation() const { return generation_(); }
   const char* UidSegment(const void* uid) const { return uid_segment_(uid); }
+  /// Any symbol of the fake (ACL calls the adapter does not resolve, newer control calls).
+  void* Symbol(const char* name) const {
+    return handle_ == nullptr ? nullptr : dlsym(handle_, name);
+  }
 
   /// Loads the adapter's view of this variant (both override paths point at it).
   Status Load(std::shared_ptr<const VendorLibrary>* library) const {
