@@ -244,6 +244,11 @@ class Backend {
   /// How diagnostics and errors name `stream`: "stream 3", "default (thread 1234)".
   virtual std::string StreamLabel(StreamRef stream) const = 0;
 
+  /// How many times this backend blocked the host until a device stream had run its work
+  /// (debug_state's host_synchronizations; a read, never a synchronisation). 0 for a backend
+  /// whose streams are the host's own.
+  virtual std::uint64_t HostSynchronizations() const { return 0; }
+
   /// OK while this lifecycle can go on; otherwise the sticky failure that ended it: PEER_LOST
   /// (a peer process exited) or TIMEOUT of a collective (the PEs' collective sequences are out
   /// of step). Cheap while healthy: the Runtime asks at every entry.

@@ -21,12 +21,13 @@ void Keep(Status* first, Status status) {
 
 }  // namespace
 
-void CallerStreams::Note(void* stream, std::shared_ptr<const void> keep_alive) {
+bool CallerStreams::Note(void* stream, std::shared_ptr<const void> keep_alive) {
   MutexLock lock(&mutex_);
   if (std::find(streams_.begin(), streams_.end(), stream) == streams_.end()) {
     streams_.push_back(stream);
   }
   if (keep_alive != nullptr) keep_alive_.push_back(std::move(keep_alive));
+  return keep_alive_.size() >= kMaxHeld;
 }
 
 CallerStreams::Taken CallerStreams::Take() {
@@ -94,7 +95,7 @@ class DeviceBackend::StreamKernelApi final : public data_plane::KernelApi {
                                             Region::kHeap, offset, bytes));
     // A collective's kernel runs on the launching host thread, outside any capture.
     CallSiteScope site(CallSite::kHostThread);
-    return backend_.Synchronize(stream_);
+    return backend_.HostSynchronize(stream_);
   }
   bool ComputesElementwise() const override { return backend_.ComputesElementwise(); }
   Status Elementwise(const data_plane::ElementwiseStep& step) override {
@@ -158,6 +159,19 @@ Status DeviceBackend::Latch(Status failure) {
   return failure;
 }
 
+Status DeviceBackend::HostSynchronize(void* stream) {
+  host_synchronizations_.fetch_add(1, std::memory_order_relaxed);
+  return Synchronize(stream);
+}
+
+Status DeviceBackend::OpenAgreement() {
+  if (!spec_.all_gather) {
+    return Status::Assertion(ErrorCode::kInvalidState,
+                             "open_peers without the bootstrap's all-gather", {});
+  }
+  return agreement_.Open(spec_.rank, spec_.size, spec_.teams, spec_.timeout, spec_.all_gather);
+}
+
 Status DeviceBackend::ThreadStream(void** stream) {
   const long thread = CurrentThreadId();
   {
@@ -183,7 +197,7 @@ Status DeviceBackend::ReleaseStreams() {
   }
   Status first;
   for (const auto& [thread, stream] : streams) {
-    Keep(&first, Synchronize(stream));
+    Keep(&first, HostSynchronize(stream));
     Keep(&first, DestroyStream(stream));
   }
   return first;
@@ -199,13 +213,13 @@ Status DeviceBackend::OnStream(StreamRef stream, KeepAlive keep_alive, Enqueue e
   if (stream.native != nullptr) {
     Status status = enqueue(stream.native);
     // Noted even after a failure part-way: what was enqueued may still read the operands.
-    caller_streams_.Note(stream.native, std::move(keep_alive));
+    if (caller_streams_.Note(stream.native, std::move(keep_alive))) Keep(&status, Quiesce());
     return status;
   }
   void* own = nullptr;
   HPS_RETURN_IF_ERROR(ThreadStream(&own));
   Status status = enqueue(own);
-  Keep(&status, Synchronize(own));  // always: nothing of a returned call stays queued
+  Keep(&status, HostSynchronize(own));  // always: nothing of a returned call stays queued
   return status;
 }
 
@@ -214,7 +228,7 @@ Status DeviceBackend::Quiesce() {
   // one may be in a long wait of another thread's call right now: only the callers' streams.
   const CallerStreams::Taken taken = caller_streams_.Take();  // operands dropped on return
   Status first;
-  for (void* stream : taken.streams) Keep(&first, Synchronize(stream));
+  for (void* stream : taken.streams) Keep(&first, HostSynchronize(stream));
   return first;
 }
 
@@ -290,59 +304,34 @@ Status DeviceBackend::EnqueuePutBatchSignalled(void* stream,
   return Status::Ok();
 }
 
-Status DeviceBackend::Exchange(void* stream, const data_plane::CollectiveGroup& group,
-                               const CollectiveDescriptor& mine, std::string_view operation,
-                               std::vector<CollectiveDescriptor>* all) {
-  const int rank = spec_.rank, size = spec_.size, team = group.sync_slot;
-  const std::array<std::uint64_t, CollectiveDescriptor::kWords> words = mine.Pack();
-  const std::int64_t number = SyncWord(mine.sequence);
-  std::vector<std::uint64_t> table(static_cast<std::size_t>(size) * CollectiveDescriptor::kWords);
-  Status status;
-  for (int member = 0; status.ok() && member < group.size(); ++member) {
-    const int pe = group.pe(member);
-    Keep(&status, EnqueuePut(stream, pe, Region::kControl, layout_.Row(team, mine.sequence, rank),
-                             words.data(), DeviceControlLayout::kRowBytes));
-    if (status.ok()) {
-      Keep(&status, EnqueueSetWord(stream, pe, Region::kControl,
-                                   layout_.Flag(team, mine.sequence, rank), number));
-    }
-  }
-  const std::string prefix =
-      std::string(operation) + (team == 0 ? std::string() : " (" + GroupLabel(group) + ")");
-  for (int member = 0; status.ok() && member < group.size(); ++member) {
-    const int pe = group.pe(member);
-    Keep(&status, EnqueueWaitAtLeast(stream, Region::kControl,
-                                     layout_.Flag(team, mine.sequence, pe), number,
-                                     prefix + " waiting for pe " + std::to_string(pe) +
-                                         "'s descriptor"));
-  }
-  if (status.ok()) {
-    Keep(&status, EnqueueGet(stream, table.data(), rank, Region::kControl,
-                             layout_.Row(team, mine.sequence, 0),
-                             table.size() * sizeof(std::uint64_t)));
-  }
-  // Always: the queued copies read `words` and write `table`, which live in this frame.
-  Keep(&status, Synchronize(stream));
-  HPS_RETURN_IF_ERROR(status);
-  all->clear();
-  for (int member = 0; member < group.size(); ++member) {
-    std::array<std::uint64_t, CollectiveDescriptor::kWords> theirs;
-    std::copy_n(table.begin() + static_cast<std::ptrdiff_t>(group.pe(member)) *
-                                    CollectiveDescriptor::kWords,
-                CollectiveDescriptor::kWords, theirs.begin());
-    all->push_back(CollectiveDescriptor::Unpack(theirs));
-  }
-  return Status::Ok();
-}
-
 Status DeviceBackend::Agree(const data_plane::CollectiveGroup& group,
                             const CollectiveDescriptor& mine, std::string_view operation,
                             Agreement* agreement) {
-  void* own = nullptr;
-  HPS_RETURN_IF_ERROR(ThreadStream(&own));
   std::vector<CollectiveDescriptor> all;
-  HPS_RETURN_IF_ERROR(Exchange(own, group, mine, operation, &all));
+  const std::string label =
+      std::string(operation) + (group.sync_slot == 0 ? std::string() : " (" + GroupLabel(group) + ")");
+  // The PEs' collective sequences are out of step after a failed agreement: terminal.
+  if (Status agreed = agreement_.Agree(group, mine, label, &all); !agreed.ok()) {
+    return Latch(std::move(agreed));
+  }
   *agreement = Agreement::FromAll(mine, all, &group);
+  return Status::Ok();
+}
+
+Status DeviceBackend::EnqueueOrdering(void* stream, const data_plane::CollectiveGroup& group,
+                                      std::uint64_t sequence, std::string_view operation) {
+  const int rank = spec_.rank, team = group.sync_slot;
+  const std::int64_t number = SyncWord(sequence);
+  for (int member = 0; member < group.size(); ++member) {
+    HPS_RETURN_IF_ERROR(EnqueueSetWord(stream, group.pe(member), Region::kControl,
+                                       layout_.Flag(team, sequence, rank), number));
+  }
+  for (int member = 0; member < group.size(); ++member) {
+    const int pe = group.pe(member);
+    HPS_RETURN_IF_ERROR(EnqueueWaitAtLeast(
+        stream, Region::kControl, layout_.Flag(team, sequence, pe), number,
+        std::string(operation) + " waiting for pe " + std::to_string(pe) + " to reach it"));
+  }
   return Status::Ok();
 }
 
@@ -380,7 +369,7 @@ Status DeviceBackend::ExchangeWithPeers(std::span<const PeerRound> peers,
     }
   }
   // Always: the queued copies read `sent` and write `theirs`.
-  Keep(&status, Synchronize(stream));
+  Keep(&status, HostSynchronize(stream));
   // The pairs' rounds are out of step after a failed exchange: terminal.
   if (!status.ok()) return Latch(std::move(status));
   for (std::size_t i = 0; i < peers.size(); ++i) {
@@ -420,22 +409,19 @@ Status DeviceBackend::Launch(StreamRef stream, std::string_view name, Kernel ker
 
 Status DeviceBackend::LaunchCollective(StreamRef stream, const data_plane::CollectiveGroup& group,
                                        const CollectiveDescriptor& descriptor,
-                                       std::string_view name, Kernel kernel, KeepAlive) {
-  // The caller's earlier work first: the descriptors are published after it.
-  Status status = stream.native != nullptr ? Synchronize(stream.native) : Status::Ok();
-  void* own = nullptr;
-  if (status.ok()) status = ThreadStream(&own);
-  if (status.ok()) {
-    std::vector<CollectiveDescriptor> all;
-    Status exchanged = Exchange(own, group, descriptor, name, &all);
-    // The PEs' collective sequences are out of step after a failed exchange: terminal.
-    status = exchanged.ok() ? MatchDescriptors(descriptor, all, &group)
-                            : Latch(std::move(exchanged));
-  }
-  if (status.ok() && kernel) {  // no kernel: the agreement was the collective (a barrier)
-    status = RunKernel(own, kernel, /*collective=*/true);
-    Keep(&status, Synchronize(own));  // it ran to completion: the operands are free again
-  }
+                                       std::string_view name, Kernel kernel,
+                                       KeepAlive keep_alive) {
+  // Checked across the members first, on the host: a refused call enqueues nothing.
+  Agreement agreement;
+  Status status = Agree(group, descriptor, name, &agreement);
+  if (status.ok()) status = std::move(agreement.verdict);
+  if (!status.ok()) return std::move(status).At(name, "execute");
+  // Then on the stream: the ordering round (the barrier itself when there is no kernel), and
+  // the kernel. A caller's stream is only enqueued on; the thread's own is synchronised.
+  status = OnStream(stream, std::move(keep_alive), [&](void* native) {
+    HPS_RETURN_IF_ERROR(EnqueueOrdering(native, group, descriptor.sequence, name));
+    return kernel ? RunKernel(native, kernel, /*collective=*/true) : Status::Ok();
+  });
   return std::move(status).At(name, "execute");
 }
 

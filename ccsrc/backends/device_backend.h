@@ -12,11 +12,19 @@
 //     Because no two threads share a stream, no lock serialises the work: no lock is held
 //     across a wait or a stream synchronisation, so a thread's signal is never stuck behind
 //     another thread's wait (a collective waiting for a peer that waits for that signal).
-//   - Collectives. LaunchCollective synchronises the caller's stream, then on the calling
-//     thread's stream exchanges descriptors through the control blocks (layout below), reads
-//     them back and matches them on the host, runs the kernel and synchronises: it has run when
-//     it returns, on every stream (CollectiveRunsInline). A failed exchange leaves the PEs'
-//     sequences out of step: it is latched as the lifecycle's terminal failure (Health).
+//   - Collectives. LaunchCollective checks the call across the members on the host, through a
+//     small shared segment of this host (HostAgreement, backends/device_agreement.h: the
+//     descriptors, matched at once, so a mismatch fails every member at the call), then
+//     enqueues on the stream an ordering round (each member raises its flag at every member,
+//     then waits for every member's flag: no member's stream passes until every member's
+//     stream reached the collective, which is the barrier and the guard of the buffers and
+//     round words the kernel writes) and the kernel. On a caller's stream nothing is
+//     synchronised: the work is the stream's, its operands kept until Quiesce; on a thread's
+//     own stream the call synchronises it, as every default-stream call does. A failed
+//     agreement (a timeout) leaves the PEs' sequences out of step: it is latched as the
+//     lifecycle's terminal failure (Health).
+//   - Host synchronisations are counted (HostSynchronizations, debug_state's
+//     host_synchronizations): every wait of the host for a stream, whatever asked for it.
 //   - The kernel-side API on a stream (data_plane/kernel_api.h): blocks, batches, counters and
 //     epochs, each an enqueue; its body runs in the custom-op call site (backends/call_sites.h),
 //     where a vendor's table refuses anything but enqueuing.
@@ -28,25 +36,23 @@
 // ReleaseStreams), LocalHeapBase.
 //
 // Control block, beside each PE's heap (DeviceControlLayout), for T team slots:
-//   descriptors [T][2][P][kWords] uint64  team t's collective n's descriptor rows in [t][n % 2]
-//   flags       [T][2][P]     sync words, 64 bytes apart: a row's flag (n) once it is written
+//   flags       [T][2][P]     sync words, 64 bytes apart: the ordering round of team t's
+//                             collective n: member p raises [t][n % 2][p] to n at every member
 //   epochs      [T][P]        sync words, 64 bytes apart: the kernel-side API's op epochs
 //   offers      [2][P][kWords] uint64  members-only exchange rows, by sender and round % 2
 //   offer flags [2][P]        sync words: a sender's round once its row is written
 //   round words [T][W]        sync words, 64 bytes apart: the kernel-side API's round words,
 //                             W = ceil(log2 P) per team slot (KernelApi::RoundWords)
-// A collective of team t writes its row into [t][n % 2] at every member, then raises its flag
-// there (stream order: row before flag), waits until every member's flag here reached n, and
-// reads the rows back. A PE writes [t][n % 2] again (for n + 2) only after every member raised
-// its flag for n + 1, which each does only after it read n: no row is overwritten before it
-// was read. The members-only exchange keeps the same rule per pair of PEs and their rounds. Sync words carry the
-// number's low 31 bits (they fit a vendor's 32-bit signals and grow for two billion
-// collectives); numbers only grow; the block starts zeroed. Round words are the exception: a
-// kernel sets them to the step within its call (RoundValue's low 16 bits, which fit a 32-bit
-// signal), and a collective's kernel, once every wait on its own round words passed, sets
-// those words back to 0 before it returns. That is safe: in one call each word at a PE has one
-// writer, whose every write the PE waits for, and no member writes in the next call before
-// this PE published that call's descriptor, after its kernel ran to completion.
+//   constants   one line      two 32-bit words, 0 and -1: the source of a 64-bit signal's
+//                             upper half (a device-memory operand, so a set needs no host copy)
+// Sync words carry the number's low 31 bits (they fit a vendor's 32-bit signals and grow for
+// two billion collectives); numbers only grow; the block starts zeroed (the constants set).
+// Round words are the exception: a kernel sets them to the step within its call (RoundValue's
+// low 16 bits, which fit a 32-bit signal), and a collective's kernel, once every wait on its
+// own round words passed, sets those words back to 0 before it returns. That is safe: in one
+// call each word at a PE has one writer, whose every write the PE waits for, and no member's
+// stream writes in the next call before it passed that call's ordering round, which this PE's
+// stream enters only after its kernel (and the reset) ran.
 //
 // How to add a backend: docs/architecture.md, "How to add a backend".
 //
@@ -54,6 +60,8 @@
 // held only for a lookup or an insertion.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -64,6 +72,7 @@
 
 #include "backends/backend.h"
 #include "backends/collective.h"
+#include "backends/device_agreement.h"
 #include "backends/failure_latch.h"
 #include "base/mutex.h"
 #include "base/status.h"
@@ -77,20 +86,18 @@ struct DeviceControlLayout {
 
   explicit DeviceControlLayout(int size = 1, int team_slots = 1)
       : pes(static_cast<std::uint64_t>(size)), teams(static_cast<std::uint64_t>(team_slots)) {
-    flags = (teams * 2 * pes * kRowBytes + kLine - 1) / kLine * kLine;
+    flags = 0;
     epochs = flags + teams * 2 * pes * kLine;
     offers = epochs + teams * pes * kLine;
     offer_flags = (offers + 2 * pes * kRowBytes + kLine - 1) / kLine * kLine;
     round_words = 1;
     while ((std::uint64_t{1} << round_words) < pes) ++round_words;
     rounds = offer_flags + 2 * pes * kLine;
-    bytes = rounds + teams * round_words * kLine;
+    constants = rounds + teams * round_words * kLine;
+    bytes = constants + kLine;
   }
 
   /// Offsets inside the block.
-  std::uint64_t Row(int team, std::uint64_t sequence, int pe) const {
-    return ((Team(team) * 2 + sequence % 2) * pes + static_cast<std::uint64_t>(pe)) * kRowBytes;
-  }
   std::uint64_t Flag(int team, std::uint64_t sequence, int pe) const {
     return flags + ((Team(team) * 2 + sequence % 2) * pes + static_cast<std::uint64_t>(pe)) * kLine;
   }
@@ -115,7 +122,15 @@ struct DeviceControlLayout {
   std::uint64_t offer_flags = 0;
   std::uint64_t rounds = 0;
   std::uint64_t round_words = 1;
+  std::uint64_t constants = 0;  ///< int32 0 at +0, int32 -1 at +4
   std::uint64_t bytes = 0;
+
+  /// The block's initial contents: zeros, and the constants.
+  std::vector<std::byte> Initial() const {
+    std::vector<std::byte> block(bytes);
+    std::fill_n(block.begin() + static_cast<std::ptrdiff_t>(constants + 4), 4, std::byte{0xff});
+    return block;
+  }
 
  private:
   static std::uint64_t Team(int team) { return static_cast<std::uint64_t>(team); }
@@ -124,8 +139,14 @@ struct DeviceControlLayout {
 /// The caller's streams work was enqueued on, and the operands it holds, until the next Quiesce.
 class CallerStreams {
  public:
-  /// Notes that work holding `keep_alive` (may be null) was enqueued on `stream`.
-  void Note(void* stream, std::shared_ptr<const void> keep_alive) EXCLUDES(mutex_);
+  /// Operands held at most: past it the backend synchronises the noted streams once (a
+  /// counted host synchronisation) and lets them go, so a long loop on a caller's stream
+  /// without a free or close holds a bounded number of tensors.
+  static constexpr std::size_t kMaxHeld = 4096;
+
+  /// Notes that work holding `keep_alive` (may be null) was enqueued on `stream`; true when
+  /// kMaxHeld operands are held now.
+  bool Note(void* stream, std::shared_ptr<const void> keep_alive) EXCLUDES(mutex_);
 
   /// Everything noted so far, forgotten here: the caller synchronises the streams, then drops
   /// the operands (work noted meanwhile keeps its own).
@@ -153,7 +174,12 @@ class DeviceBackend : public Backend {
   StreamRef CurrentStream() const final { return StreamRef{}; }
   bool RunsInline(StreamRef stream) const final { return stream.native == nullptr; }
   bool SynchronizesInline() const final { return true; }
+  // A collective's host part (the agreement) is done when LaunchCollective returns; on a
+  // caller's stream its device part is that stream's, tracked until Quiesce.
   bool CollectiveRunsInline(StreamRef) const final { return true; }
+  std::uint64_t HostSynchronizations() const final {
+    return host_synchronizations_.load(std::memory_order_relaxed);
+  }
   Status Health() const final { return terminal_.Get(); }
 
   Status Put(StreamRef stream, std::uint64_t offset, const void* source, std::uint64_t bytes,
@@ -196,6 +222,12 @@ class DeviceBackend : public Backend {
   void AbandonStreams() EXCLUDES(streams_mutex_);
   /// Keeps `failure` as the lifecycle's terminal failure (the first wins) and returns it.
   Status Latch(Status failure);
+  /// Maps the host agreement segment (collective; OpenPeers calls it first, on every PE) and
+  /// unmaps it (DestroyHeap).
+  Status OpenAgreement();
+  void CloseAgreement() { agreement_.Close(); }
+  /// Waits for `stream` on the host, counted in HostSynchronizations.
+  Status HostSynchronize(void* stream);
 
   // ---- the vendor's calls ------------------------------------------------------------------
   virtual Status CreateStream(void** stream) = 0;
@@ -249,16 +281,17 @@ class DeviceBackend : public Backend {
   // operands are kept until Quiesce); the thread's own is synchronised before returning.
   template <class Enqueue>
   Status OnStream(StreamRef stream, KeepAlive keep_alive, Enqueue enqueue);
-  // The descriptor exchange on `stream`, synchronised before it returns.
-  Status Exchange(void* stream, const data_plane::CollectiveGroup& group,
-                  const CollectiveDescriptor& mine, std::string_view operation,
-                  std::vector<CollectiveDescriptor>* all);
+  // Enqueues the ordering round of `group`'s collective number `sequence` on `stream`.
+  Status EnqueueOrdering(void* stream, const data_plane::CollectiveGroup& group,
+                         std::uint64_t sequence, std::string_view operation);
   // Runs a kernel's body on `stream` in the custom-op call site; a collective's kernel may
   // also read its heap back (KernelApi::ReadLocal) and resets its round words afterwards.
   Status RunKernel(void* stream, const Kernel& kernel, bool collective);
 
   HeapSpec spec_;
   DeviceControlLayout layout_;
+  HostAgreement agreement_;
+  std::atomic<std::uint64_t> host_synchronizations_{0};
   FailureLatch terminal_;
   CallerStreams caller_streams_;  // queued on since the last Quiesce
   Mutex streams_mutex_;

@@ -156,10 +156,9 @@ Status Runtime::CheckReady(std::string_view operation) {
   }
   const DeviceId current = backend_->CurrentDevice();
   if (!(current == device_)) {
-    return Status::Assertion(ErrorCode::kDeviceMismatch,
-                             "current device differs from the one frozen at initialisation",
-                             {{"initial_device", device_.ToString()},
-                              {"current_device", current.ToString()}});
+    // The device was frozen at initialisation (docs/api.md, "Lifecycle").
+    return Status::Contract(ErrorCode::kDeviceMismatch, "device", device_.ToString(),
+                            current.ToString());
   }
   return Status::Ok();
 }

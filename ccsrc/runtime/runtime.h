@@ -196,6 +196,9 @@ struct Diagnostics {
   int collectives_in_flight = 0;         ///< enqueued and not yet finished
   std::string collective_stream;         ///< the stream they are on ("" when none)
   int calls_in_flight = 0;               ///< entries executing outside the mutex right now
+  /// How often the backend blocked the host until a device stream ran its work (this
+  /// lifecycle's backend; Backend::HostSynchronizations).
+  std::uint64_t host_synchronizations = 0;
   /// The teams this PE is in, by slot (the world first), with their collective state.
   struct TeamRow {
     TeamInfo info;

@@ -107,6 +107,7 @@ Diagnostics Runtime::Snapshot() {
       d.wait = backend_->Wait();
       d.peers = backend_->Placement();
       d.network = backend_->Network();
+      d.host_synchronizations = backend_->HostSynchronizations();
     }
     d.wait.mode = config_.wait;
   }

@@ -95,6 +95,7 @@ Status CannBackend::OpenPeers(const std::vector<std::string>& handles) {
   if (vendor_ == nullptr || handles.empty()) {
     return Status::Assertion(ErrorCode::kInvalidState, "open_peers before create_heap", {});
   }
+  HPS_RETURN_IF_ERROR(OpenAgreement());
   InitParams params;
   params.my_pe = spec().rank;
   params.n_pes = spec().size;
@@ -118,12 +119,13 @@ Status CannBackend::OpenPeers(const std::vector<std::string>& handles) {
   host_addressable_ = MappedHere(heap_);
   void* stream = nullptr;
   HPS_RETURN_IF_ERROR(ThreadStream(&stream));
-  // The control block starts zeroed on every PE before any peer writes to it.
-  std::vector<std::byte> zeros(layout().bytes);
+  // The control block starts zeroed (its constants set) on every PE before any peer writes
+  // to it.
+  const std::vector<std::byte> initial = layout().Initial();
   HPS_RETURN_IF_ERROR(
-      vendor_->PutOnStream(control_, zeros.data(), zeros.size(), spec().rank, stream));
+      vendor_->PutOnStream(control_, initial.data(), initial.size(), spec().rank, stream));
   HPS_RETURN_IF_ERROR(vendor_->BarrierAllOnStream(stream));
-  return vendor_->SynchronizeStream(stream);
+  return HostSynchronize(stream);
 }
 
 Status CannBackend::DestroyHeap() {
@@ -144,6 +146,7 @@ Status CannBackend::DestroyHeap() {
   }
   control_ = heap_ = nullptr;
   host_addressable_ = false;
+  CloseAgreement();
   // A finalised adapter is unusable; a failed one keeps the vendor's buffers alive on purpose.
   if (vendor_->state() != VendorState::kInitialized) vendor_.reset();
   return first;
@@ -206,10 +209,11 @@ Status CannBackend::EnqueueSignal(void* stream, int pe, std::uint64_t offset, Si
                                  SignalOp op, std::int64_t value) {
   std::int32_t* low = Word(Address(Region::kHeap, offset));
   if (width == SignalWidth::k64 && op == SignalOp::kSet) {
-    // The upper half first (stream order), so a waiter that sees the low half sees it too.
-    const std::int32_t upper = value < 0 ? -1 : 0;
-    HPS_RETURN_IF_ERROR(vendor_->PutOnStream(low + 1, &upper, sizeof(upper), pe, stream));
-    HPS_RETURN_IF_ERROR(vendor_->SynchronizeStream(stream));  // `upper` is a local
+    // The upper half first (stream order), so a waiter that sees the low half sees it too;
+    // copied from the control block's constants, device memory that outlives the stream's
+    // work, so nothing waits for the stream.
+    std::byte* upper = Address(Region::kControl, layout().constants + (value < 0 ? 4 : 0));
+    HPS_RETURN_IF_ERROR(vendor_->PutOnStream(low + 1, upper, sizeof(std::int32_t), pe, stream));
   }
   return vendor_->SignalOpOnStream(low, static_cast<std::int32_t>(value),
                                    op == SignalOp::kAdd ? ACLSHMEM_SIGNAL_ADD : ACLSHMEM_SIGNAL_SET,

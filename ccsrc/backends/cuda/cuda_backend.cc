@@ -75,6 +75,7 @@ Status CudaBackend::CreateHeap(const HeapSpec& spec, std::string* local_handle) 
 }
 
 Status CudaBackend::OpenPeers(const std::vector<std::string>& handles) {
+  HPS_RETURN_IF_ERROR(OpenAgreement());  // collective: first, on every PE
   const std::uint64_t heap_bytes = RoundUp(spec().heap_bytes, kLine);
   heap_.assign(spec().size, nullptr);
   control_.assign(spec().size, nullptr);
@@ -100,10 +101,10 @@ Status CudaBackend::OpenPeers(const std::vector<std::string>& handles) {
   // exchange after OpenPeers is the barrier).
   void* stream = nullptr;
   HPS_RETURN_IF_ERROR(ThreadStream(&stream));
-  std::vector<std::byte> zeros(layout().bytes);
+  const std::vector<std::byte> initial = layout().Initial();
   HPS_RETURN_IF_ERROR(
-      api_->MemcpyAsync(control_[spec().rank], zeros.data(), zeros.size(), stream));
-  return Synchronize(stream);
+      api_->MemcpyAsync(control_[spec().rank], initial.data(), initial.size(), stream));
+  return HostSynchronize(stream);
 }
 
 Status CudaBackend::ClosePeers() {
@@ -116,6 +117,7 @@ Status CudaBackend::ClosePeers() {
 }
 
 Status CudaBackend::DestroyHeap() {
+  CloseAgreement();
   if (allocation_ == nullptr && reports_ == nullptr && heap_.empty()) return ReleaseStreams();
   Status first;
   auto keep = [&first](Status status) {
