@@ -26,7 +26,9 @@ void RegisterBuiltinBackends(std::vector<BackendEntry>* entries) {
   cann.auto_priority = 20;  // preferred wherever the vendor library loads
   cann.available = [] { return cann::CannBackend::Available(); };
   cann.create = [] { return std::make_unique<cann::CannBackend>(); };
-  cann.streams = nullptr;  // the framework's NPU streams
+  cann.streams = nullptr;  // the framework's NPU streams (torch_npu's current stream)
+  cann.framework_device = DeviceType::kNpu;
+  cann.framework_stream = [](void* native) { return StreamRef{native}; };
   entries->push_back(std::move(cann));
 
   BackendEntry cuda;

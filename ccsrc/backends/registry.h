@@ -40,8 +40,8 @@ struct BackendEntry {
   /// Its user streams (null: the framework's streams are used; see stream.h).
   StreamProvider* streams = nullptr;
   /// Where the framework's streams are used: the framework's device type whose tensors live on
-  /// this backend's heap (kCuda), and the StreamRef of a framework stream given by its native
-  /// handle (null is the framework's default stream). Unset: no framework streams (host).
+  /// this backend's heap (kCuda, kNpu), and the StreamRef of a framework stream given by its
+  /// native handle (CUDA's null is its default stream). Unset: no framework streams (host).
   DeviceType framework_device = DeviceType::kCpu;
   std::function<StreamRef(void* native_handle)> framework_stream;
 };

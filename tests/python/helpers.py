@@ -9,8 +9,20 @@ import threading
 import time
 
 import pytest
+import torch
 
 from hyper_parallel.core.multicore import shmem
+
+
+# The suite's PEs run on the fake NPU device (pe_pool.py): local tensors go to the NPU too.
+ON_NPU = os.environ.get("HPS_TEST_FAKE_NPU") == "1"
+
+
+def device() -> torch.device:
+    """Where this PE's local tensors live: its NPU under HPS_TEST_FAKE_NPU=1, else the CPU."""
+    if ON_NPU:
+        return torch.device("npu", torch.npu.current_device())
+    return torch.device("cpu")
 
 
 def expect_shmem_error(code: str, fn, *args, **kwargs) -> shmem.ShmemError:

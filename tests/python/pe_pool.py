@@ -24,8 +24,27 @@ class PeFailure(AssertionError):
     """One or more PEs raised, hung or crashed."""
 
 
+# The tests' stand-in torch_npu (tests/fake_npu); scripts/test.sh runs the cann_fake tests with
+# HPS_TEST_FAKE_NPU=1, so every PE imports it and takes NPU rank % device count first, and
+# shmem.empty returns NPU tensors (docs/backends.md, "NPU tensors and streams from Python").
+FAKE_NPU = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fake_npu")
+
+
+def _use_fake_npu(rank: int) -> None:
+    import sys
+
+    if FAKE_NPU not in sys.path:
+        sys.path.insert(0, FAKE_NPU)
+    import torch
+    import torch_npu  # noqa: F401  (registers torch.npu)
+
+    torch.npu.set_device(rank % torch.npu.device_count())
+
+
 def _worker(rank: int, size: int, init_file: str, conn, env: dict) -> None:
     os.environ.update(env)
+    if os.environ.get("HPS_TEST_FAKE_NPU") == "1":
+        _use_fake_npu(rank)
     import torch.distributed as dist
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,

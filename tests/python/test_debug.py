@@ -8,14 +8,15 @@ import re
 import pytest
 import torch
 
-from helpers import captured_stderr
+from helpers import captured_stderr, device
 from hyper_parallel.core.multicore import shmem
 
 pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh)
 
 FIELDS = ["state", "reference_count", "lifecycle", "root_rank", "root_size", "global_ranks",
           "device", "backend", "config", "heap_base", "heap", "live_allocations", "leaks",
-          "collectives", "teams", "calls_in_flight", "wait", "peers", "network", "blocked",
+          "collectives", "teams", "calls_in_flight", "host_synchronizations", "wait", "peers",
+          "network", "blocked",
           "recent_ops",
           "latest_failure", "terminal_failure"]
 
@@ -29,15 +30,16 @@ def _eager_calls_are_profiler_ranges(rank, size):
         exchanged = shmem.empty(4 * size, dtype=torch.float32)
         shmem.barrier()
         right = (rank + 1) % size
+        dev = device()
         with torch.profiler.profile() as profile:
-            shmem.put(data, torch.ones(4), right)
-            shmem.get(torch.empty(4), data, right)
+            shmem.put(data, torch.ones(4, device=dev), right)
+            shmem.get(torch.empty(4, device=dev), data, right)
             shmem.signal(sig, 1, right, operation="add")
-            shmem.put_signal(data, torch.ones(4), sig, 1, right, operation="add")
+            shmem.put_signal(data, torch.ones(4, device=dev), sig, 1, right, operation="add")
             shmem.wait_signal(sig, 2, comparison="ge")
             shmem.barrier()
-            shmem.all_gather(gathered, torch.ones(4))
-            shmem.all_to_all(exchanged, torch.ones(4 * size))
+            shmem.all_gather(gathered, torch.ones(4, device=dev))
+            shmem.all_to_all(exchanged, torch.ones(4 * size, device=dev))
         names = [event.name for event in profile.events() if event.name.startswith("hps::")]
         for tensor in (exchanged, gathered, sig, data):
             shmem.free(tensor)
@@ -90,6 +92,10 @@ def _fields_and_repr(rank, size):
                                    "predefined": True, "handles": 0, "sequence": 1,
                                    "first_sequence": 0, "in_flight": 0, "stream": None}]
         assert state["calls_in_flight"] == 0 and state["blocked"] == []
+        # A device backend counts its waits for a stream; the host backend has none.
+        assert isinstance(state["host_synchronizations"], int)
+        if state["backend"] == "host":
+            assert state["host_synchronizations"] == 0
         # One host: every peer mapped, no network transport (docs/scale-out.md).
         assert [peer["transport"] for peer in state["peers"]] == [
             "self" if pe == rank else "shared memory" for pe in range(size)]

@@ -101,6 +101,7 @@ py::dict Snapshot() {
   }
   state["teams"] = teams;
   state["calls_in_flight"] = d.calls_in_flight;
+  state["host_synchronizations"] = d.host_synchronizations;
   py::dict wait;
   wait["mode"] = d.wait.mode;
   const bool forever = d.wait.spin == std::chrono::nanoseconds::max();

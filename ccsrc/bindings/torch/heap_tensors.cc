@@ -14,6 +14,7 @@
 
 #include "bindings/torch/errors.h"
 #include "bindings/torch/registration.h"
+#include "bindings/torch/streams.h"
 #include "runtime/heap_allocator.h"
 
 namespace py = pybind11;
@@ -53,17 +54,27 @@ AllocationContext* ContextOf(const at::Tensor& tensor) {
   return static_cast<AllocationContext*>(data_ptr.get_context());
 }
 
-// The device of tensors over the heap: the CPU for a heap this process addresses, else the
-// framework device of the backend at the Runtime's device index (cuda:N). Empty when the
-// Runtime is not ready: the call itself then reports the Runtime's state.
+// The framework device of tensors over a heap on `device`, where the framework has one: CUDA
+// tensors over a CUDA device heap; NPU tensors (torch's PrivateUse1 device "npu") over an NPU
+// heap once torch_npu is imported, also where the heap is host memory (the fake vendor
+// library's). Empty: CPU tensors over a host heap, or none (empty() says why).
+std::optional<c10::Device> FrameworkDevice(const DeviceId& device, bool host) {
+  const auto index = static_cast<c10::DeviceIndex>(device.index);
+  if (!host && device.type == DeviceType::kCuda) return c10::Device(c10::kCUDA, index);
+  if (device.type == DeviceType::kNpu && NpuFrameworkLoaded()) {
+    return c10::Device(c10::DeviceType::PrivateUse1, index);
+  }
+  return std::nullopt;
+}
+
+// The device of tensors over the heap: the framework device (FrameworkDevice), else the CPU.
+// Empty when the Runtime is not ready: the call itself then reports the Runtime's state.
 std::optional<c10::Device> HeapTensorDevice() {
   DeviceId device;
   bool host = true;
   if (!Runtime::Process().HeapPlacement("device", &device, &host).ok()) return std::nullopt;
-  if (!host && device.type == DeviceType::kCuda) {
-    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device.index));
-  }
-  return c10::Device(c10::kCPU);  // a host heap, or one empty() refuses to make tensors over
+  // The CPU for a host heap, or one empty() refuses to make tensors over.
+  return FrameworkDevice(device, host).value_or(c10::Device(c10::kCPU));
 }
 
 // A symmetric operand: on the heap's device. A CPU tensor, or one whose storage empty() made
@@ -100,23 +111,22 @@ at::Tensor Empty(const std::vector<int64_t>& sizes, at::ScalarType dtype, std::u
   c10::DispatchKey key = c10::DispatchKey::CPU;
   {
     py::gil_scoped_release no_gil;
-    // CPU tensors over a heap this process addresses; CUDA tensors over a CUDA device heap
-    // (which needs a torch built with CUDA); no tensors over any other device's heap yet.
+    // Tensors on the framework's device where it has one (FrameworkDevice); else CPU tensors
+    // over a heap this process addresses; no tensors over any other device's heap.
     DeviceId heap_device;
     bool host = true;
     Check(runtime.HeapPlacement("empty", &heap_device, &host));
-    if (!host) {
-      if (heap_device.type != DeviceType::kCuda) {
-        Check(runtime.RequireHostAddressableHeap("empty"));
-      }
-      if (!c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA)) {
+    if (const std::optional<c10::Device> framework = FrameworkDevice(heap_device, host)) {
+      if (!c10::impl::hasDeviceGuardImpl(framework->type())) {
         Check(Status::Assertion(ErrorCode::kUnsupportedCapability,
                                 "the heap is CUDA device memory and this torch has no CUDA support",
                                 {{"device", heap_device.ToString()}})
                   .At("empty", "validate"));
       }
-      device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(heap_device.index));
-      key = c10::DispatchKey::CUDA;
+      device = *framework;
+      key = framework->is_cuda() ? c10::DispatchKey::CUDA : c10::DispatchKey::PrivateUse1;
+    } else if (!host) {
+      Check(runtime.RequireHostAddressableHeap("empty"));
     }
     Check(runtime.Allocate(bytes, alignment, &allocation, note));
   }

@@ -5,6 +5,7 @@
 // ATen: torch's streams are reached through c10::impl::VirtualGuardImpl.
 #include "bindings/torch/streams.h"
 
+#include <c10/core/DeviceType.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <pybind11/pybind11.h>
 
@@ -59,16 +60,31 @@ std::chrono::milliseconds Seconds(double seconds) {
 
 }  // namespace
 
+bool NpuFrameworkLoaded() {
+  return c10::impl::hasDeviceGuardImpl(c10::DeviceType::PrivateUse1) &&
+         c10::get_privateuse1_backend() == "npu";
+}
+
 StreamRef CurrentStream() {
   if (StreamProvider* provider = Streams()) return provider->CurrentStream();
   const BackendEntry* entry = SelectedBackend();
-  if (entry == nullptr || !entry->framework_stream ||
-      entry->framework_device != DeviceType::kCuda ||
-      !c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA)) {
-    return StreamRef{};
+  if (entry == nullptr || !entry->framework_stream) return StreamRef{};
+  if (entry->framework_device == DeviceType::kCuda &&
+      c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA)) {
+    const c10::impl::VirtualGuardImpl cuda(c10::DeviceType::CUDA);
+    return entry->framework_stream(cuda.getStream(cuda.getDevice()).native_handle());
   }
-  const c10::impl::VirtualGuardImpl cuda(c10::DeviceType::CUDA);
-  return entry->framework_stream(cuda.getStream(cuda.getDevice()).native_handle());
+  if (entry->framework_device == DeviceType::kNpu && NpuFrameworkLoaded()) {
+    // torch_npu's own way (docs/backends.md, "NPU tensors and streams"): its guard has no
+    // native handle, and reading npu_stream first moves torch_npu's host-side task queue onto
+    // the stream, so the work torch queued before this call runs before it.
+    py::gil_scoped_acquire gil;
+    static py::object* const current_stream = new py::object(  // kept past interpreter exit
+        py::module_::import("torch").attr("npu").attr("current_stream"));
+    const py::object handle = (*current_stream)().attr("npu_stream");
+    return entry->framework_stream(reinterpret_cast<void*>(handle.cast<std::uintptr_t>()));
+  }
+  return StreamRef{};
 }
 
 void RegisterStreams(py::module_& m) {

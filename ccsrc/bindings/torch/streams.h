@@ -7,10 +7,15 @@
 
 namespace hyper_parallel::shmem::binding {
 
-/// The calling thread's current stream (a thread-local read, no lock: every entry checks the
-/// Runtime's state itself): the backend's own current stream where it has streams; torch's
-/// current CUDA stream on the current device where the backend uses CUDA's streams (the Runtime
-/// rejects a current device other than its own); else the backend's default stream.
+/// The calling thread's current stream (no lock: every entry checks the Runtime's state
+/// itself): the backend's own current stream where it has streams; torch's current CUDA
+/// stream on the current device where the backend uses CUDA's streams; torch_npu's current NPU
+/// stream (torch.npu.current_stream().npu_stream, read under the GIL) where the backend uses
+/// NPU streams and torch_npu is imported (the Runtime rejects a current device other than its
+/// own); else the backend's default stream.
 HPS_BINDING_API StreamRef CurrentStream();
+
+/// Whether torch_npu (or a stand-in) registered the NPU as torch's PrivateUse1 device "npu".
+HPS_BINDING_API bool NpuFrameworkLoaded();
 
 }  // namespace hyper_parallel::shmem::binding

@@ -56,7 +56,10 @@ def debug_state() -> DebugState:
     collective; in_flight; stream: where they are queued), teams (the teams this PE is in, by
     slot, the world first: slot, pes in world numbering, my_pe in the team, predefined,
     handles this PE holds, sequence and first_sequence of its collectives, in_flight, stream),
-    calls_in_flight (calls executing now), wait (the wait policy in force: mode, spin_us,
+    calls_in_flight (calls executing now), host_synchronizations (how many times the backend
+    blocked the host until a device stream ran its work: 0 on the host backend; on CANN and
+    CUDA only the calls docs/api.md says synchronise add to it; reading it never
+    synchronises), wait (the wait policy in force: mode, spin_us,
     yield_us, sleeps, pinned: the core the initialising thread was pinned to, or why not),
     peers (every PE: pe, host (its hostname and network namespace), transport: "self",
     "shared memory" for a PE mapped on this host, "ucx" for one reached over the network, and
@@ -79,7 +82,8 @@ def debug_state() -> DebugState:
     state["reference_count"] = _lifecycle.reference_count()
     for key in ("lifecycle", "root_rank", "root_size", "global_ranks", "device", "backend",
                 "config", "heap_base", "heap", "live_allocations", "leaks", "collectives",
-                "teams", "calls_in_flight", "wait", "peers", "network"):
+                "teams", "calls_in_flight", "host_synchronizations", "wait", "peers",
+                "network"):
         state[key] = snapshot[key]
     state["blocked"] = _blocked(snapshot["blocked"])
     state["recent_ops"] = snapshot["recent_ops"]
