@@ -53,3 +53,28 @@ if ((${#python_missing[@]})); then
   echo "installing Python packages: ${python_missing[*]}"
   "$PYTHON" -m pip install -q "${python_missing[@]}"
 fi
+
+# torch_npu's own files for tests/python/test_torch_npu_names.py, which checks the torch.npu /
+# torch_npu names our sources touch against them without importing torch_npu (that needs CANN).
+# Pinned: 2.13.0 is the torch-npu release for torch 2.13 (it requires torch==2.13.0.*, the torch
+# pinned above) and has a cp311 manylinux x86_64 wheel (about 42 MB, 126 MB unpacked). Kept
+# outside the checkout and fetched once; without it the test skips.
+TORCH_NPU_VERSION=2.13.0
+torch_npu_dir="${XDG_CACHE_HOME:-$HOME/.cache}/hyper_parallel_shmem/torch_npu/$TORCH_NPU_VERSION"
+fetch_torch_npu() {
+  local tmp rc=0
+  mkdir -p "${torch_npu_dir%/*}" && tmp=$(mktemp -d "${torch_npu_dir%/*}/.fetch.XXXXXX") || return 1
+  "$PYTHON" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+    --dest "$tmp" "torch-npu==$TORCH_NPU_VERSION" >"$tmp/log" 2>&1 \
+    && "$PYTHON" -m zipfile -e "$tmp"/torch_npu-*.whl "$tmp/unpacked" \
+    && touch "$tmp/unpacked/.complete" \
+    && rm -rf "$torch_npu_dir" && mv "$tmp/unpacked" "$torch_npu_dir" || rc=1
+  ((rc == 0)) || tail -n 1 "$tmp/log" >&2 2>/dev/null || true
+  rm -rf "$tmp"
+  return $rc
+}
+if [[ ! -f "$torch_npu_dir/.complete" ]]; then
+  echo "fetching the torch-npu $TORCH_NPU_VERSION wheel into $torch_npu_dir"
+  fetch_torch_npu || echo "note: could not fetch torch-npu $TORCH_NPU_VERSION:" \
+    "tests/python/test_torch_npu_names.py will skip" >&2
+fi
