@@ -11,7 +11,7 @@ import os
 import pytest
 import torch
 
-from helpers import expect_shmem_error
+from helpers import ON_NPU, device, expect_shmem_error
 from hyper_parallel.core.multicore import shmem
 from hyper_parallel.core.multicore.mega_moe import (AllToAllMoE, MegaMoE, MegaMoEResources,
                                                     dense_moe, from_mixtral, from_qwen2_moe,
@@ -24,7 +24,13 @@ H, I, IS = 16, 24, 8
 
 
 def _tokens(rank: int, count: int) -> torch.Tensor:
-    return torch.randn(count, H, generator=torch.Generator().manual_seed(100 + rank))
+    """A PE's tokens, where its local tensors live (helpers.device(): the NPU on the fake)."""
+    return torch.randn(count, H, generator=torch.Generator().manual_seed(100 + rank)).to(device())
+
+
+def _on_device(cls, *args, **kwargs):
+    """A layer built as usual, moved to where this PE's local tensors live."""
+    return cls(*args, **kwargs).to(device())
 
 
 def _close(a, b, rtol: float = 1e-5, atol: float = 1e-6) -> bool:
@@ -51,12 +57,13 @@ def _against_dense(rank, size, experts, top_k, tokens_by_rank, normalize, gated,
     torch.manual_seed(7)  # the same dense weights on every PE
     tokens = tokens_by_rank[rank % len(tokens_by_rank)]
     with MegaMoEResources(H, experts, top_k, chunk_rows=chunk_rows) as resources:
-        layer = MegaMoE(H, I, experts, top_k, shared_intermediate_size=IS,
-                        gated_shared_expert=gated, normalize_topk=normalize,
-                        resources=resources)
+        layer = _on_device(MegaMoE, H, I, experts, top_k, shared_intermediate_size=IS,
+                           gated_shared_expert=gated, normalize_topk=normalize,
+                           resources=resources)
         dense = layer.dense_weights()
         x = _tokens(rank, tokens).requires_grad_(True)
-        g = torch.randn(tokens, H, generator=torch.Generator().manual_seed(200 + rank))
+        g = torch.randn(tokens, H, generator=torch.Generator().manual_seed(200 + rank)).to(
+            device())
         y = layer(x)
         (y * g).sum().backward()
         # The dense layer on this PE's tokens: output, input, router and shared-expert grads.
@@ -76,7 +83,8 @@ def _against_dense(rank, size, experts, top_k, tokens_by_rank, normalize, gated,
         for source in range(size):
             count = tokens_by_rank[source % len(tokens_by_rank)]
             xs = _tokens(source, count)
-            gs = torch.randn(count, H, generator=torch.Generator().manual_seed(200 + source))
+            gs = torch.randn(count, H, generator=torch.Generator().manual_seed(200 + source)).to(
+                device())
             (_dense(layer, every, xs) * gs).sum().backward()
         local = slice(rank * layer.local_experts, (rank + 1) * layer.local_experts)
         for name in ("gate_proj", "up_proj", "down_proj"):
@@ -86,8 +94,8 @@ def _against_dense(rank, size, experts, top_k, tokens_by_rank, normalize, gated,
             assert _close(param.grad.to_local(), every[name].grad[local], atol=1e-5), name
         # The all-to-all layer from the same weights agrees with the dense one.
         torch.manual_seed(7)
-        a2a = AllToAllMoE(H, I, experts, top_k, shared_intermediate_size=IS,
-                          gated_shared_expert=gated, normalize_topk=normalize)
+        a2a = _on_device(AllToAllMoE, H, I, experts, top_k, shared_intermediate_size=IS,
+                         gated_shared_expert=gated, normalize_topk=normalize)
         xa = x.detach().clone().requires_grad_(True)
         ya = a2a(xa)
         (ya * g).sum().backward()
@@ -117,12 +125,12 @@ def test_top_k_one_and_top_k_every_expert(pes, top_k):
 def _skewed(rank, size):
     torch.manual_seed(3)
     with MegaMoEResources(H, 2 * size, 1, chunk_rows=4, capacity_factor=0.5) as resources:
-        layer = MegaMoE(H, I, 2 * size, 1, resources=resources)
+        layer = _on_device(MegaMoE, H, I, 2 * size, 1, resources=resources)
         dense = layer.dense_weights()
         tokens = 11 + rank  # not a multiple of the chunk
         x = _tokens(rank, tokens).requires_grad_(True)
-        ids = torch.zeros(tokens, 1, dtype=torch.int64)  # every token to expert 0: PE 0
-        w = torch.ones(tokens, 1)
+        ids = torch.zeros(tokens, 1, dtype=torch.int64, device=device())  # all to expert 0: PE 0
+        w = torch.ones(tokens, 1, device=device())
         y = layer.forward_routed(x, ids, w)
         y.sum().backward()
         xr = x.detach().clone().requires_grad_(True)
@@ -147,8 +155,8 @@ def _shared_resources_and_reopen(rank, size):
     torch.manual_seed(5)
     for lifecycle in range(2):  # close and reopen
         with MegaMoEResources(H, 4, 2, max_tokens=16) as resources:
-            first = MegaMoE(H, I, 4, 2, resources=resources)
-            second = MegaMoE(H, 2 * I, 4, 2, resources=resources)
+            first = _on_device(MegaMoE, H, I, 4, 2, resources=resources)
+            second = _on_device(MegaMoE, H, 2 * I, 4, 2, resources=resources)
             x = _tokens(rank, 9)
             capacity = resources.capacity
             y = second(first(x))
@@ -178,17 +186,18 @@ def _overlap_modes_and_in_place_contract(rank, size):
         except shmem.ShmemError as error:  # CANN: the framework's streams only
             assert error.error_code == "UNSUPPORTED_CAPABILITY", error
             streams = False
-        if not streams:  # asked for, the overlap is refused before any collective
+        if not streams and not ON_NPU:  # asked for, refused before any collective (on CANN
+            # with torch_npu, NPU tensors, the overlap takes a torch.npu.Stream instead)
             expect_shmem_error("UNSUPPORTED_CAPABILITY", MegaMoEResources, H, 2 * size, 2,
                                overlap_combine=True)
     # Rank 0 overlaps the combine on its own stream, the others run it after their experts:
     # the protocol is the same, so PEs may differ. Two layers back to back: two backward
     # calls in a row with no count exchange between them (the "free" counters order them).
-    overlap = rank == 0 and streams
+    overlap = rank == 0 and (streams or ON_NPU)
     with MegaMoEResources(H, 2 * size, 2, overlap_combine=overlap) as resources:
         assert (resources.combine_stream is not None) == overlap
-        first = MegaMoE(H, I, 2 * size, 2, resources=resources)
-        second = MegaMoE(H, I, 2 * size, 2, resources=resources)
+        first = _on_device(MegaMoE, H, I, 2 * size, 2, resources=resources)
+        second = _on_device(MegaMoE, H, I, 2 * size, 2, resources=resources)
         dense1, dense2 = first.dense_weights(), second.dense_weights()
         for step in range(3):
             x = _tokens(rank + 10 * step, 7 + step).requires_grad_(True)
@@ -254,7 +263,8 @@ def _work_between_the_halves(rank, size):
             return finish(pending, **kwargs)
 
         resources.start, resources.finish = logged_start, logged_finish
-        layer = MegaMoE(H, I, experts, 2, shared_intermediate_size=IS, resources=resources)
+        layer = _on_device(MegaMoE, H, I, experts, 2, shared_intermediate_size=IS,
+                           resources=resources)
         dense = layer.dense_weights()
         shared_expert = layer._shared_expert
         layer._shared_expert = lambda x: _Mark.apply(shared_expert(x), log, "shared")
@@ -345,7 +355,7 @@ def _router_outputs(rank, size):
     torch.manual_seed(6)
     experts = 2 * size
     with MegaMoEResources(H, experts, 2) as resources:
-        layer = MegaMoE(H, I, experts, 2, resources=resources)
+        layer = _on_device(MegaMoE, H, I, experts, 2, resources=resources)
         assert layer.router_logits is None and layer.tokens_per_expert is None
         dense = layer.dense_weights()
         x = _tokens(rank, 13)
@@ -356,7 +366,7 @@ def _router_outputs(rank, size):
         chosen = logits.topk(2, dim=-1).indices
         assert torch.equal(layer.tokens_per_expert,
                            torch.bincount(chosen.reshape(-1), minlength=experts))
-        every = layer.tokens_per_expert.clone()
+        every = layer.tokens_per_expert.to("cpu", copy=True)  # gloo takes CPU tensors
         dist.all_reduce(every)  # what the count exchange gave, without communicating again
         assert torch.equal(layer.group_tokens_per_expert, every)
         # Aux losses on the kept logits reach the router, as on the dense layer's logits.
@@ -372,7 +382,7 @@ def _router_outputs(rank, size):
         assert not _close(without["router"].grad, weights["router"].grad, atol=1e-5)
         # The all-to-all layer counts alike.
         torch.manual_seed(6)
-        a2a = AllToAllMoE(H, I, experts, 2)
+        a2a = _on_device(AllToAllMoE, H, I, experts, 2)
         a2a(x)
         assert torch.equal(a2a.tokens_per_expert, layer.tokens_per_expert)
         assert torch.equal(a2a.router_logits, logits.detach())
@@ -390,9 +400,10 @@ def _checkpointed(rank, size):
     torch.manual_seed(9)
     experts = 2 * size
     with MegaMoEResources(H, experts, 2) as resources:
-        first = MegaMoE(H, I, experts, 2, shared_intermediate_size=IS, gated_shared_expert=True,
-                        resources=resources)
-        second = MegaMoE(H, I, experts, 2, shared_intermediate_size=IS, resources=resources)
+        first = _on_device(MegaMoE, H, I, experts, 2, shared_intermediate_size=IS,
+                           gated_shared_expert=True, resources=resources)
+        second = _on_device(MegaMoE, H, I, experts, 2, shared_intermediate_size=IS,
+                            resources=resources)
         dense1, dense2 = first.dense_weights(), second.dense_weights()
         x = _tokens(rank, 11).requires_grad_(True)
         y = checkpoint(second, checkpoint(first, x, use_reentrant=False), use_reentrant=False)
@@ -407,6 +418,8 @@ def _checkpointed(rank, size):
 
 
 def test_activation_checkpointing_recomputes_the_layer_during_the_backward(pes):
+    if ON_NPU:  # torch.utils.checkpoint saves the device's autocast state
+        pytest.skip("the fake NPU has no AMP module (tests/fake_npu/README.md)")
     assert all(pes(2).run(_checkpointed, timeout=300))
 
 

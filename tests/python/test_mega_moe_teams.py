@@ -15,7 +15,7 @@ import torch
 from torch.distributed.tensor import DTensor
 import torch.distributed as dist
 
-from helpers import expect_shmem_error
+from helpers import ON_NPU, device, expect_shmem_error
 from hyper_parallel.core.multicore import shmem
 from hyper_parallel.core.multicore.mega_moe import (AllToAllMoE, MegaMoE, MegaMoEResources,
                                                     dense_moe, expert_data_parallel_groups)
@@ -30,11 +30,11 @@ RTOL, ATOL = 1e-5, 1e-6  # test_mega_moe_e2e's tolerance
 
 
 def _tokens(rank: int, count: int) -> torch.Tensor:
-    return torch.randn(count, H, generator=torch.Generator().manual_seed(100 + rank))
+    return torch.randn(count, H, generator=torch.Generator().manual_seed(100 + rank)).to(device())
 
 
 def _grad_out(rank: int, count: int) -> torch.Tensor:
-    return torch.randn(count, H, generator=torch.Generator().manual_seed(200 + rank))
+    return torch.randn(count, H, generator=torch.Generator().manual_seed(200 + rank)).to(device())
 
 
 def _close(a, b, rtol: float = RTOL, atol: float = ATOL) -> bool:
@@ -79,7 +79,7 @@ def _ep_dp_layer(rank, size, ep_size, tokens_by_rank, chunk_rows):
         assert (resources.pes, resources.rank) == (ep_size, rank - first)
         assert resources.ranks == tuple(ep_ranks)
         layer = MegaMoE(H, I, experts, 2, shared_intermediate_size=IS, gated_shared_expert=True,
-                        group=ep_group, resources=resources)
+                        group=ep_group, resources=resources).to(device())
         assert layer.local_experts == experts // ep_size
         dense = layer.dense_weights()  # gathered over the EP group
         x = _tokens(rank, tokens).requires_grad_(True)
@@ -116,7 +116,7 @@ def _ep_dp_layer(rank, size, ep_size, tokens_by_rank, chunk_rows):
         # The all-to-all layer over the same group, from the same weights.
         torch.manual_seed(7)
         a2a = AllToAllMoE(H, I, experts, 2, shared_intermediate_size=IS,
-                          gated_shared_expert=True, group=ep_group)
+                          gated_shared_expert=True, group=ep_group).to(device())
         xa = x.detach().clone().requires_grad_(True)
         ya = a2a(xa)
         (ya * g).sum().backward()
@@ -235,6 +235,17 @@ def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(_local(a), _local(b))
 
 
+def _full(t: torch.Tensor) -> torch.Tensor:
+    """DTensor.full_tensor() of an expert weight sharded over the WORLD; NPU shards are
+    gathered over gloo through host copies (an npu mesh has no backend on the fake NPU)."""
+    if not ON_NPU:
+        return t.full_tensor()
+    shard = t.to_local().cpu().contiguous()
+    parts = [torch.empty_like(shard) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, shard)
+    return torch.cat(parts).to(device())
+
+
 def _train_ep_dp(rank, size, ep_size, steps):
     """The four stages of test_mega_moe_e2e at EP = ep_size x DP = size / ep_size (the SHMEM
     path against the all-to-all path over the same groups); at the first step also the loss
@@ -244,9 +255,10 @@ def _train_ep_dp(rank, size, ep_size, steps):
     torch.set_num_threads(1)
     ep_group, dp_group = expert_data_parallel_groups(ep_size)
     config = DecoderConfig(num_experts=4, layers=2, top_k=2, sequence=24, batch=2)
-    shmem_model = MoEDecoder(config, "shmem", seed=21, group=ep_group, dp_group=dp_group)
-    a2a_model = MoEDecoder(config, "a2a", seed=21, group=ep_group, dp_group=dp_group)
-    world_model = MoEDecoder(config, "a2a", seed=21)  # EP = 4: one expert per PE
+    shmem_model = MoEDecoder(config, "shmem", seed=21, group=ep_group,
+                             dp_group=dp_group).to(device())
+    a2a_model = MoEDecoder(config, "a2a", seed=21, group=ep_group, dp_group=dp_group).to(device())
+    world_model = MoEDecoder(config, "a2a", seed=21).to(device())  # EP = 4: one expert per PE
     models = (shmem_model, a2a_model, world_model)
     try:
         ours, theirs = shmem_model.state_dict(), a2a_model.state_dict()
@@ -262,7 +274,7 @@ def _train_ep_dp(rank, size, ep_size, steps):
         bitwise = True
         place = rank % ep_size
         for step in range(steps):
-            tokens = synthetic_tokens(config, rank, step)
+            tokens = synthetic_tokens(config, rank, step).to(device())
             outputs = []
             for model in models if step == 0 else models[:2]:
                 model.zero_grad(set_to_none=False)
@@ -296,7 +308,7 @@ def _train_ep_dp(rank, size, ep_size, steps):
                 # every PE's tokens there too (gathered over the world, then this PE's block).
                 w_grad = named[2][name].grad
                 if name.rsplit(".", 1)[-1] in ("gate_proj", "up_proj", "down_proj"):
-                    w_grad = w_grad.full_tensor()[place * local:(place + 1) * local]
+                    w_grad = _full(w_grad)[place * local:(place + 1) * local]
                 assert _within(p.grad, w_grad), \
                     f"grad of {name} off EP=world by {_worst(p.grad, w_grad)}"
                 worst["vs_world_grad"] = max(worst["vs_world_grad"], _worst(p.grad, w_grad))
@@ -334,11 +346,11 @@ def _shmem_reductions_match_gloo(rank, size):
     torch.set_num_threads(1)
     ep_group, dp_group = expert_data_parallel_groups(2)
     config = DecoderConfig(num_experts=4, layers=2, top_k=2, sequence=24, batch=2)
-    models = [MoEDecoder(config, "shmem", seed=21, group=ep_group, dp_group=dp_group)
+    models = [MoEDecoder(config, "shmem", seed=21, group=ep_group, dp_group=dp_group).to(device())
               for _ in range(2)]
     try:
         assert models[0].gradient_sum is not None  # on the CANN fake too
-        tokens = synthetic_tokens(config, rank, 0)
+        tokens = synthetic_tokens(config, rank, 0).to(device())
         for model, over in zip(models, (None, "gloo")):
             model.zero_grad(set_to_none=False)
             loss, _ = model.loss(tokens)
@@ -352,6 +364,7 @@ def _shmem_reductions_match_gloo(rank, size):
             worst = max(worst, float((a - b).abs().max()) / scale)
             assert float((a - b).abs().max()) <= 1e-6 * scale, (name, float((a - b).abs().max()))
             group = dp_group if id(p) in experts else None
+            a = a.cpu()  # gloo takes CPU tensors
             copies = [torch.empty_like(a) for _ in range(dist.get_world_size(group))]
             dist.all_gather(copies, a.contiguous(), group=group)
             assert all(torch.equal(c, a) for c in copies), f"{name} differs across PEs"

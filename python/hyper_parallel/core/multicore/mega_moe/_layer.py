@@ -285,8 +285,10 @@ class MegaMoE(nn.Module):
                 out[name] = shard.clone()
                 continue
             full = torch.empty((self.num_experts,) + tuple(shard.shape[1:]), dtype=shard.dtype)
-            dist.all_gather_into_tensor(full, shard, group=self.group)
-            out[name] = full
+            # gloo takes CPU tensors: an NPU shard goes through a host copy (which synchronizes)
+            direct = shard.device.type in ("cpu", "cuda")
+            dist.all_gather_into_tensor(full, shard if direct else shard.cpu(), group=self.group)
+            out[name] = full if direct else full.to(shard.device)
         for name in _SHARED_KEYS:
             if hasattr(self, name):
                 out[name] = getattr(self, name).detach().clone()

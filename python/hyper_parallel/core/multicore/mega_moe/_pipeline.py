@@ -7,6 +7,14 @@ is done, while later experts compute; without one, once every local expert is do
 waits for every result to come back. The caller's own work between the two halves fills the
 time this PE would otherwise wait for the other PEs' experts.
 
+The combine stream is a shmem.Stream (the host backend's) or, where the heap's tensors are NPU
+tensors (CANN with torch_npu), a torch.npu.Stream: the framework's (CombineStream). On an NPU
+nothing here blocks the host: the waits, each expert's computation (queued behind its own
+wait) and its "done" signal are enqueued on the caller's current stream, the combine kernel on
+the combine stream, where it waits for each expert's "done" counter and sends that expert's
+results; finish() enqueues the wait for the results and orders the caller's stream after the
+combine stream (wait_stream), with no host synchronization.
+
 The counters that order all this are _protocol's; the buffers, and their growth before a call
 that needs more, _buffers'. The pipeline reports what happens to a _stats.StatsRecorder (named
 events and spans) and reads no clock itself.
@@ -38,6 +46,37 @@ def phase(name: str):
     return _NO_RANGE
 
 
+class CombineStream:
+    """The stream the combine runs on: `stream` is a shmem.Stream (the backend's own, entered
+    with shmem.stream()) or a framework stream (a torch.npu.Stream, entered with
+    torch.npu.stream()), whose combine orders the caller's stream after it instead of
+    synchronizing the host."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.framework = not isinstance(stream, shmem.Stream)
+
+    def entered(self):
+        """The context under which calls are enqueued on the combine stream."""
+        if self.framework:
+            return torch.npu.stream(self.stream)
+        return shmem.stream(self.stream)
+
+    def join(self) -> None:
+        """What the caller's stream does after a call's results came back: on the host
+        backend, waits for the combine stream's executor (the host is the caller's stream);
+        with a framework stream, orders the caller's current stream after the combine stream
+        (an event wait on the device: the host goes on at once)."""
+        if self.framework:
+            torch.npu.current_stream().wait_stream(self.stream)
+        else:
+            self.stream.synchronize()
+
+    def synchronize(self) -> None:
+        """Blocks the host until the combine stream has run everything enqueued on it."""
+        self.stream.synchronize()
+
+
 @dataclass
 class PendingCall:
     """A call start() began and finish() ends (perf_counter() times)."""
@@ -51,13 +90,15 @@ class PendingCall:
 
 class Pipeline:
     """Runs the calls of both directions over `protocol` (a _protocol.Protocol) and `buffers`
-    (a _buffers.Buffers), the combine on `combine_stream` (a shmem.Stream, or None: on the
-    caller's stream after the last expert), reporting to `recorder` (a _stats.StatsRecorder).
+    (a _buffers.Buffers), the combine on `combine_stream` (a shmem.Stream or a
+    torch.npu.Stream, or None: on the caller's stream after the last expert), reporting to
+    `recorder` (a _stats.StatsRecorder).
     At most one call per direction is pending (begun, not finished) at a time."""
 
     def __init__(self, protocol, buffers, combine_stream, recorder) -> None:
         self._protocol, self._buffers = protocol, buffers
-        self._combine_stream, self._recorder = combine_stream, recorder
+        self._combine_stream = None if combine_stream is None else CombineStream(combine_stream)
+        self._recorder = recorder
         self._pending = {}  # direction name -> the call start() began, not finished
 
     def exchange_counts(self, counts_local: torch.Tensor, dtype_code: int) -> tuple:
@@ -98,12 +139,13 @@ class Pipeline:
         times = self._recorder.call()
         protocol.wait_free(d)
         # Dispatch on the caller's current stream (on the host's default stream: this thread,
-        # which has nothing else to do until rows land), first, so the rows leave before
-        # anything else runs; then the combine on its own stream, which sends each expert's
-        # results back as soon as that expert is done, while later experts compute.
+        # which has nothing else to do until rows land; on an NPU, the current NPU stream),
+        # first, so the rows leave before anything else runs; then the combine on its own
+        # stream, which sends each expert's results back as soon as that expert is done (its
+        # kernel waits for each expert's "done" counter), while later experts compute.
         protocol.dispatch(d, rows, flat_counts)
         if self._combine_stream is not None:
-            with shmem.stream(self._combine_stream):
+            with self._combine_stream.entered():
                 protocol.combine(d, flat_counts)
         for local in range(protocol.local_experts):
             with phase("hps_moe::wait_rows"):
@@ -138,7 +180,7 @@ class Pipeline:
             if copy:
                 out = out.clone()
             if self._combine_stream is not None:
-                self._combine_stream.synchronize()
+                self._combine_stream.join()
         return out
 
     def quiesce(self) -> None:

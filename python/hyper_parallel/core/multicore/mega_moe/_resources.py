@@ -68,16 +68,28 @@ def _cpus_for_a_combine_thread(pes: int, pinned: bool) -> bool:
     return own >= 2
 
 
+def _npu_stream():
+    """A torch.npu.Stream on the heap's NPU where the heap's tensors are NPU tensors (CANN with
+    torch_npu imported: every SHMEM call is enqueued on torch.npu.current_stream()); else
+    None."""
+    device = str(shmem.debug_state()["device"])
+    if not device.startswith("npu") or not hasattr(torch, "npu"):
+        return None
+    return torch.npu.Stream(device=torch.device(device))
+
+
 def _own_stream():
-    """A stream of the backend's for the combine, so results go back while later experts
-    compute; None where the backend has no streams of its own (CANN: the framework's NPU
-    streams), and the combine then runs once every local expert is done."""
+    """A stream for the combine, so results go back while later experts compute: the backend's
+    own (shmem.Stream), or where the backend refuses streams of its own, the framework's NPU
+    stream (CANN with torch_npu: a torch.npu.Stream); None where there is neither (CUDA, whose
+    streams are torch's, and CANN without torch_npu), and the combine then runs once every
+    local expert is done."""
     try:
         return shmem.Stream()
     except shmem.ShmemError as error:
         if error.error_code != "UNSUPPORTED_CAPABILITY":
             raise
-        return None
+        return _npu_stream()
 
 
 _DTYPES = ("float32", "float64", "bfloat16", "float16")
@@ -102,8 +114,10 @@ class MegaMoEResources:
     the caller's stream once every local expert is done. None (the default) overlaps on the host
     backend only where the PE has a second CPU of its own for the stream's executor (not
     where a PE has one core of its own, its share of the machine: there the executor shares
-    that core and measured slower); on a device heap it asks for a stream, and where the
-    backend has none of its own (CANN and CUDA, whose streams are the framework's) runs the
+    that core and measured slower); on a device heap it asks for a stream: on CANN with
+    torch_npu (NPU tensors) a torch.npu.Stream on the heap's NPU, which the combine kernel
+    runs on while the experts compute on the caller's current stream; where there is no
+    stream to take (CUDA, whose streams are torch's; CANN without torch_npu) it runs the
     combine after the last expert. True on a backend without streams raises
     UNSUPPORTED_CAPABILITY.
 
@@ -150,13 +164,17 @@ class MegaMoEResources:
             # Local, before any collective: a refused stream fails here, with no peer left in
             # a collective this PE will not enter.
             if overlap_combine is None:
-                # A device's streams run beside the caller; a host heap's copies need a CPU
+                # A device's streams run beside the caller (NPU tensors: torch_npu's, even
+                # where the fake's heap is host memory); a host heap's copies need a CPU
                 # (every PE of the machine shares its cores, whatever its group).
-                overlap_combine = (not backend.host_addressable_heap
-                                   or _cpus_for_a_combine_thread(world, backend.own_core))
-                self.combine_stream = _own_stream() if overlap_combine else None
+                self.combine_stream = _npu_stream()
+                if self.combine_stream is None:
+                    overlap_combine = (not backend.host_addressable_heap
+                                       or _cpus_for_a_combine_thread(world, backend.own_core))
+                    self.combine_stream = _own_stream() if overlap_combine else None
             elif overlap_combine:
-                self.combine_stream = shmem.Stream()  # UNSUPPORTED_CAPABILITY without streams
+                # UNSUPPORTED_CAPABILITY without streams (an NPU heap takes torch_npu's)
+                self.combine_stream = _npu_stream() or shmem.Stream()
             else:
                 self.combine_stream = None
             # Over the WORLD: every PE's group can be an EP group (else every PE raises alike)

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 class PipelineStats:
     """How the last calls overlapped: experts that started computing while rows of a later
     local expert had not all arrived yet (computation overlapping arrival), of all experts.
-    On a device heap (CUDA) the waits and the experts are queued on the stream: the times
-    are the host's time to queue them, and started_early is not counted."""
+    On a device heap (CUDA, or CANN with torch_npu) the waits and the experts are queued on
+    the stream: the times are the host's time to queue them, and started_early is not counted
+    (reading the counters would block the host)."""
 
     calls: int = 0
     experts: int = 0

@@ -47,9 +47,15 @@ def expert_parameters(model: nn.Module) -> list:
 
 def all_reduce_flat(grads: list, group, dtype: torch.dtype | None = None) -> None:
     """Sums `grads` over `group` in one all-reduce of them flattened (as a data-parallel
-    trainer's bucket would), in `dtype` (None: theirs), as FSDP2's reduce_dtype does."""
+    trainer's bucket would), in `dtype` (None: theirs), as FSDP2's reduce_dtype does. NPU
+    gradients are summed through a host copy (gloo takes CPU tensors)."""
     flat = torch.cat([g.reshape(-1).to(dtype or g.dtype) for g in grads])
-    dist.all_reduce(flat, group=group)
+    if flat.device.type in ("cpu", "cuda"):
+        dist.all_reduce(flat, group=group)
+    else:  # NPU gradients over gloo: through a host copy (which synchronizes)
+        staged = flat.cpu()
+        dist.all_reduce(staged, group=group)
+        flat.copy_(staged)
     offset = 0
     for g in grads:
         g.copy_(flat[offset:offset + g.numel()].view_as(g))

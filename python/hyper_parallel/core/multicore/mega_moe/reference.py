@@ -2,7 +2,8 @@
 
   dense_moe(...)   the whole layer in one process, every expert local (the numerics);
   AllToAllMoE      the same expert-parallel layer with torch.distributed's all_to_all_single
-                   (gloo on CPU) for dispatch and combine: the path MegaMoE replaces.
+                   (gloo on CPU; NPU tensors go through host copies) for dispatch and
+                   combine: the path MegaMoE replaces.
 """
 
 from __future__ import annotations
@@ -58,6 +59,18 @@ class CommClock:
         return time.perf_counter()
 
 
+def _all_to_all_single(out: torch.Tensor, rows: torch.Tensor, out_splits, in_splits,
+                       group) -> None:
+    """dist.all_to_all_single; tensors on a device the process group cannot take (gloo and
+    NPU tensors) go through host copies (which synchronize: this is the reference path)."""
+    if rows.device.type in ("cpu", "cuda"):
+        dist.all_to_all_single(out, rows, out_splits, in_splits, group=group)
+        return
+    staged = torch.empty(out.shape, dtype=out.dtype)
+    dist.all_to_all_single(staged, rows.cpu(), out_splits, in_splits, group=group)
+    out.copy_(staged)
+
+
 class _AllToAll(torch.autograd.Function):
     """all_to_all_single with variable splits; backward sends the gradient the reverse way
     (and adds the time that takes to the clock; the forward's caller times its own)."""
@@ -66,7 +79,7 @@ class _AllToAll(torch.autograd.Function):
     def forward(ctx, rows, recv_splits, send_splits, group, clock):
         ctx.splits, ctx.group, ctx.clock = (recv_splits, send_splits), group, clock
         out = rows.new_empty((sum(recv_splits),) + tuple(rows.shape[1:]))
-        dist.all_to_all_single(out, rows.contiguous(), recv_splits, send_splits, group=group)
+        _all_to_all_single(out, rows.contiguous(), recv_splits, send_splits, group)
         return out
 
     @staticmethod
@@ -74,7 +87,7 @@ class _AllToAll(torch.autograd.Function):
         recv_splits, send_splits = ctx.splits
         started = CommClock.now(grad)
         out = grad.new_empty((sum(send_splits),) + tuple(grad.shape[1:]))
-        dist.all_to_all_single(out, grad.contiguous(), send_splits, recv_splits, group=ctx.group)
+        _all_to_all_single(out, grad.contiguous(), send_splits, recv_splits, ctx.group)
         if ctx.clock is not None:
             ctx.clock.seconds += CommClock.now(grad) - started
         return out, None, None, None, None
@@ -110,7 +123,7 @@ class AllToAllMoE(MegaMoE):
         self.tokens_per_expert = counts
         started = CommClock.now(x)
         received_counts = torch.empty_like(counts)
-        dist.all_to_all_single(received_counts, counts, group=self.group)  # [P * L] by source
+        _all_to_all_single(received_counts, counts, None, None, self.group)  # [P * L] by source
         send_splits = counts.view(P, L).sum(1).tolist()
         by_source = received_counts.view(P, L).tolist()
         recv_splits = [sum(row) for row in by_source]
@@ -125,7 +138,7 @@ class AllToAllMoE(MegaMoE):
                 first += n
         pieces = [torch.arange(starts[s][e], starts[s][e] + by_source[s][e])
                   for e in range(L) for s in range(P)]
-        perm = torch.cat(pieces) if pieces else torch.zeros(0, dtype=torch.int64)
+        perm = (torch.cat(pieces) if pieces else torch.zeros(0, dtype=torch.int64)).to(x.device)
         grouped = received[perm]
         self.clock.seconds += CommClock.now(x) - started
         outputs, begin = [], 0
