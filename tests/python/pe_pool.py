@@ -30,21 +30,24 @@ class PeFailure(AssertionError):
 FAKE_NPU = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fake_npu")
 
 
-def _use_fake_npu(rank: int) -> None:
+def use_fake_npu(rank: int) -> int:
+    """Imports the fake torch_npu and makes NPU rank % device count current; returns it."""
     import sys
 
-    if FAKE_NPU not in sys.path:
+    if FAKE_NPU not in sys.path:  # a pool's PYTHONPATH comes after its PEs started
         sys.path.insert(0, FAKE_NPU)
     import torch
     import torch_npu  # noqa: F401  (registers torch.npu)
 
-    torch.npu.set_device(rank % torch.npu.device_count())
+    index = rank % torch.npu.device_count()
+    torch.npu.set_device(index)
+    return index
 
 
 def _worker(rank: int, size: int, init_file: str, conn, env: dict) -> None:
     os.environ.update(env)
     if os.environ.get("HPS_TEST_FAKE_NPU") == "1":
-        _use_fake_npu(rank)
+        use_fake_npu(rank)
     import torch.distributed as dist
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,

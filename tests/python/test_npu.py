@@ -11,74 +11,29 @@ this file runs in the ordinary test run.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+import npu_pool
 from helpers import expect_shmem_error
-from pe_pool import PePool
-
-REPO = Path(__file__).resolve().parents[2]
-FAKE_NPU = REPO / "tests" / "fake_npu"
-FAKE_DIR = REPO / "build" / "backends" / "cann" / "fake_cann"
-GENERATIONS = {"v1.5": "libhps_fake_cann_v1_5.so", "v1.0": "libhps_fake_cann_v1_0.so"}
-
-
-def _library(generation: str) -> Path:
-    return FAKE_DIR / GENERATIONS[generation]
-
-
-def _environment(generation: str) -> dict:
-    library = str(_library(generation))
-    path = os.pathsep.join(p for p in (str(FAKE_NPU), os.environ.get("PYTHONPATH")) if p)
-    return {"PYTHONPATH": path, "HYPER_PARALLEL_SHMEM_BACKEND": "cann",
-            "HYPER_PARALLEL_SHMEM_CANN_LIBRARY": library,
-            "HYPER_PARALLEL_SHMEM_ACL_LIBRARY": library,
-            "HYPER_PARALLEL_SHMEM_HEAP_SIZE": str(64 << 20)}
+from pe_pool import PePool, use_fake_npu
 
 
 @pytest.fixture(scope="module")
 def npu_pes():
     """npu_pes(n, generation="v1.5") -> a PePool of n PEs on the fake NPU device."""
-    if not _library("v1.5").is_file():
-        pytest.skip(f"the fake CANN library is not built ({_library('v1.5')}): "
-                    "bash scripts/test.sh builds it")
-    # The first import builds the fake device's extension: once, here, not in eight PEs.
-    env = dict(os.environ, **_environment("v1.5"))
-    built = subprocess.run([sys.executable, "-c", "import torch_npu"], env=env,
-                           capture_output=True, text=True, timeout=900)
-    assert built.returncode == 0, built.stderr[-4000:]
-    pools: dict = {}
-
-    def get(size: int, generation: str = "v1.5") -> PePool:
-        key = (size, generation)
-        pool = pools.get(key)
-        if pool is None or not pool.clean:
-            if pool is not None:
-                pool.kill()
-            pool = PePool(size, env=_environment(generation))
-            pools[key] = pool
-        return pool
-
-    yield get
-    for pool in pools.values():
-        pool.close()
+    yield from npu_pool.pools()
 
 
 # ---- what every PE body starts with ----------------------------------------------------------
 
 def _start(rank: int):
-    if str(FAKE_NPU) not in sys.path:  # the pool's PYTHONPATH came after the PE started
-        sys.path.insert(0, str(FAKE_NPU))
+    use_fake_npu(rank)
     import torch
-    import torch_npu  # noqa: F401  (registers torch.npu)
     from hyper_parallel.core.multicore import shmem
 
     torch.set_num_threads(1)
-    torch.npu.set_device(rank % torch.npu.device_count())
     return torch, shmem, shmem.acquire_shmem()
 
 
@@ -445,7 +400,7 @@ def _cpu_tensors_without_torch_npu(rank, size):
 
 
 def test_without_torch_npu_empty_keeps_cpu_tensors_over_a_host_heap(npu_pes):
-    env = _environment("v1.5")
+    env = npu_pool.environment("v1.5")
     env.pop("PYTHONPATH")
     pool = PePool(2, env=env)
     try:

@@ -22,68 +22,28 @@ file runs in the ordinary test run.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from pe_pool import PePool
-
-REPO = Path(__file__).resolve().parents[2]
-FAKE_NPU = REPO / "tests" / "fake_npu"
-LIBRARY = REPO / "build" / "backends" / "cann" / "fake_cann" / "libhps_fake_cann_v1_5.so"
+import npu_pool
+from pe_pool import use_fake_npu
 
 H, I, IS = 16, 24, 8
 RTOL, ATOL = 1e-5, 1e-6  # test_mega_moe.py's and test_mega_moe_e2e.py's tolerances
 
 
-def _environment() -> dict:
-    path = os.pathsep.join(p for p in (str(FAKE_NPU), os.environ.get("PYTHONPATH")) if p)
-    return {"PYTHONPATH": path, "HYPER_PARALLEL_SHMEM_BACKEND": "cann",
-            "HYPER_PARALLEL_SHMEM_CANN_LIBRARY": str(LIBRARY),
-            "HYPER_PARALLEL_SHMEM_ACL_LIBRARY": str(LIBRARY),
-            "HYPER_PARALLEL_SHMEM_HEAP_SIZE": str(64 << 20)}
-
-
 @pytest.fixture(scope="module")
 def npu_pes():
     """npu_pes(n) -> a PePool of n PEs on the fake NPU device."""
-    if not LIBRARY.is_file():
-        pytest.skip(f"the fake CANN library is not built ({LIBRARY}): bash scripts/test.sh "
-                    "builds it")
-    # The first import builds the fake device's extension: once, here, not in every PE.
-    env = dict(os.environ, **_environment())
-    built = subprocess.run([sys.executable, "-c", "import torch_npu"], env=env,
-                           capture_output=True, text=True, timeout=900)
-    assert built.returncode == 0, built.stderr[-4000:]
-    pools: dict = {}
-
-    def get(size: int) -> PePool:
-        pool = pools.get(size)
-        if pool is None or not pool.clean:
-            if pool is not None:
-                pool.kill()
-            pool = pools[size] = PePool(size, env=_environment())
-        return pool
-
-    yield get
-    for pool in pools.values():
-        pool.close()
+    yield from npu_pool.pools()
 
 
 def _start(rank: int):
     """torch with torch_npu, this PE's NPU current; -> (torch, shmem, the NPU device)."""
-    if str(FAKE_NPU) not in sys.path:  # the pool's PYTHONPATH came after the PE started
-        sys.path.insert(0, str(FAKE_NPU))
+    index = use_fake_npu(rank)
     import torch
-    import torch_npu  # noqa: F401  (registers torch.npu)
     from hyper_parallel.core.multicore import shmem
 
     torch.set_num_threads(1)
-    index = rank % torch.npu.device_count()
-    torch.npu.set_device(index)
     return torch, shmem, torch.device("npu", index)
 
 
