@@ -9,7 +9,7 @@
 #   3. the libFuzzer harnesses (scripts/fuzz.sh), each for HPS_FUZZ_SECONDS (default 30 here);
 #   4. the Python system tests (pytest, PEs as processes, gloo on loopback) on the installed
 #      package, then those marked cann_fake again on the CANN backend over the fake vendor
-#      library.
+#      library, with NPU tensors on the fake NPU device (tests/fake_npu).
 # Build trees go to build/, build-asan/, build-tsan/, build-fuzz/ and build/pip/.
 #
 #   bash scripts/test.sh                  everything (what CI runs)
@@ -109,12 +109,21 @@ if ((quick)); then
 fi
 
 # The same package on the CANN backend, over the fake vendor library the C++ build made: the
-# test files marked cann_fake (RMA, allocation, lifecycle, leaks, collectives, signals,
+# test files marked cann_fake (RMA, allocation, lifecycle, leaks, collectives, signals, teams,
 # diagnostics, MegaMoE); tests of the host backend's own behaviour in them are marked host_only
-# and skipped there.
+# and skipped there. They run with NPU tensors: HPS_TEST_FAKE_NPU=1 makes every PE import the
+# fake NPU device (tests/fake_npu, a stand-in torch_npu found through PYTHONPATH) and take NPU
+# rank % device count, so shmem.empty returns NPU tensors, every operation is enqueued on the
+# current NPU stream, and the tests' local operands go to the NPU too (helpers.device()). The
+# fake device's C++ extension is built once first (its first import, about a minute, into
+# tests/fake_npu/build/), not by eight PEs at once.
 fake_cann="$PWD/build/backends/cann/fake_cann/libhps_fake_cann_v1_5.so"
-echo "== Python system tests on the CANN backend (fake vendor library: no NPU here)"
-HYPER_PARALLEL_SHMEM_BACKEND=cann HYPER_PARALLEL_SHMEM_CANN_LIBRARY="$fake_cann" \
-  HYPER_PARALLEL_SHMEM_ACL_LIBRARY="$fake_cann" \
-  "$PYTHON" -m pytest -q -m cann_fake tests/python
+fake_npu_env=(HPS_TEST_FAKE_NPU=1 PYTHONPATH="$PWD/tests/fake_npu${PYTHONPATH:+:$PYTHONPATH}"
+              HYPER_PARALLEL_SHMEM_BACKEND=cann HYPER_PARALLEL_SHMEM_CANN_LIBRARY="$fake_cann"
+              HYPER_PARALLEL_SHMEM_ACL_LIBRARY="$fake_cann")
+echo "== building the fake NPU device's extension (tests/fake_npu)"
+env "${fake_npu_env[@]}" "$PYTHON" -c "import torch_npu"
+echo "== Python system tests on the CANN backend with NPU tensors (fake vendor library and" \
+     "fake NPU device: no NPU here)"
+env "${fake_npu_env[@]}" "$PYTHON" -m pytest -q -m cann_fake tests/python
 echo "== all tests passed"

@@ -312,7 +312,7 @@ Status DeviceBackend::Agree(const data_plane::CollectiveGroup& group,
       std::string(operation) + (group.sync_slot == 0 ? std::string() : " (" + GroupLabel(group) + ")");
   // The PEs' collective sequences are out of step after a failed agreement: terminal.
   if (Status agreed = agreement_.Agree(group, mine, label, &all); !agreed.ok()) {
-    return Latch(std::move(agreed));
+    return Latch(std::move(agreed).At(operation, "execute"));
   }
   *agreement = Agreement::FromAll(mine, all, &group);
   return Status::Ok();

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from helpers import expect_shmem_error, state_without_failure
+from helpers import device, expect_shmem_error, state_without_failure
 from hyper_parallel.core.multicore import shmem
 
 pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh)
@@ -40,10 +40,10 @@ def _matrix(rank, size):
                 call += 1
                 mine = _input(rank, numel, dtype, call)
                 target = output[: numel * size]
-                shmem.all_gather(target, mine)
+                shmem.all_gather(target, mine.to(device()))
                 expected = torch.empty(numel * size, dtype=dtype)
-                dist.all_gather_into_tensor(expected, mine)
-                assert torch.equal(target, expected), (dtype, numel)
+                dist.all_gather_into_tensor(expected, mine)  # gloo: CPU tensors
+                assert torch.equal(target.cpu(), expected), (dtype, numel)
                 shmem.barrier()  # every PE compared before the output is reused
                 checked += 1
             shmem.free(output)
@@ -64,10 +64,10 @@ def _back_to_back_with_a_delayed_pe(rank, size):
         for call in range(30):
             if rank == 0:
                 time.sleep(rng.choice([0, 0.001, 0.005, 0.01]))  # PE 0 lags behind
-            mine = _input(rank, numel, torch.int32, call)
+            mine = _input(rank, numel, torch.int32, call).to(device())
             shmem.all_gather(output, mine)
             expected = torch.cat([_input(pe, numel, torch.int32, call) for pe in range(size)])
-            assert torch.equal(output, expected), f"call {call}"
+            assert torch.equal(output.cpu(), expected), f"call {call}"
         shmem.barrier()
         shmem.free(output)
     return True
@@ -107,18 +107,21 @@ def test_non_default_stream_with_rank_skew(pes, size):
 
 def _rejections(rank, size):
     with shmem.acquire_shmem():
+        dev = device()
         output = shmem.empty(8 * size, dtype=torch.float32)
         before = state_without_failure()
         cases = [
-            ("output numel must be input numel * root size", lambda: shmem.all_gather(output, torch.ones(7))),
+            ("output numel must be input numel * root size",
+             lambda: shmem.all_gather(output, torch.ones(7, device=dev))),
             ("input dtype must be output's dtype Float, but got Double",
-             lambda: shmem.all_gather(output, torch.ones(8, dtype=torch.float64))),
+             lambda: shmem.all_gather(output, torch.ones(8, dtype=torch.float64, device=dev))),
             ("output must be a symmetric tensor from shmem.empty",
-             lambda: shmem.all_gather(torch.zeros(8 * size), torch.ones(8))),
+             lambda: shmem.all_gather(torch.zeros(8 * size, device=dev),
+                                      torch.ones(8, device=dev))),
             ("output must be contiguous",
-             lambda: shmem.all_gather(output.view(2, 4 * size).t(), torch.ones(8))),
+             lambda: shmem.all_gather(output.view(2, 4 * size).t(), torch.ones(8, device=dev))),
             ("input must be contiguous",
-             lambda: shmem.all_gather(output, torch.ones(16)[::2])),
+             lambda: shmem.all_gather(output, torch.ones(16, device=dev)[::2])),
             ("all_gather input must be disjoint from the output",
              lambda: shmem.all_gather(output[: 4 * size], output[1:5])),
         ]
@@ -126,13 +129,13 @@ def _rejections(rank, size):
             error = expect_shmem_error("INVALID_ARGUMENT", call)
             assert part in str(error), (part, str(error))
         with pytest.raises(TypeError, match="output must be a torch.Tensor, but got int"):
-            shmem.all_gather(3, torch.ones(8))
+            shmem.all_gather(3, torch.ones(8, device=dev))
         assert state_without_failure() == before
-        shmem.all_gather(output[:0], torch.ones(0))  # zero elements: a validated no-op
+        shmem.all_gather(output[:0], torch.ones(0, device=dev))  # zero elements: a validated no-op
         freed = shmem.empty(8 * size, dtype=torch.float32)
         shmem.free(freed)
-        expect_shmem_error("USE_AFTER_FREE", shmem.all_gather, freed, torch.ones(8))
-        shmem.all_gather(output, torch.full((8,), float(rank)))  # still in step
+        expect_shmem_error("USE_AFTER_FREE", shmem.all_gather, freed, torch.ones(8, device=dev))
+        shmem.all_gather(output, torch.full((8,), float(rank), device=dev))  # still in step
         assert output.view(size, 8)[:, 0].tolist() == [float(pe) for pe in range(size)]
         shmem.barrier()
         shmem.free(output)

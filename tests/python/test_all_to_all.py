@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from helpers import expect_shmem_error, state_without_failure
+from helpers import device, expect_shmem_error, state_without_failure
 from hyper_parallel.core.multicore import shmem
 
 pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh)
@@ -51,12 +51,13 @@ def _matrix(rank, size):
                 call += 1
                 mine = _input(rank, size, block, dtype, call)
                 target = output[: block * size]
-                shmem.all_to_all(target, mine)
-                assert torch.equal(target, _expected(rank, size, block, dtype, call)), \
+                shmem.all_to_all(target, mine.to(device()))
+                got = target.cpu()
+                assert torch.equal(got, _expected(rank, size, block, dtype, call)), \
                     (dtype, block)
                 expected = torch.empty(block * size, dtype=dtype)
-                dist.all_to_all_single(expected, mine)
-                assert torch.equal(target, expected), ("gloo", dtype, block)
+                dist.all_to_all_single(expected, mine)  # gloo: CPU tensors
+                assert torch.equal(got, expected), ("gloo", dtype, block)
                 shmem.barrier()  # every PE compared before the output is reused
                 checked += 1
             shmem.free(output)
@@ -77,8 +78,8 @@ def _back_to_back_with_a_delayed_pe(rank, size):
         for call in range(20):
             if rank == 0:
                 time.sleep(rng.choice([0, 0.001, 0.005, 0.01]))  # PE 0 lags behind
-            shmem.all_to_all(output, _input(rank, size, block, torch.int32, call))
-            assert torch.equal(output, _expected(rank, size, block, torch.int32, call)), call
+            shmem.all_to_all(output, _input(rank, size, block, torch.int32, call).to(device()))
+            assert torch.equal(output.cpu(), _expected(rank, size, block, torch.int32, call)), call
         shmem.barrier()
         shmem.free(output)
     return True
@@ -117,19 +118,23 @@ def test_non_default_stream_with_rank_skew(pes, size):
 
 def _rejections(rank, size):
     with shmem.acquire_shmem():
+        dev = device()
         output = shmem.empty(8 * size, dtype=torch.float32)
         before = state_without_failure()
         cases = [
             (f"output numel must be input numel ({4 * size}), but got {8 * size}",
-             lambda: shmem.all_to_all(output, torch.ones(4 * size))),
+             lambda: shmem.all_to_all(output, torch.ones(4 * size, device=dev))),
             ("input dtype must be output's dtype Float, but got Double",
-             lambda: shmem.all_to_all(output, torch.ones(8 * size, dtype=torch.float64))),
+             lambda: shmem.all_to_all(output, torch.ones(8 * size, dtype=torch.float64,
+                                                         device=dev))),
             ("output must be a symmetric tensor from shmem.empty",
-             lambda: shmem.all_to_all(torch.zeros(8 * size), torch.ones(8 * size))),
+             lambda: shmem.all_to_all(torch.zeros(8 * size, device=dev),
+                                      torch.ones(8 * size, device=dev))),
             ("output must be contiguous",
-             lambda: shmem.all_to_all(output.view(2, 4 * size).t(), torch.ones(8 * size))),
+             lambda: shmem.all_to_all(output.view(2, 4 * size).t(),
+                                      torch.ones(8 * size, device=dev))),
             ("input must be contiguous",
-             lambda: shmem.all_to_all(output, torch.ones(16 * size)[::2])),
+             lambda: shmem.all_to_all(output, torch.ones(16 * size, device=dev)[::2])),
             ("all_to_all input must be disjoint from the output",
              lambda: shmem.all_to_all(output[: 4 * size], output[1:1 + 4 * size])),
         ]
@@ -137,20 +142,22 @@ def _rejections(rank, size):
             cases.append((f"input numel must be divisible by the root size ({size}), but got "
                           f"{8 * size - 1}",
                           lambda: shmem.all_to_all(output[: 8 * size - 1],
-                                                   torch.ones(8 * size - 1))))
+                                                   torch.ones(8 * size - 1, device=dev))))
         for part, call in cases:
             error = expect_shmem_error("INVALID_ARGUMENT", call)
             assert part in str(error), (part, str(error))
             assert error.operation == "all_to_all" and error.phase == "validate", str(error)
         with pytest.raises(TypeError, match="output must be a torch.Tensor, but got int"):
-            shmem.all_to_all(3, torch.ones(8))
+            shmem.all_to_all(3, torch.ones(8, device=dev))
         assert state_without_failure() == before
-        shmem.all_to_all(output[:0], torch.ones(0))  # zero elements: a validated no-op
+        shmem.all_to_all(output[:0], torch.ones(0, device=dev))  # zero elements: a validated no-op
         freed = shmem.empty(8 * size, dtype=torch.float32)
         shmem.free(freed)
-        expect_shmem_error("USE_AFTER_FREE", shmem.all_to_all, freed, torch.ones(8 * size))
+        expect_shmem_error("USE_AFTER_FREE", shmem.all_to_all, freed,
+                           torch.ones(8 * size, device=dev))
         # Still in step: block j of every PE's input is j * 100 + its rank.
-        mine = torch.tensor([float(j * 100 + rank) for j in range(size) for _ in range(8)])
+        mine = torch.tensor([float(j * 100 + rank) for j in range(size) for _ in range(8)],
+                            device=dev)
         shmem.all_to_all(output, mine)
         expected = [float(rank * 100 + pe) for pe in range(size)]
         assert output.view(size, 8)[:, 0].tolist() == expected
@@ -170,15 +177,15 @@ def _differing_calls(rank, size):
         output = shmem.empty(8 * size, dtype=torch.float32 if rank == 0 else torch.int32)
         numel = 4 * size if rank == 0 else 8 * size
         sizes = expect_shmem_error("COLLECTIVE_MISMATCH", shmem.all_to_all, output[:numel],
-                                   torch.zeros(numel, dtype=output.dtype))
+                                   torch.zeros(numel, dtype=output.dtype, device=device()))
         assert "field=bytes" in str(sizes) and "all_to_all #" in str(sizes), str(sizes)
         dtypes = expect_shmem_error("COLLECTIVE_MISMATCH", shmem.all_to_all, output,
-                                    torch.zeros(8 * size, dtype=output.dtype))
+                                    torch.zeros(8 * size, dtype=output.dtype, device=device()))
         assert "field=dtype" in str(dtypes), str(dtypes)
         assert "dtype=float32" in str(dtypes) and "dtype=int32" in str(dtypes), str(dtypes)
         # The sequences stayed in step: a matching call (the same dtype everywhere) works.
         same = output.view(torch.int32)
-        shmem.all_to_all(same, torch.full((8 * size,), rank, dtype=torch.int32))
+        shmem.all_to_all(same, torch.full((8 * size,), rank, dtype=torch.int32, device=device()))
         assert same.view(size, 8)[:, 0].tolist() == list(range(size))
         shmem.barrier()
         shmem.free(output)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers import expect_shmem_error, heap_range, state_without_failure
+from helpers import device, expect_shmem_error, heap_range, state_without_failure
 from hyper_parallel.core.multicore import shmem
 
 pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh)
@@ -56,7 +56,7 @@ def _every_dtype(rank, size):
         tensors = []
         for dtype in DTYPES:
             t = shmem.empty(3, 5, dtype=dtype)
-            assert t.shape == (3, 5) and t.dtype == dtype and t.device.type == "cpu"
+            assert t.shape == (3, 5) and t.dtype == dtype and t.device == device()
             assert t.is_contiguous()
             assert low <= t.data_ptr() < high, "inside the symmetric heap"
             assert t.data_ptr() % 64 == 0
@@ -131,8 +131,9 @@ def _zero_sized(rank, size):
         assert [a["bytes"] for a in live] == [0, 0], "zero-sized requests are real allocations"
         assert live[0]["base"] != live[1]["base"], "each with its own base"
         assert shmem.debug_state()["heap"]["allocated"] == 128, "one 64-byte granule each"
-        shmem.put(empty_1d, torch.empty(0), (rank + 1) % size)  # zero bytes: a validated no-op
-        shmem.get(torch.empty(0), empty_1d, (rank + 1) % size)
+        # Zero bytes: a validated no-op.
+        shmem.put(empty_1d, torch.empty(0, device=device()), (rank + 1) % size)
+        shmem.get(torch.empty(0, device=device()), empty_1d, (rank + 1) % size)
         shmem.free(empty_1d)
         shmem.free(empty_2d)
         assert shmem.debug_state()["heap"]["allocated"] == 0

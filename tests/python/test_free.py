@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from helpers import expect_shmem_error, state_without_failure
+from helpers import device, expect_shmem_error, state_without_failure
 from hyper_parallel.core.multicore import shmem
 
 pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh)
@@ -20,7 +20,8 @@ def _views_and_foreign_tensors(rank, size):
         for view in (t.view(24), t[1:], t[:, :3], t.view(6, 4), t.reshape(2, 12), t.t(), t[0]):
             error = expect_shmem_error("INVALID_ARGUMENT", shmem.free, view)
             assert "freed tensor must be the tensor shmem.empty returned" in str(error), str(error)
-        error = expect_shmem_error("INVALID_ARGUMENT", shmem.free, torch.zeros(4, 6))
+        error = expect_shmem_error("INVALID_ARGUMENT", shmem.free,
+                                   torch.zeros(4, 6, device=device()))
         assert "tensor must be a symmetric tensor from shmem.empty" in str(error)
         with pytest.raises(TypeError, match="tensor must be a torch.Tensor, but got list"):
             shmem.free([1, 2])
@@ -47,7 +48,8 @@ def _double_free_after_address_reuse(rank, size):
         assert second.data_ptr() == address, "best fit hands the same block out again"
         second.fill_(7)
         expect_shmem_error("DOUBLE_FREE", shmem.free, first)
-        expect_shmem_error("USE_AFTER_FREE", shmem.put, first, torch.zeros(256, dtype=torch.uint8), 0)
+        expect_shmem_error("USE_AFTER_FREE", shmem.put, first,
+                           torch.zeros(256, dtype=torch.uint8, device=device()), 0)
         assert second.eq(7).all(), "the stale tensor did not touch the new owner"
         assert len(shmem.debug_state()["live_allocations"]) == 1
         shmem.free(second)
@@ -88,9 +90,12 @@ def _freed_tensor_raises_everywhere(rank, size):
                 with pytest.raises(RuntimeError, match=freed):
                     op(tensor)
         peer = (rank + 1) % size
+        dev = device()
         for tensor in (t, view, reshaped):
-            expect_shmem_error("USE_AFTER_FREE", shmem.put, tensor, torch.zeros(tensor.shape), peer)
-            expect_shmem_error("USE_AFTER_FREE", shmem.get, torch.zeros(tensor.shape), tensor, peer)
+            expect_shmem_error("USE_AFTER_FREE", shmem.put, tensor,
+                               torch.zeros(tensor.shape, device=dev), peer)
+            expect_shmem_error("USE_AFTER_FREE", shmem.get,
+                               torch.zeros(tensor.shape, device=dev), tensor, peer)
         target = shmem.empty(8, dtype=torch.float32)
         expect_shmem_error("USE_AFTER_FREE", shmem.put, target, t, peer)  # freed local source
         expect_shmem_error("USE_AFTER_FREE", shmem.get, t, target, peer)  # freed local destination
@@ -99,7 +104,7 @@ def _freed_tensor_raises_everywhere(rank, size):
         expect_shmem_error("USE_AFTER_FREE", shmem.signal, sig, 1, peer)
         expect_shmem_error("USE_AFTER_FREE", shmem.wait_signal, sig, 1)
         # The process lives on and the runtime still works.
-        shmem.put(target, torch.full((8,), float(rank)), peer)
+        shmem.put(target, torch.full((8,), float(rank), device=dev), peer)
         shmem.barrier()
         assert target.tolist() == [float((rank - 1) % size)] * 8
         shmem.free(target)

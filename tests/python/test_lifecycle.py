@@ -10,9 +10,10 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from helpers import expect_shmem_error
+from helpers import ON_NPU, device, expect_shmem_error
 from hyper_parallel.core.multicore import shmem
 from hyper_parallel.core.multicore.shmem import _lifecycle
+from pe_pool import FAKE_NPU
 
 pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh)
 
@@ -130,7 +131,8 @@ def _new_lifecycle_rejects_old_tensors(rank, size):
             expect_shmem_error("STALE_LIFECYCLE", shmem.get, torch.zeros_like(stale), stale, 0)
         expect_shmem_error("STALE_LIFECYCLE", shmem.free, old)
         assert len(shmem.debug_state()["live_allocations"]) == 1, "stale calls changed nothing"
-        shmem.put(fresh, torch.full((8,), rank, dtype=torch.int64), (rank + 1) % size)
+        shmem.put(fresh, torch.full((8,), rank, dtype=torch.int64, device=device()),
+                  (rank + 1) % size)
         shmem.barrier()
         assert fresh.tolist() == [(rank - 1) % size] * 8
         shmem.free(fresh)
@@ -143,9 +145,14 @@ def test_reacquire_after_close_is_a_new_lifecycle(pes, size):
 
 
 def test_without_torch_distributed_a_process_is_a_one_pe_root():
+    # On the fake NPU (HPS_TEST_FAKE_NPU=1) the process takes NPU 0 first, as a PE does.
+    npu = (f"import sys; sys.path.insert(0, {FAKE_NPU!r}); import torch_npu; "
+           "torch.npu.set_device(0)") if ON_NPU else "pass"
+    where = "npu:0" if ON_NPU else "cpu"
     script = textwrap.dedent("""
         import torch
         import torch.distributed as dist
+        NPU_PRELUDE
         from hyper_parallel.core.multicore import shmem
         assert not dist.is_initialized()
         try:
@@ -158,7 +165,8 @@ def test_without_torch_distributed_a_process_is_a_one_pe_root():
             state = shmem.debug_state()
             assert state["root_size"] == 1 and state["root_rank"] == 0, state
             t = shmem.empty(3, dtype=torch.float32)
-            shmem.put(t, torch.tensor([1.0, 2.0, 3.0]), 0)
+            assert t.device == torch.device("WHERE"), t.device
+            shmem.put(t, torch.tensor([1.0, 2.0, 3.0], device="WHERE"), 0)
             shmem.barrier()
             assert t.tolist() == [1.0, 2.0, 3.0]
             shmem.free(t)
@@ -178,7 +186,7 @@ def test_without_torch_distributed_a_process_is_a_one_pe_root():
                 _lifecycle._resolve_root = real
             assert shmem.debug_state()["reference_count"] == 1
         print("one-pe-ok")
-    """)
+    """).replace("NPU_PRELUDE", npu).replace("WHERE", where)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr

@@ -14,7 +14,7 @@ import time
 import pytest
 import torch
 
-from helpers import eventually, expect_shmem_error, in_background
+from helpers import device, eventually, expect_shmem_error, in_background
 from hyper_parallel.core.multicore import shmem
 
 
@@ -316,7 +316,7 @@ def _per_backend(rank, size):
         box.zero_()
         shmem.barrier()
         nxt, prv = (rank + 1) % size, (rank - 1) % size
-        shmem.put_nbi(box, torch.full((64,), rank + 1, dtype=torch.int64), nxt)
+        shmem.put_nbi(box, torch.full((64,), rank + 1, dtype=torch.int64, device=device()), nxt)
         shmem.fence()
         shmem.quiet()
         shmem.barrier()

@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from helpers import expect_shmem_error, state_without_failure
+from helpers import device, expect_shmem_error, state_without_failure
 from hyper_parallel.core.multicore import shmem
 
 GLOO_OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
@@ -44,21 +44,21 @@ def _sample_against_gloo(rank, size):
             out = output.view(torch.uint8)[: count * dtype.itemsize].view(dtype)
             mine = _values(rank, count, dtype, op, call)
             expected = mine.clone()
-            dist.all_reduce(expected, op=GLOO_OPS[op])
-            shmem.all_reduce(out, mine, op=op)
-            assert torch.equal(out, expected), ("all_reduce", dtype, op)
+            dist.all_reduce(expected, op=GLOO_OPS[op])  # gloo: CPU tensors
+            shmem.all_reduce(out, mine.to(device()), op=op)
+            assert torch.equal(out.cpu(), expected), ("all_reduce", dtype, op)
             shmem.barrier()
             block = count // size
             big = _values(rank, block * size, dtype, op, call)
             scattered = out[:block]
-            shmem.reduce_scatter(scattered, big, op=op)
+            shmem.reduce_scatter(scattered, big.to(device()), op=op)
             expected = torch.empty(block, dtype=dtype)
             dist.reduce_scatter_tensor(expected, big, op=GLOO_OPS[op])
-            assert torch.equal(scattered, expected), ("reduce_scatter", dtype, op)
+            assert torch.equal(scattered.cpu(), expected), ("reduce_scatter", dtype, op)
             shmem.barrier()
         # Zero elements: validated, then nothing.
-        shmem.all_reduce(output[:0], torch.ones(0, dtype=torch.float64))
-        shmem.reduce_scatter(output[:0], torch.ones(0, dtype=torch.float64))
+        shmem.all_reduce(output[:0], torch.ones(0, dtype=torch.float64, device=device()))
+        shmem.reduce_scatter(output[:0], torch.ones(0, dtype=torch.float64, device=device()))
         shmem.free(output)
     return len(SAMPLE)
 
@@ -114,13 +114,14 @@ def _broadcast_against_gloo(rank, size):
             for root in range(size):
                 mine = _values(rank, count, dtype, "max", root)
                 expected = mine.clone()
-                dist.broadcast(expected, src=root)
+                dist.broadcast(expected, src=root)  # gloo: CPU tensors
+                mine = mine.to(device())
                 if root % 2:  # in place, as torch's
                     output.copy_(mine)
                     shmem.broadcast(output, output, root)
                 else:
                     shmem.broadcast(output, mine, root)
-                assert torch.equal(output, expected), (dtype, root)
+                assert torch.equal(output.cpu(), expected), (dtype, root)
                 shmem.barrier()
             shmem.free(output)
     return True

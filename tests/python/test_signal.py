@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from helpers import expect_shmem_error, state_without_failure
+from helpers import device, expect_shmem_error, state_without_failure
 from hyper_parallel.core.multicore import shmem
 
 pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh)
@@ -21,7 +21,7 @@ def _set_add_every_comparison(rank, size, dtype):
         shmem.barrier()
         nxt = (rank + 1) % size
         # Data before signal: the payload is complete once the signal is seen.
-        shmem.put(data, torch.full((256,), float(rank)), nxt)
+        shmem.put(data, torch.full((256,), float(rank), device=device()), nxt)
         shmem.signal(sig, 100 + nxt, nxt)  # operation="set"
         shmem.wait_signal(sig, 100 + rank)
         assert data.eq(float((rank - 1) % size)).all()
@@ -63,16 +63,17 @@ def _put_signal(rank, size):
         nxt, prv = (rank + 1) % size, (rank - 1) % size
         for tile in range(1, 6):
             # Producer: write the tile and raise the consumer's counter in one call.
-            shmem.put_signal(data, torch.full((4096,), tile * 100 + rank, dtype=torch.int32),
+            shmem.put_signal(data, torch.full((4096,), tile * 100 + rank, dtype=torch.int32,
+                                              device=device()),
                              counter, 1, nxt, operation="add")
             shmem.wait_signal(counter, tile, comparison="ge")
             assert data.eq(tile * 100 + prv).all(), f"tile {tile} complete when its signal is"
             shmem.barrier()
         with pytest.raises(ValueError, match="operation must be one of set, add"):
-            shmem.put_signal(data, torch.zeros(4096, dtype=torch.int32), counter, 1, nxt,
-                             operation="xor")
+            shmem.put_signal(data, torch.zeros(4096, dtype=torch.int32, device=device()),
+                             counter, 1, nxt, operation="xor")
         expect_shmem_error("INVALID_ARGUMENT", shmem.put_signal, data,
-                           torch.zeros(8, dtype=torch.int32), counter, 1, nxt)
+                           torch.zeros(8, dtype=torch.int32, device=device()), counter, 1, nxt)
         shmem.free(counter)
         shmem.free(data)
     return True
@@ -117,7 +118,8 @@ def _rejections(rank, size):
         expect_shmem_error("INVALID_ARGUMENT", shmem.wait_signal, sig32, -(1 << 31) - 1)
         error = expect_shmem_error("INVALID_ARGUMENT", shmem.signal, sig64, 1, size)
         assert f"pe must be in [0, {size}), but got {size}" in str(error)
-        error = expect_shmem_error("INVALID_ARGUMENT", shmem.signal, torch.zeros(1, dtype=torch.int64), 1, 0)
+        error = expect_shmem_error("INVALID_ARGUMENT", shmem.signal,
+                                   torch.zeros(1, dtype=torch.int64, device=device()), 1, 0)
         assert "sig must be a symmetric tensor from shmem.empty" in str(error)
         assert state_without_failure() == before
         for t in (sig32, sig64, wide, floats):

@@ -20,7 +20,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from helpers import eventually, expect_shmem_error, in_background
+from helpers import device, eventually, expect_shmem_error, in_background
 from hyper_parallel.core.multicore import shmem
 from hyper_parallel.core.multicore.shmem._runtime import native
 
@@ -136,7 +136,8 @@ def _from_group(rank, size):
             with shmem.team(backwards) as team:
                 assert team.pes == (3, 1), "in the group's rank order"
                 assert team.my_pe == dist.get_rank(backwards) == (0 if rank == 3 else 1)
-                shmem.all_gather(out, torch.full((4,), rank, dtype=torch.int64), team=team)
+                shmem.all_gather(out, torch.full((4,), rank, dtype=torch.int64, device=device()),
+                                 team=team)
                 assert out.tolist() == [3] * 4 + [1] * 4
             expect_shmem_error("INVALID_ARGUMENT", shmem.barrier, team=team)  # destroyed
             assert repr(team).endswith(", destroyed)"), repr(team)
@@ -214,14 +215,14 @@ def _against_gloo(rank, size):
                     assert team.pes == tuple(order) and team.my_pe == order.index(rank)
                     target = output[: numel * n]
                     x = _values(rank, numel, dtype, call)
-                    shmem.all_gather(target, x, team=team)
+                    shmem.all_gather(target, x.to(device()), team=team)
                     expected = torch.empty(numel * n, dtype=dtype)
-                    dist.all_gather_into_tensor(expected, x, group=group)
-                    assert torch.equal(target, expected), ("all_gather", order, dtype, numel)
+                    dist.all_gather_into_tensor(expected, x, group=group)  # gloo: CPU tensors
+                    assert torch.equal(target.cpu(), expected), ("all_gather", order, dtype, numel)
                     y = _values(rank, numel * n, dtype, call)
-                    shmem.all_to_all(target, y, team=team)
+                    shmem.all_to_all(target, y.to(device()), team=team)
                     dist.all_to_all_single(expected, y, group=group)
-                    assert torch.equal(target, expected), ("all_to_all", order, dtype, numel)
+                    assert torch.equal(target.cpu(), expected), ("all_to_all", order, dtype, numel)
                     checked += 1
                 shmem.barrier()  # every PE compared before the output is freed
                 shmem.free(output)
@@ -255,33 +256,34 @@ def _rma(rank, size):
         sig.zero_()
         flag.zero_()
         shmem.barrier()
-        shmem.put(buf[me], torch.full((4,), rank, dtype=torch.int64), right, team=team)
+        dev = device()
+        shmem.put(buf[me], torch.full((4,), rank, dtype=torch.int64, device=dev), right, team=team)
         shmem.barrier(team=team)
         assert buf[left].tolist() == [world_left] * 4, "left's put landed in my row"
-        local = torch.empty(4, dtype=torch.int64)
+        local = torch.empty(4, dtype=torch.int64, device=dev)
         shmem.get(local, buf[me], right, team=team)  # what I put there
         assert local.tolist() == [rank] * 4
         shmem.signal(sig, 1, 0, operation="add", team=team)  # team PE 0 is world PE size - 1
         if rank == size - 1:
             shmem.wait_signal(sig, size, comparison="ge")
-        shmem.put_signal(box, torch.full((4,), rank * 10, dtype=torch.int64), flag, 1, right,
-                         operation="add", team=team)
+        shmem.put_signal(box, torch.full((4,), rank * 10, dtype=torch.int64, device=dev), flag, 1,
+                         right, operation="add", team=team)
         shmem.wait_signal(flag, 1)
         assert box.tolist() == [world_left * 10] * 4, "data before the signal"
         shmem.barrier(team=team)
         assert int(sig) == (size if rank == size - 1 else 0)
         # A PE number outside the team, named by the call that took it.
         error = expect_shmem_error("INVALID_ARGUMENT", shmem.put, box,
-                                   torch.zeros(4, dtype=torch.int64), size, team=team)
+                                   torch.zeros(4, dtype=torch.int64, device=dev), size, team=team)
         assert error.operation == "put" and error.phase == "validate", str(error)
         expect_shmem_error("INVALID_ARGUMENT", shmem.get, local, box, -1, team=team)
         expect_shmem_error("INVALID_ARGUMENT", shmem.signal, sig, 1, size, team=team)
         with pytest.raises(TypeError, match="team must be a shmem.Team or None, but got str"):
-            shmem.put(box, torch.zeros(4, dtype=torch.int64), 0, team="world")
+            shmem.put(box, torch.zeros(4, dtype=torch.int64, device=dev), 0, team="world")
         with pytest.raises(TypeError, match="team must be a shmem.Team or None, but got int"):
             shmem.barrier(team=0)
         # TEAM_WORLD numbers as the world does.
-        shmem.put(buf[rank], torch.full((4,), 7, dtype=torch.int64), (rank + 1) % size,
+        shmem.put(buf[rank], torch.full((4,), 7, dtype=torch.int64, device=dev), (rank + 1) % size,
                   team=shmem.TEAM_WORLD)
         shmem.barrier(team=shmem.TEAM_WORLD)
         assert buf[(rank - 1) % size].tolist() == [7] * 4
@@ -360,22 +362,24 @@ def _program_order(rank, size):
         row, column = shmem.team_split_2d(None, 2)
         three = shmem.team_split_strided(None, 0, 1, 3)  # overlaps both
         out = shmem.empty(size * 4, dtype=torch.int64)
+        dev = device()
         for call in range(10):
-            shmem.all_gather(out[:8], torch.full((4,), rank + call, dtype=torch.int64), team=row)
+            shmem.all_gather(out[:8], torch.full((4,), rank + call, dtype=torch.int64, device=dev),
+                             team=row)
             assert out[:8].tolist() == [p + call for p in row.pes for _ in range(4)]
             shmem.barrier(team=row)
             mine = torch.tensor([rank * 100 + j * 10 + call for j in range(2) for _ in range(4)],
-                                dtype=torch.int64)
+                                dtype=torch.int64, device=dev)
             shmem.all_to_all(out[:8], mine, team=column)
             assert out[:8].tolist() == [p * 100 + column.my_pe * 10 + call
                                         for p in column.pes for _ in range(4)]
             if three is not None:
                 shmem.barrier(team=three)
-                shmem.all_gather(out[:12], torch.full((4,), -rank - call, dtype=torch.int64),
-                                 team=three)
+                shmem.all_gather(out[:12], torch.full((4,), -rank - call, dtype=torch.int64,
+                                                      device=dev), team=three)
                 assert out[:12].tolist() == [-p - call for p in three.pes for _ in range(4)]
             shmem.barrier()
-            shmem.all_gather(out, torch.full((4,), rank * call, dtype=torch.int64))
+            shmem.all_gather(out, torch.full((4,), rank * call, dtype=torch.int64, device=dev))
             assert out.tolist() == [p * call for p in range(size) for _ in range(4)]
             shmem.barrier()
         if three is not None:
@@ -401,10 +405,12 @@ def _mismatch(rank, size):
         out.fill_(-1.0)
         shmem.barrier()
         texts = []
+        dev = device()
         if team is not None:
             numel = 8 if rank == 1 else 4
             error = expect_shmem_error("COLLECTIVE_MISMATCH", shmem.all_gather,
-                                       out[: 3 * numel], torch.full((numel,), float(rank)),
+                                       out[: 3 * numel], torch.full((numel,), float(rank),
+                                                                    device=dev),
                                        team=team)
             texts.append(str(error))
             assert "field=bytes" in str(error), str(error)
@@ -413,11 +419,11 @@ def _mismatch(rank, size):
                 error = expect_shmem_error("COLLECTIVE_MISMATCH", shmem.barrier, team=team)
             else:
                 error = expect_shmem_error("COLLECTIVE_MISMATCH", shmem.all_gather, out[:12],
-                                           torch.full((4,), float(rank)), team=team)
+                                           torch.full((4,), float(rank), device=dev), team=team)
             texts.append(str(error))
             assert "field=kind" in str(error), str(error)
             # In step: a matching call works.
-            shmem.all_gather(out[:12], torch.full((4,), float(rank)), team=team)
+            shmem.all_gather(out[:12], torch.full((4,), float(rank), device=dev), team=team)
             assert out[:12].tolist() == [float(p) for p in range(3) for _ in range(4)]
             shmem.barrier(team=team)
             team.destroy()
@@ -533,7 +539,8 @@ def _older_lifecycle(rank, size):
         assert shmem.debug_state()["lifecycle"] != lifecycle
         buf = shmem.empty(4, dtype=torch.int64)
         for call in (lambda: shmem.barrier(team=row), lambda: row.destroy(),
-                     lambda: shmem.put(buf, torch.zeros(4, dtype=torch.int64), 0, team=row),
+                     lambda: shmem.put(buf, torch.zeros(4, dtype=torch.int64, device=device()), 0,
+                                       team=row),
                      lambda: row.my_pe):
             expect_shmem_error("STALE_LIFECYCLE", call)
         assert repr(row).endswith(", STALE_LIFECYCLE)"), repr(row)

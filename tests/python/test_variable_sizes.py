@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from helpers import expect_shmem_error, state_without_failure
+from helpers import device, expect_shmem_error, state_without_failure
 from hyper_parallel.core.multicore import shmem
 
 
@@ -35,33 +35,33 @@ def _against_gloo(rank, size):
         for call in range(4):
             # all_gather_v: every PE's rows in PE order, and every PE's count.
             mine = _rows(rank, _gather_count(rank, call), width, call)
-            counts = shmem.all_gather_v(out, mine)
+            counts = shmem.all_gather_v(out, mine.to(device()))
             assert counts == [_gather_count(pe, call) for pe in range(size)], counts
             longest = max(counts)
             padded = torch.zeros(longest, width)
             padded[: mine.shape[0]] = mine
             gathered = [torch.empty(longest, width) for _ in range(size)]
-            dist.all_gather(gathered, padded)
+            dist.all_gather(gathered, padded)  # gloo: CPU tensors
             expected = torch.cat([g[:c] for g, c in zip(gathered, counts)])
-            assert torch.equal(out[: sum(counts)], expected), call
+            assert torch.equal(out[: sum(counts)].cpu(), expected), call
             shmem.barrier()
             # all_to_all with split sizes, as all_to_all_single.
             send = [_split(rank, to, call) for to in range(size)]
             receive = [_split(src, rank, call) for src in range(size)]
             data = torch.cat([_rows(rank, n, width, call, to) for to, n in enumerate(send)])
             target = out[: sum(receive)]
-            shmem.all_to_all(target, data, receive, send)
+            shmem.all_to_all(target, data.to(device()), receive, send)
             expected = torch.empty(sum(receive), width)
             dist.all_to_all_single(expected, data, receive, send)
-            assert torch.equal(target, expected), call
+            assert torch.equal(target.cpu(), expected), call
             shmem.barrier()
         # One side given: the other is cut equally.
         data = torch.arange(2 * size * width, dtype=torch.float32).view(2 * size, width) + rank
         receive = [2] * size
-        shmem.all_to_all(out[: 2 * size], data, receive)
+        shmem.all_to_all(out[: 2 * size], data.to(device()), receive)
         expected = torch.empty(2 * size, width)
         dist.all_to_all_single(expected, data, receive, [2] * size)
-        assert torch.equal(out[: 2 * size], expected)
+        assert torch.equal(out[: 2 * size].cpu(), expected)
         shmem.barrier()
         shmem.free(out)
     return True

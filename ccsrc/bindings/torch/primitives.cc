@@ -419,11 +419,12 @@ std::vector<std::int64_t> AllGatherVTensors(const at::Tensor& output, const at::
   const void* local = Local(kOp, "input", input);
   const std::uint64_t row = RowBytes(kOp, output, input);
   const StreamRef stream = CurrentStream();
-  if (stream.native != nullptr) {
+  if (IsQueuedOwnStream(stream)) {
     Check(Status::Assertion(ErrorCode::kInvalidState,
                             "all_gather_v returns every PE's row count when it has run: call it "
                             "on the default stream",
-                            {{"operation", std::string(kOp)}}));
+                            {{"operation", std::string(kOp)}})
+              .At(kOp, "validate"));
   }
   CollectiveOperands operands{view, local, ByteSize(input),
                               static_cast<std::uint64_t>(output.element_size()),

@@ -60,6 +60,10 @@ std::chrono::milliseconds Seconds(double seconds) {
 
 }  // namespace
 
+bool IsQueuedOwnStream(StreamRef stream) {
+  return stream.native != nullptr && Streams() != nullptr;
+}
+
 bool NpuFrameworkLoaded() {
   return c10::impl::hasDeviceGuardImpl(c10::DeviceType::PrivateUse1) &&
          c10::get_privateuse1_backend() == "npu";

@@ -15,6 +15,11 @@ namespace hyper_parallel::shmem::binding {
 /// own); else the backend's default stream.
 HPS_BINDING_API StreamRef CurrentStream();
 
+/// Whether `stream` is one of the backend's own queued streams (a shmem.Stream of the host
+/// backend), whose work has not run when the call returns. A framework stream (CUDA's, an
+/// NPU's) is not: a device backend reads a collective's results back by synchronising it.
+HPS_BINDING_API bool IsQueuedOwnStream(StreamRef stream);
+
 /// Whether torch_npu (or a stand-in) registered the NPU as torch's PrivateUse1 device "npu".
 HPS_BINDING_API bool NpuFrameworkLoaded();
 
