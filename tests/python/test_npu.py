@@ -210,6 +210,7 @@ def _wrong_stream_is_caught(rank, size):
         shmem.barrier()
         src = torch.zeros(32, device=device)
         current = torch.npu.current_stream()
+        current.synchronize()   # src's zeros written before the stream is held below
         other, side = torch.npu.Stream(), torch.npu.Stream()
         # Unordered: the put on `other` does not wait for fill_ on the current stream, which
         # is held at a wait until the put's own stream raises the flag.
