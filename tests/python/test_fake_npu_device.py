@@ -227,16 +227,19 @@ def test_non_default_stream_with_wait_stream_is_correct():
 
 
 def test_asynchrony_is_real_a_wrong_stream_reads_stale_data():
-    run(SLOW + textwrap.dedent("""
+    run(textwrap.dedent("""
+        import torch_npu.fake
         s1, s2 = torch.npu.Stream(), torch.npu.Stream()
         x = torch.zeros(1000, device=dev)
         torch.npu.synchronize()
+        gate = torch_npu.fake.hold(s1)  # s1's worker waits here until the gate opens
         with torch.npu.stream(s1):
-            slow(big)
             x.add_(1)
-            s1.npu_stream  # on the ACL stream: s1's worker is busy with the matmuls
+            s1.npu_stream  # on the ACL stream, behind the gate
         with torch.npu.stream(s2):  # no wait_stream: the bug the fake must show
             snap = x.clone()
+        s2.synchronize()
+        gate.open()
         torch.npu.synchronize()
         assert snap.cpu().sum().item() == 0.0, "s2 should have overtaken s1"
         assert x.cpu().sum().item() == 1000.0

@@ -20,6 +20,11 @@ def acl_pending(stream):
     return _C._acl_pending(stream.stream_id, stream.device_index)
 
 
+def hold(stream):
+    """Holds `stream` at its current end (its host queue moved onto it) until the returned
+    gate's open() (bounded: 60 s): work enqueued on it afterwards waits, whatever its length."""
+    return _C._hold(stream.stream_id, stream.device_index)
+
 
 def device_of_pointer(ptr):
     """torch's answer (PrivateUse1 hooks' getDeviceFromPtr, through aclrtPointerGetAttributes)

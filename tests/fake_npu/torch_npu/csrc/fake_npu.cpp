@@ -32,6 +32,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -1203,6 +1205,26 @@ std::tuple<std::int64_t, int, int> StreamTuple(const StreamRec* s) {
 }  // namespace
 }  // namespace fake_npu
 
+// A gate for tests: holds a stream at a point until the host opens it (bounded: 60 s), so a
+// test of the order across streams does not depend on how long a kernel takes.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+
+  void Open() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      open = true;
+    }
+    cv.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(60), [this] { return open; });
+  }
+};
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace fake_npu;
   namespace py = pybind11;
@@ -1248,4 +1270,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         at::globalContext().getDeviceFromPtr(reinterpret_cast<void*>(ptr), kNpu).index());
   });
   m.def("_synchronize", [](int device) { SyncDevice(IndexOr(device)); }, no_gil);
+  py::class_<Gate, std::shared_ptr<Gate>>(m, "_Gate").def("open", &Gate::Open);
+  m.def("_hold", [](std::int64_t id, int device) {
+    StreamRec* s = Rec(IndexOr(device), id);
+    auto gate = std::make_shared<Gate>();
+    Enqueue(s, [gate] { gate->Wait(); });
+    Flush(s);
+    return gate;
+  });
 }
