@@ -280,20 +280,21 @@ def _all_to_all_broadcast_reductions(rank, size):
         block = 5
         out = shmem.empty(size * block, dtype=torch.float32)
         mine = (torch.arange(size * block, dtype=torch.float32) + 100 * rank).to(device)
+        start = _syncs(shmem)
         shmem.all_to_all(out, mine)
         got = out.cpu().view(size, block)
         for pe in range(size):
             expected = torch.arange(rank * block, (rank + 1) * block, dtype=torch.float32) + 100 * pe
             assert torch.equal(got[pe], expected), pe
-        start = _syncs(shmem)
         shmem.broadcast(out, mine, 1 % size)   # enqueued like all_gather
-        assert _syncs(shmem) == start
+        assert _syncs(shmem) == start   # all_to_all and broadcast: enqueued only
         assert torch.equal(out.cpu(), torch.arange(size * block, dtype=torch.float32)
                            + 100 * (1 % size))
         # Reductions combine on the CPU through host memory on CANN (docs/backends.md):
         # they synchronise, and say so in the count.
         total = shmem.empty(size * block, dtype=torch.float32)
         shmem.all_reduce(total, mine, op="sum")
+        assert _syncs(shmem) > start
         expected = sum(torch.arange(size * block, dtype=torch.float32) + 100 * pe
                        for pe in range(size))
         assert torch.equal(total.cpu(), expected)
