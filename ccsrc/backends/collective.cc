@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <string>
+
+#include "base/mutex.h"
 
 namespace hyper_parallel::shmem {
 namespace {
@@ -13,13 +17,18 @@ using data_plane::kAgreeDtype;
 using data_plane::kAgreeLocal;
 using data_plane::kAgreeOffset;
 
-void StoreName(std::array<char, 16>* field, std::string_view name) {
+// words[1]'s refusal bit (above the fields byte and the local outcome's byte).
+constexpr std::uint64_t kRefusedBit = std::uint64_t{1} << 20;
+
+template <std::size_t N>
+void StoreName(std::array<char, N>* field, std::string_view name) {
   field->fill('\0');
   if (name.empty()) return;  // a default string_view's data() may be null
   std::memcpy(field->data(), name.data(), std::min(name.size(), field->size() - 1));
 }
 
-std::string_view NameOf(const std::array<char, 16>& field) {
+template <std::size_t N>
+std::string_view NameOf(const std::array<char, N>& field) {
   return std::string_view(field.data(), ::strnlen(field.data(), field.size()));
 }
 
@@ -28,6 +37,8 @@ std::string_view NameOf(const std::array<char, 16>& field) {
 const char* FirstDifference(const CollectiveDescriptor& a, const CollectiveDescriptor& b) {
   if (a.kind != b.kind) return "kind";
   if (a.sequence != b.sequence) return "sequence";
+  if (a.refused != b.refused) return "refused";
+  if (a.refused) return nullptr;  // refused everywhere: each PE reports its own reason
   if (a.fields != b.fields) return "fields";
   if ((a.fields & kAgreeBytes) && a.bytes != b.bytes) return "bytes";
   if ((a.fields & kAgreeAlignment) && a.alignment != b.alignment) return "alignment";
@@ -38,7 +49,178 @@ const char* FirstDifference(const CollectiveDescriptor& a, const CollectiveDescr
   return nullptr;
 }
 
+// The argument names of the kinds noted (NoteArgumentNames), for the mismatch messages.
+struct ArgumentVocabulary {
+  std::array<std::string_view, 3> names{};
+  const data_plane::Collective* collective = nullptr;  // reads the values, where noted
+};
+
+class ArgumentNames {
+ public:
+  static ArgumentNames& Process() {
+    static ArgumentNames* names = new ArgumentNames();  // never destroyed: read at exit too
+    return *names;
+  }
+  void Note(std::string_view kind, ArgumentVocabulary vocabulary) {
+    MutexLock lock(&mutex_);
+    kinds_[std::string(kind)] = vocabulary;
+  }
+  bool Find(std::string_view kind, ArgumentVocabulary* out) {
+    MutexLock lock(&mutex_);
+    const auto at = kinds_.find(std::string(kind));
+    if (at == kinds_.end()) return false;
+    *out = at->second;
+    return true;
+  }
+
+ private:
+  Mutex mutex_;
+  std::map<std::string, ArgumentVocabulary> kinds_ GUARDED_BY(mutex_);
+};
+
+// "root=7 " / "op=sum": the named arguments of `d` (kAgreeArguments), or "arguments=[a,b,c]".
+std::string ArgumentsText(const CollectiveDescriptor& d) {
+  ArgumentVocabulary vocabulary;
+  std::string text;
+  if (ArgumentNames::Process().Find(d.kind_name(), &vocabulary)) {
+    for (int i = 0; i < 3; ++i) {
+      if (vocabulary.names[i].empty()) continue;
+      const auto value = static_cast<std::int64_t>(d.extra[i]);
+      if (!text.empty()) text += " ";
+      text += std::string(vocabulary.names[i]) + "=" +
+              (vocabulary.collective ? vocabulary.collective->ArgumentValue(i, value)
+                                     : std::to_string(value));
+    }
+    if (!text.empty()) return text;
+  }
+  text = "arguments=[";
+  for (std::size_t i = 0; i < d.extra.size(); ++i) {
+    if (i > 0) text += ",";
+    text += std::to_string(static_cast<std::int64_t>(d.extra[i]));
+  }
+  return text + "]";
+}
+
+// How `field` reads in `d` ("sum"), and its name ("op"): `argument` is the index of the first
+// argument that differs, for field "arguments".
+std::string FieldValue(const CollectiveDescriptor& d, std::string_view field, int argument,
+                       std::string* name) {
+  if (field == "kind" || field == "fields") {
+    *name = "call";
+    return d.kind[0] == '\0' ? std::string("none") : std::string(d.kind_name());
+  }
+  if (field == "bytes") {
+    const std::string_view kind = d.kind_name();
+    *name = kind == "empty" || kind == "free" ? "allocation bytes" : "input bytes";
+    return std::to_string(d.bytes);
+  }
+  if (field == "alignment") {
+    *name = "alignment";
+    return std::to_string(d.alignment);
+  }
+  if (field == "dtype") {
+    *name = "dtype";
+    return d.dtype[0] == '\0' ? std::string("-") : std::string(d.dtype_name());
+  }
+  if (field == "offset") {
+    *name = "symmetric output (heap offset)";
+    return d.offset == kNoOffset ? std::string("-") : Hex(d.offset);
+  }
+  if (field == "local_outcome") {
+    *name = "local outcome";
+    return std::string(ErrorCodeName(d.local));
+  }
+  if (field == "arguments") {
+    const auto value = static_cast<std::int64_t>(d.extra[static_cast<std::size_t>(argument)]);
+    ArgumentVocabulary vocabulary;
+    if (ArgumentNames::Process().Find(d.kind_name(), &vocabulary) &&
+        !vocabulary.names[argument].empty()) {
+      *name = std::string(vocabulary.names[argument]);
+      return vocabulary.collective ? vocabulary.collective->ArgumentValue(argument, value)
+                                   : std::to_string(value);
+    }
+    *name = "argument " + std::to_string(argument);
+    return std::to_string(value);
+  }
+  *name = std::string(field);
+  return "#" + std::to_string(d.sequence);
+}
+
+// "op: sum on PE 0, max on PE 1" (PEs grouped by value, in the order the values first appear;
+// team PEs named as the team numbers them).
+std::string DifferenceText(std::string_view field, const std::vector<int>& pes,
+                           const std::vector<const CollectiveDescriptor*>& calls,
+                           const data_plane::CollectiveGroup* group) {
+  int argument = 0;  // the first argument on which the calls differ
+  if (field == "arguments") {
+    for (; argument < 2; ++argument) {
+      bool same = true;
+      for (const CollectiveDescriptor* call : calls) {
+        same = same && call->extra[argument] == calls[0]->extra[argument];
+      }
+      if (!same) break;
+    }
+  }
+  const bool team = group != nullptr && group->sync_slot != 0;
+  std::string name;
+  std::vector<std::pair<std::string, std::vector<int>>> values;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const std::string value = FieldValue(*calls[i], field, argument, &name);
+    int pe = pes[i];
+    if (team) {
+      const auto& members = *group->pes;
+      pe = static_cast<int>(std::find(members.begin(), members.end(), pes[i]) - members.begin());
+    }
+    auto at = std::find_if(values.begin(), values.end(),
+                           [&](const auto& entry) { return entry.first == value; });
+    if (at == values.end()) {
+      values.push_back({value, {pe}});
+    } else {
+      at->second.push_back(pe);
+    }
+  }
+  std::string text = name + ": ";
+  constexpr std::size_t kListedValues = 4;
+  for (std::size_t v = 0; v < values.size() && v < kListedValues; ++v) {
+    if (v > 0) text += ", ";
+    const std::vector<int>& on = values[v].second;
+    text.append(values[v].first).append(on.size() == 1 ? " on PE " : " on PEs ");
+    for (std::size_t k = 0; k < on.size() && k < 8; ++k) {
+      if (k > 0) text += ",";
+      text += std::to_string(on[k]);
+    }
+    if (on.size() > 8) text += ",...";
+  }
+  if (values.size() > kListedValues) text += ", ...";
+  return text;
+}
+
 }  // namespace
+
+void NoteArgumentNames(const data_plane::Collective& collective) {
+  ArgumentVocabulary vocabulary;
+  for (int i = 0; i < 3; ++i) vocabulary.names[i] = collective.ArgumentName(i);
+  vocabulary.collective = &collective;
+  ArgumentNames::Process().Note(collective.name(), vocabulary);
+}
+
+void NoteArgumentNames(std::string_view kind, std::array<std::string_view, 3> names) {
+  ArgumentNames::Process().Note(kind, ArgumentVocabulary{names, nullptr});
+}
+
+CollectiveDescriptor CollectiveDescriptor::Refusal(std::string_view kind, const Status& why) {
+  CollectiveDescriptor d = Of(kind, 0);
+  d.refused = true;
+  d.local = why.code();
+  std::string text = why.message();
+  if (text.size() >= d.reason.size()) text = text.substr(0, d.reason.size() - 4) + "...";
+  StoreName(&d.reason, text);
+  return d;
+}
+
+std::string CollectiveDescriptor::reason_text() const {
+  return std::string(ErrorCodeName(local)) + ": " + std::string(NameOf(reason));
+}
 
 CollectiveDescriptor CollectiveDescriptor::Of(std::string_view kind, unsigned fields) {
   CollectiveDescriptor d;
@@ -54,14 +236,20 @@ void CollectiveDescriptor::SetDtype(std::string_view name) { StoreName(&dtype, n
 std::string_view CollectiveDescriptor::dtype_name() const { return NameOf(dtype); }
 
 bool CollectiveDescriptor::DecidedByCoreWords() const {
-  return (fields & (kAgreeAlignment | kAgreeArguments)) == 0;
+  return !refused && (fields & (kAgreeAlignment | kAgreeArguments)) == 0;
 }
 
 std::array<std::uint64_t, CollectiveDescriptor::kWords> CollectiveDescriptor::Pack() const {
   std::array<std::uint64_t, kWords> words{};
   words[0] = sequence;
-  words[1] = static_cast<std::uint64_t>(fields & 0xff) | (static_cast<std::uint64_t>(local) << 8);
+  // The refusal bit sits above the rest, so a refusal orders after every call of its number.
+  words[1] = static_cast<std::uint64_t>(fields & 0xff) | (static_cast<std::uint64_t>(local) << 8) |
+             (refused ? kRefusedBit : 0);
   std::memcpy(&words[2], kind.data(), kind.size());
+  if (refused) {
+    std::memcpy(&words[4], reason.data(), reason.size());
+    return words;
+  }
   words[4] = bytes;
   words[5] = offset;
   std::memcpy(&words[6], dtype.data(), dtype.size());
@@ -75,8 +263,14 @@ CollectiveDescriptor CollectiveDescriptor::Unpack(const std::array<std::uint64_t
   d.sequence = words[0];
   d.fields = static_cast<unsigned>(words[1] & 0xff);
   d.local = static_cast<ErrorCode>((words[1] >> 8) & 0xff);
+  d.refused = (words[1] & kRefusedBit) != 0;
   std::memcpy(d.kind.data(), &words[2], d.kind.size());
   d.kind.back() = '\0';
+  if (d.refused) {
+    std::memcpy(d.reason.data(), &words[4], d.reason.size());
+    d.reason.back() = '\0';
+    return d;
+  }
   d.bytes = words[4];
   d.offset = words[5];
   std::memcpy(d.dtype.data(), &words[6], d.dtype.size());
@@ -89,20 +283,14 @@ CollectiveDescriptor CollectiveDescriptor::Unpack(const std::array<std::uint64_t
 std::string CollectiveDescriptor::Describe() const {
   std::string text(kind[0] == '\0' ? std::string_view("none") : kind_name());
   text += " #" + std::to_string(sequence);
+  if (refused) return text + " refused (" + reason_text() + ")";
   if (fields & kAgreeBytes) text += " bytes=" + std::to_string(bytes);
   if (fields & kAgreeAlignment) text += " alignment=" + std::to_string(alignment);
   if ((fields & kAgreeDtype) && dtype[0] != '\0') text += " dtype=" + std::string(dtype_name());
   if (fields & kAgreeOffset) {
     text += " offset=" + (offset == kNoOffset ? std::string("-") : Hex(offset));
   }
-  if (fields & kAgreeArguments) {
-    text += " arguments=[";
-    for (std::size_t i = 0; i < extra.size(); ++i) {
-      if (i > 0) text += ",";
-      text += std::to_string(static_cast<std::int64_t>(extra[i]));
-    }
-    text += "]";
-  }
+  if (fields & kAgreeArguments) text += " " + ArgumentsText(*this);
   if ((fields & kAgreeLocal) && local != ErrorCode::kOk) {
     text += " local=" + std::string(ErrorCodeName(local));
   }
@@ -121,6 +309,7 @@ std::array<std::uint64_t, CollectiveDescriptor::kWords> KeyOf(const CollectiveDe
   if (!(d.fields & kAgreeOffset)) key.offset = 0;
   if (!(d.fields & kAgreeLocal)) key.local = ErrorCode::kOk;
   if (!(d.fields & kAgreeArguments)) key.extra = {};
+  key.reason = {};  // refusals agree whatever their reasons: each PE reports its own
   return key.Pack();
 }
 
@@ -155,30 +344,49 @@ void UnpackPair(std::uint64_t word, int* a, int* b) {
 }
 
 // The COLLECTIVE_MISMATCH every member reports, naming `field` and the calls of `pes` (world
-// PE numbers) in `calls` order.
+// PE numbers) in `calls` order. A refusal reads "refused on PE p: <reason>".
 Status MismatchStatus(const data_plane::CollectiveGroup* group, std::uint64_t sequence,
                       const char* field, const std::vector<int>& pes,
                       const std::vector<const CollectiveDescriptor*>& calls) {
   const bool team = group != nullptr && group->sync_slot != 0;
+  auto team_pe = [&](int pe) {
+    const auto& members = *group->pes;
+    return static_cast<int>(std::find(members.begin(), members.end(), pe) - members.begin());
+  };
   std::string text;
   for (std::size_t i = 0; i < calls.size(); ++i) {
     if (i > 0) text += "; ";
     text += "pe " + std::to_string(pes[i]);
-    if (team) {
-      const auto& members = *group->pes;
-      const auto at = std::find(members.begin(), members.end(), pes[i]);
-      text += " (team pe " + std::to_string(at - members.begin()) + ")";
-    }
+    if (team) text += " (team pe " + std::to_string(team_pe(pes[i])) + ")";
     text += ": " + calls[i]->Describe();
   }
   std::vector<Field> fields;
   if (team) fields.push_back({"team", GroupLabel(*group)});
   fields.push_back({"sequence", std::to_string(sequence)});
+  const std::string_view what(field);
+  if (what == "refused") {
+    const CollectiveDescriptor* refusal = nullptr;
+    int refusing = -1;
+    for (std::size_t i = 0; i < calls.size() && refusal == nullptr; ++i) {
+      if (calls[i]->refused) {
+        refusal = calls[i];
+        refusing = team ? team_pe(pes[i]) : pes[i];
+      }
+    }
+    fields.push_back({"calls", text});
+    return Status::Assertion(
+        ErrorCode::kCollectiveMismatch,
+        std::string(refusal->kind_name()) + " was refused on " + (team ? "team PE " : "PE ") +
+            std::to_string(refusing) + ": " + refusal->reason_text() +
+            " (no PE ran it; that PE's error has the whole reason)",
+        fields);
+  }
   fields.push_back({"field", field});
   fields.push_back({"calls", text});
   return Status::Assertion(ErrorCode::kCollectiveMismatch,
-                           team ? "team collective calls differ across the team's PEs"
-                                : "collective calls differ across PEs",
+                           std::string(team ? "team collective calls differ across the team's PEs"
+                                            : "collective calls differ across PEs") +
+                               " (" + DifferenceText(what, pes, calls, group) + ")",
                            fields);
 }
 

@@ -10,11 +10,18 @@
 // entered call n"), then MatchDescriptors decides: all alike, or COLLECTIVE_MISMATCH on every
 // PE at once, naming the first field that differs and what each PE called, e.g.
 //
-//   collective calls differ across PEs: sequence=3, field=kind,
+//   collective calls differ across PEs (call: barrier on PE 0, all_gather on PE 1): sequence=3,
+//   field=kind,
 //   calls=pe 0: barrier #3; pe 1: all_gather #3 bytes=64 dtype=float32 offset=0x40
 //
 // Every PE reads the same descriptors, so every PE reaches the same verdict, and every PE has
 // consumed sequence number n either way: a mismatch leaves the sequences in step.
+//
+// A call one PE refuses (its local checks failed) still takes its number there: that PE
+// publishes a refusal (CollectiveDescriptor::Refusal: the kind, the error code and the start of
+// its reason) in the call's place, so every other member's call of that number fails with
+// "refused on PE p: <reason>" and the next call pairs with the next call (docs/architecture.md,
+// "A refused call keeps its place").
 //
 // A plain value type with pure functions; safe from any thread.
 #pragma once
@@ -40,6 +47,8 @@ struct CollectiveDescriptor {
   /// local outcome, bytes, offset and dtype (one cache line); the rest hold the alignment
   /// (compared for empty only) and close's facts.
   static constexpr int kCoreWords = 8;
+  /// How many bytes of a refusal's reason travel (NUL-terminated): words 4 to 11.
+  static constexpr int kReasonBytes = 8 * (kWords - 4);
 
   /// The collective's name, NUL-padded ("" until something is published): "barrier",
   /// "all_gather", "empty", ...
@@ -57,11 +66,21 @@ struct CollectiveDescriptor {
   /// close: the Runtime's shutdown facts (not matched); a team split: its arguments (matched,
   /// kAgreeArguments).
   std::array<std::uint64_t, 3> extra{};
+  /// A refusal (Refusal()): `local` holds the error code and `reason` the start of the message;
+  /// no other field is set. Packed in the words of bytes, offset, dtype, alignment and extra.
+  bool refused = false;
+  std::array<char, kReasonBytes> reason{};
 
   bool operator==(const CollectiveDescriptor&) const = default;
 
   /// A descriptor of kind `kind` (up to 15 characters) comparing `fields`.
   static CollectiveDescriptor Of(std::string_view kind, unsigned fields);
+  /// This PE's refusal of a call of kind `kind`: `why`'s code and the start of its message.
+  static CollectiveDescriptor Refusal(std::string_view kind, const Status& why);
+
+  /// A refusal's reason: "INVALID_ARGUMENT: broadcast root must be ..." (the message cut to
+  /// kReasonBytes - 1 characters, ending "..." where it was cut).
+  std::string reason_text() const;
 
   std::string_view kind_name() const;
   /// Stores up to 15 characters of `name` as the dtype.
@@ -93,6 +112,13 @@ Status MatchDescriptors(const CollectiveDescriptor& mine,
 
 /// How errors and diagnostics name a group: "world", or "team 3 pes=[0,2]".
 std::string GroupLabel(const data_plane::CollectiveGroup& group);
+
+/// How mismatch messages name the integer arguments (kAgreeArguments) of a kind of call: the
+/// collective units say it themselves (data_plane::Collective::ArgumentName / ArgumentValue);
+/// the Runtime notes them and its own calls' names at initialisation. Unnoted kinds print
+/// "arguments=[a,b,c]". Safe from any thread; the collective must outlive the process.
+void NoteArgumentNames(const data_plane::Collective& collective);
+void NoteArgumentNames(std::string_view kind, std::array<std::string_view, 3> names);
 
 /// What the Runtime reads of the members' descriptors besides the verdict (close's facts),
 /// reduced to a size that does not grow with the group: the first PEs of two lists, and the

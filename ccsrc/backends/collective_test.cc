@@ -84,7 +84,8 @@ TEST(MatchDescriptors, KindMismatchNamesEveryCall) {
   const Status status = MatchDescriptors(gather, {barrier, gather});
   EXPECT_EQ(status.code(), ErrorCode::kCollectiveMismatch);
   EXPECT_EQ(status.message(),
-            "collective calls differ across PEs: sequence=3, field=kind, calls=pe 0: barrier #3; "
+            "collective calls differ across PEs (call: barrier on PE 0, all_gather on PE 1): "
+            "sequence=3, field=kind, calls=pe 0: barrier #3; "
             "pe 1: all_gather #3 bytes=64 dtype=float32 offset=0x40");
   EXPECT_EQ(MatchDescriptors(barrier, {barrier, gather}).message(), status.message())
       << "every PE reports the same";
@@ -156,13 +157,89 @@ TEST(MatchDescriptors, ComparesExactlyTheDeclaredFieldsOfAnyKind) {
   const Status status = MatchDescriptors(mine, {mine, other_dtype});
   EXPECT_EQ(status.code(), ErrorCode::kCollectiveMismatch);
   EXPECT_EQ(status.message(),
-            "collective calls differ across PEs: sequence=9, field=dtype, calls=pe 0: a_new_one "
+            "collective calls differ across PEs (dtype: bfloat16 on PE 0, float16 on PE 1): "
+            "sequence=9, field=dtype, calls=pe 0: a_new_one "
             "#9 dtype=bfloat16; pe 1: a_new_one #9 dtype=float16");
   // A peer that declares other fields for the same kind (another build) is named too.
   CollectiveDescriptor other_fields = mine;
   other_fields.fields = data_plane::kAgreeBytes;
   EXPECT_NE(MatchDescriptors(mine, {mine, other_fields}).message().find("field=fields"),
             std::string::npos);
+}
+
+// A reduction with its operator as argument 0, named as all_reduce names it.
+class NamedOp final : public data_plane::Collective {
+ public:
+  std::string_view name() const override { return "named_op_test"; }
+  Status Check(const data_plane::CollectiveCall&) const override { return Status::Ok(); }
+  unsigned AgreedFields() const override { return data_plane::kAgreeArguments; }
+  std::string_view ArgumentName(int index) const override { return index == 0 ? "op" : ""; }
+  std::string ArgumentValue(int, std::int64_t value) const override {
+    return value == 0 ? "sum" : "max";
+  }
+  Status Run(data_plane::KernelApi&, const data_plane::CollectivePlan&) const override {
+    return Status::Ok();
+  }
+};
+
+TEST(MatchDescriptors, ADifferenceReadsAsNamesAndValuesPerPe) {
+  static const NamedOp op;
+  NoteArgumentNames(op);
+  std::vector<CollectiveDescriptor> calls(3, CollectiveDescriptor::Of("named_op_test",
+                                                                    data_plane::kAgreeArguments));
+  for (auto& call : calls) call.sequence = 4;
+  calls[1].extra[0] = 1;
+  const Status status = MatchDescriptors(calls[0], calls);
+  EXPECT_EQ(status.code(), ErrorCode::kCollectiveMismatch);
+  EXPECT_NE(status.message().find("(op: sum on PEs 0,2, max on PE 1)"), std::string::npos)
+      << status.message();
+  EXPECT_NE(status.message().find("pe 1: named_op_test #4 op=max"), std::string::npos)
+      << status.message();
+  // A dtype and a kind read alike; a kind nobody noted lists its arguments.
+  std::vector<CollectiveDescriptor> gathers{AllGatherCall(2, 64, 0, "float32"),
+                                            AllGatherCall(2, 64, 0, "int32")};
+  EXPECT_NE(MatchDescriptors(gathers[0], gathers).message().find(
+                "(dtype: float32 on PE 0, int32 on PE 1)"),
+            std::string::npos);
+  CollectiveDescriptor unnamed = CollectiveDescriptor::Of("unnamed_kind", data_plane::kAgreeArguments);
+  unnamed.extra = {3, 0, 0};
+  EXPECT_EQ(unnamed.Describe(), "unnamed_kind #0 arguments=[3,0,0]");
+}
+
+TEST(MatchDescriptors, ARefusalFailsEveryOtherCallNamingThePeAndItsReason) {
+  const Status why = Status::Contract(ErrorCode::kInvalidArgument, "broadcast root",
+                                      "a PE of the team, 0 to 1", "7");
+  CollectiveDescriptor refusal = CollectiveDescriptor::Refusal("all_gather", why);
+  refusal.sequence = 2;
+  EXPECT_EQ(CollectiveDescriptor::Unpack(refusal.Pack()), refusal) << "the reason travels";
+  EXPECT_FALSE(refusal.DecidedByCoreWords());
+  const std::vector<CollectiveDescriptor> calls{refusal, AllGatherCall(2, 64, 0)};
+  for (const CollectiveDescriptor& mine : calls) {
+    const Status status = MatchDescriptors(mine, calls);
+    EXPECT_EQ(status.code(), ErrorCode::kCollectiveMismatch);
+    EXPECT_NE(status.message().find("all_gather was refused on PE 0: INVALID_ARGUMENT: "
+                                    "broadcast root must be a PE of the team, 0 to 1, but got 7"),
+              std::string::npos)
+        << status.message();
+  }
+  // Across hosts the summary reaches the same verdict; refusals everywhere agree (each PE
+  // reports its own reason), whatever the reasons say.
+  DescriptorSummary summary(2);
+  summary.Fold(calls[1], 1);
+  summary.Fold(calls[0], 0);
+  EXPECT_NE(summary.Conclude({}).verdict.message().find("was refused on PE 0"), std::string::npos);
+  CollectiveDescriptor other = CollectiveDescriptor::Refusal(
+      "all_gather", Status::Contract(ErrorCode::kInvalidArgument, "x", "y", "z"));
+  other.sequence = 2;
+  EXPECT_TRUE(MatchDescriptors(refusal, {refusal, other}).ok());
+  DescriptorSummary both(2);
+  both.Fold(refusal, 0);
+  both.Fold(other, 1);
+  EXPECT_TRUE(both.Conclude({}).verdict.ok());
+  // A long reason is cut, marked where.
+  const CollectiveDescriptor cut = CollectiveDescriptor::Refusal(
+      "barrier", Status::Assertion(ErrorCode::kInvalidArgument, std::string(200, 'x')));
+  EXPECT_EQ(cut.reason_text(), "INVALID_ARGUMENT: " + std::string(60, 'x') + "...");
 }
 
 TEST(CollectiveDescriptor, KindNamesRoundTripAndOnlyAlignmentLiesPastTheCoreWords) {
@@ -226,7 +303,8 @@ TEST(DescriptorSummary, AMismatchNamesTheFieldAndBothCallsOnEveryPe) {
   const Status status = a.Conclude(WorldOf(6)).verdict;
   EXPECT_EQ(status.code(), ErrorCode::kCollectiveMismatch);
   EXPECT_EQ(status.message(),
-            "collective calls differ across PEs: sequence=3, field=kind, calls=pe 0: barrier #3; "
+            "collective calls differ across PEs (call: barrier on PE 0, all_gather on PE 5): "
+            "sequence=3, field=kind, calls=pe 0: barrier #3; "
             "pe 5: all_gather #3 bytes=64 dtype=float32 offset=0x40");
   EXPECT_EQ(b.Conclude(WorldOf(6)).verdict.message(), status.message());
   // Each compared field is found; fields a kind does not compare are not.

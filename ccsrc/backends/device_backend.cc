@@ -416,6 +416,8 @@ Status DeviceBackend::LaunchCollective(StreamRef stream, const data_plane::Colle
   Status status = Agree(group, descriptor, name, &agreement);
   if (status.ok()) status = std::move(agreement.verdict);
   if (!status.ok()) return std::move(status).At(name, "execute");
+  // A refusal (CollectiveDescriptor::Refusal) only takes its place: nothing to enqueue.
+  if (descriptor.refused) return Status::Ok();
   // Then on the stream: the ordering round (the barrier itself when there is no kernel), and
   // the kernel. A caller's stream is only enqueued on; the thread's own is synchronised.
   status = OnStream(stream, std::move(keep_alive), [&](void* native) {

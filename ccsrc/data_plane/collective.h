@@ -132,8 +132,8 @@ class Collective {
   /// The call's local checks, after its output passed the protection chain.
   virtual Status Check(const CollectiveCall& call) const = 0;
 
-  /// True when a call that passed its checks moves nothing: it returns at once and takes no
-  /// collective number (zero bytes).
+  /// True when a call that passed its checks moves nothing (zero bytes): it runs no kernel, but
+  /// still takes its collective number and agrees, so the PEs stay in step.
   virtual bool MovesNothing(const CollectiveCall& call) const {
     return TakesOperands() && call.input_bytes == 0;
   }
@@ -144,6 +144,13 @@ class Collective {
 
   /// AgreedField bits of the descriptor fields every PE's call must agree on.
   virtual unsigned AgreedFields() const = 0;
+
+  /// How a mismatch names integer argument `index` ("root", "op"; "" where it takes none) and
+  /// reads a value of it ("7", "sum").
+  virtual std::string_view ArgumentName(int /*index*/) const { return {}; }
+  virtual std::string ArgumentValue(int /*index*/, std::int64_t value) const {
+    return std::to_string(value);
+  }
 
   /// False when the agreement alone is the collective (a barrier): no kernel runs.
   virtual bool HasKernel() const { return true; }

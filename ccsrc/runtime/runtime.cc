@@ -226,6 +226,11 @@ Status Runtime::Init(InitOptions options) {
   if (Status checked = CheckAlgorithms(config, options.collectives); !checked.ok()) {
     return fail(checked, "config", nullptr);
   }
+  // Mismatch messages name the calls' arguments ("op: sum on PE 0, max on PE 1").
+  for (const data_plane::Collective* each : options.collectives) NoteArgumentNames(*each);
+  NoteArgumentNames("split_strided", {"start", "stride", "size"});
+  NoteArgumentNames("split_2d", {"xrange", "", ""});
+  NoteArgumentNames("team_destroy", {"handles left", "", ""});
   const int rank = options.bootstrap->rank();
   const int size = options.bootstrap->size();
   std::vector<int> global_ranks = options.global_ranks;

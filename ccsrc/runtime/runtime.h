@@ -299,15 +299,27 @@ class Runtime {
                     Comparison comparison, bool* satisfied) EXCLUDES(mutex_);
   /// Collective, enqueued on `stream`: runs the collective unit `collective` over the Root
   /// WORLD (data_plane/collective.h). Its symmetric output goes through the protection chain,
-  /// then the collective's own checks; a call that moves nothing (zero bytes) returns there and
-  /// takes no collective number. Otherwise it takes the next one, and in stream order every
-  /// PE's descriptor is exchanged and matched (COLLECTIVE_MISMATCH on every PE when the calls
-  /// differ in a field the collective declared) before its kernel runs. `keep_alive` owns the
-  /// local operands until it ran; `collective` must outlive the work (the build's collectives,
-  /// ops/collectives.h, live for the process).
+  /// then the collective's own checks. The call takes the next collective number either way,
+  /// and in stream order every PE's descriptor is exchanged and matched (COLLECTIVE_MISMATCH on
+  /// every PE when the calls differ in a field the collective declared) before its kernel runs
+  /// (none for a call that moves nothing: zero bytes). A call refused by those checks publishes
+  /// a refusal in its place (RefuseCollective): it returns its own reason, and every other
+  /// PE's call of that number fails naming it. `keep_alive` owns the local operands until it
+  /// ran; `collective` must outlive the work (the build's collectives, ops/collectives.h, live
+  /// for the process).
   Status RunCollective(const data_plane::Collective& collective,
                        const CollectiveOperands& operands, StreamRef stream,
                        KeepAlive keep_alive = nullptr) EXCLUDES(mutex_);
+  /// Collective: a call of kind `kind` (a collective unit's name) over the world or `team`
+  /// that the caller refused before RunCollective (a binding's own argument checks; `why` its
+  /// failure). It takes the call's number in the team's sequence and publishes the refusal on
+  /// `stream`, so every other member's call of that number fails with COLLECTIVE_MISMATCH
+  /// "<kind> was refused on PE p: <reason>" and the next calls pair (docs/architecture.md, "A
+  /// refused call keeps its place"). Returns `why`, tagged (kind, validate). Without a ready
+  /// Runtime or a team this PE is in, only `why` (there is no sequence to take a place in).
+  Status RefuseCollective(std::string_view kind, Status why, StreamRef stream) EXCLUDES(mutex_);
+  Status RefuseCollective(const TeamHandle& team, std::string_view kind, Status why,
+                          StreamRef stream) EXCLUDES(mutex_);
 
   /// Enqueues a consumer's fused kernel (data_plane/kernel_api.h) on `stream`. Every symmetric
   /// operand it declares in `operands` goes through the protection chain first; the kernel
@@ -497,6 +509,16 @@ class Runtime {
   Status ExchangeOffer(const std::vector<int>& pes, const ExchangeWords& mine,
                        std::string_view operation, std::vector<ExchangeWords>* theirs)
       REQUIRES(mutex_);
+  // A host collective (empty, free) this PE refused (`why`, kept as failed at `phase`): takes
+  // its place in `team`'s sequence with a refusal and returns `why` (docs/architecture.md, "A
+  // refused call keeps its place").
+  Status RefuseInPlaceLocked(TeamState& team, std::string_view operation, Status why,
+                             std::string_view phase) REQUIRES(mutex_);
+  // RunCollective (with `collective` and `operands`) and RefuseCollective (without, `refused`
+  // failed): the claim, the refusal in place of a refused call, and the launch.
+  Status RunOrRefuse(const TeamHandle& team, const data_plane::Collective* collective,
+                     std::string_view op, const CollectiveOperands* operands, Status refused,
+                     StreamRef stream, KeepAlive keep_alive) EXCLUDES(mutex_);
   // The parent-collective part of a split: agrees on the kind and arguments across `parent`.
   Status AgreeSplit(TeamState& parent, std::string_view operation,
                     std::array<std::uint64_t, 3> arguments) REQUIRES(mutex_);

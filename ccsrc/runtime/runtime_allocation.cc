@@ -18,12 +18,14 @@ Status Runtime::Allocate(std::uint64_t bytes, std::uint64_t alignment, Allocatio
   HPS_REJECT_IF_ERROR(CheckReady(kOp), kOp, "state");
   AdoptOrphans();
   HPS_REJECT_IF_ERROR(WaitForOtherCollectives(World(), kOp), kOp, "state");
-  // Every PE's heap has seen the same agreed allocations and frees, so a request one PE cannot
-  // place (bad alignment, no room) fails alike on every PE: rejected here, before anything
-  // collective, and without taking a collective number.
+  // Every PE's heap has seen the same agreed allocations and frees, so the same request fails
+  // alike on every PE. A request this PE cannot place (bad alignment, no room) still takes its
+  // place, refused, so a PE that asked for something else fails too and the PEs stay in step
+  // (docs/architecture.md, "A refused call keeps its place").
   HeapBlock block;
-  const Status placed = allocator_.Place(bytes, alignment, &block);
-  HPS_REJECT_IF_ERROR(placed, kOp, "allocate");
+  if (Status placed = allocator_.Place(bytes, alignment, &block); !placed.ok()) {
+    return RefuseInPlaceLocked(World(), kOp, std::move(placed), "allocate");
+  }
   CollectiveDescriptor mine = CollectiveDescriptor::Of(
       "empty", data_plane::kAgreeBytes | data_plane::kAgreeAlignment | data_plane::kAgreeOffset |
                    data_plane::kAgreeLocal);
@@ -52,8 +54,11 @@ Status Runtime::Free(const SymmetricView& whole, std::string_view note) {
   AdoptOrphans();
   AllocationRecord record;
   std::uint64_t offset = 0;
-  HPS_REJECT_IF_ERROR(ResolveOperand(whole, &offset, &record, ErrorCode::kDoubleFree), kOp,
-                      "validate");
+  if (Status resolved = ResolveOperand(whole, &offset, &record, ErrorCode::kDoubleFree);
+      !resolved.ok()) {
+    // Refused in the call's place: the other PEs' free of this number fails too.
+    return RefuseInPlaceLocked(World(), kOp, std::move(resolved), "validate");
+  }
   Backend* backend = backend_.get();
   Status drained;
   {
@@ -87,6 +92,17 @@ Status Runtime::Free(const SymmetricView& whole, std::string_view note) {
                 " bytes=" + std::to_string(record.bytes) + (note.empty() ? "" : " ") +
                 std::string(note));
   return Status::Ok();
+}
+
+Status Runtime::RefuseInPlaceLocked(TeamState& team, std::string_view operation, Status why,
+                                    std::string_view phase) {
+  why = RejectLocked(std::move(why), operation, phase);
+  if (!WaitForOtherCollectives(team, operation).ok()) return why;
+  CollectiveDescriptor mine = CollectiveDescriptor::Refusal(operation, why);
+  if (!ClaimCollective(team, OwnerOf({}, true), operation, &mine.sequence).ok()) return why;
+  // The peers' verdict is theirs to report (a lost peer still makes this Runtime Failed).
+  (void)Agree(team, operation, mine);
+  return why;
 }
 
 void Runtime::ReportOrphan(const OrphanReport& report) {

@@ -136,65 +136,115 @@ Status Runtime::RunCollective(const TeamHandle& team_handle,
                               const data_plane::Collective& collective,
                               const CollectiveOperands& operands, StreamRef stream,
                               KeepAlive keep_alive) {
-  const std::string_view op = collective.name();
-  MutexLock lock(&mutex_);
-  HPS_REJECT_IF_ERROR(CheckReady(op), op, "state");
-  std::shared_ptr<TeamState> team;
-  HPS_REJECT_IF_ERROR(ResolveTeam(team_handle, &team), op, "validate");
-  data_plane::CollectivePlan plan;
-  plan.group = team->group;
-  plan.algorithm = config_.AlgorithmOf(op);
-  plan.arguments = operands.arguments;
-  plan.sizes = operands.sizes;
-  plan.results = operands.results;
-  plan.element_bytes = operands.element_bytes;
-  plan.workspace_bytes = config_.reduce_workspace;
-  plan.workspace_offset =
-      config_.heap_bytes + static_cast<std::uint64_t>(team->group.sync_slot) * plan.workspace_bytes;
-  CollectiveDescriptor mine = CollectiveDescriptor::Of(op, collective.AgreedFields());
-  if ((collective.AgreedFields() & data_plane::kAgreeArguments) != 0) {
-    for (std::size_t i = 0; i < mine.extra.size(); ++i) {
-      mine.extra[i] = static_cast<std::uint64_t>(operands.arguments[i]);
-    }
+  return RunOrRefuse(team_handle, &collective, collective.name(), &operands, Status::Ok(), stream,
+                     std::move(keep_alive));
+}
+
+Status Runtime::RefuseCollective(std::string_view kind, Status why, StreamRef stream) {
+  return RefuseCollective(kWorldTeam, kind, std::move(why), stream);
+}
+
+Status Runtime::RefuseCollective(const TeamHandle& team_handle, std::string_view kind, Status why,
+                                 StreamRef stream) {
+  if (why.ok()) {
+    why = Status::Assertion(ErrorCode::kInvalidArgument, "refused without a reason",
+                            {{"operation", std::string(kind)}});
   }
-  if (collective.TakesOperands()) {
-    AllocationRecord record;
-    HPS_REJECT_IF_ERROR(ResolveOperand(operands.output, &plan.output_offset, &record), op,
-                        "validate");
-    data_plane::CollectiveCall call;
-    call.group = team->group;
-    call.output = operands.output.data;
-    call.output_bytes = operands.output.bytes;
-    call.input = operands.input;
-    call.input_bytes = operands.input_bytes;
-    call.element_bytes = operands.element_bytes;
-    call.dtype = operands.dtype;
-    call.arguments = operands.arguments;
-    call.sizes = operands.sizes;
-    call.workspace_bytes = plan.workspace_bytes;
-    HPS_REJECT_IF_ERROR(collective.Check(call), op, "validate");
-    if (collective.MovesNothing(call)) return Status::Ok();
-    plan.input = operands.input;
-    plan.input_bytes = operands.input_bytes;
-    plan.output_bytes = operands.output.bytes;
-    mine.bytes = operands.input_bytes;
-    mine.offset = plan.output_offset;
-    mine.SetDtype(operands.dtype);
-    plan.dtype = std::string(operands.dtype);
+  return RunOrRefuse(team_handle, nullptr, kind, nullptr, std::move(why), stream, nullptr);
+}
+
+Status Runtime::RunOrRefuse(const TeamHandle& team_handle,
+                            const data_plane::Collective* collective, std::string_view op,
+                            const CollectiveOperands* operands, Status refused, StreamRef stream,
+                            KeepAlive keep_alive) {
+  MutexLock lock(&mutex_);
+  // Not ready, or no team to take a place in: refused here only (there is no sequence).
+  if (Status ready = CheckReady(op); !ready.ok()) {
+    return RejectLocked(refused.ok() ? std::move(ready) : std::move(refused), op,
+                        refused.ok() ? "state" : "validate");
+  }
+  std::shared_ptr<TeamState> team;
+  if (Status resolved = ResolveTeam(team_handle, &team); !resolved.ok()) {
+    return RejectLocked(refused.ok() ? std::move(resolved) : std::move(refused), op, "validate");
+  }
+  CollectiveDescriptor mine;
+  data_plane::CollectivePlan plan;
+  bool runs_kernel = false;
+  if (refused.ok()) {
+    plan.group = team->group;
+    plan.algorithm = config_.AlgorithmOf(op);
+    plan.arguments = operands->arguments;
+    plan.sizes = operands->sizes;
+    plan.results = operands->results;
+    plan.element_bytes = operands->element_bytes;
+    plan.workspace_bytes = config_.reduce_workspace;
+    plan.workspace_offset = config_.heap_bytes + static_cast<std::uint64_t>(team->group.sync_slot) *
+                                                     plan.workspace_bytes;
+    mine = CollectiveDescriptor::Of(op, collective->AgreedFields());
+    if ((collective->AgreedFields() & data_plane::kAgreeArguments) != 0) {
+      for (std::size_t i = 0; i < mine.extra.size(); ++i) {
+        mine.extra[i] = static_cast<std::uint64_t>(operands->arguments[i]);
+      }
+    }
+    if (collective->TakesOperands()) {
+      AllocationRecord record;
+      refused = ResolveOperand(operands->output, &plan.output_offset, &record);
+      data_plane::CollectiveCall call;
+      call.group = team->group;
+      call.output = operands->output.data;
+      call.output_bytes = operands->output.bytes;
+      call.input = operands->input;
+      call.input_bytes = operands->input_bytes;
+      call.element_bytes = operands->element_bytes;
+      call.dtype = operands->dtype;
+      call.arguments = operands->arguments;
+      call.sizes = operands->sizes;
+      call.workspace_bytes = plan.workspace_bytes;
+      if (refused.ok()) refused = collective->Check(call);
+      if (refused.ok()) {
+        // A call that moves nothing (zero bytes) runs no kernel, but still takes its number:
+        // a PE whose call moves nothing keeps its place among the others' calls.
+        runs_kernel = !collective->MovesNothing(call);
+        plan.input = operands->input;
+        plan.input_bytes = operands->input_bytes;
+        plan.output_bytes = operands->output.bytes;
+        mine.bytes = operands->input_bytes;
+        mine.offset = plan.output_offset;
+        mine.SetDtype(operands->dtype);
+        plan.dtype = std::string(operands->dtype);
+      }
+    }
+    if (!collective->TakesOperands()) runs_kernel = true;
+    runs_kernel = runs_kernel && refused.ok() && collective->HasKernel();
+  }
+  if (!refused.ok()) {
+    // Refused here: the call still takes its number, and publishes the refusal in its place, so
+    // every other PE's call of that number fails too and the next calls pair (docs/architecture.md,
+    // "A refused call keeps its place"). This PE reports its own reason whatever the peers did.
+    refused = RejectLocked(std::move(refused), op, "validate");
+    mine = CollectiveDescriptor::Refusal(op, refused);
+    runs_kernel = false;
   }
   const bool runs_inline = backend_->CollectiveRunsInline(stream);
-  HPS_REJECT_IF_ERROR(ClaimCollective(*team, OwnerOf(stream, runs_inline), op, &mine.sequence),
-                      op, "state");
+  if (Status claimed = ClaimCollective(*team, OwnerOf(stream, runs_inline), op, &mine.sequence);
+      !claimed.ok()) {
+    return refused.ok() ? RejectLocked(std::move(claimed), op, "state") : refused;
+  }
   plan.sequence = mine.sequence;
   Kernel kernel;
-  if (collective.HasKernel()) {
-    kernel = [&collective, plan](data_plane::KernelApi& api) { return collective.Run(api, plan); };
+  if (runs_kernel) {
+    kernel = [collective, plan](data_plane::KernelApi& api) { return collective->Run(api, plan); };
   }
   if (!runs_inline) {  // only enqueued: cannot wait
-    return ConcludeLocked(
-        backend_->LaunchCollective(stream, team->group, mine, op, std::move(kernel),
-                                   CollectiveTicket(std::move(keep_alive), team)),
-        op, "execute");
+    Status launched = backend_->LaunchCollective(stream, team->group, mine, op, std::move(kernel),
+                                                 CollectiveTicket(std::move(keep_alive), team));
+    if (!refused.ok()) {
+      if (!launched.ok() && launched.code() != ErrorCode::kCollectiveMismatch) {
+        (void)ConcludeLocked(std::move(launched), op, "execute");
+      }
+      return refused;
+    }
+    return ConcludeLocked(std::move(launched), op, "execute");
   }
   // The claim keeps the heap mapped meanwhile (a shutdown waits for collectives in flight).
   Backend* backend = backend_.get();
@@ -202,6 +252,14 @@ Status Runtime::RunCollective(const TeamHandle& team_handle,
   Status done = backend->LaunchCollective(stream, team->group, mine, op, std::move(kernel),
                                           std::move(keep_alive));
   ReleaseCollective(*team);
+  if (!refused.ok()) {
+    // The peers' verdict is theirs to report; a lost peer or a timeout still makes this
+    // Runtime Failed where it must.
+    if (!done.ok() && done.code() != ErrorCode::kCollectiveMismatch) {
+      (void)ConcludeOutside(std::move(done), op, "execute");
+    }
+    return refused;
+  }
   return ConcludeOutside(std::move(done), op, "execute");
 }
 

@@ -316,9 +316,10 @@ TEST_F(RuntimeTest, AllGatherValidation) {
                              static_cast<std::byte*>(out.data) + 16, 32, {});
   EXPECT_EQ(overlap.code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(AllGather(runtime_, View(out), nullptr, 64, {}).code(), ErrorCode::kInvalidArgument);
+  // Zero bytes: the call keeps its place (one exchange) and moves nothing.
   const int calls = panel_->count(FakeCall::kLaunchCollective);
   EXPECT_TRUE(AllGather(runtime_, SymmetricView{out.id, out.data, 0}, nullptr, 0, {}).ok());
-  EXPECT_EQ(panel_->count(FakeCall::kLaunchCollective), calls);  // zero bytes: nothing ran
+  EXPECT_EQ(panel_->count(FakeCall::kLaunchCollective), calls + 1);
   ASSERT_TRUE(runtime_.Free(View(out)).ok());
   EXPECT_EQ(AllGather(runtime_, View(out), in.data(), 64, {}).code(), ErrorCode::kUseAfterFree);
 }
@@ -371,19 +372,24 @@ TEST_F(RuntimeTest, AnyCollectiveRunsThroughTheOnePath) {
   EXPECT_EQ(published.fields, data_plane::kAgreeBytes);
   EXPECT_EQ(published.bytes, 6u);
   EXPECT_EQ(published.sequence, probe.last_sequence);
-  // Its own check refuses, tagged with its name, and takes no number.
+  // Its own check refuses, tagged with its name; the call keeps its place with a refusal
+  // (docs/architecture.md, "A refused call keeps its place"), and the kernel does not run.
   const std::size_t exchanged = panel_->descriptors.size();
   const Status refused = runtime_.RunCollective(probe, operands(six, in.data(), 5), {});
   EXPECT_EQ(refused.code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(refused.operation(), "probe");
   EXPECT_EQ(refused.phase(), "validate");
-  EXPECT_EQ(panel_->descriptors.size(), exchanged);
-  // Zero bytes: checked, then nothing.
+  ASSERT_EQ(panel_->descriptors.size(), exchanged + 1);
+  EXPECT_TRUE(panel_->descriptors.back().refused);
+  EXPECT_EQ(panel_->descriptors.back().kind_name(), "probe");
+  EXPECT_EQ(probe.runs, 1);
+  // Zero bytes: checked, one exchange, no kernel.
   const int checks = probe.checks;
   EXPECT_TRUE(runtime_.RunCollective(probe, operands({out.id, out.data, 0}, nullptr, 0), {})
                   .ok());
   EXPECT_EQ(probe.checks, checks + 1);
-  EXPECT_EQ(panel_->descriptors.size(), exchanged);
+  EXPECT_EQ(panel_->descriptors.size(), exchanged + 2);
+  EXPECT_EQ(probe.runs, 1);
   // A peer that disagrees in a declared field: COLLECTIVE_MISMATCH, the kernel does not run.
   panel_->exchange_size = 2;
   panel_->tamper_peers = [](std::vector<CollectiveDescriptor>* all) {
@@ -556,26 +562,33 @@ TEST_F(RuntimeTest, AnotherThreadReleasesABlockedWaitAndSnapshotAnswersMeanwhile
   EXPECT_EQ(runtime_.Snapshot().calls_in_flight, 0);
 }
 
-TEST_F(RuntimeTest, EveryCollectiveTakesTheNextNumberAndRejectionsTakeNone) {
+TEST_F(RuntimeTest, EveryCollectiveTakesTheNextNumberRefusedOnesToo) {
   ASSERT_TRUE(Init().ok());
   Allocation a = MustAllocate(64);                                     // #1
   ASSERT_TRUE(Barrier(runtime_, {}).ok());                              // #2
   std::vector<std::byte> in(64);
   ASSERT_TRUE(AllGather(runtime_, View(a), in.data(), 64, {}, nullptr, "uint8").ok());  // #3
+  // Refused here, each in its place (docs/architecture.md, "A refused call keeps its place").
   Allocation rejected;
-  EXPECT_EQ(runtime_.Allocate(64, 3, &rejected).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(runtime_.Allocate(1ull << 30, 64, &rejected).code(), ErrorCode::kOutOfMemory);
-  EXPECT_EQ(AllGather(runtime_, View(a), in.data(), 32, {}).code(), ErrorCode::kInvalidArgument);
-  EXPECT_TRUE(AllGather(runtime_, SymmetricView{a.id, a.data, 0}, nullptr, 0, {}).ok());
-  ASSERT_TRUE(runtime_.Free(View(a)).ok());                            // #4
-  EXPECT_EQ(runtime_.Free(View(a)).code(), ErrorCode::kDoubleFree);
+  EXPECT_EQ(runtime_.Allocate(64, 3, &rejected).code(), ErrorCode::kInvalidArgument);     // #4
+  EXPECT_EQ(runtime_.Allocate(1ull << 30, 64, &rejected).code(), ErrorCode::kOutOfMemory);  // #5
+  EXPECT_EQ(AllGather(runtime_, View(a), in.data(), 32, {}).code(),
+            ErrorCode::kInvalidArgument);                                                  // #6
+  EXPECT_TRUE(AllGather(runtime_, SymmetricView{a.id, a.data, 0}, nullptr, 0, {}).ok());  // #7
+  ASSERT_TRUE(runtime_.Free(View(a)).ok());                                                // #8
+  EXPECT_EQ(runtime_.Free(View(a)).code(), ErrorCode::kDoubleFree);                       // #9
   const std::vector<CollectiveDescriptor> d = panel_->descriptors;
-  ASSERT_EQ(d.size(), 4u);
+  ASSERT_EQ(d.size(), 9u);
   EXPECT_EQ(d[0].Describe(), "empty #1 bytes=64 alignment=64 offset=0x0");
   EXPECT_EQ(d[1].Describe(), "barrier #2");
   EXPECT_EQ(d[2].Describe(), "all_gather #3 bytes=64 dtype=uint8 offset=0x0");
-  EXPECT_EQ(d[3].Describe(), "free #4 bytes=64 offset=0x0");
-  EXPECT_EQ(runtime_.Snapshot().collective_sequence, 4u);
+  EXPECT_EQ(d[3].Describe().rfind("empty #4 refused (INVALID_ARGUMENT: ", 0), 0u) << d[3].Describe();
+  EXPECT_EQ(d[4].Describe().rfind("empty #5 refused (OUT_OF_MEMORY: ", 0), 0u) << d[4].Describe();
+  EXPECT_EQ(d[5].Describe().rfind("all_gather #6 refused (INVALID_ARGUMENT: ", 0), 0u);
+  EXPECT_EQ(d[6].Describe(), "all_gather #7 bytes=0 offset=0x0");
+  EXPECT_EQ(d[7].Describe(), "free #8 bytes=64 offset=0x0");
+  EXPECT_EQ(d[8].Describe().rfind("free #9 refused (DOUBLE_FREE: ", 0), 0u) << d[8].Describe();
+  EXPECT_EQ(runtime_.Snapshot().collective_sequence, 9u);
 }
 
 TEST_F(RuntimeTest, AMismatchChangesNothingAndKeepsTheSequenceInStep) {

@@ -764,6 +764,11 @@ Status HostBackend::LaunchCollective(StreamRef stream, const data_plane::Collect
     // The exchange publishes this PE's arrival after its earlier writes and acquires every
     // peer's: without a kernel it is the barrier.
     if (status.ok()) status = device->ExchangeAndMatch<kSite>(group, descriptor, label, host_stream);
+    // A refusal (CollectiveDescriptor::Refusal): this PE raised its own reason when it refused;
+    // the peers' mismatch is theirs to report.
+    if (descriptor.refused && status.code() == ErrorCode::kCollectiveMismatch) {
+      status = Status::Ok();
+    }
     if (status.ok() && kernel) {
       HostKernelApi<kSite> api(*device, host_stream);
       status = kernel(api);

@@ -31,6 +31,9 @@ class Broadcast final : public data_plane::Collective {
     return data_plane::kAgreeBytes | data_plane::kAgreeDtype | data_plane::kAgreeOffset |
            data_plane::kAgreeArguments;
   }
+  std::string_view ArgumentName(int index) const override {
+    return index == 0 ? "root" : "";
+  }
   Status Run(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan) const override;
 };
 

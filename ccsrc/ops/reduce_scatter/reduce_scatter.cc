@@ -1,10 +1,17 @@
 #include "ops/reduce_scatter/reduce_scatter.h"
 
+#include <optional>
 #include <string>
 
 #include "ops/reduce/checks.h"
+#include "ops/reduce/element.h"
 
 namespace hyper_parallel::shmem::ops {
+
+std::string ReduceScatter::ArgumentValue(int index, std::int64_t value) const {
+  const std::optional<ReduceOp> op = index == 0 ? ReduceOpOf(value) : std::nullopt;
+  return op ? std::string(ReduceOpName(*op)) : std::to_string(value);
+}
 
 Status ReduceScatter::Check(const data_plane::CollectiveCall& call) const {
   ElementType type;

@@ -23,6 +23,10 @@ class ReduceScatter final : public data_plane::Collective {
     return data_plane::kAgreeBytes | data_plane::kAgreeDtype | data_plane::kAgreeOffset |
            data_plane::kAgreeArguments;
   }
+  std::string_view ArgumentName(int index) const override {
+    return index == 0 ? "op" : "";
+  }
+  std::string ArgumentValue(int index, std::int64_t value) const override;
   Status Run(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan) const override;
 };
 

@@ -218,6 +218,37 @@ TEST_P(ReductionsTest, RejectionsChangeNothingAndDifferingCallsFailOnEveryPe) {
       CHECK_PE(ctx, roots.code() == ErrorCode::kCollectiveMismatch, roots.ToString());
       CHECK_PE(ctx, untouched(), "a mismatched call wrote the output");
     }
+    if (ctx.size > 1) {
+      // A call refused on PE 0 only keeps its place (docs/architecture.md, "A refused call keeps
+      // its place"): PE 0 reports its own reason, every other PE names it, and the next calls
+      // pair with each other.
+      const bool refuses = ctx.rank == 0;
+      auto check_refused = [&](const Status& status, const std::string& reason) {
+        if (refuses) {
+          CHECK_PE(ctx, status.code() == ErrorCode::kInvalidArgument &&
+                            Contains(status.message(), reason), status.ToString());
+        } else {
+          CHECK_PE(ctx, status.code() == ErrorCode::kCollectiveMismatch &&
+                            Contains(status.message(), "was refused on PE 0: INVALID_ARGUMENT: " +
+                                                           reason),
+                   status.ToString());
+        }
+      };
+      check_refused(Broadcast(Rt(), View(output), input.data(), count * 4,
+                              refuses ? ctx.size : 0, "float32", {}),
+                    "broadcast root must be a PE of the team");
+      check_refused(AllReduce(Rt(), View(output), input.data(), count * 4, 0,
+                              refuses ? "complex64" : "float32", {}),
+                    "all_reduce dtype must be one of");
+      check_refused(AllReduce(Rt(), View(output), input.data(), refuses ? 0 : count * 4, 0,
+                              "float32", {}),
+                    "output byte size must be input byte size");
+      check_refused(ReduceScatter(Rt(), View(output), input.data(),
+                                  count * 4 * ctx.size + (refuses ? 4 : 0), 0, "float32", {}),
+                    "input byte size must be output byte size * team size");
+      CHECK_PE(ctx, untouched(), "a refused call wrote the output");
+      CHECK_PE_OK(ctx, Barrier(Rt(), {}));
+    }
     // Still in step.
     CHECK_PE_OK(ctx, AllReduce(Rt(), View(output), input.data(), count * 4, 0, "float32", {}));
     CHECK_PE(ctx, As<float>(output)[count - 1] == static_cast<float>(ctx.size), "sum after rejections");

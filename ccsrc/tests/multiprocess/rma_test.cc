@@ -235,7 +235,9 @@ TEST_P(RmaTest, CollectiveMismatchFailsOnEveryPe) {
     // Every PE names the same field and every PE's call.
     const std::string last = std::to_string(ctx.size - 1);
     CHECK_PE(ctx, Contains(size_mismatch.message(),
-                           "collective calls differ across PEs: sequence=1, field=bytes"),
+                           "collective calls differ across PEs (allocation bytes: 1024 on PE") &&
+                      Contains(size_mismatch.message(), "2048 on PE " + last + "): sequence=1, "
+                                                                            "field=bytes"),
              size_mismatch.message());
     CHECK_PE(ctx, Contains(size_mismatch.message(), "pe 0: empty #1 bytes=1024 alignment=64"),
              size_mismatch.message());
