@@ -23,9 +23,9 @@ from hyper_parallel.core.multicore import shmem
 from pe_pool import PePool
 from test_ordering import _fence_ordering, _is_old_value, _nbi
 
-# A rejection is a ValueError raised in Python or a ShmemError INVALID_ARGUMENT from the native
-# checks: either is the contract.
-RAISES = (ValueError, shmem.ShmemError)
+# Every rejection below is INVALID_ARGUMENT, raised as ShmemValueError: a ShmemError and a
+# ValueError at once (docs/api.md, "Errors and logs").
+RAISES = shmem.ShmemValueError
 
 UNSIGNED = [dtype for dtype in (getattr(torch, "uint32", None), getattr(torch, "uint64", None))
             if dtype is not None]
