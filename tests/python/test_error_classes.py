@@ -57,6 +57,24 @@ def test_a_launcher_argument_is_a_value_error():
     assert "nproc must be at least 1, but got 0" in str(caught.value)
 
 
+def test_mega_moe_raises_the_same_classes():
+    """A layer built on shmem raises shmem's classes (docs/mega_moe.md), operation=mega_moe."""
+    from hyper_parallel.core.multicore import mega_moe
+
+    _expect(VALUE, "INVALID_ARGUMENT", "mega_moe", "normalize must be 'top_k' or 'one', but "
+            "got 'x'", mega_moe.switch_aux_loss, torch.zeros(4, 2), 1, normalize="x")
+    _expect(TYPE, "INVALID_ARGUMENT", "mega_moe", "state_dict must be a dict, but got str",
+            mega_moe.from_qwen2_moe, "x")
+    # Refused before anything collective: no process group, no runtime needed.
+    _expect(VALUE, "INVALID_ARGUMENT", "mega_moe", "hidden_size must be positive, but got 0",
+            mega_moe.MegaMoEResources, 0, 2, 1)
+    _expect(TYPE, "INVALID_ARGUMENT", "mega_moe", "overlap_combine must be True, False or None",
+            mega_moe.MegaMoEResources, 4, 2, 1, overlap_combine="yes")
+    # A dtype the layer cannot compute in is a TypeError, as nn.Module.to's own refusal is.
+    _expect(TYPE, "INVALID_ARGUMENT", "mega_moe", "dtype must be one of torch.float64",
+            mega_moe.MegaMoE, 4, 4, 2, 1, dtype=torch.int32)
+
+
 def _expect(kind: type, code: str, operation: str | None, text: str, fn, *args, **kwargs):
     """fn raises exactly `kind` with `code` (and `operation` when given), caught both as a
     ShmemError and as the built-in it also is."""
