@@ -168,8 +168,9 @@ def _to_dtype(rank, size):
         layer.half()
         assert layer(x.half()).dtype == torch.float16 and layer.resources.dtype == torch.float16
         assert _live() == held
-        # A dtype the buffers cannot take: TypeError at once, nothing converted.
-        with pytest.raises(TypeError, match=r"dtype must be one of torch.float64"):
+        # A dtype the buffers cannot take: ShmemTypeError (a TypeError) at once, nothing
+        # converted.
+        with pytest.raises(shmem.ShmemTypeError, match=r"dtype must be one of torch.float64"):
             layer.to(torch.float8_e4m3fn)
         assert layer.dtype == torch.float16 and layer.gate_proj.dtype == torch.float16
         assert layer(x.half()).dtype == torch.float16
@@ -256,7 +257,7 @@ def _disagreeing(rank, size):
             narrow.start("forward", torch.zeros(2, H), torch.zeros(size, 2 * size,
                                                                    dtype=torch.int64),
                          {}, lambda local, received: None)
-    with pytest.raises(TypeError, match=r"dtype must be one of torch.float64"):
+    with pytest.raises(shmem.ShmemTypeError, match=r"dtype must be one of torch.float64"):
         MegaMoE(H, I, 2 * size, 2, dtype=torch.int32)
     assert shmem.debug_state()["live_allocations"] == []
     return True

@@ -1,7 +1,7 @@
 """The bad-input campaign: misuse of every part of the Python API, one case per test.
 
 Each case runs on a pool of 2 PEs. Local misuse is made by PE 0 alone while PE 1 waits; each
-gets its documented error (type, error code, message), PE 0's live allocations are unchanged,
+gets its documented error (its exact class, error code, message), PE 0's live allocations are unchanged,
 PE 0 stays usable and PE 1 is unaffected: after the case both PEs exchange data and check it.
 Cases on both PEs (calls from two threads at once, a close while another thread waits) check
 that every PE ends in the same documented state. Lifecycle-order and configuration cases run
@@ -38,12 +38,20 @@ class Operands:
     size: int
 
 
+# The class each code is raised as (docs/api.md, "Errors and logs"): a bad argument is also a
+# ValueError; every other code a plain ShmemError.
+CLASS_OF_CODE = {"INVALID_ARGUMENT": shmem.ShmemValueError,
+                 "USE_AFTER_FREE": shmem.ShmemValueError,
+                 "DOUBLE_FREE": shmem.ShmemValueError,
+                 "STALE_LIFECYCLE": shmem.ShmemValueError}
+
+
 @dataclass
 class Case:
     name: str
     call: object                 # fn(ops) for "local", fn() for "outside"
-    error: type = shmem.ShmemError
-    code: str | None = None      # the ShmemError code
+    error: type | None = None    # the exact class: None for the one `code` is raised as
+    code: str = "INVALID_ARGUMENT"  # the ShmemError code
     text: str = ""               # a part of the message
     where: str = "local"         # local: PE 0 inside a lifecycle; outside: PE 0, no lifecycle
     env: dict = field(default_factory=dict)
@@ -55,72 +63,76 @@ def _view(ops):
 
 CASES = [
     # ---- argument types -------------------------------------------------------------------
-    Case("put_dst_not_a_tensor", lambda o: shmem.put(3, torch.ones(16), 1), TypeError,
+    Case("put_dst_not_a_tensor", lambda o: shmem.put(3, torch.ones(16), 1), shmem.ShmemTypeError,
          text="dst must be a torch.Tensor, but got int"),
-    Case("put_src_a_list", lambda o: shmem.put(o.t, [1.0] * 16, 1), TypeError,
+    Case("put_src_a_list", lambda o: shmem.put(o.t, [1.0] * 16, 1), shmem.ShmemTypeError,
          text="src must be a torch.Tensor, but got list"),
-    Case("put_pe_a_float", lambda o: shmem.put(o.t, torch.ones(16), 1.0), TypeError,
+    Case("put_pe_a_float", lambda o: shmem.put(o.t, torch.ones(16), 1.0), shmem.ShmemTypeError,
          text="pe must be an int, but got float 1.0"),
-    Case("put_pe_a_bool", lambda o: shmem.put(o.t, torch.ones(16), True), TypeError,
+    Case("put_pe_a_bool", lambda o: shmem.put(o.t, torch.ones(16), True), shmem.ShmemTypeError,
          text="pe must be an int, but got bool True"),
-    Case("get_pe_a_str", lambda o: shmem.get(torch.ones(16), o.t, "1"), TypeError,
+    Case("get_pe_a_str", lambda o: shmem.get(torch.ones(16), o.t, "1"), shmem.ShmemTypeError,
          text="pe must be an int"),
-    Case("signal_value_a_float", lambda o: shmem.signal(o.sig64, 1.5, 1), TypeError,
+    Case("signal_value_a_float", lambda o: shmem.signal(o.sig64, 1.5, 1), shmem.ShmemTypeError,
          text="value must be an int, but got float 1.5"),
-    Case("signal_value_a_str", lambda o: shmem.signal(o.sig64, "1", 1), TypeError,
+    Case("signal_value_a_str", lambda o: shmem.signal(o.sig64, "1", 1), shmem.ShmemTypeError,
          text="value must be an int"),
-    Case("signal_sig_not_a_tensor", lambda o: shmem.signal(7, 1, 1), TypeError,
+    Case("signal_sig_not_a_tensor", lambda o: shmem.signal(7, 1, 1), shmem.ShmemTypeError,
          text="sig must be a torch.Tensor, but got int"),
-    Case("signal_sig_float_dtype", lambda o: shmem.signal(o.t[:1], 1, 1), TypeError,
+    Case("signal_sig_float_dtype", lambda o: shmem.signal(o.t[:1], 1, 1), shmem.ShmemValueError,
          text="sig dtype must be torch.int32 or torch.int64, but got torch.float32"),
     Case("signal_operation_an_int", lambda o: shmem.signal(o.sig64, 1, 1, operation=1),
-         TypeError, text="operation must be a str, but got int"),
-    Case("wait_value_none", lambda o: shmem.wait_signal(o.sig64, None), TypeError,
+         shmem.ShmemTypeError, text="operation must be a str, but got int"),
+    Case("wait_value_none", lambda o: shmem.wait_signal(o.sig64, None), shmem.ShmemTypeError,
          text="value must be an int, but got NoneType None"),
     Case("wait_comparison_an_int", lambda o: shmem.wait_signal(o.sig64, 0, comparison=0),
-         TypeError, text="comparison must be a str, but got int"),
-    Case("empty_size_a_str", lambda o: shmem.empty("16"), TypeError,
+         shmem.ShmemTypeError, text="comparison must be a str, but got int"),
+    Case("empty_size_a_str", lambda o: shmem.empty("16"), shmem.ShmemTypeError,
          text="size must be a sequence of ints, but got str '16'"),
-    Case("empty_size_a_float", lambda o: shmem.empty(16.0), TypeError,
+    Case("empty_size_a_float", lambda o: shmem.empty(16.0), shmem.ShmemTypeError,
          text="size must be a sequence of ints, but got float 16.0"),
-    Case("empty_size_a_bool", lambda o: shmem.empty(True), TypeError,
+    Case("empty_size_a_bool", lambda o: shmem.empty(True), shmem.ShmemTypeError,
          text="size must be a sequence of ints, but got bool True"),
-    Case("empty_dtype_a_str", lambda o: shmem.empty(16, dtype="float32"), TypeError,
+    Case("empty_dtype_a_str", lambda o: shmem.empty(16, dtype="float32"), shmem.ShmemTypeError,
          text="dtype must be a torch.dtype or None, but got str"),
-    Case("empty_alignment_a_float", lambda o: shmem.empty(16, alignment=64.0), TypeError,
+    Case("empty_alignment_a_float", lambda o: shmem.empty(16, alignment=64.0), shmem.ShmemTypeError,
          text="alignment must be an int, but got float 64.0"),
-    Case("empty_alignment_a_bool", lambda o: shmem.empty(16, alignment=True), TypeError,
+    Case("empty_alignment_a_bool", lambda o: shmem.empty(16, alignment=True), shmem.ShmemTypeError,
          text="alignment must be an int, but got bool True"),
-    Case("free_not_a_tensor", lambda o: shmem.free(None), TypeError,
+    Case("free_not_a_tensor", lambda o: shmem.free(None), shmem.ShmemTypeError,
          text="tensor must be a torch.Tensor, but got NoneType"),
-    Case("all_gather_output_an_int", lambda o: shmem.all_gather(3, torch.ones(16)), TypeError,
+    Case("all_gather_output_an_int", lambda o: shmem.all_gather(3, torch.ones(16)),
+         shmem.ShmemTypeError,
          text="output must be a torch.Tensor, but got int"),
-    Case("stream_not_a_stream", lambda o: shmem.stream("s").__enter__(), TypeError,
+    Case("stream_not_a_stream", lambda o: shmem.stream("s").__enter__(), shmem.ShmemTypeError,
          text="stream must be a shmem.Stream or None, but got str"),
-    Case("event_record_on_an_int", lambda o: shmem.Event().record(3), TypeError,
+    Case("event_record_on_an_int", lambda o: shmem.Event().record(3), shmem.ShmemTypeError,
          text="stream must be a shmem.Stream or None, but got int"),
-    Case("event_wait_on_a_str", lambda o: shmem.Event().wait("s"), TypeError,
+    Case("event_wait_on_a_str", lambda o: shmem.Event().wait("s"), shmem.ShmemTypeError,
          text="stream must be a shmem.Stream or None, but got str"),
     # ---- argument values ------------------------------------------------------------------
-    Case("empty_negative_size", lambda o: shmem.empty(4, -1), ValueError,
+    Case("empty_negative_size", lambda o: shmem.empty(4, -1), shmem.ShmemValueError,
          text="size must be non-negative, but got -1"),
-    Case("empty_alignment_zero", lambda o: shmem.empty(16, alignment=0), ValueError,
+    Case("empty_alignment_zero", lambda o: shmem.empty(16, alignment=0), shmem.ShmemValueError,
          text="alignment must be a positive power of two, but got 0"),
-    Case("empty_alignment_negative", lambda o: shmem.empty(16, alignment=-64), ValueError,
+    Case("empty_alignment_negative", lambda o: shmem.empty(16, alignment=-64),
+         shmem.ShmemValueError,
          text="alignment must be a positive power of two, but got -64"),
-    Case("signal_value_above_int64", lambda o: shmem.signal(o.sig64, 1 << 63, 1), ValueError,
+    Case("signal_value_above_int64", lambda o: shmem.signal(o.sig64, 1 << 63, 1),
+         shmem.ShmemValueError,
          text="value must be representable as int64"),
     Case("wait_value_below_int64", lambda o: shmem.wait_signal(o.sig64, -(1 << 63) - 1),
-         ValueError, text="value must be representable as int64"),
+         shmem.ShmemValueError, text="value must be representable as int64"),
     Case("signal_operation_xor", lambda o: shmem.signal(o.sig64, 1, 1, operation="xor"),
-         ValueError, text="operation must be one of set, add, but got 'xor'"),
+         shmem.ShmemValueError, text="operation must be one of set, add, but got 'xor'"),
     Case("wait_comparison_gte", lambda o: shmem.wait_signal(o.sig64, 0, comparison="gte"),
-         ValueError, text="comparison must be one of eq, ne, gt, ge, lt, le, but got 'gte'"),
-    Case("signal_two_elements", lambda o: shmem.signal(o.ints[:2], 1, 1), ValueError,
+         shmem.ShmemValueError,
+         text="comparison must be one of eq, ne, gt, ge, lt, le, but got 'gte'"),
+    Case("signal_two_elements", lambda o: shmem.signal(o.ints[:2], 1, 1), shmem.ShmemValueError,
          text="sig must be a one-element tensor, but got 2 elements"),
     Case("put_signal_operation_or", lambda o: shmem.put_signal(o.t, torch.ones(16), o.sig64, 1,
                                                                1, operation="or"),
-         ValueError, text="operation must be one of set, add"),
+         shmem.ShmemValueError, text="operation must be one of set, add"),
     # ---- the protection chain and operand contracts ---------------------------------------
     Case("empty_alignment_three", lambda o: shmem.empty(16, alignment=3), code="INVALID_ARGUMENT",
          text="alignment must be a power of two no greater than 2097152, but got 3"),
@@ -209,7 +221,7 @@ CASES = [
                                                                   0),
          code="INVALID_ARGUMENT", text="sig must be a symmetric tensor from shmem.empty",
          where="outside"),
-    Case("acquire_with_a_str_group", lambda: shmem.acquire_shmem("world"), TypeError,
+    Case("acquire_with_a_str_group", lambda: shmem.acquire_shmem("world"), shmem.ShmemTypeError,
          text="root_group must be a torch.distributed ProcessGroup or None, but got str",
          where="outside"),
     Case("heap_size_not_a_number", lambda: shmem.acquire_shmem(), code="INVALID_CONFIG",
@@ -255,6 +267,17 @@ def _stale_tensor():
     return old
 
 
+def _check_error(case, error):
+    """The exact class, the code and the message's shape and text of a case's error."""
+    expected = case.error or CLASS_OF_CODE.get(case.code, shmem.ShmemError)
+    message = str(error)
+    assert type(error) is expected, (type(error), expected, message)
+    assert isinstance(error, shmem.ShmemError), message
+    assert error.error_code == case.code, message
+    assert message.startswith(f"[HYPER_PARALLEL_SHMEM_ERROR] error_code={case.code} "), message
+    assert case.text in message, (case.text, message)
+
+
 def _run_case(rank, size, name):
     case = next(c for c in CASES if c.name == name)
     if case.where == "outside":
@@ -276,14 +299,9 @@ def _run_case(rank, size, name):
         ops = Operands(t, ints, sig64, sig32, out, freed, freed_view, freed_sig, stale, size)
         if rank == 0:
             before = shmem.debug_state()
-            with pytest.raises(case.error) as caught:
+            with pytest.raises(shmem.ShmemError) as caught:
                 case.call(ops)
-            message = str(caught.value)
-            if case.code is not None:
-                assert caught.value.error_code == case.code, message
-                assert message.startswith(
-                    f"[HYPER_PARALLEL_SHMEM_ERROR] error_code={case.code} "), message
-            assert case.text in message, (case.text, message)
+            _check_error(case, caught.value)
             after = shmem.debug_state()
             assert after["live_allocations"] == before["live_allocations"], "nothing allocated"
             assert after["collectives"] == before["collectives"], "no collective number taken"
@@ -300,7 +318,7 @@ def _run_outside(rank, case):
         saved = {key: os.environ.get(key) for key in case.env}
         os.environ.update(case.env)
         try:
-            with pytest.raises(case.error) as caught:
+            with pytest.raises(shmem.ShmemError) as caught:
                 case.call()
         finally:
             for key, value in saved.items():
@@ -308,10 +326,7 @@ def _run_outside(rank, case):
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
-        message = str(caught.value)
-        if case.code is not None:
-            assert caught.value.error_code == case.code, message
-        assert case.text in message, (case.text, message)
+        _check_error(case, caught.value)
         assert shmem.debug_state()["state"] == "uninitialized"
         assert shmem.debug_state()["reference_count"] == 0
     # Both PEs can still start a lifecycle together and exchange data.

@@ -91,27 +91,27 @@ def _rejections(rank, size):
         wide = shmem.empty(2, dtype=torch.int64)
         floats = shmem.empty(1, dtype=torch.float32)
         before = state_without_failure()
-        with pytest.raises(TypeError, match="sig dtype must be torch.int32 or torch.int64, but got torch.float32"):
+        with pytest.raises(shmem.ShmemValueError, match="sig dtype must be torch.int32 or torch.int64, but got torch.float32"):
             shmem.signal(floats, 1, 0)
-        with pytest.raises(TypeError, match="sig dtype must be torch.int32 or torch.int64"):
+        with pytest.raises(shmem.ShmemValueError, match="sig dtype must be torch.int32 or torch.int64"):
             shmem.wait_signal(floats, 1)
-        with pytest.raises(ValueError, match="sig must be a one-element tensor, but got 2 elements"):
+        with pytest.raises(shmem.ShmemValueError, match="sig must be a one-element tensor, but got 2 elements"):
             shmem.signal(wide, 1, 0)
-        with pytest.raises(ValueError, match="sig must be a one-element tensor"):
+        with pytest.raises(shmem.ShmemValueError, match="sig must be a one-element tensor"):
             shmem.wait_signal(wide, 1)
-        with pytest.raises(ValueError, match="operation must be one of set, add, but got 'inc'"):
+        with pytest.raises(shmem.ShmemValueError, match="operation must be one of set, add, but got 'inc'"):
             shmem.signal(sig64, 1, 0, operation="inc")
-        with pytest.raises(ValueError, match="comparison must be one of eq, ne, gt, ge, lt, le, but got 'gte'"):
+        with pytest.raises(shmem.ShmemValueError, match="comparison must be one of eq, ne, gt, ge, lt, le, but got 'gte'"):
             shmem.wait_signal(sig64, 1, comparison="gte")
-        with pytest.raises(TypeError, match="comparison must be a str, but got int"):
+        with pytest.raises(shmem.ShmemTypeError, match="comparison must be a str, but got int"):
             shmem.wait_signal(sig64, 1, comparison=3)
-        with pytest.raises(ValueError, match="value must be representable as int64"):
+        with pytest.raises(shmem.ShmemValueError, match="value must be representable as int64"):
             shmem.signal(sig64, 1 << 63, 0)
-        with pytest.raises(TypeError, match="value must be an int, but got float"):
+        with pytest.raises(shmem.ShmemTypeError, match="value must be an int, but got float"):
             shmem.signal(sig64, 1.0, 0)
-        with pytest.raises(TypeError, match="value must be an int, but got bool"):
+        with pytest.raises(shmem.ShmemTypeError, match="value must be an int, but got bool"):
             shmem.wait_signal(sig64, True)
-        with pytest.raises(TypeError, match="pe must be an int, but got bool"):
+        with pytest.raises(shmem.ShmemTypeError, match="pe must be an int, but got bool"):
             shmem.signal(sig64, 1, False)
         error = expect_shmem_error("INVALID_ARGUMENT", shmem.signal, sig32, 1 << 31, 0)
         assert "signal value must be representable as int32, but got 2147483648" in str(error)

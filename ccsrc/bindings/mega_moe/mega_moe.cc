@@ -57,7 +57,7 @@ struct MoeTeam {
 };
 
 MoeTeam MoeTeamOf(std::string_view operation, py::handle team_arg) {
-  MoeTeam team{TeamArgument(team_arg)};
+  MoeTeam team{TeamArgument(operation, team_arg)};
   TeamInfo info;
   Check(Runtime::Process().DescribeTeam(team.handle, &info).At(operation, "validate"));
   team.pes = static_cast<int>(info.pes.size());
@@ -116,7 +116,7 @@ SymmetricView Counters(std::string_view operation, std::string_view name,
 
 py::dict MoeLayoutDict(py::handle counts_arg, int experts, std::int64_t chunk_rows,
                        py::handle team_arg) {
-  const at::Tensor counts = TensorArg("counts", counts_arg);
+  const at::Tensor counts = TensorArg("moe_layout", "counts", counts_arg);
   const MoeTeam team = MoeTeamOf("moe_layout", team_arg);
   const ops::MoeLayout layout = MoeLayoutOf("moe_layout", team, counts, experts, chunk_rows, 1);
   const int rank = team.rank;
@@ -145,10 +145,10 @@ void MoeDispatch(py::handle rows_arg, py::handle counts_arg, py::handle recv_arg
                  py::handle counters_arg, int experts, std::int64_t chunk_rows,
                  py::handle team_arg) {
   constexpr std::string_view kOp = "moe_dispatch";
-  const at::Tensor rows = TensorArg("rows", rows_arg);
-  const at::Tensor counts = TensorArg("counts", counts_arg);
-  const at::Tensor recv = TensorArg("recv", recv_arg);
-  const at::Tensor counters = TensorArg("counters", counters_arg);
+  const at::Tensor rows = TensorArg(kOp, "rows", rows_arg);
+  const at::Tensor counts = TensorArg(kOp, "counts", counts_arg);
+  const at::Tensor recv = TensorArg(kOp, "recv", recv_arg);
+  const at::Tensor counters = TensorArg(kOp, "counters", counters_arg);
   if (rows.dim() != 2) Check(Contract(kOp, "rows", "a 2-D tensor", Describe(rows)));
   const std::uint64_t row_bytes = rows.size(1) * rows.element_size();
   const MoeTeam team = MoeTeamOf(kOp, team_arg);
@@ -179,11 +179,11 @@ void MoeCombine(py::handle results_arg, py::handle counts_arg, py::handle return
                 std::vector<std::int64_t> done_targets, int experts, std::int64_t chunk_rows,
                 py::handle team_arg) {
   constexpr std::string_view kOp = "moe_combine";
-  const at::Tensor results = TensorArg("results", results_arg);
-  const at::Tensor counts = TensorArg("counts", counts_arg);
-  const at::Tensor returned = TensorArg("returned", returned_arg);
-  const at::Tensor return_counter = TensorArg("return_counter", return_counter_arg);
-  const at::Tensor done = TensorArg("done", done_arg);
+  const at::Tensor results = TensorArg(kOp, "results", results_arg);
+  const at::Tensor counts = TensorArg(kOp, "counts", counts_arg);
+  const at::Tensor returned = TensorArg(kOp, "returned", returned_arg);
+  const at::Tensor return_counter = TensorArg(kOp, "return_counter", return_counter_arg);
+  const at::Tensor done = TensorArg(kOp, "done", done_arg);
   if (returned.dim() != 2) Check(Contract(kOp, "returned", "a 2-D tensor", Describe(returned)));
   const std::uint64_t row_bytes = returned.size(1) * returned.element_size();
   const MoeTeam team = MoeTeamOf(kOp, team_arg);
@@ -221,7 +221,7 @@ void RegisterMegaMoe(py::module_& m) {
   m.def(
       "check_order_token",
       [](py::handle order, const std::string& op) {
-        CheckOrderToken(TensorArg("order", order), op.c_str());
+        CheckOrderToken(TensorArg(op, "order", order), op.c_str());
       },
       py::arg("order"), py::arg("op"),
       "Raises ShmemError unless `order` is the live lifecycle's order token (or a copy).");

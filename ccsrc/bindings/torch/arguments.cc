@@ -18,18 +18,23 @@ std::string TypeName(py::handle value) {
   return py::str(py::type::handle_of(value).attr("__name__"));
 }
 
-at::Tensor TensorArg(std::string_view name, py::handle value) {
+at::Tensor TensorArg(std::string_view operation, std::string_view name, py::handle value) {
   py::detail::make_caster<at::Tensor> tensor;  // torch's: a torch.Tensor, or a subclass's
   if (!tensor.load(value, /*convert=*/false)) {
-    throw py::type_error(ContractText(name, "a torch.Tensor", TypeName(value)));
+    ThrowTypeError(operation, name, "a torch.Tensor", TypeName(value));
   }
   return py::detail::cast_op<at::Tensor>(std::move(tensor));
 }
 
-std::int64_t IntArg(std::string_view name, py::handle value, bool* in_range) {
+at::Tensor TensorArg(std::string_view name, py::handle value) {
+  return TensorArg("", name, value);
+}
+
+std::int64_t IntArg(std::string_view operation, std::string_view name, py::handle value,
+                    bool* in_range) {
   if (!PyLong_Check(value.ptr()) || PyBool_Check(value.ptr())) {
-    throw py::type_error(ContractText(name, "an int",
-                                      TypeName(value) + " " + std::string(py::repr(value))));
+    ThrowTypeError(operation, name, "an int",
+                   TypeName(value) + " " + std::string(py::repr(value)));
   }
   int overflow = 0;
   const long long result = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
@@ -37,19 +42,24 @@ std::int64_t IntArg(std::string_view name, py::handle value, bool* in_range) {
   return overflow == 0 ? result : 0;
 }
 
-std::int64_t ValueArg(py::handle value) {
+std::int64_t IntArg(std::string_view name, py::handle value, bool* in_range) {
+  return IntArg("", name, value, in_range);
+}
+
+std::int64_t ValueArg(std::string_view operation, py::handle value) {
   bool in_range = true;
-  const std::int64_t result = IntArg("value", value, &in_range);
+  const std::int64_t result = IntArg(operation, "value", value, &in_range);
   if (!in_range) {
-    throw py::value_error(
-        ContractText("value", "representable as int64", std::string(py::str(value))));
+    ThrowValueError(operation, "value", "representable as int64", std::string(py::str(value)));
   }
   return result;
 }
 
+std::int64_t ValueArg(py::handle value) { return ValueArg("", value); }
+
 int PeArg(std::string_view operation, py::handle value) {
   bool in_range = true;
-  const std::int64_t pe = IntArg("pe", value, &in_range);
+  const std::int64_t pe = IntArg(operation, "pe", value, &in_range);
   if (!in_range || pe < std::numeric_limits<int>::min() || pe > std::numeric_limits<int>::max()) {
     Check(Contract(operation, "pe", "in [0, " + std::to_string(Runtime::Process().size()) + ")",
                    std::string(py::str(value))));
@@ -57,10 +67,10 @@ int PeArg(std::string_view operation, py::handle value) {
   return static_cast<int>(pe);
 }
 
-std::string ChoiceArg(std::string_view name, py::handle value,
+std::string ChoiceArg(std::string_view operation, std::string_view name, py::handle value,
                       std::initializer_list<std::string_view> choices) {
   if (!PyUnicode_Check(value.ptr())) {
-    throw py::type_error(ContractText(name, "a str", TypeName(value)));
+    ThrowTypeError(operation, name, "a str", TypeName(value));
   }
   const std::string text = py::str(value);
   std::string joined;
@@ -68,21 +78,29 @@ std::string ChoiceArg(std::string_view name, py::handle value,
     if (text == choice) return text;
     joined += (joined.empty() ? "" : ", ") + std::string(choice);
   }
-  throw py::value_error(ContractText(name, "one of " + joined, std::string(py::repr(value))));
+  ThrowValueError(operation, name, "one of " + joined, std::string(py::repr(value)));
 }
 
-at::Tensor SignalArg(py::handle value) {
-  at::Tensor signal = TensorArg("sig", value);
+std::string ChoiceArg(std::string_view name, py::handle value,
+                      std::initializer_list<std::string_view> choices) {
+  return ChoiceArg("", name, value, choices);
+}
+
+at::Tensor SignalArg(std::string_view operation, py::handle value) {
+  at::Tensor signal = TensorArg(operation, "sig", value);
+  // A tensor of the wrong dtype is a value mistake, as the Runtime's own check of the width
+  // (primitives.h, Width) and every other dtype check make it (docs/api.md, "Errors and logs").
   if (signal.scalar_type() != at::kInt && signal.scalar_type() != at::kLong) {
-    throw py::type_error(ContractText(
-        "sig dtype", "torch.int32 or torch.int64",
-        "torch." + std::string(c10::getDtypeNames(signal.scalar_type()).first)));
+    ThrowValueError(operation, "sig dtype", "torch.int32 or torch.int64",
+                    "torch." + std::string(c10::getDtypeNames(signal.scalar_type()).first));
   }
   if (signal.numel() != 1) {
-    throw py::value_error(
-        ContractText("sig", "a one-element tensor", std::to_string(signal.numel()) + " elements"));
+    ThrowValueError(operation, "sig", "a one-element tensor",
+                    std::to_string(signal.numel()) + " elements");
   }
   return signal;
 }
+
+at::Tensor SignalArg(py::handle value) { return SignalArg("", value); }
 
 }  // namespace hyper_parallel::shmem::binding

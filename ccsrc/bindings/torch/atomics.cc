@@ -109,12 +109,12 @@ std::uint64_t OperandBits(AtomicOp op, std::string_view name, at::ScalarType dty
   return word.width == 4 ? bits & 0xffffffffu : bits;
 }
 
-// A Python number as a Scalar: an int (up to 2^64 - 1) or a float; TypeError otherwise.
-c10::Scalar ScalarArg(std::string_view name, py::handle value) {
+// A Python number as a Scalar: an int (up to 2^64 - 1) or a float; ShmemTypeError otherwise.
+c10::Scalar ScalarArg(std::string_view operation, std::string_view name, py::handle value) {
   if (PyBool_Check(value.ptr()) ||
       (!PyLong_Check(value.ptr()) && !PyFloat_Check(value.ptr()))) {
-    throw py::type_error(ContractText(name, "an int or a float",
-                                      TypeName(value) + " " + std::string(py::repr(value))));
+    ThrowTypeError(operation, name, "an int or a float",
+                   TypeName(value) + " " + std::string(py::repr(value)));
   }
   if (PyFloat_Check(value.ptr())) return c10::Scalar(PyFloat_AsDouble(value.ptr()));
   int overflow = 0;
@@ -123,25 +123,30 @@ c10::Scalar ScalarArg(std::string_view name, py::handle value) {
   const unsigned long long big = PyLong_AsUnsignedLongLong(value.ptr());
   if (overflow < 0 || PyErr_Occurred() != nullptr) {
     PyErr_Clear();
-    throw py::value_error(ContractText(name, "representable in 64 bits",
-                                       std::string(py::str(value))));
+    ThrowValueError(operation, name, "representable in 64 bits", std::string(py::str(value)));
   }
   return c10::Scalar(static_cast<std::uint64_t>(big));
 }
 
 Word CheckDest(const at::Tensor& dest, AtomicOp op);
 
+// A comparison's name, for `operation` (a wait on several signals, test_signal).
+Comparison ComparisonOf(std::string_view operation, py::handle value) {
+  return *ComparisonNamed(
+      ChoiceArg(operation, "comparison", value, {"eq", "ne", "gt", "ge", "lt", "le"}));
+}
+
 py::object Atomic(const std::string& op_name, py::handle dest_arg, py::handle value_arg,
                   py::handle compare_arg, py::handle pe_arg, py::handle team, bool fetch) {
   const AtomicOp* op = AtomicOpNamed(op_name);
-  if (op == nullptr) {
-    throw py::value_error(ContractText("op", "an atomic's name", "'" + op_name + "'"));
+  if (op == nullptr) {  // the package's wrappers pass a known one
+    ThrowValueError("atomic", "op", "an atomic's name", "'" + op_name + "'");
   }
-  const at::Tensor dest = TensorArg("dest", dest_arg);
   const std::string label = OpLabel(*op);
+  const at::Tensor dest = TensorArg(label, "dest", dest_arg);
   (void)CheckDest(dest, *op);  // the dtype first: it decides what the values may be
-  const c10::Scalar value = ScalarArg("value", value_arg);
-  const c10::Scalar compare = ScalarArg("cond", compare_arg);
+  const c10::Scalar value = ScalarArg(label, "value", value_arg);
+  const c10::Scalar compare = ScalarArg(label, "cond", compare_arg);
   const int pe = TargetPe(label, pe_arg, team);
   at::Tensor old;
   {
@@ -252,9 +257,10 @@ bool TestSignalTensor(const at::Tensor& sig, std::int64_t value, Comparison comp
 namespace {
 
 void Nbi(bool put, py::handle dst, py::handle src, py::handle pe_arg, py::handle team) {
-  const at::Tensor destination = TensorArg("dst", dst);
-  const at::Tensor source = TensorArg("src", src);
-  const int pe = TargetPe(put ? "put_nbi" : "get_nbi", pe_arg, team);
+  const std::string_view operation = put ? "put_nbi" : "get_nbi";
+  const at::Tensor destination = TensorArg(operation, "dst", dst);
+  const at::Tensor source = TensorArg(operation, "src", src);
+  const int pe = TargetPe(operation, pe_arg, team);
   if (put) {
     PutTensors(destination, source, pe, CallPath::kFunction, /*nbi=*/true);
   } else {
@@ -284,11 +290,12 @@ void RegisterAtomics(py::module_& m) {
       "wait_signals",
       [](py::handle signals_arg, py::handle value_arg, py::handle comparison_arg,
          const std::string& wait, std::vector<bool> mask) {
-        const at::Tensor signals = TensorArg("signals", signals_arg);
-        const std::int64_t value = ValueArg(value_arg);
-        const Comparison comparison = ComparisonArg(comparison_arg);
-        const WaitSet* set = WaitSetNamed(wait);
-        if (set == nullptr) throw py::value_error(ContractText("wait", "any, all or some", wait));
+        const WaitSet* set = WaitSetNamed(wait);  // the package's wrappers pass a known one
+        if (set == nullptr) ThrowValueError("wait_signals", "wait", "any, all or some", wait);
+        const std::string label = "wait_signal_" + wait;  // the function the user called
+        const at::Tensor signals = TensorArg(label, "signals", signals_arg);
+        const std::int64_t value = ValueArg(label, value_arg);
+        const Comparison comparison = ComparisonOf(label, comparison_arg);
         std::vector<std::uint8_t> bytes(mask.begin(), mask.end());
         py::gil_scoped_release no_gil;  // it may wait: another thread may need the GIL
         return WaitSignalsTensor(signals, value, comparison, *set, std::move(bytes),
@@ -297,8 +304,9 @@ void RegisterAtomics(py::module_& m) {
       py::arg("signals"), py::arg("value"), py::arg("comparison"), py::arg("wait"),
       py::arg("mask"));
   m.def("test_signal", [](py::handle sig, py::handle value_arg, py::handle comparison_arg) {
-    const at::Tensor signal = TensorArg("signal", sig);
-    return TestSignalTensor(signal, ValueArg(value_arg), ComparisonArg(comparison_arg),
+    const at::Tensor signal = TensorArg("test_signal", "signal", sig);
+    const std::int64_t value = ValueArg("test_signal", value_arg);
+    return TestSignalTensor(signal, value, ComparisonOf("test_signal", comparison_arg),
                             CallPath::kFunction);
   });
 }

@@ -1,5 +1,5 @@
 // Native errors: the NativeError a failed Status travels as, and its translation into the
-// package's ShmemError (set_error_class). Includes pybind11 only, no torch.
+// package's ShmemError classes (set_error_factory). Includes pybind11 only, no torch.
 #include "bindings/torch/errors.h"
 
 #include <utility>
@@ -12,14 +12,16 @@ namespace py = pybind11;
 namespace hyper_parallel::shmem::binding {
 namespace {
 
-// A failed Status on its way to Python; the translator raises the package's ShmemError.
+// A failed Status on its way to Python; the translator raises the package's error for it.
 struct NativeError {
   Status status;
+  bool type_mistake = false;  // an argument of the wrong type (ThrowTypeError)
 };
 
-py::object& ErrorClass() {
-  static py::object* cls = new py::object();  // set by the package at import; never destroyed
-  return *cls;
+// The package's factory: (text, error_code, operation, phase, type_mistake) -> the exception.
+py::object& ErrorFactory() {
+  static py::object* factory = new py::object();  // set by the package at import; never destroyed
+  return *factory;
 }
 
 }  // namespace
@@ -30,6 +32,18 @@ void Throw(Status status) {
 }
 
 void ThrowUnnoted(Status status) { throw NativeError{std::move(status)}; }
+
+void ThrowTypeError(std::string_view operation, std::string_view what, std::string_view rule,
+                    std::string_view got) {
+  Status status = Contract(operation, what, rule, got);
+  Runtime::Process().NoteFailure(status);
+  throw NativeError{std::move(status), /*type_mistake=*/true};
+}
+
+void ThrowValueError(std::string_view operation, std::string_view what, std::string_view rule,
+                     std::string_view got) {
+  Throw(Contract(operation, what, rule, got));
+}
 
 void Check(Status status) {
   if (!status.ok()) Throw(std::move(status));
@@ -54,17 +68,26 @@ void RegisterErrors(py::module_& m) {
       if (pointer) std::rethrow_exception(pointer);
     } catch (const NativeError& error) {
       const Status& status = error.status;
-      py::object cls = ErrorClass();
-      if (!cls) cls = py::reinterpret_borrow<py::object>(PyExc_RuntimeError);
-      py::object instance =
-          cls(status.ToString(), std::string(ErrorCodeName(status.code())),
-              status.operation(), status.phase());
-      PyErr_SetObject(cls.ptr(), instance.ptr());
+      const py::object& factory = ErrorFactory();
+      if (!factory) {
+        PyErr_SetString(error.type_mistake ? PyExc_TypeError : PyExc_RuntimeError,
+                        status.ToString().c_str());
+        return;
+      }
+      try {
+        py::object instance =
+            factory(status.ToString(), std::string(ErrorCodeName(status.code())),
+                    status.operation(), status.phase(), error.type_mistake);
+        PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(instance.ptr())), instance.ptr());
+      } catch (py::error_already_set& failed) {
+        failed.restore();  // the factory itself raised: that error is what Python sees
+      }
     }
   });
 
-  m.def("set_error_class", [](py::object cls) { ErrorClass() = std::move(cls); },
-        "Registers the exception class native errors are raised as.");
+  m.def("set_error_factory", [](py::object factory) { ErrorFactory() = std::move(factory); },
+        "Registers factory(text, error_code, operation, phase, type_mistake), which makes the "
+        "exception a native error is raised as.");
 }
 
 }  // namespace hyper_parallel::shmem::binding

@@ -9,7 +9,7 @@
 
 namespace hyper_parallel::shmem::binding {
 
-/// errors.cc: set_error_class and the translator of native errors (once per process).
+/// errors.cc: set_error_factory and the translator of native errors (once per process).
 HPS_BINDING_API void RegisterErrors(pybind11::module_& m);
 /// bootstrap.cc: init (over a Python bootstrap object), shutdown, state.
 HPS_BINDING_API void RegisterBootstrap(pybind11::module_& m);

@@ -53,18 +53,18 @@ std::string TypeName(py::handle value) {
   return py::str(py::type::handle_of(value).attr("__name__"));
 }
 
-// An int (not a bool) that fits an int, else TypeError / ValueError naming `name`.
-int IntArgument(std::string_view name, py::handle value) {
+// An int (not a bool) that fits an int, else ShmemTypeError / ShmemValueError naming `name`,
+// at `operation`.
+int IntArgument(std::string_view operation, std::string_view name, py::handle value) {
   if (!PyLong_Check(value.ptr()) || PyBool_Check(value.ptr())) {
-    throw py::type_error(ContractText(name, "an int",
-                                      TypeName(value) + " " + std::string(py::repr(value))));
+    ThrowTypeError(operation, name, "an int",
+                   TypeName(value) + " " + std::string(py::repr(value)));
   }
   int overflow = 0;
   const long long result = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
   if (overflow != 0 || result < std::numeric_limits<int>::min() ||
       result > std::numeric_limits<int>::max()) {
-    throw py::value_error(
-        ContractText(name, "representable as int32", std::string(py::str(value))));
+    ThrowValueError(operation, name, "representable as int32", std::string(py::str(value)));
   }
   return static_cast<int>(result);
 }
@@ -99,10 +99,11 @@ py::object Wrap(const TeamHandle& handle) {
 
 py::object SplitStrided(py::handle parent, py::handle start_arg, py::handle stride_arg,
                         py::handle size_arg) {
-  const TeamHandle team = TeamArgument(parent);
-  const int start = IntArgument("start", start_arg);
-  const int stride = IntArgument("stride", stride_arg);
-  const int size = IntArgument("size", size_arg);
+  constexpr std::string_view kOp = "team_split_strided";
+  const TeamHandle team = TeamArgument(kOp, parent);
+  const int start = IntArgument(kOp, "start", start_arg);
+  const int stride = IntArgument(kOp, "stride", stride_arg);
+  const int size = IntArgument(kOp, "size", size_arg);
   TeamHandle out;
   {
     py::gil_scoped_release no_gil;
@@ -112,8 +113,8 @@ py::object SplitStrided(py::handle parent, py::handle start_arg, py::handle stri
 }
 
 py::tuple Split2d(py::handle parent, py::handle xrange_arg) {
-  const TeamHandle team = TeamArgument(parent);
-  const int xrange = IntArgument("xrange", xrange_arg);
+  const TeamHandle team = TeamArgument("team_split_2d", parent);
+  const int xrange = IntArgument("team_split_2d", "xrange", xrange_arg);
   TeamHandle xteam, yteam;
   {
     py::gil_scoped_release no_gil;
@@ -123,12 +124,13 @@ py::tuple Split2d(py::handle parent, py::handle xrange_arg) {
 }
 
 py::object Create(py::handle pes_arg) {
+  // Called by shmem.team(group) with the group's PEs: its operation is the user's call.
   if (!PyList_Check(pes_arg.ptr()) && !PyTuple_Check(pes_arg.ptr())) {
-    throw py::type_error(ContractText("pes", "a list of ints", TypeName(pes_arg)));
+    ThrowTypeError("team", "pes", "a list of ints", TypeName(pes_arg));
   }
   std::vector<int> pes;
   for (py::handle item : py::reinterpret_borrow<py::sequence>(pes_arg)) {
-    pes.push_back(IntArgument("pes item", item));
+    pes.push_back(IntArgument("team", "pes item", item));
   }
   TeamHandle out;
   {
@@ -139,14 +141,14 @@ py::object Create(py::handle pes_arg) {
 }
 
 void Destroy(py::handle team_arg) {
-  const TeamHandle team = TeamArgument(team_arg);
+  const TeamHandle team = TeamArgument("team_destroy", team_arg);
   py::gil_scoped_release no_gil;
   Check(Runtime::Process().TeamDestroy(team));
 }
 
 // What the team is now. A question, not a failed call: a refusal is raised unnoted.
 py::dict Describe(py::handle team_arg) {
-  const TeamHandle team = TeamArgument(team_arg);
+  const TeamHandle team = TeamArgument("team_describe", team_arg);
   TeamInfo info;
   const Status status = Runtime::Process().DescribeTeam(team, &info);
   if (!status.ok()) ThrowUnnoted(status);
@@ -162,7 +164,7 @@ py::dict Describe(py::handle team_arg) {
 }
 
 int TeamPe(py::handle team_arg, py::handle pe_arg) {
-  return WorldPe("team_pe", team_arg, IntArgument("pe", pe_arg));
+  return WorldPe("team_pe", team_arg, IntArgument("team_pe", "pe", pe_arg));
 }
 
 std::string Repr(const TeamObject& object) {
@@ -176,7 +178,7 @@ std::string Repr(const TeamObject& object) {
 
 }  // namespace
 
-TeamHandle TeamArgument(const py::handle& team) {
+TeamHandle TeamArgument(std::string_view operation, const py::handle& team) {
   if (team.is_none()) return kWorldTeam;
   const py::object& cls = TeamClass();
   if (cls) {
@@ -188,11 +190,13 @@ TeamHandle TeamArgument(const py::handle& team) {
     }
   }
   if (const TeamObject* object = AsTeamObject(team)) return Resolve(*object);
-  throw py::type_error(ContractText("team", "a shmem.Team or None", TypeName(team)));
+  ThrowTypeError(operation, "team", "a shmem.Team or None", TypeName(team));
 }
 
+TeamHandle TeamArgument(const py::handle& team) { return TeamArgument("", team); }
+
 int WorldPe(std::string_view operation, const py::handle& team, int team_pe) {
-  return WorldPe(operation, TeamArgument(team), team_pe);
+  return WorldPe(operation, TeamArgument(operation, team), team_pe);
 }
 
 int WorldPe(std::string_view operation, const TeamHandle& handle, int team_pe) {
@@ -228,7 +232,7 @@ void RegisterTeams(py::module_& m) {
   m.def("predefined_team", [](const std::string& name) {
     if (name == "world") return TeamObject{TeamObject::Kind::kWorld, {}};
     if (name == "node") return TeamObject{TeamObject::Kind::kNode, {}};
-    throw py::value_error(ContractText("name", "one of world, node", "'" + name + "'"));
+    ThrowValueError("predefined_team", "name", "one of world, node", "'" + name + "'");
   }, py::arg("name"), "The marker of a predefined team (the current lifecycle's).");
   m.def("team_split_strided", &SplitStrided, py::arg("parent"), py::arg("start"),
         py::arg("stride"), py::arg("size"),

@@ -14,11 +14,13 @@
 
 namespace hyper_parallel::shmem::binding {
 
-/// The team a Python `team=` argument names: None is the world team (kWorldTeam); a
-/// shmem.Team is its native handle (TEAM_NODE asks the Runtime for the node team: ShmemError
-/// outside a lifecycle). Anything else raises TypeError ('team must be a shmem.Team or None,
-/// but got int'). Needs the GIL; the handle itself is checked by the Runtime at its use
-/// (a destroyed one, one of an older lifecycle, ...).
+/// The team a Python `team=` argument of `operation` names: None is the world team
+/// (kWorldTeam); a shmem.Team is its native handle (TEAM_NODE asks the Runtime for the node
+/// team: ShmemError outside a lifecycle). Anything else raises ShmemTypeError ('team must be a
+/// shmem.Team or None, but got int') at `operation`. Needs the GIL; the handle itself is
+/// checked by the Runtime at its use (a destroyed one, one of an older lifecycle, ...).
+HPS_BINDING_API TeamHandle TeamArgument(std::string_view operation, const pybind11::handle& team);
+/// The same naming no operation (operation= is empty), for callers not yet converted.
 HPS_BINDING_API TeamHandle TeamArgument(const pybind11::handle& team);
 
 /// The world PE number of `team`'s PE `team_pe` for `operation` (put, get, ...): the team PE

@@ -29,7 +29,7 @@ import math
 import torch
 
 from .. import shmem
-from ..shmem.errors import assertion, contract
+from ..shmem.errors import assertion, value_error
 
 GROWTH = 1.25
 ROW_DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
@@ -77,8 +77,8 @@ class Buffers:
         """Makes the direction's `recv` and `returned` the views of its allocations in rows of
         `dtype` (holds(dtype)): the same rows, in the first bytes of each allocation."""
         if not self.holds(dtype):
-            raise ValueError(contract("dtype", f"float64, float32, bfloat16 or float16, no "
-                                      f"wider than the buffers' {self.dtype}", dtype))
+            raise value_error("mega_moe", "dtype", f"float64, float32, bfloat16 or float16, no "
+                                          f"wider than the buffers' {self.dtype}", dtype)
         direction = self._directions[direction_name]
         recv, returned = self._allocations[direction_name]
         direction.recv, direction.returned = _rows_view(recv, dtype), _rows_view(returned, dtype)

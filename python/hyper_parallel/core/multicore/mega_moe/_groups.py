@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch.distributed as dist
 
-from ..shmem.errors import contract
+from ..shmem.errors import type_error, value_error
 
 # Why a group cannot be an EP group (the codes travel between PEs in the resources' check).
 FITS, NOT_A_MEMBER, SIZE_DOES_NOT_DIVIDE = 0, 1, 2
@@ -65,8 +65,8 @@ def ep_group_of(group) -> EpGroup:
     names for this rank. Without torch.distributed: the one process."""
     if not (dist.is_available() and dist.is_initialized()):
         if group is not None:
-            raise ValueError(contract("group", "None when torch.distributed is not initialised",
-                                      type(group).__name__))
+            raise value_error("mega_moe", "group", "None when torch.distributed is not initialised",
+                                          type(group).__name__)
         return EpGroup((0,), 0, True)
     world = dist.get_world_size()
     if group is None or group is dist.group.WORLD:
@@ -75,8 +75,8 @@ def ep_group_of(group) -> EpGroup:
         # new_group() hands this to the processes outside the group: its ranks are unknown here.
         return EpGroup((), -1, False)
     if not isinstance(group, dist.ProcessGroup):
-        raise TypeError(contract("group", "a torch.distributed ProcessGroup or None",
-                                 type(group).__name__))
+        raise type_error("mega_moe", "group", "a torch.distributed ProcessGroup or None",
+                                     type(group).__name__)
     members = dist.get_process_group_ranks(group)
     ranks = tuple(sorted(members, key=lambda rank: dist.get_group_rank(group, rank)))
     me = dist.get_rank()
@@ -89,11 +89,11 @@ def check_ep_group(ep: EpGroup, num_experts: int) -> None:
     `num_experts` experts on this rank."""
     problem = ep.problem(num_experts)
     if problem == NOT_A_MEMBER:
-        raise ValueError(contract("group", "a process group this rank is in (an expert-parallel "
-                                  "group of it)", ep.describe(problem)))
+        raise value_error("mega_moe", "group", "a process group this rank is in (an "
+                                      "expert-parallel group of it)", ep.describe(problem))
     if problem == SIZE_DOES_NOT_DIVIDE:
-        raise ValueError(contract("num_experts", f"a multiple of the group size {ep.size}",
-                                  num_experts))
+        raise value_error("mega_moe", "num_experts", f"a multiple of the group size {ep.size}",
+                                      num_experts)
 
 
 def check_dp_members(ep: EpGroup, dp_group) -> None:
@@ -108,11 +108,12 @@ def check_dp_members(ep: EpGroup, dp_group) -> None:
     members = dist.get_process_group_ranks(dp_group)
     shared = sorted(set(members) & set(ep.ranks))
     if any(p.tolist() != [ep.rank, ep.size] for p in places) or shared != [dist.get_rank()]:
-        raise ValueError(contract(
+        raise value_error(
+            "mega_moe",
             "dp_group", "the data-parallel group of this rank's experts: the ranks with the same "
             "place in their expert-parallel groups, one from each (expert_data_parallel_groups' "
             "second)", f"global ranks {sorted(members)} at EP places "
-            f"{[int(p[0]) for p in places]} (this rank's EP group: {list(ep.ranks)})"))
+            f"{[int(p[0]) for p in places]} (this rank's EP group: {list(ep.ranks)})")
 
 
 def expert_data_parallel_groups(ep_size: int) -> tuple:
@@ -124,8 +125,8 @@ def expert_data_parallel_groups(ep_size: int) -> tuple:
     world = dist.get_world_size() if dist.is_initialized() else 1
     if isinstance(ep_size, bool) or not isinstance(ep_size, int) or ep_size < 1 \
             or world % ep_size:
-        raise ValueError(contract("ep_size", f"a positive divisor of the world size {world}",
-                                  repr(ep_size)))
+        raise value_error("mega_moe", "ep_size", f"a positive divisor of the world size {world}",
+                                      repr(ep_size))
     if ep_size == world:
         return None, None
     rank = dist.get_rank()

@@ -10,7 +10,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.tensor import DTensor, Shard
 
-from ..shmem.errors import contract
+from ..shmem.errors import contract, type_error, value_error
 from . import _ops
 from ._buffers import ROW_DTYPES
 from ._function import expert_parallel, swiglu
@@ -23,8 +23,8 @@ _SHARED_KEYS = ("shared_gate_proj", "shared_up_proj", "shared_down_proj", "share
 
 def _dtype_check(dtype) -> None:
     if dtype not in ROW_DTYPES:
-        raise TypeError(contract("dtype", "one of torch.float64, torch.float32, torch.bfloat16, "
-                                 "torch.float16", dtype))
+        raise type_error("mega_moe", "dtype", "one of torch.float64, torch.float32, "
+                                     "torch.bfloat16, torch.float16", dtype)
 
 
 def local_tensor(t: torch.Tensor) -> torch.Tensor:
@@ -129,11 +129,11 @@ class MegaMoE(nn.Module):
                                    ("num_experts", num_experts, 1), ("top_k", top_k, 1),
                                    ("shared_intermediate_size", shared_intermediate_size, 0)):
             if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(contract(name, "an int", f"{type(value).__name__} {value!r}"))
+                raise type_error("mega_moe", name, "an int", f"{type(value).__name__} {value!r}")
             if value < least:
-                raise ValueError(contract(name, f"at least {least}", value))
+                raise value_error("mega_moe", name, f"at least {least}", value)
         if top_k > num_experts:
-            raise ValueError(contract("top_k", f"at most num_experts ({num_experts})", top_k))
+            raise value_error("mega_moe", "top_k", f"at most num_experts ({num_experts})", top_k)
         _dtype_check(dtype)
         ep = ep_group_of(group)
         check_ep_group(ep, num_experts)  # this rank in the group, its size dividing E
@@ -141,13 +141,13 @@ class MegaMoE(nn.Module):
         if resources is not None and (resources.hidden_size, resources.num_experts,
                                       resources.top_k, resources.dtype) != (
                                           hidden_size, num_experts, top_k, dtype):
-            raise ValueError(contract("resources", f"of hidden_size {hidden_size}, num_experts "
-                                      f"{num_experts}, top_k {top_k}, dtype {dtype}",
-                                      repr(resources)))
+            raise value_error("mega_moe", "resources", f"of hidden_size {hidden_size}, num_experts "
+                                          f"{num_experts}, top_k {top_k}, dtype {dtype}",
+                                          repr(resources))
         if resources is not None and tuple(resources.ranks) != ep.ranks:
-            raise ValueError(contract("resources", f"built over the layer's group (global ranks "
-                                      f"{list(ep.ranks)})",
-                                      f"resources over global ranks {list(resources.ranks)}"))
+            raise value_error("mega_moe", "resources", f"built over the layer's group (global "
+                                          f"ranks {list(ep.ranks)})",
+                                          f"resources over global ranks {list(resources.ranks)}")
         self.hidden_size, self.intermediate_size = hidden_size, intermediate_size
         self.num_experts, self.top_k, self.normalize_topk = num_experts, top_k, normalize_topk
         self.shared_intermediate_size = shared_intermediate_size
@@ -169,9 +169,9 @@ class MegaMoE(nn.Module):
         else:  # a router module of the caller's (transformers' routers): it holds the weight
             weight = getattr(gate, "weight", None)
             if not isinstance(weight, torch.Tensor) or tuple(weight.shape) != (num_experts, H):
-                raise ValueError(contract("gate", f"a router module with a weight of shape "
-                                          f"({num_experts}, {H})", type(gate).__name__ if weight
-                                          is None else tuple(weight.shape)))
+                raise value_error("mega_moe", "gate", f"a router module with a weight of shape "
+                                              f"({num_experts}, {H})", type(gate).__name__ if weight
+                                              is None else tuple(weight.shape))
             self.gate = gate
         self.router_logits = None  # the last forward's, [T, E], for an aux loss
         self.tokens_per_expert = None  # the last call's rows per expert from this PE, [E]
@@ -269,7 +269,7 @@ class MegaMoE(nn.Module):
             value = given[name]
             if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape:
                 got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-                raise ValueError(contract(name, f"a tensor of shape {shape}", got))
+                raise value_error("mega_moe", name, f"a tensor of shape {shape}", got)
         first, last = self.rank * self.local_experts, (self.rank + 1) * self.local_experts
         for name, value in given.items():
             target = (self._router_weight() if name == "router"
@@ -318,25 +318,26 @@ class MegaMoE(nn.Module):
         if tuple(value.shape[1:]) == tuple(param.shape[1:]) and value.shape[0] != self.num_experts:
             old_layout = (not isinstance(value, DTensor) and self.pes > 1
                           and value.shape[0] == self.local_experts)
-            raise ValueError(contract(name, f"the weights of {self.num_experts} experts (shape "
-                                      f"{tuple(param.shape)})", f"a checkpoint of "
-                                      f"{value.shape[0]} experts (shape {tuple(value.shape)})"
-                                      + ("; or this PE's local shard, as state dicts held them "
-                                         "before the experts became DTensors (README): load "
-                                         "the full weights with load_dense_weights()"
-                                         if old_layout else "")))
+            raise value_error("mega_moe", name, f"the weights of {self.num_experts} experts (shape "
+                                          f"{tuple(param.shape)})", f"a checkpoint of "
+                                          f"{value.shape[0]} experts (shape {tuple(value.shape)})"
+                                          + ("; or this PE's local shard, as state dicts held them "
+                                             "before the experts became DTensors (README): load "
+                                             "the full weights with load_dense_weights()"
+                                             if old_layout else ""))
         if isinstance(value, DTensor):
             if value.device_mesh == self.mesh and tuple(value.placements) == (Shard(0),):
                 return value
             if (mesh_ranks(value.device_mesh) != mesh_ranks(self.mesh)
                     or tuple(value.placements) != (Shard(0),)):
-                raise ValueError(contract(
+                raise value_error(
+                    "mega_moe",
                     name, f"a DTensor Shard(0) on the mesh of this layer's EP group (global "
                     f"ranks {list(mesh_ranks(self.mesh))}) or a full tensor",
                     f"a DTensor {tuple(value.placements)} on the mesh of global ranks "
                     f"{list(mesh_ranks(value.device_mesh))} (load a checkpoint of another EP "
                     f"size with torch.distributed.checkpoint, which reshards it, or pass "
-                    f".full_tensor())"))
+                    f".full_tensor())")
             value = value.to_local()  # the same ranks and rows: this PE's rows already
         elif tuple(value.shape) == tuple(param.shape):
             first = self.rank * self.local_experts
@@ -388,11 +389,11 @@ class MegaMoE(nn.Module):
         """The layer for routes chosen by the caller: x [T, H], topk_ids [T, k] (int64),
         topk_weights [T, k]."""
         if x.dim() != 2 or x.shape[1] != self.hidden_size:
-            raise ValueError(contract("x", f"a [T, {self.hidden_size}] tensor", tuple(x.shape)))
+            raise value_error("mega_moe", "x", f"a [T, {self.hidden_size}] tensor", tuple(x.shape))
         tokens, k = x.shape[0], self.top_k
         if tuple(topk_ids.shape) != (tokens, k) or tuple(topk_weights.shape) != (tokens, k):
-            raise ValueError(contract("topk_ids and topk_weights", f"of shape ({tokens}, {k})",
-                                      (tuple(topk_ids.shape), tuple(topk_weights.shape))))
+            raise value_error("mega_moe", "topk_ids and topk_weights", f"of shape ({tokens}, {k})",
+                                          (tuple(topk_ids.shape), tuple(topk_weights.shape)))
         flat_ids = topk_ids.reshape(-1).to(torch.int64)
         if torch.compiler.is_compiling():
             return self._forward_routed_traced(x, flat_ids, topk_weights)
@@ -445,8 +446,8 @@ class MegaMoE(nn.Module):
     def check_routes(self, flat_ids: torch.Tensor) -> None:
         """ValueError unless every routed expert id is in [0, num_experts) (reads the ids)."""
         if flat_ids.numel() and (int(flat_ids.min()) < 0 or int(flat_ids.max()) >= self.num_experts):
-            raise ValueError(contract("topk_ids", f"in [0, {self.num_experts})",
-                                      (int(flat_ids.min()), int(flat_ids.max()))))
+            raise value_error("mega_moe", "topk_ids", f"in [0, {self.num_experts})",
+                                          (int(flat_ids.min()), int(flat_ids.max())))
 
     def _shared_expert(self, x: torch.Tensor):
         """The shared expert's output [T, H] in fp32 (None without one). It computes in its
@@ -513,11 +514,12 @@ class MegaMoE(nn.Module):
         new = probe.dtype if isinstance(probe, torch.Tensor) else self.dtype
         if new != self.dtype:
             if not self._owns_resources:
-                raise ValueError(contract(
+                raise value_error(
+                    "mega_moe",
                     "a conversion of a MegaMoE layer with shared resources", "to its resources' "
                     f"dtype {self.dtype}: build MegaMoEResources(..., dtype={new}) and the layers "
                     f"with dtype={new}, or run under torch.autocast (the experts then compute "
-                    f"in the autocast dtype)", new))
+                    f"in the autocast dtype)", new)
             _dtype_check(new)
         return new
 

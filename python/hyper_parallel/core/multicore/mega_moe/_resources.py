@@ -42,7 +42,7 @@ import threading
 import torch
 
 from .. import shmem
-from ..shmem.errors import assertion, contract
+from ..shmem.errors import assertion, type_error, value_error
 from ._buffers import Buffers
 from ._groups import FITS, NOT_A_MEMBER, ep_group_of
 from ._pipeline import PendingCall, Pipeline
@@ -98,7 +98,7 @@ _DTYPES = ("float32", "float64", "bfloat16", "float16")
 def _dtype_code(dtype: torch.dtype) -> int:
     name = str(dtype).replace("torch.", "")
     if name not in _DTYPES:
-        raise TypeError(contract("dtype", "one of torch." + ", torch.".join(_DTYPES), dtype))
+        raise type_error("mega_moe", "dtype", "one of torch." + ", torch.".join(_DTYPES), dtype)
     return _DTYPES.index(name)
 
 
@@ -133,21 +133,21 @@ class MegaMoEResources:
         for name, value in (("hidden_size", hidden_size), ("num_experts", num_experts),
                             ("top_k", top_k), ("chunk_rows", chunk_rows)):
             if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(contract(name, "an int", f"{type(value).__name__} {value!r}"))
+                raise type_error("mega_moe", name, "an int", f"{type(value).__name__} {value!r}")
             if value < 1:
-                raise ValueError(contract(name, "positive", value))
+                raise value_error("mega_moe", name, "positive", value)
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
                                        or max_tokens < 1):
-            raise ValueError(contract("max_tokens", "a positive int or None", repr(max_tokens)))
+            raise value_error("mega_moe", "max_tokens", "a positive int or None", repr(max_tokens))
         if capacity_factor is not None and not (isinstance(capacity_factor, (int, float))
                                                 and capacity_factor > 0):
-            raise ValueError(contract("capacity_factor", "a positive number or None",
-                                      repr(capacity_factor)))
+            raise value_error("mega_moe", "capacity_factor", "a positive number or None",
+                                          repr(capacity_factor))
         if overlap_combine not in (None, True, False):
-            raise TypeError(contract("overlap_combine", "True, False or None",
-                                     repr(overlap_combine)))
+            raise type_error("mega_moe", "overlap_combine", "True, False or None",
+                                         repr(overlap_combine))
         if top_k > num_experts:
-            raise ValueError(contract("top_k", f"at most num_experts ({num_experts})", top_k))
+            raise value_error("mega_moe", "top_k", f"at most num_experts ({num_experts})", top_k)
         self.hidden_size, self.num_experts, self.top_k = hidden_size, num_experts, top_k
         self.dtype, self.capacity_factor, self.chunk_rows = dtype, capacity_factor, chunk_rows
         dtype_code = _dtype_code(dtype)
@@ -237,9 +237,10 @@ class MegaMoEResources:
                 f"PE {pe}: a group without this rank" if problem == NOT_A_MEMBER else
                 f"PE {pe}: a group of {size} PEs, which does not divide num_experts "
                 f"({self.num_experts})" for pe, problem, size in unfit)
-            raise ValueError(contract(
+            raise value_error(
+                "mega_moe",
                 _GROUP_FIELD, "on every PE an expert-parallel group: one with this rank in it, "
-                "whose size divides num_experts", why))
+                "whose size divides num_experts", why)
         for index, name in enumerate(_CONFIG_FIELDS):
             values = [row[len(group) + index] for row in table]
             if len(set(values)) > 1:
@@ -299,10 +300,11 @@ class MegaMoEResources:
                           "on for some PEs only?)", field="dtype",
                           values_by_pe=[_DTYPES[c] if c >= 0 else "unsupported" for c in codes]))
         if code < 0:
-            raise ValueError(contract(
+            raise value_error(
+                "mega_moe",
                 "the call's dtype", f"{self.dtype} or a narrower one of float32, bfloat16, "
                 f"float16 (the buffers' own; build the resources, or MegaMoE, with "
-                f"dtype={dtype} instead)", dtype))
+                f"dtype={dtype} instead)", dtype)
         return counts
 
     def layout(self, counts: torch.Tensor) -> dict:
@@ -369,12 +371,12 @@ class MegaMoEResources:
             raise shmem.ShmemError.make("INVALID_STATE", "mega_moe", "validate",
                                         assertion("MegaMoE resources are closed"))
         if direction_name not in self._directions:
-            raise ValueError(contract("direction_name", "'forward' or 'backward'",
-                                      repr(direction_name)))
+            raise value_error("mega_moe", "direction_name", "'forward' or 'backward'",
+                                          repr(direction_name))
         if not self._buffers.holds(rows.dtype):
-            raise ValueError(contract("rows", f"rows of {self.dtype} or a narrower one of "
-                                      f"float32, bfloat16, float16 (the buffers' own)",
-                                      rows.dtype))
+            raise value_error("mega_moe", "rows", f"rows of {self.dtype} or a narrower one of "
+                                          f"float32, bfloat16, float16 (the buffers' own)",
+                                          rows.dtype)
         return self._pipeline.begin(direction_name, rows, counts, layout, compute)
 
     # ---- close ------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from torch.distributed.tensor import DTensor
 from torch.utils._pytree import tree_leaves
 from torch.nn.parallel import DistributedDataParallel
 
-from ..shmem.errors import contract
+from ..shmem.errors import contract, type_error, value_error
 from ._buffers import ROW_DTYPES
 from ._groups import check_dp_members, ep_group_of
 from ._layer import _EXPERT_KEYS, MegaMoE, local_tensor
@@ -224,20 +224,21 @@ def _check_dp_group(model: nn.Module, dp_group, helper: str) -> list:
         raise RuntimeError(f"{helper} needs torch.distributed initialised")
     named = expert_parameters(model)
     if not named:
-        raise ValueError(contract("model", "a module with MegaMoE layers", type(model).__name__))
+        raise value_error("mega_moe", "model", "a module with MegaMoE layers", type(model).__name__)
     world = dist.get_world_size()
     if dp_group is dist.GroupMember.NON_GROUP_MEMBER:
-        raise ValueError(contract("dp_group", "a group with this rank in it, or None",
-                                  "a group without this rank"))
+        raise value_error("mega_moe", "dp_group", "a group with this rank in it, or None",
+                                      "a group without this rank")
     dp_size = 1 if dp_group is None else dist.get_world_size(dp_group)
     for module in model.modules():
         if isinstance(module, MegaMoE):
             ep = ep_group_of(module.group)
             if ep.size * dp_size != world:
-                raise ValueError(contract(
+                raise value_error(
+                    "mega_moe",
                     "dp_group", f"the data-parallel group of the experts' replicas: world / EP "
                     f"= {world // ep.size} ranks (EP {ep.size}, world {world}; None when EP is "
-                    f"the world)", "None" if dp_group is None else f"a group of {dp_size} ranks"))
+                    f"the world)", "None" if dp_group is None else f"a group of {dp_size} ranks")
             if dp_group is not None:
                 check_dp_members(ep, dp_group)  # collective over dp_group
     return named
@@ -253,9 +254,9 @@ def prepare_ddp(model: nn.Module, dp_group=None) -> nn.Module:
     layer's EP group is the world). Call it before DDP(model); again replaces the first.
     Returns `model`. DDP over a model with MegaMoE layers without it fails at construction."""
     if isinstance(model, DistributedDataParallel):
-        raise ValueError(contract("model", "the module DistributedDataParallel will wrap "
-                                  "(prepare_ddp(model) comes before DDP(model))",
-                                  "a DistributedDataParallel"))
+        raise value_error("mega_moe", "model", "the module DistributedDataParallel will wrap "
+                                      "(prepare_ddp(model) comes before DDP(model))",
+                                      "a DistributedDataParallel")
     named = _check_dp_group(model, dp_group, "prepare_ddp")
     previous = getattr(model, "_mega_moe_ddp", None)
     if previous is not None:
@@ -298,9 +299,10 @@ def fully_shard(module: nn.Module, *, dp_group=None, **kwargs):
     mesh = kwargs.get("mesh")
     world = dist.get_world_size()
     if mesh is not None and (mesh.ndim != 1 or mesh.size() != world):
-        raise ValueError(contract(
+        raise value_error(
+            "mega_moe",
             "mesh", f"None or a 1-D mesh of the world's {world} ranks (the dense gradients are "
-            "averaged over the world, the experts' scale)", f"a mesh of shape {tuple(mesh.shape)}"))
+            "averaged over the world, the experts' scale)", f"a mesh of shape {tuple(mesh.shape)}")
     taken = set()
     for sub in module.modules():
         previous = getattr(sub, "_mega_moe_fsdp", None)
@@ -311,15 +313,16 @@ def fully_shard(module: nn.Module, *, dp_group=None, **kwargs):
     if fresh and not _fsdp_would_manage(module, kwargs["ignored_params"]):
         # Nothing of FSDP2's own to decide from (set_requires_gradient_sync(False) sets its
         # parameter groups): the module holds experts only.
-        raise ValueError(contract(
+        raise value_error(
+            "mega_moe",
             "module", "a module with parameters other than MegaMoE experts (FSDP2 decides "
             "when gradients are reduced from them; fully_shard the module around the layer)",
-            f"{type(module).__name__} with expert parameters only"))
+            f"{type(module).__name__} with expert parameters only")
     param_dtype = getattr(kwargs.get("mp_policy"), "param_dtype", None)
     if param_dtype is not None and param_dtype not in ROW_DTYPES:
-        raise TypeError(contract("mp_policy.param_dtype", "None or a dtype MegaMoE's experts "
-                                 "compute in: torch.float64, float32, bfloat16 or float16",
-                                 param_dtype))
+        raise type_error("mega_moe", "mp_policy.param_dtype", "None or a dtype MegaMoE's experts "
+                                     "compute in: torch.float64, float32, bfloat16 or float16",
+                                     param_dtype)
     sharded = torch_fully_shard(module, **kwargs)
     if fresh:
         # Mixed precision (FSDP2's MixedPrecisionPolicy): the experts stay in their dtype, as

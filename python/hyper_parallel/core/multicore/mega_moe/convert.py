@@ -12,8 +12,9 @@ under its prefix, e.g. model.layers.0.mlp.):
   Qwen2-MoE's shared expert, either way: shared_expert.gate_proj / up_proj / down_proj.weight
     and its gate shared_expert_gate.weight [1, H]. Qwen3-MoE and Mixtral have none.
 
-from_qwen2_moe (also Qwen3-MoE's) and from_mixtral read either layout and raise ValueError
-naming every key they do not know and every key that is missing; to_qwen2_moe and to_mixtral
+from_qwen2_moe (also Qwen3-MoE's) and from_mixtral read either layout and raise
+shmem.ShmemValueError (a ValueError too) naming every key they do not know and every key that
+is missing; to_qwen2_moe and to_mixtral
 write the fused layout (layout="per_expert": the 4.x one), which a transformers 5.x block
 loads with load_state_dict. The routing is the config's, not the weights': MegaMoE's
 normalize_topk is Qwen's norm_topk_prob (False by default there); Mixtral renormalises
@@ -28,6 +29,8 @@ from __future__ import annotations
 import re
 
 import torch
+
+from ..shmem.errors import ShmemTypeError, ShmemValueError
 
 _PER_EXPERT = {"qwen": {"gate_proj": "gate_proj", "up_proj": "up_proj", "down_proj": "down_proj"},
                "mixtral": {"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}}
@@ -46,10 +49,17 @@ def _names(keys) -> str:
     return ", ".join(keys[:_SHOWN]) + more
 
 
+def _refused(message: str, kind: type = ShmemValueError):
+    """A state_dict or layout that cannot be converted: INVALID_ARGUMENT (docs/api.md, "Errors
+    and logs")."""
+    return kind.make("INVALID_ARGUMENT", "mega_moe", "validate", message)
+
+
 def _from_block(state: dict, family: str, block: str, shared: bool) -> dict:
     """load_dense_weights() arguments from one block's state_dict, either layout."""
     if not isinstance(state, dict):
-        raise TypeError(f"{block}'s state_dict must be a dict, but got {type(state).__name__}")
+        raise _refused(f"{block}'s state_dict must be a dict, but got {type(state).__name__}",
+                       ShmemTypeError)
     keys = set(state)
     names = _PER_EXPERT[family]
     per_expert = {key: m for key in keys if (m := _EXPERT_KEY.fullmatch(key))
@@ -64,13 +74,13 @@ def _from_block(state: dict, family: str, block: str, shared: bool) -> dict:
         if any(key.endswith(".gate.weight") for key in unknown):
             hint = (" (a whole model's keys? pass one block's, without its prefix: {k[len(p):]: v "
                     "for k, v in state.items() if k.startswith(p)} for p = 'model.layers.0.mlp.')")
-        raise ValueError(f"{block} keys not known in either layout (5.x fused: gate.weight, "
-                         f"{', '.join(_FUSED)}; 4.x per expert: experts.<e>."
-                         f"{{{','.join(names.values())}}}.weight"
-                         f"{'; the shared expert' if shared else ''}): {_names(unknown)}{hint}")
+        raise _refused(f"{block} keys not known in either layout (5.x fused: gate.weight, "
+                       f"{', '.join(_FUSED)}; 4.x per expert: experts.<e>."
+                       f"{{{','.join(names.values())}}}.weight"
+                       f"{'; the shared expert' if shared else ''}): {_names(unknown)}{hint}")
     if fused and per_expert:
-        raise ValueError(f"{block} keys mix the fused layout ({_names(fused)}) and the "
-                         f"per-expert one ({_names(per_expert)})")
+        raise _refused(f"{block} keys mix the fused layout ({_names(fused)}) and the "
+                       f"per-expert one ({_names(per_expert)})")
     dense = {}
     if per_expert:
         indices = sorted({int(m.group(1)) for m in per_expert.values()})
@@ -84,7 +94,7 @@ def _from_block(state: dict, family: str, block: str, shared: bool) -> dict:
         required |= set(_SHARED.values())
     missing = required - keys
     if missing:
-        raise ValueError(f"{block} keys missing: {_names(missing)}")
+        raise _refused(f"{block} keys missing: {_names(missing)}")
     dense["router"] = state["gate.weight"]
     if per_expert:
         for ours, theirs in names.items():
@@ -93,8 +103,8 @@ def _from_block(state: dict, family: str, block: str, shared: bool) -> dict:
     else:
         gate_up, down = state["experts.gate_up_proj"], state["experts.down_proj"]
         if gate_up.dim() != 3 or gate_up.shape[1] % 2:
-            raise ValueError(f"{block}'s experts.gate_up_proj must be [E, 2I, H], but got "
-                             f"{tuple(gate_up.shape)}")
+            raise _refused(f"{block}'s experts.gate_up_proj must be [E, 2I, H], but got "
+                           f"{tuple(gate_up.shape)}")
         dense["gate_proj"], dense["up_proj"] = gate_up.chunk(2, dim=1)  # gate rows first
         dense["down_proj"] = down
     if shared:
@@ -108,7 +118,7 @@ def _from_block(state: dict, family: str, block: str, shared: bool) -> dict:
 
 def _to_block(dense: dict, family: str, layout: str) -> dict:
     if layout not in ("fused", "per_expert"):
-        raise ValueError(f"layout must be 'fused' or 'per_expert', but got {layout!r}")
+        raise _refused(f"layout must be 'fused' or 'per_expert', but got {layout!r}")
     state = {"gate.weight": dense["router"]}
     if layout == "fused":
         state["experts.gate_up_proj"] = torch.cat([dense["gate_proj"], dense["up_proj"]], dim=1)

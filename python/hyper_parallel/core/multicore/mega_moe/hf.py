@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import importlib
 
-from ..shmem.errors import contract
+from ..shmem.errors import value_error
 from ._layer import MegaMoE
 from .convert import from_mixtral, from_qwen2_moe, to_mixtral, to_qwen2_moe
 
@@ -54,9 +54,9 @@ def _family(model) -> tuple:
     config = getattr(model, "config", None)
     model_type = getattr(config, "model_type", None)
     if model_type not in _FAMILIES:
-        raise ValueError(contract("model", "a transformers Qwen2-MoE, Qwen3-MoE or Mixtral model "
-                                  "(config.model_type qwen2_moe, qwen3_moe or mixtral)",
-                                  f"{type(model).__name__} of model_type {model_type!r}"))
+        raise value_error("mega_moe", "model", "a transformers Qwen2-MoE, Qwen3-MoE or Mixtral "
+                                      "model (config.model_type qwen2_moe, qwen3_moe or mixtral)",
+                                      f"{type(model).__name__} of model_type {model_type!r}")
     module, block, convert_from, convert_to = _FAMILIES[model_type]
     return model_type, getattr(importlib.import_module(module), block), convert_from, convert_to
 
@@ -69,11 +69,11 @@ def _layer_for(block, model_type, convert_from, group, layer_class, config) -> M
     gate = block.gate
     act = getattr(config, "hidden_act", "silu")
     if act != "silu":
-        raise ValueError(contract("config.hidden_act", "'silu' (MegaMoE's experts are SwiGLU)",
-                                  repr(act)))
+        raise value_error("mega_moe", "config.hidden_act", "'silu' (MegaMoE's experts are SwiGLU)",
+                                      repr(act))
     if model_type == "mixtral" and getattr(config, "router_jitter_noise", 0):
-        raise ValueError(contract("config.router_jitter_noise", "0 (MegaMoE does not jitter the "
-                                  "router's input)", config.router_jitter_noise))
+        raise value_error("mega_moe", "config.router_jitter_noise", "0 (MegaMoE does not jitter "
+                                      "the router's input)", config.router_jitter_noise)
     shared = dense["shared_gate_proj"].shape[0] if "shared_gate_proj" in dense else 0
     layer = layer_class(hidden, inter, experts, gate.top_k, shared_intermediate_size=shared,
                         gated_shared_expert="shared_expert_gate" in dense,
@@ -97,8 +97,8 @@ def replace_moe_blocks(model, group=None, *, layer_class=MegaMoE) -> list:
     blocks = [(name, module) for name, module in model.named_modules()
               if isinstance(module, block_class)]
     if not blocks:
-        raise ValueError(contract("model", f"a model with {block_class.__name__} blocks",
-                                  f"{type(model).__name__} with none"))
+        raise value_error("mega_moe", "model", f"a model with {block_class.__name__} blocks",
+                                      f"{type(model).__name__} with none")
     layers = [_layer_for(block, model_type, convert_from, group, layer_class, model.config)
               for _, block in blocks]
     for (name, _), layer in zip(blocks, layers):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from ..shmem.errors import contract
+from ..shmem.errors import value_error
 
 
 def _logits(router_logits) -> torch.Tensor:
@@ -29,12 +29,12 @@ def _logits(router_logits) -> torch.Tensor:
     else:
         parts = list(router_logits)
     if not parts or not all(isinstance(p, torch.Tensor) and p.dim() == 2 for p in parts):
-        raise ValueError(contract("router_logits", "a [T, E] tensor or a non-empty sequence of "
-                                  "them", type(router_logits).__name__))
+        raise value_error("mega_moe", "router_logits", "a [T, E] tensor or a non-empty sequence of "
+                                      "them", type(router_logits).__name__)
     experts = {p.shape[1] for p in parts}
     if len(experts) != 1:
-        raise ValueError(contract("router_logits", "tensors of one expert count",
-                                  sorted(experts)))
+        raise value_error("mega_moe", "router_logits", "tensors of one expert count",
+                                      sorted(experts))
     return torch.cat([p.float() for p in parts]) if len(parts) > 1 else parts[0].float()
 
 
@@ -50,11 +50,11 @@ def switch_aux_loss(router_logits, top_k: int, *, normalize: str = "top_k") -> t
     then the fraction of the routed (token, expert) pairs). Its gradient reaches the router
     through P_i only. A 0-dim fp32 tensor."""
     if normalize not in ("top_k", "one"):
-        raise ValueError(contract("normalize", "'top_k' or 'one'", repr(normalize)))
+        raise value_error("mega_moe", "normalize", "'top_k' or 'one'", repr(normalize))
     logits = _logits(router_logits)
     tokens, experts = logits.shape
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= experts:
-        raise ValueError(contract("top_k", f"an int in [1, {experts}]", repr(top_k)))
+        raise value_error("mega_moe", "top_k", f"an int in [1, {experts}]", repr(top_k))
     if tokens == 0:
         return logits.new_zeros(())
     probs = torch.softmax(logits, dim=-1)

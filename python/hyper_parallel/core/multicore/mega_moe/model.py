@@ -36,6 +36,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..shmem.errors import ShmemValueError
 from ._groups import check_dp_members, ep_group_of, expert_data_parallel_groups
 from ._layer import MegaMoE, local_tensor
 from ._resources import MegaMoEResources
@@ -44,6 +45,12 @@ from ._training import (SymmetricGradientSum, all_reduce_flat, clip_grad_norm_,
 from .reference import AllToAllMoE
 
 EXPERT_PARAMETERS = ("gate_proj", "up_proj", "down_proj")
+
+
+def _refused(message: str) -> ShmemValueError:
+    """An argument the model cannot take: INVALID_ARGUMENT, a ValueError too (docs/api.md,
+    "Errors and logs")."""
+    return ShmemValueError.make("INVALID_ARGUMENT", "mega_moe", "validate", message)
 
 
 @dataclass(frozen=True)
@@ -131,7 +138,7 @@ class MoEDecoder(nn.Module):
                  dp_group=None) -> None:
         super().__init__()
         if path not in ("shmem", "a2a"):
-            raise ValueError(f"path must be one of shmem, a2a, but got {path!r}")
+            raise _refused(f"path must be one of shmem, a2a, but got {path!r}")
         self.config, self.path = config, path
         self.group, self.dp_group = group, dp_group
         _check_dp_group(ep_group_of(group), dp_group)
@@ -228,18 +235,18 @@ def _check_dp_group(ep, dp_group) -> None:
     world = dist.get_world_size()
     if ep.world:
         if dp_group is not None and dist.get_world_size(dp_group) != 1:
-            raise ValueError(f"dp_group must be None when the expert-parallel group is the "
-                             f"world, but got a group of {dist.get_world_size(dp_group)} ranks")
+            raise _refused(f"dp_group must be None when the expert-parallel group is the "
+                           f"world, but got a group of {dist.get_world_size(dp_group)} ranks")
         return
     if dp_group is None or dp_group is dist.GroupMember.NON_GROUP_MEMBER:
-        raise ValueError("dp_group must be the data-parallel group of this rank's experts (the "
-                         "ranks with the same place in their expert-parallel groups) when the "
-                         "expert-parallel group is smaller than the world, but got "
-                         + ("None" if dp_group is None else "a group without this rank"))
+        raise _refused("dp_group must be the data-parallel group of this rank's experts (the "
+                       "ranks with the same place in their expert-parallel groups) when the "
+                       "expert-parallel group is smaller than the world, but got "
+                       + ("None" if dp_group is None else "a group without this rank"))
     size = dist.get_world_size(dp_group)
     if ep.size * size != world:
-        raise ValueError(f"dp_group must have world / EP = {world // max(1, ep.size)} ranks "
-                         f"(EP {ep.size}, world {world}), but got {size}")
+        raise _refused(f"dp_group must have world / EP = {world // max(1, ep.size)} ranks "
+                       f"(EP {ep.size}, world {world}), but got {size}")
     check_dp_members(ep, dp_group)
 
 
@@ -253,8 +260,8 @@ def reduce_gradients(model: MoEDecoder, dp_group=None, *, over: str | None = Non
     every PE) or "gloo"; None: "shmem" for a model built for SHMEM, else "gloo"."""
     over = over or ("shmem" if model.gradient_sum is not None else "gloo")
     if over not in ("shmem", "gloo") or (over == "shmem" and model.gradient_sum is None):
-        raise ValueError(f"over must be 'gloo', or 'shmem' for a model built for SHMEM, "
-                         f"but got {over!r}")
+        raise _refused(f"over must be 'gloo', or 'shmem' for a model built for SHMEM, "
+                       f"but got {over!r}")
     sum_with = model.gradient_sum if over == "shmem" else None
     world = dist.get_world_size() if dist.is_initialized() else 1
     dp_group = model.dp_group if dp_group is None else dp_group
@@ -332,9 +339,9 @@ def load_checkpoint(model: nn.Module, optimizer: torch.optim.Optimizer, path: st
         meta = saved.get(f"model.{name}")
         size = getattr(meta, "size", None)
         if size is not None and tuple(size) != tuple(param.shape):
-            raise ValueError(f"{path} holds model.{name} of shape {tuple(size)}, but the model's "
-                             f"is {tuple(param.shape)} (a checkpoint of another model: its "
-                             f"expert count or sizes differ)")
+            raise _refused(f"{path} holds model.{name} of shape {tuple(size)}, but the model's "
+                           f"is {tuple(param.shape)} (a checkpoint of another model: its "
+                           f"expert count or sizes differ)")
     model_state, optimizer_state = get_state_dict(model, optimizer)
     state = {"model": model_state, "optimizer": optimizer_state}
     dcp.load(state, checkpoint_id=path)

@@ -19,8 +19,9 @@ take team=; put, get, signal and put_signal read pe as a team PE number with tea
         shmem.barrier(team=g)                 # leaving the block destroys the team
 
 shmem.my_pe(), shmem.n_pes() and shmem.backend_info() (a BackendInfo) describe this PE and the
-running backend; shmem.errors holds ShmemError and the two message shapes for layers built on
-shmem.
+running backend. Every error is a ShmemError; a bad argument is also a ValueError
+(ShmemValueError) or a TypeError (ShmemTypeError). shmem.errors holds them and the two message
+shapes for layers built on shmem.
 
 Every operation is enqueued on the current stream: the default host stream is the calling
 thread; `with shmem.stream(shmem.Stream()):` queues work on an executor thread instead.
@@ -73,7 +74,7 @@ from ._debug import DebugState, debug_state
 from ._lifecycle import Handle, acquire_shmem
 from ._ops import order_token
 from ._teams import TEAM_NODE, TEAM_WORLD, Team, team, team_split_2d, team_split_strided
-from .errors import ShmemError
+from .errors import ShmemError, ShmemTypeError, ShmemValueError
 from . import _exports, errors
 
 _exports.install()
@@ -84,6 +85,8 @@ __all__ = [
     "Event",
     "Handle",
     "ShmemError",
+    "ShmemTypeError",
+    "ShmemValueError",
     "Stream",
     "TEAM_NODE",
     "TEAM_WORLD",

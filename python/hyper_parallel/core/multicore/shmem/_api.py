@@ -1,8 +1,10 @@
 """The public functions.
 
-Type mistakes raise TypeError and malformed values ValueError, in the two message shapes;
-everything the protection chain decides (symmetric operand, live allocation of this lifecycle,
-byte range, PE range, alignment) raises ShmemError with the native error code. The data-path
+A bad argument raises INVALID_ARGUMENT in the contract shape, at the function the user called:
+a type mistake as ShmemTypeError (also a TypeError), a wrong value as ShmemValueError (also a
+ValueError); what the protection chain decides (symmetric operand, live allocation of this
+lifecycle, byte range, PE range, alignment) raises ShmemValueError with the native error code
+too, and a call that cannot run now a plain ShmemError (docs/api.md, "Errors and logs"). The data-path
 functions (put, get, signal, put_signal, wait_signal, and the collectives barrier, all_gather and
 all_to_all) pass their arguments straight to the native module, which checks them in C++: one
 crossing per call is what keeps the Python path of a ping-pong short. empty and free check
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from . import _debug, _ops
-from ._runtime import ShmemError, assertion, contract, native
+from ._runtime import ShmemError, assertion, native, type_error, value_error
 
 if TYPE_CHECKING:
     from ._teams import Team
@@ -35,15 +37,15 @@ def _type_name(value: object) -> str:
     return type(value).__name__
 
 
-def _require_int(name: str, value: object) -> int:
+def _require_int(operation: str, name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(contract(name, "an int", f"{_type_name(value)} {value!r}"))
+        raise type_error(operation, name, "an int", f"{_type_name(value)} {value!r}")
     return value
 
 
-def _require_tensor(name: str, value: object) -> torch.Tensor:
+def _require_tensor(operation: str, name: str, value: object) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
-        raise TypeError(contract(name, "a torch.Tensor", _type_name(value)))
+        raise type_error(operation, name, "a torch.Tensor", _type_name(value))
     return value
 
 
@@ -75,9 +77,9 @@ def _sizes(size: tuple) -> list:
     sizes = []
     for item in size:
         if isinstance(item, bool) or not isinstance(item, int):
-            raise TypeError(contract("size", "a sequence of ints", f"{_type_name(item)} {item!r}"))
+            raise type_error("empty", "size", "a sequence of ints", f"{_type_name(item)} {item!r}")
         if item < 0:
-            raise ValueError(contract("size", "non-negative", item))
+            raise value_error("empty", "size", "non-negative", item)
         sizes.append(item)
     return sizes
 
@@ -95,12 +97,12 @@ def empty(*size, dtype: torch.dtype | None = None, alignment: int | None = None)
     if dtype is None:
         dtype = torch.get_default_dtype()
     if not isinstance(dtype, torch.dtype):
-        raise TypeError(contract("dtype", "a torch.dtype or None", _type_name(dtype)))
+        raise type_error("empty", "dtype", "a torch.dtype or None", _type_name(dtype))
     if alignment is None:
         alignment = native.default_alignment()
-    alignment = _require_int("alignment", alignment)
+    alignment = _require_int("empty", "alignment", alignment)
     if alignment <= 0:
-        raise ValueError(contract("alignment", "a positive power of two", alignment))
+        raise value_error("empty", "alignment", "a positive power of two", alignment)
     return native.empty(sizes, dtype, alignment, _debug.allocation_note(tuple(sizes), dtype))
 
 
@@ -112,7 +114,7 @@ def free(tensor: torch.Tensor) -> None:
     compiled function (INVALID_STATE).
     """
     _outside_compile("free")
-    tensor = _require_tensor("tensor", tensor)
+    tensor = _require_tensor("free", "tensor", tensor)
     native.free(tensor, _debug.allocation_note(tuple(tensor.shape), tensor.dtype))
 
 
@@ -203,8 +205,9 @@ def all_to_all(output: torch.Tensor, input: torch.Tensor,  # noqa: A002 (torch's
     any byte moves. team is keyword-only: a Team where a split list goes is refused.
     """
     if _is_team(output_split_sizes) or _is_team(input_split_sizes):
-        raise TypeError("all_to_all: pass the team by keyword (team=...); the third and fourth "
-                        "arguments are output_split_sizes and input_split_sizes")
+        raise type_error("all_to_all", "the third and fourth arguments",
+                         "output_split_sizes and input_split_sizes (pass the team by keyword, "
+                         "team=...)", "a shmem.Team")
     if output_split_sizes is None and input_split_sizes is None:
         native.collective("all_to_all", output, input, team)
     else:
@@ -345,7 +348,7 @@ def stream(s: Stream | None):
     """Makes s the current stream of this thread inside the block (None: the default)."""
     target = _DEFAULT_STREAM if s is None else s
     if not isinstance(target, Stream):
-        raise TypeError(contract("stream", "a shmem.Stream or None", _type_name(s)))
+        raise type_error("stream", "stream", "a shmem.Stream or None", _type_name(s))
     previous = current_stream()
     native.set_current_stream(target._native)
     _current.stream = target
@@ -370,12 +373,12 @@ class Event:
 
     def record(self, stream: Stream | None = None) -> None:
         """Marks the current end of stream (default: the current stream)."""
-        self._native.record(self._stream(stream)._native)
+        self._native.record(self._stream("Event.record", stream)._native)
 
     def wait(self, stream: Stream | None = None) -> None:
         """Makes stream (default: the current one) wait for the recorded point; on the default
         stream the caller blocks, bounded by the timeout."""
-        self._native.wait(self._stream(stream)._native, _timeout_s())
+        self._native.wait(self._stream("Event.wait", stream)._native, _timeout_s())
 
     def synchronize(self) -> None:
         """Blocks until the recorded point completed; raises a failure queued before it."""
@@ -385,9 +388,9 @@ class Event:
         return self._native.query()
 
     @staticmethod
-    def _stream(stream: Stream | None) -> Stream:
+    def _stream(operation: str, stream: Stream | None) -> Stream:
         if stream is None:
             return current_stream()
         if not isinstance(stream, Stream):
-            raise TypeError(contract("stream", "a shmem.Stream or None", _type_name(stream)))
+            raise type_error(operation, "stream", "a shmem.Stream or None", _type_name(stream))
         return stream

@@ -1,7 +1,9 @@
 """Atomics, ordering, non-blocking RMA and waits on several signals (docs/atomics.md).
 
 Each function passes its arguments to the native module, which checks them in C++ (dtype,
-one element, symmetric, the value's range, the mask's length): INVALID_ARGUMENT. Under
+one element, symmetric, the value's range, the mask's length): INVALID_ARGUMENT, raised as
+ShmemTypeError for an argument of the wrong type and ShmemValueError otherwise (docs/api.md,
+"Errors and logs"). Under
 torch.compile each calls its custom op (torch.ops.hps.<op>.default) with the order token
 first: the fetching atomics return their 0-dim tensor there too, and wait_signal_any /
 wait_signal_some / test_signal return tensors (docs/compile.md): an int64 0-dim index, a 1-D
@@ -16,7 +18,7 @@ import torch
 
 from . import _ops
 from ._api import current_stream
-from ._runtime import contract, native
+from ._runtime import native, type_error, value_error
 
 if TYPE_CHECKING:
     from ._teams import Team
@@ -154,29 +156,29 @@ def get_nbi(dst: torch.Tensor, src: torch.Tensor, pe: int, *, team: Team | None 
 
 # ---- waits on several signals -----------------------------------------------------------------
 
-def _mask(mask) -> list:
+def _mask(operation: str, mask) -> list:
     if mask is None:
         return []
     if isinstance(mask, torch.Tensor):
+        # A tensor of another dtype is a value mistake, as every dtype mistake is.
         if mask.dtype != torch.bool:
-            raise TypeError(contract("mask", "None, a bool tensor or a sequence of bools",
-                                     f"a {mask.dtype} tensor"))
+            raise value_error(operation, "mask dtype", "torch.bool", mask.dtype)
         flags = [bool(x) for x in mask.reshape(-1).tolist()]
     elif isinstance(mask, (list, tuple)):
         flags = []
         for item in mask:
             if not isinstance(item, (bool, int)):
-                raise TypeError(contract("mask item", "a bool", type(item).__name__))
+                raise type_error(operation, "mask item", "a bool", type(item).__name__)
             flags.append(bool(item))
     else:
-        raise TypeError(contract("mask", "None, a bool tensor or a sequence of bools",
-                                 type(mask).__name__))
+        raise type_error(operation, "mask", "None, a bool tensor or a sequence of bools",
+                         type(mask).__name__)
     # Its length, and a True for any and some, are the Runtime's to check (INVALID_ARGUMENT).
     return flags
 
 
 def _wait(signals, value, comparison, mask, wait: str, guarded=()):
-    flags = _mask(mask)
+    flags = _mask("wait_signal_" + wait, mask)
     if _compiling():
         return _hps.wait_signals.default(_ops.order_token(), signals, list(guarded), value,
                                          comparison, wait, flags)

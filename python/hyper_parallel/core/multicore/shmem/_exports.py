@@ -19,18 +19,16 @@ import functools
 import torch
 import torch.utils.dlpack
 
-from ._runtime import ShmemError, contract, native
+from ._runtime import native, value_error
 
 _GUARDED = object()  # marks a wrapper, so installing twice changes nothing
 
 
 def _refuse(tensor: torch.Tensor, export: str) -> None:
     if isinstance(tensor, torch.Tensor) and native.is_symmetric(tensor):
-        raise ShmemError.make(
-            "INVALID_ARGUMENT", export, "validate",
-            contract("tensor", "not in the symmetric heap: call .clone() first (an export "
-                     "would alias memory that shmem.free hands out again)",
-                     "a symmetric tensor"))
+        raise value_error(export, "tensor", "not in the symmetric heap: call .clone() first (an "
+                          "export would alias memory that shmem.free hands out again)",
+                          "a symmetric tensor")
 
 
 def _guarded(original, export: str, copy_passes: bool = False):

@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 
 from . import _ops
-from ._runtime import ShmemError, assertion, contract, native
+from ._runtime import ShmemError, assertion, native, type_error, value_error
 
 _lock = threading.RLock()
 _count = 0
@@ -87,33 +87,30 @@ class _GroupBootstrap:
 def check_root_ranks(ranks: tuple, world_size: int) -> None:
     """The root group must cover the whole WORLD, in global-rank order."""
     if sorted(ranks) != list(range(world_size)):
-        raise ShmemError.make(
-            "INVALID_ARGUMENT", "acquire_shmem", "validate",
-            contract("root group", f"the whole WORLD (global ranks 0..{world_size - 1})",
-                     list(ranks)))
+        raise value_error("acquire_shmem", "root group",
+                          f"the whole WORLD (global ranks 0..{world_size - 1})", list(ranks))
     if list(ranks) != sorted(ranks):
-        raise ShmemError.make(
-            "INVALID_ARGUMENT", "acquire_shmem", "validate",
-            contract("root group ranks", "in global-rank order", list(ranks)))
+        raise value_error("acquire_shmem", "root group ranks", "in global-rank order",
+                          list(ranks))
 
 
 def _resolve_root(root_group):
     device = "cpu:0"  # the host backend; the Runtime freezes it at init
     if not (dist.is_available() and dist.is_initialized()):
         if root_group is not None:
-            raise ValueError(contract("root_group", "None when torch.distributed is not initialised",
-                                      type(root_group).__name__))
+            raise value_error("acquire_shmem", "root_group",
+                              "None when torch.distributed is not initialised",
+                              type(root_group).__name__)
         return RootIdentity((0,), device), _LocalBootstrap(), 0, 1
     group = dist.group.WORLD if root_group is None else root_group
     if group is dist.GroupMember.NON_GROUP_MEMBER:
         # new_group() hands this to processes outside the group.
-        raise ShmemError.make(
-            "INVALID_ARGUMENT", "acquire_shmem", "validate",
-            contract("root group", f"the whole WORLD (global ranks 0..{dist.get_world_size() - 1})",
-                     f"a group without this process (global rank {dist.get_rank()})"))
+        raise value_error("acquire_shmem", "root group",
+                          f"the whole WORLD (global ranks 0..{dist.get_world_size() - 1})",
+                          f"a group without this process (global rank {dist.get_rank()})")
     if not isinstance(group, dist.ProcessGroup):
-        raise TypeError(contract("root_group", "a torch.distributed ProcessGroup or None",
-                                 type(root_group).__name__))
+        raise type_error("acquire_shmem", "root_group", "a torch.distributed ProcessGroup or None",
+                         type(root_group).__name__)
     ranks = tuple(dist.get_process_group_ranks(group))
     check_root_ranks(ranks, dist.get_world_size())
     return RootIdentity(ranks, device), _GroupBootstrap(group), dist.get_rank(group), len(ranks)

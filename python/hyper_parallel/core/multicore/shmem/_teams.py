@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import torch.distributed as dist
 
-from ._runtime import ShmemError, assertion, contract, native
+from ._runtime import ShmemError, assertion, native, type_error, value_error
 
 
 def _type_name(value: object) -> str:
     return type(value).__name__
 
 
-def _require_int(name: str, value: object) -> int:
+def _require_int(operation: str, name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(contract(name, "an int", f"{_type_name(value)} {value!r}"))
+        raise type_error(operation, name, "an int", f"{_type_name(value)} {value!r}")
     return value
 
 
@@ -43,9 +43,9 @@ class Team:
 
     def __init__(self, handle: object, _name: str | None = None) -> None:
         if not isinstance(handle, native.TeamHandle):
-            raise TypeError(contract(
-                "Team", "made by shmem.team(), team_split_strided() or team_split_2d()",
-                f"Team({_type_name(handle)})"))
+            raise type_error(
+                "Team", "Team", "made by shmem.team(), team_split_strided() or team_split_2d()",
+                f"Team({_type_name(handle)})")
         self._native = handle
         self._name = _name        # "TEAM_WORLD" / "TEAM_NODE" for the predefined ones
         self._destroyed = False   # destroyed through this object
@@ -80,12 +80,12 @@ class Team:
     def translate_pe(self, pe: int, other_team: "Team | None") -> int:
         """The number in other_team (None: TEAM_WORLD) of this team's PE pe, or -1 when that
         PE is not in both teams (as OpenSHMEM's shmem_team_translate_pe). Process-local."""
-        pe = _require_int("pe", pe)
+        pe = _require_int("translate_pe", "pe", pe)
         if other_team is None:
             other_team = TEAM_WORLD
         elif not isinstance(other_team, Team):
-            raise TypeError(contract("other_team", "a shmem.Team or None",
-                                     _type_name(other_team)))
+            raise type_error("translate_pe", "other_team", "a shmem.Team or None",
+                             _type_name(other_team))
         mine = self.pes
         if not 0 <= pe < len(mine):
             return -1
@@ -98,19 +98,15 @@ class Team:
         last handle. A second destroy of the same Team, like any later use of it, raises
         ShmemError INVALID_ARGUMENT; TEAM_WORLD and TEAM_NODE cannot be destroyed."""
         if self._name is not None:
-            raise ShmemError.make(
-                "INVALID_ARGUMENT", "team_destroy", "validate",
-                contract("team", "a team made by a split or shmem.team() (the predefined "
-                         "teams end with the lifecycle)", self._name))
+            raise value_error("team_destroy", "team", "a team made by a split or shmem.team() "
+                              "(the predefined teams end with the lifecycle)", self._name)
         native.team_destroy(self)
         self._destroyed = True
 
     def __enter__(self) -> "Team":
         if self._name is not None:
-            raise ShmemError.make(
-                "INVALID_ARGUMENT", "team", "validate",
-                contract("a team used as a context manager", "one made by a split or "
-                         "shmem.team() (leaving the block destroys it)", self._name))
+            raise value_error("team", "a team used as a context manager", "one made by a split "
+                              "or shmem.team() (leaving the block destroys it)", self._name)
         return self
 
     def __exit__(self, exc_type, exc, traceback) -> None:
@@ -146,11 +142,11 @@ TEAM_NODE = Team(native.predefined_team("node"), "TEAM_NODE")
 native.set_team_class(Team)
 
 
-def _parent(parent: object) -> Team:
+def _parent(operation: str, parent: object) -> Team:
     if parent is None:
         return TEAM_WORLD
     if not isinstance(parent, Team):
-        raise TypeError(contract("parent", "a shmem.Team or None", _type_name(parent)))
+        raise type_error(operation, "parent", "a shmem.Team or None", _type_name(parent))
     return parent
 
 
@@ -166,7 +162,8 @@ def team_split_strided(parent: "Team | None", start: int, stride: int,
     the parent raises INVALID_ARGUMENT on every PE alike; arguments that differ across the
     parent raise COLLECTIVE_MISMATCH on every parent PE; no team slot free on every PE of the
     new team (HYPER_PARALLEL_SHMEM_MAX_TEAMS) raises INVALID_STATE on each of them alike."""
-    return _made(native.team_split_strided(_parent(parent), start, stride, size))
+    return _made(native.team_split_strided(_parent("team_split_strided", parent), start, stride,
+                                           size))
 
 
 def team_split_2d(parent: "Team | None", xrange: int) -> tuple:
@@ -174,17 +171,15 @@ def team_split_2d(parent: "Team | None", xrange: int) -> tuple:
     (p mod xrange, p div xrange) of a grid xrange wide. Returns (xteam, yteam): xteam is this
     PE's row (the PEs with its y, numbered by x), yteam its column (the PEs with its x,
     numbered by y); every PE is in one of each. The same refusals as team_split_strided."""
-    xteam, yteam = native.team_split_2d(_parent(parent), xrange)
+    xteam, yteam = native.team_split_2d(_parent("team_split_2d", parent), xrange)
     return _made(xteam), _made(yteam)
 
 
 def _non_member(group_ranks: "list | None") -> ShmemError:
     ranks = "" if group_ranks is None else f" of global ranks {group_ranks}"
-    return ShmemError.make(
-        "INVALID_ARGUMENT", "team", "validate",
-        contract("group", "a process group this process is a member of (team() is collective "
-                 "over the group's members only)",
-                 f"a group{ranks} without this process (global rank {dist.get_rank()})"))
+    return value_error("team", "group", "a process group this process is a member of (team() "
+                       "is collective over the group's members only)",
+                       f"a group{ranks} without this process (global rank {dist.get_rank()})")
 
 
 def team(group: "dist.ProcessGroup | None") -> Team:
@@ -204,8 +199,8 @@ def team(group: "dist.ProcessGroup | None") -> Team:
         # new_group() hands this to processes outside the group.
         raise _non_member(None)
     if not isinstance(group, dist.ProcessGroup):
-        raise TypeError(contract("group", "a torch.distributed ProcessGroup or None",
-                                 _type_name(group)))
+        raise type_error("team", "group", "a torch.distributed ProcessGroup or None",
+                         _type_name(group))
     ranks = list(dist.get_process_group_ranks(group))
     if dist.get_rank() not in ranks:
         raise _non_member(ranks)
@@ -215,7 +210,5 @@ def team(group: "dist.ProcessGroup | None") -> Team:
     root = list(snapshot["global_ranks"])
     missing = [rank for rank in ranks if rank not in root]
     if missing:
-        raise ShmemError.make(
-            "INVALID_ARGUMENT", "team", "validate",
-            contract("group ranks", f"global ranks of the root group {root}", ranks))
+        raise value_error("team", "group ranks", f"global ranks of the root group {root}", ranks)
     return Team(native.team_create([root.index(rank) for rank in ranks]))

@@ -20,6 +20,8 @@ import tempfile
 import time
 from datetime import timedelta
 
+from .errors import value_error
+
 ENV_RENDEZVOUS = "HYPER_PARALLEL_SHMEM_RENDEZVOUS_FILE"
 
 
@@ -55,7 +57,7 @@ def run_pes(nproc: int, command: list, timeout_s: float = 600.0, env: dict | Non
     """Runs `command` as nproc PEs; returns 0 when every PE exited with 0, SKIPPED (77) when the
     first PE to fail exited with 77, else 1."""
     if nproc < 1:
-        raise ValueError(f"nproc must be at least 1, but got {nproc}")
+        raise value_error("run_pes", "nproc", "at least 1", nproc)
     workdir = tempfile.mkdtemp(prefix="hps-launch-")
     rendezvous = os.path.join(workdir, "rendezvous")
     processes = []
