@@ -27,3 +27,27 @@ def test_a_skip_is_passed_on_and_any_other_failure_is_one():
     # The other PE is stopped once one failed: a PE that would hang does not hold the launch.
     assert run_pes(2, _pe("import time\nif rank == 0: time.sleep(600)\nsys.exit(77)"),
                    timeout_s=60) == 77
+
+
+def test_a_plain_init_process_group_works_under_the_launcher(tmp_path):
+    # The launcher sets MASTER_ADDR and MASTER_PORT (docs/api.md, "Starting the PEs"), so a
+    # program joins with torch's env:// rendezvous and the backend alone.
+    body = ("import torch, torch.distributed as dist\n"
+            "dist.init_process_group('gloo')\n"
+            "value = torch.tensor([rank + 1])\n"
+            "dist.all_reduce(value)\n"
+            "assert int(value) == 3, value\n"
+            f"open(os.path.join({str(tmp_path)!r}, str(rank)), 'w')"
+            ".write(os.environ['MASTER_ADDR'] + ' ' + os.environ['MASTER_PORT'])\n"
+            "dist.destroy_process_group()")
+    assert run_pes(2, _pe(body), timeout_s=120) == 0
+    seen = {p.read_text() for p in tmp_path.iterdir()}
+    assert len(seen) == 1 and seen.pop().startswith("127.0.0.1 ")
+
+
+def test_the_caller_s_master_port_is_kept(tmp_path, monkeypatch):
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    body = (f"open(os.path.join({str(tmp_path)!r}, str(rank)), 'w')"
+            ".write(os.environ['MASTER_ADDR'] + ' ' + os.environ['MASTER_PORT'])")
+    assert run_pes(2, _pe(body), timeout_s=60, env={"MASTER_PORT": "29517"}) == 0
+    assert {p.read_text() for p in tmp_path.iterdir()} == {"127.0.0.1 29517"}

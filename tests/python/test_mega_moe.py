@@ -7,6 +7,7 @@ token counts the layer keeps for aux losses."""
 from __future__ import annotations
 
 import os
+import warnings
 
 import pytest
 import torch
@@ -476,3 +477,25 @@ def _weights_round_trip(rank, size):
 
 def test_dense_weight_round_trip_through_qwen2_moe_and_mixtral_layouts(pes):
     assert all(pes(2).run(_weights_round_trip, timeout=300))
+
+
+def _dense_weights_warn_of_nothing(rank, size):
+    torch.manual_seed(12)
+    layer = _on_device(MegaMoE, H, I, 2 * size, 2)
+    try:
+        with warnings.catch_warnings():
+            # torch 2.13 deprecates all_gather_into_tensor with a FutureWarning
+            warnings.simplefilter("error", FutureWarning)
+            warnings.simplefilter("error", DeprecationWarning)
+            dense = layer.dense_weights()
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            shard = getattr(layer, name).to_local().detach()
+            local = slice(rank * layer.local_experts, (rank + 1) * layer.local_experts)
+            assert dense[name].shape[0] == 2 * size and torch.equal(dense[name][local], shard)
+    finally:
+        layer.close()
+    return True
+
+
+def test_dense_weights_gather_with_torch_s_current_call(pes):
+    assert all(pes(2).run(_dense_weights_warn_of_nothing, timeout=300))

@@ -19,6 +19,9 @@ from ._resources import MegaMoEResources
 
 _EXPERT_KEYS = ("gate_proj", "up_proj", "down_proj")
 _SHARED_KEYS = ("shared_gate_proj", "shared_up_proj", "shared_down_proj", "shared_expert_gate")
+# torch 2.13 renamed all_gather_into_tensor to all_gather_single (the old name warns with a
+# FutureWarning); an older torch has only the old name.
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
 
 def _dtype_check(dtype) -> None:
@@ -287,7 +290,7 @@ class MegaMoE(nn.Module):
             full = torch.empty((self.num_experts,) + tuple(shard.shape[1:]), dtype=shard.dtype)
             # gloo takes CPU tensors: an NPU shard goes through a host copy (which synchronizes)
             direct = shard.device.type in ("cpu", "cuda")
-            dist.all_gather_into_tensor(full, shard if direct else shard.cpu(), group=self.group)
+            _all_gather_single(full, shard if direct else shard.cpu(), group=self.group)
             out[name] = full if direct else full.to(shard.device)
         for name in _SHARED_KEYS:
             if hasattr(self, name):

@@ -3,10 +3,14 @@
     python -m hyper_parallel.core.multicore.shmem.launch --nproc 4 -m package.module [args...]
     python -m hyper_parallel.core.multicore.shmem.launch --nproc 4 script.py [args...]
 
-Each PE gets RANK, WORLD_SIZE and LOCAL_RANK and a rendezvous file in its environment; the
-program calls init_process_group_from_environment() (which also understands torchrun's
+Each PE gets, in its environment, RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE (as
+torchrun sets them), MASTER_ADDR and MASTER_PORT (127.0.0.1 and a free port, unless the caller
+set them), a rendezvous file (HYPER_PARALLEL_SHMEM_RENDEZVOUS_FILE), GLOO_SOCKET_IFNAME=lo and
+OMP_NUM_THREADS=1 (unless set). So the program joins the process group either with a plain
+torch.distributed.init_process_group("gloo") (env://) or with
+init_process_group_from_environment() (the rendezvous file; it also understands torchrun's
 variables). The launcher waits for every PE with a deadline, kills the rest when one fails or
-the deadline passes, and exits non-zero if any PE did.
+the deadline passes, and exits non-zero if any PE did (docs/api.md, "Starting the PEs").
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -50,6 +55,13 @@ def init_process_group_from_environment(timeout_s: float = 300.0, backend: str =
     return True
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (the kernel's choice)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 SKIPPED = 77  # a PE's exit status for "this machine cannot run it" (as automake and ctest use)
 
 
@@ -61,10 +73,15 @@ def run_pes(nproc: int, command: list, timeout_s: float = 600.0, env: dict | Non
     workdir = tempfile.mkdtemp(prefix="hps-launch-")
     rendezvous = os.path.join(workdir, "rendezvous")
     processes = []
+    base_env = dict(os.environ)
+    base_env.update(env or {})
+    # torch's env:// rendezvous (a plain init_process_group): rank 0 listens on MASTER_PORT.
+    base_env.setdefault("MASTER_ADDR", "127.0.0.1")
+    if "MASTER_PORT" not in base_env:
+        base_env["MASTER_PORT"] = str(free_port())
     try:
         for rank in range(nproc):
-            child_env = dict(os.environ)
-            child_env.update(env or {})
+            child_env = dict(base_env)
             child_env.update({"RANK": str(rank), "WORLD_SIZE": str(nproc),
                               "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(nproc),
                               ENV_RENDEZVOUS: rendezvous, "GLOO_SOCKET_IFNAME": "lo",
