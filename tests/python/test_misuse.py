@@ -56,6 +56,27 @@ class Case:
     where: str = "local"         # local: PE 0 inside a lifecycle; outside: PE 0, no lifecycle
     env: dict = field(default_factory=dict)
 
+    @property
+    def peer(self):
+        """PE 1's correct call of the same collective, for a collective refused on PE 0: the
+        refusal keeps its place, so PE 1's call fails naming it (docs/api.md, "Collectives are
+        checked before data moves"). None for a call that is not collective."""
+        if self.where != "local":
+            return None
+        for prefix, call in PEER_CALLS.items():
+            if self.name.startswith(prefix):
+                return call
+        return None
+
+
+# The correct call PE 1 makes while PE 0 makes a collective's misuse: it must fail, naming
+# PE 0's refusal, and change nothing.
+PEER_CALLS = {
+    "empty_": lambda o: shmem.empty(16),
+    "free_": lambda o: shmem.free(o.ints),
+    "all_gather_": lambda o: shmem.all_gather(o.out, torch.ones(8)),
+}
+
 
 def _view(ops):
     return ops.t.view(4, 4)
@@ -297,15 +318,23 @@ def _run_case(rank, size, name):
         shmem.free(freed_sig)
         shmem.barrier()
         ops = Operands(t, ints, sig64, sig32, out, freed, freed_view, freed_sig, stale, size)
+        before = shmem.debug_state()
         if rank == 0:
-            before = shmem.debug_state()
             with pytest.raises(shmem.ShmemError) as caught:
                 case.call(ops)
             _check_error(case, caught.value)
-            after = shmem.debug_state()
-            assert after["live_allocations"] == before["live_allocations"], "nothing allocated"
-            assert after["collectives"] == before["collectives"], "no collective number taken"
-            assert after["state"] == "ready"
+        elif case.peer is not None:
+            with pytest.raises(shmem.ShmemError) as caught:
+                case.peer(ops)
+            message = str(caught.value)
+            assert caught.value.error_code == "COLLECTIVE_MISMATCH", message
+            assert f"was refused on PE 0: {case.code or ''}" in message, message
+        after = shmem.debug_state()
+        assert after["live_allocations"] == before["live_allocations"], "nothing allocated"
+        # A collective refused on PE 0 took its number on both PEs (it kept its place).
+        taken = 1 if case.peer is not None else 0
+        assert after["collectives"]["sequence"] == before["collectives"]["sequence"] + taken
+        assert after["state"] == "ready"
         _exchange_check(rank, inbox, flag, 1)  # PE 0 usable, PE 1 unaffected
         shmem.barrier()
         for tensor in (out, sig32, sig64, ints, t, flag, inbox):

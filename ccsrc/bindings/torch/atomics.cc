@@ -57,13 +57,20 @@ Word WordOf(at::ScalarType dtype) {
   }
 }
 
-std::string OpLabel(AtomicOp op) { return "atomic_" + std::string(AtomicOpName(op)); }
+// The name of the call the user made: atomic_add, atomic_fetch_add, atomic_swap, ...
+std::string OpLabel(AtomicOp op, bool fetch) {
+  const bool fetches_apart = op == AtomicOp::kAdd || op == AtomicOp::kAnd ||
+                             op == AtomicOp::kOr || op == AtomicOp::kXor;
+  return std::string(fetch && fetches_apart ? "atomic_fetch_" : "atomic_") +
+         std::string(AtomicOpName(op));
+}
 
 // The bit pattern of operand `name` as a word of `dtype` (INVALID_ARGUMENT when it does not
 // fit: an int out of the dtype's range, a float for an integer word).
-std::uint64_t OperandBits(AtomicOp op, std::string_view name, at::ScalarType dtype, Word word,
+std::uint64_t OperandBits(AtomicOp op, bool fetch, std::string_view name, at::ScalarType dtype,
+                          Word word,
                           const c10::Scalar& value) {
-  const std::string label = OpLabel(op);
+  const std::string label = OpLabel(op, fetch);
   if (value.isBoolean() || value.isComplex()) {
     Check(Contract(label, name, "a number", std::string(c10::toString(value.type()))));
   }
@@ -128,7 +135,7 @@ c10::Scalar ScalarArg(std::string_view operation, std::string_view name, py::han
   return c10::Scalar(static_cast<std::uint64_t>(big));
 }
 
-Word CheckDest(const at::Tensor& dest, AtomicOp op);
+Word CheckDest(const at::Tensor& dest, AtomicOp op, bool fetch);
 
 // A comparison's name, for `operation` (a wait on several signals, test_signal).
 Comparison ComparisonOf(std::string_view operation, py::handle value) {
@@ -142,9 +149,9 @@ py::object Atomic(const std::string& op_name, py::handle dest_arg, py::handle va
   if (op == nullptr) {  // the package's wrappers pass a known one
     ThrowValueError("atomic", "op", "an atomic's name", "'" + op_name + "'");
   }
-  const std::string label = OpLabel(*op);
+  const std::string label = OpLabel(*op, fetch);
   const at::Tensor dest = TensorArg(label, "dest", dest_arg);
-  (void)CheckDest(dest, *op);  // the dtype first: it decides what the values may be
+  (void)CheckDest(dest, *op, fetch);  // the dtype first: it decides what the values may be
   const c10::Scalar value = ScalarArg(label, "value", value_arg);
   const c10::Scalar compare = ScalarArg(label, "cond", compare_arg);
   const int pe = TargetPe(label, pe_arg, team);
@@ -178,8 +185,8 @@ const WaitSet* WaitSetNamed(std::string_view name) {
 namespace {
 
 // dest's dtype takes `op`, and dest is one element; its word.
-Word CheckDest(const at::Tensor& dest, AtomicOp op) {
-  const std::string label = OpLabel(op);
+Word CheckDest(const at::Tensor& dest, AtomicOp op, bool fetch) {
+  const std::string label = OpLabel(op, fetch);
   const Word word = WordOf(dest.scalar_type());
   if (word.width == 0 || (word.floating && op != AtomicOp::kFetch && op != AtomicOp::kSet &&
                           op != AtomicOp::kSwap)) {
@@ -202,19 +209,23 @@ Word CheckDest(const at::Tensor& dest, AtomicOp op) {
 
 at::Tensor AtomicTensor(const at::Tensor& dest, AtomicOp op, const c10::Scalar& value,
                         const c10::Scalar& compare, int pe, bool fetch, CallPath path) {
-  const std::string label = OpLabel(op);
-  const Word word = CheckDest(dest, op);
-  const std::uint64_t value_bits = OperandBits(op, "value", dest.scalar_type(), word, value);
+  const std::string label = OpLabel(op, fetch);
+  const Word word = CheckDest(dest, op, fetch);
+  const std::uint64_t value_bits =
+      OperandBits(op, fetch, "value", dest.scalar_type(), word, value);
   const std::uint64_t compare_bits =
-      op == AtomicOp::kCompareSwap ? OperandBits(op, "cond", dest.scalar_type(), word, compare)
+      op == AtomicOp::kCompareSwap
+          ? OperandBits(op, fetch, "cond", dest.scalar_type(), word, compare)
                                    : 0;
   const SymmetricView view = Symmetric(label, "dest", dest);
   const StreamRef stream = CurrentStream();
   at::Tensor old;
   if (fetch) old = at::empty({}, at::TensorOptions().dtype(dest.scalar_type()));
-  Check(Runtime::Process().Atomic(view, word.width, op, value_bits, compare_bits, pe,
-                                  fetch ? old.mutable_data_ptr() : nullptr, stream,
-                                  fetch ? Hold(stream, dest, old) : nullptr));
+  // The Runtime tags its failures "atomic": named here as the call the user made.
+  const Status done = Runtime::Process().Atomic(view, word.width, op, value_bits, compare_bits,
+                                                pe, fetch ? old.mutable_data_ptr() : nullptr,
+                                                stream, fetch ? Hold(stream, dest, old) : nullptr);
+  if (!done.ok()) Throw(done.Retagged(label, done.phase()));
   RecordOp("atomic", pe, path);
   return old;
 }

@@ -45,6 +45,18 @@ void ThrowValueError(std::string_view operation, std::string_view what, std::str
   Throw(Contract(operation, what, rule, got));
 }
 
+Status ReasonOf(std::exception_ptr error) {
+  try {
+    if (error) std::rethrow_exception(error);
+  } catch (const NativeError& native) {
+    return native.status;
+  } catch (const std::exception& other) {
+    return Status::Assertion(ErrorCode::kInvalidArgument, other.what());
+  } catch (...) {
+  }
+  return Status::Assertion(ErrorCode::kInvalidArgument, "an argument was refused");
+}
+
 void Check(Status status) {
   if (!status.ok()) Throw(std::move(status));
 }

@@ -14,6 +14,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <exception>
 #include <string>
 #include <string_view>
 
@@ -42,6 +43,10 @@ namespace hyper_parallel::shmem::binding {
 [[noreturn]] HPS_BINDING_API void ThrowValueError(std::string_view operation,
                                                   std::string_view what, std::string_view rule,
                                                   std::string_view got);
+
+/// What a failure in flight says, as a Status: a NativeError's own, else INVALID_ARGUMENT with
+/// the exception's text (a TypeError / ValueError of an argument).
+HPS_BINDING_API Status ReasonOf(std::exception_ptr error);
 
 /// Throws a failed `status`; an ok one returns.
 HPS_BINDING_API void Check(Status status);

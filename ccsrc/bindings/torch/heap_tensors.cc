@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bindings/torch/errors.h"
+#include "bindings/torch/primitives.h"
 #include "bindings/torch/registration.h"
 #include "bindings/torch/streams.h"
 #include "runtime/heap_allocator.h"
@@ -92,19 +93,23 @@ void CheckOnHeapDevice(std::string_view operation, std::string_view name,
 
 at::Tensor Empty(const std::vector<int64_t>& sizes, at::ScalarType dtype, std::uint64_t alignment,
                  const std::string& note) {
-  std::uint64_t numel = 1;
-  for (int64_t size : sizes) {
-    if (size < 0) Check(Contract("empty", "size", "non-negative", std::to_string(size)));
-    if (size != 0 && numel > (std::uint64_t{1} << 62) / static_cast<std::uint64_t>(size)) {
-      Check(Contract("empty", "number of elements", "below 2^62", "an overflowing shape"));
+  // A request refused here still takes its place (docs/architecture.md, "A refused call keeps
+  // its place"); one the heap cannot place, the Runtime refuses alike.
+  const std::uint64_t bytes = Refusable("empty", kWorldTeam, [&] {
+    std::uint64_t numel = 1;
+    for (int64_t size : sizes) {
+      if (size < 0) Check(Contract("empty", "size", "non-negative", std::to_string(size)));
+      if (size != 0 && numel > (std::uint64_t{1} << 62) / static_cast<std::uint64_t>(size)) {
+        Check(Contract("empty", "number of elements", "below 2^62", "an overflowing shape"));
+      }
+      numel *= static_cast<std::uint64_t>(size);
     }
-    numel *= static_cast<std::uint64_t>(size);
-  }
-  const std::uint64_t element = c10::elementSize(dtype);
-  if (numel > (std::uint64_t{1} << 62) / element) {
-    Check(Contract("empty", "byte size", "below 2^62", "an overflowing shape"));
-  }
-  const std::uint64_t bytes = numel * element;
+    const std::uint64_t element = c10::elementSize(dtype);
+    if (numel > (std::uint64_t{1} << 62) / element) {
+      Check(Contract("empty", "byte size", "below 2^62", "an overflowing shape"));
+    }
+    return numel * element;
+  });
   Runtime& runtime = Runtime::Process();
   Allocation allocation;
   c10::Device device(c10::kCPU);
@@ -168,24 +173,28 @@ void InvalidateStorage(const at::Tensor& tensor, AllocationContext* context) {
 }
 
 void Free(const at::Tensor& tensor, const std::string& note) {
-  CheckOnHeapDevice("free", "tensor", tensor);
-  AllocationContext* context = ContextOf(tensor);
-  if (context == nullptr) {
-    Check(Contract("free", "tensor", "a symmetric tensor from shmem.empty",
-                   Describe(tensor) + " outside the symmetric heap"));
-  }
-  const bool already_freed = context->freed.load(std::memory_order_acquire);
-  if (!already_freed) {
-    // Only the tensor empty() returned, with its original extent, frees the allocation: a
-    // view, slice or reshape of it is rejected here, before anything collective.
-    const bool is_owner = context->owner.lock().get() == tensor.unsafeGetTensorImpl();
-    const bool whole = tensor.storage_offset() == 0 && ByteSize(tensor) == context->bytes;
-    if (!is_owner || !whole) {
-      Check(Contract("free", "freed tensor",
-                     "the tensor shmem.empty returned (not a view, slice or reshape of it)",
-                     Describe(tensor) + " viewing allocation " + std::to_string(context->id)));
+  // Refused here, the free still takes its place (docs/architecture.md, "A refused call keeps
+  // its place"): the other PEs' free of that number fails too.
+  AllocationContext* context = Refusable("free", kWorldTeam, [&] {
+    CheckOnHeapDevice("free", "tensor", tensor);
+    AllocationContext* found = ContextOf(tensor);
+    if (found == nullptr) {
+      Check(Contract("free", "tensor", "a symmetric tensor from shmem.empty",
+                     Describe(tensor) + " outside the symmetric heap"));
     }
-  }
+    if (!found->freed.load(std::memory_order_acquire)) {
+      // Only the tensor empty() returned, with its original extent, frees the allocation: a
+      // view, slice or reshape of it is refused.
+      const bool is_owner = found->owner.lock().get() == tensor.unsafeGetTensorImpl();
+      const bool whole = tensor.storage_offset() == 0 && ByteSize(tensor) == found->bytes;
+      if (!is_owner || !whole) {
+        Check(Contract("free", "freed tensor",
+                       "the tensor shmem.empty returned (not a view, slice or reshape of it)",
+                       Describe(tensor) + " viewing allocation " + std::to_string(found->id)));
+      }
+    }
+    return found;
+  });
   // An already freed tensor still goes to the Runtime, which reports DOUBLE_FREE (or
   // STALE_LIFECYCLE for a tensor of an earlier lifecycle) by its allocation id.
   const SymmetricView whole{context->id, context->base, context->bytes};

@@ -149,17 +149,19 @@ void RequireSymmetric(std::string_view op, std::string_view name, at::TensorList
 
 SignalOp SignalOpOf(std::string_view op, c10::string_view name) {
   const SignalOp* chosen = SignalOpNamed(name);
-  TORCH_CHECK_VALUE(chosen != nullptr, op, ": ",
-                    ContractText("operation", "one of set, add", "'" + std::string(name) + "'"));
+  if (chosen == nullptr) {
+    ThrowValueError(op, "operation", "one of set, add", "'" + std::string(name) + "'");
+  }
   return *chosen;
 }
 
 // A comparison's name as the enum; ValueError naming the choices otherwise.
 Comparison ComparisonOf(std::string_view op, c10::string_view name) {
   const Comparison* chosen = ComparisonNamed(name);
-  TORCH_CHECK_VALUE(chosen != nullptr, op, ": ",
-                    ContractText("comparison", "one of eq, ne, gt, ge, lt, le",
-                                 "'" + std::string(name) + "'"));
+  if (chosen == nullptr) {
+    ThrowValueError(op, "comparison", "one of eq, ne, gt, ge, lt, le",
+                    "'" + std::string(name) + "'");
+  }
   return *chosen;
 }
 
@@ -201,40 +203,50 @@ void WaitSignalKernel(at::Tensor& order, at::Tensor& sig, at::TensorList guarded
 }
 
 void BarrierKernel(at::Tensor& order, at::TensorList published, at::IntArrayRef team) {
-  CheckOrderToken(order, "barrier");
-  RequireSymmetric("barrier", "published item", published);
-  RunCollectiveTensors(CollectiveNamed("barrier"), TeamOf("barrier", team), nullptr, nullptr,
-                       CallPath::kCustomOp);
+  const TeamHandle on = TeamOf("barrier", team);
+  Refusable("barrier", on, [&] {
+    CheckOrderToken(order, "barrier");
+    RequireSymmetric("barrier", "published item", published);
+  });
+  RunCollectiveTensors(CollectiveNamed("barrier"), on, nullptr, nullptr, CallPath::kCustomOp);
 }
 
 template <const char* kName>
 void ExchangeKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& input,
                     at::IntArrayRef team) {
-  CheckOrderToken(order, kName);
-  RequireSymmetric(kName, "output", output);
-  RunCollectiveTensors(CollectiveNamed(kName), TeamOf(kName, team), &output, &input,
-                       CallPath::kCustomOp);
+  const TeamHandle on = TeamOf(kName, team);
+  Refusable(kName, on, [&] {
+    CheckOrderToken(order, kName);
+    RequireSymmetric(kName, "output", output);
+  });
+  RunCollectiveTensors(CollectiveNamed(kName), on, &output, &input, CallPath::kCustomOp);
 }
 
 void AllToAllKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& input,
                     at::IntArrayRef team, at::OptionalIntArrayRef output_split_sizes,
                     at::OptionalIntArrayRef input_split_sizes) {
-  CheckOrderToken(order, "all_to_all");
-  RequireSymmetric("all_to_all", "output", output);
+  const TeamHandle on = TeamOf("all_to_all", team);
+  Refusable(output_split_sizes || input_split_sizes ? "all_to_all_v" : "all_to_all", on, [&] {
+    CheckOrderToken(order, "all_to_all");
+    RequireSymmetric("all_to_all", "output", output);
+  });
   const auto as_vector = [](at::OptionalIntArrayRef sizes) -> std::optional<std::vector<std::int64_t>> {
     if (!sizes.has_value()) return std::nullopt;
     return sizes->vec();
   };
-  AllToAllTensors(output, input, as_vector(output_split_sizes), as_vector(input_split_sizes),
-                  TeamOf("all_to_all", team), CallPath::kCustomOp);
+  AllToAllTensors(output, input, as_vector(output_split_sizes), as_vector(input_split_sizes), on,
+                  CallPath::kCustomOp);
 }
 
 at::Tensor AllGatherVKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& input,
                             at::IntArrayRef team) {
-  CheckOrderToken(order, "all_gather_v");
-  RequireSymmetric("all_gather_v", "output", output);
+  const TeamHandle on = TeamOf("all_gather_v", team);
+  Refusable("all_gather_v", on, [&] {
+    CheckOrderToken(order, "all_gather_v");
+    RequireSymmetric("all_gather_v", "output", output);
+  });
   const std::vector<std::int64_t> rows =
-      AllGatherVTensors(output, input, TeamOf("all_gather_v", team), CallPath::kCustomOp);
+      AllGatherVTensors(output, input, on, CallPath::kCustomOp);
   at::Tensor counts = at::empty({static_cast<std::int64_t>(rows.size())},
                                 at::TensorOptions().dtype(at::kLong));
   for (std::size_t i = 0; i < rows.size(); ++i) counts.mutable_data_ptr<std::int64_t>()[i] = rows[i];
@@ -243,26 +255,34 @@ at::Tensor AllGatherVKernel(at::Tensor& order, at::Tensor& output, const at::Ten
 
 void BroadcastKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& input,
                      std::int64_t root, at::IntArrayRef team) {
-  CheckOrderToken(order, "broadcast");
-  RequireSymmetric("broadcast", "output", output);
-  RunCollectiveTensors(CollectiveNamed("broadcast"), TeamOf("broadcast", team), &output, &input,
-                       CallPath::kCustomOp, {root, 0, 0});
+  const TeamHandle on = TeamOf("broadcast", team);
+  Refusable("broadcast", on, [&] {
+    CheckOrderToken(order, "broadcast");
+    RequireSymmetric("broadcast", "output", output);
+  });
+  RunCollectiveTensors(CollectiveNamed("broadcast"), on, &output, &input, CallPath::kCustomOp,
+                       {root, 0, 0});
 }
 
 template <const char* kName>
 void ReductionKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& input,
                      c10::string_view op, at::IntArrayRef team) {
-  CheckOrderToken(order, kName);
-  RequireSymmetric(kName, "output", output);
-  RunCollectiveTensors(CollectiveNamed(kName), TeamOf(kName, team), &output, &input,
-                       CallPath::kCustomOp, {ReduceOpCode(kName, op), 0, 0});
+  const TeamHandle on = TeamOf(kName, team);
+  const std::int64_t code = Refusable(kName, on, [&] {
+    CheckOrderToken(order, kName);
+    RequireSymmetric(kName, "output", output);
+    return ReduceOpCode(kName, op);
+  });
+  RunCollectiveTensors(CollectiveNamed(kName), on, &output, &input, CallPath::kCustomOp,
+                       {code, 0, 0});
 }
 
 const AtomicOp& AtomicOpOf(c10::string_view name) {
   const AtomicOp* op = AtomicOpNamed(name);
-  TORCH_CHECK_VALUE(op != nullptr, "atomic: ",
-                    ContractText("op", "one of fetch, set, swap, compare_swap, add, and, or, xor",
-                                 "'" + std::string(name) + "'"));
+  if (op == nullptr) {
+    ThrowValueError("atomic", "op", "one of fetch, set, swap, compare_swap, add, and, or, xor",
+                    "'" + std::string(name) + "'");
+  }
   return *op;
 }
 
@@ -312,8 +332,9 @@ at::Tensor WaitSignalsKernel(at::Tensor& order, at::Tensor& signals, at::TensorL
   CheckOrderToken(order, "wait_signals");
   const Comparison chosen = ComparisonOf("wait_signals", comparison);
   const WaitSet* set = WaitSetNamed(wait);
-  TORCH_CHECK_VALUE(set != nullptr, "wait_signals: ",
-                    ContractText("wait", "one of any, all, some", "'" + std::string(wait) + "'"));
+  if (set == nullptr) {
+    ThrowValueError("wait_signals", "wait", "one of any, all, some", "'" + std::string(wait) + "'");
+  }
   RequireSymmetric("wait_signals", "signals", signals);
   RequireSymmetric("wait_signals", "guarded item", guarded);
   std::vector<std::uint8_t> flags;

@@ -78,8 +78,8 @@ KeepAlive HoldUntilQuiet(const at::Tensor& dst, const at::Tensor& src) {
   return std::make_shared<std::pair<at::Tensor, at::Tensor>>(dst, src);
 }
 
-SignalOp SignalOpArg(py::handle value) {
-  return *SignalOpNamed(ChoiceArg("operation", value, {"set", "add"}));
+SignalOp SignalOpArg(std::string_view op, py::handle value) {
+  return *SignalOpNamed(ChoiceArg(op, "operation", value, {"set", "add"}));
 }
 
 // Every eager call below is a range named as its custom op ("hps::put") while a profiler
@@ -95,8 +95,8 @@ SignalOp SignalOpArg(py::handle value) {
 
 void Put(py::handle dst, py::handle src, py::handle pe_arg, py::handle team) {
   HPS_EAGER_RANGE("hps::put");
-  const at::Tensor destination = TensorArg("dst", dst);
-  const at::Tensor source = TensorArg("src", src);
+  const at::Tensor destination = TensorArg("put", "dst", dst);
+  const at::Tensor source = TensorArg("put", "src", src);
   const int pe = TargetPe("put", pe_arg, team);
   const ReleaseFor released(ByteSize(destination));
   PutTensors(destination, source, pe, CallPath::kFunction);
@@ -104,8 +104,8 @@ void Put(py::handle dst, py::handle src, py::handle pe_arg, py::handle team) {
 
 void Get(py::handle dst, py::handle src, py::handle pe_arg, py::handle team) {
   HPS_EAGER_RANGE("hps::get");
-  const at::Tensor destination = TensorArg("dst", dst);
-  const at::Tensor source = TensorArg("src", src);
+  const at::Tensor destination = TensorArg("get", "dst", dst);
+  const at::Tensor source = TensorArg("get", "src", src);
   const int pe = TargetPe("get", pe_arg, team);
   const ReleaseFor released(ByteSize(source));
   GetTensors(destination, source, pe, CallPath::kFunction);
@@ -114,30 +114,30 @@ void Get(py::handle dst, py::handle src, py::handle pe_arg, py::handle team) {
 void Signal(py::handle sig, py::handle value_arg, py::handle pe_arg, py::handle operation,
             py::handle team) {
   HPS_EAGER_RANGE("hps::signal");
-  const at::Tensor signal = SignalArg(sig);
-  const std::int64_t value = ValueArg(value_arg);
+  const at::Tensor signal = SignalArg("signal", sig);
+  const std::int64_t value = ValueArg("signal", value_arg);
   const int pe = TargetPe("signal", pe_arg, team);
-  SignalTensor(signal, value, pe, SignalOpArg(operation), CallPath::kFunction);
+  SignalTensor(signal, value, pe, SignalOpArg("signal", operation), CallPath::kFunction);
 }
 
 void PutSignal(py::handle dst, py::handle src, py::handle sig, py::handle value_arg,
                py::handle pe_arg, py::handle operation, py::handle team) {
   HPS_EAGER_RANGE("hps::put_signal");
-  const at::Tensor signal = SignalArg(sig);
-  const at::Tensor destination = TensorArg("dst", dst);
-  const at::Tensor source = TensorArg("src", src);
-  const std::int64_t value = ValueArg(value_arg);
+  const at::Tensor signal = SignalArg("put_signal", sig);
+  const at::Tensor destination = TensorArg("put_signal", "dst", dst);
+  const at::Tensor source = TensorArg("put_signal", "src", src);
+  const std::int64_t value = ValueArg("put_signal", value_arg);
   const int pe = TargetPe("put_signal", pe_arg, team);
-  const SignalOp op = SignalOpArg(operation);
+  const SignalOp op = SignalOpArg("put_signal", operation);
   const ReleaseFor released(ByteSize(destination));
   PutSignalTensors(destination, source, signal, value, pe, op, CallPath::kFunction);
 }
 
 void WaitSignal(py::handle sig, py::handle value_arg, py::handle comparison_arg) {
   HPS_EAGER_RANGE("hps::wait_signal");
-  const at::Tensor signal = SignalArg(sig);
-  const std::int64_t value = ValueArg(value_arg);
-  const Comparison comparison = ComparisonArg(comparison_arg);
+  const at::Tensor signal = SignalArg("wait_signal", sig);
+  const std::int64_t value = ValueArg("wait_signal", value_arg);
+  const Comparison comparison = ComparisonArg("wait_signal", comparison_arg);
   py::gil_scoped_release no_gil;  // it may wait: another thread may need the GIL to signal
   WaitSignalTensor(signal, value, comparison, CallPath::kFunction);
 }
@@ -148,24 +148,31 @@ void RunCollective(const std::string& name, py::handle output_arg, py::handle in
                    py::handle team_arg, py::handle root_arg, py::handle op_arg) {
   HPS_EAGER_RANGE("hps::" + name);
   const data_plane::Collective& collective = CollectiveNamed(name);
-  const TeamHandle team = team_arg.is_none() ? kWorldTeam : TeamArgument(team_arg);
+  const TeamHandle team = team_arg.is_none() ? kWorldTeam : TeamArgument(name, team_arg);
   if (!collective.TakesOperands()) {
     py::gil_scoped_release no_gil;
     RunCollectiveTensors(collective, team, nullptr, nullptr, CallPath::kFunction);
     return;
   }
-  const at::Tensor output = TensorArg("output", output_arg);
-  const at::Tensor input = TensorArg("input", input_arg);
-  data_plane::CollectiveArguments arguments{};
-  if (!root_arg.is_none()) arguments[0] = PeArg(name, root_arg);  // refused by the unit
-  if (!op_arg.is_none()) {
-    if (!py::isinstance<py::str>(op_arg)) {
-      throw py::type_error(ContractText("op", "a str", TypeName(op_arg)));
+  struct Converted {
+    at::Tensor output, input;
+    data_plane::CollectiveArguments arguments{};
+  };
+  const Converted call = Refusable(name, team, [&] {
+    Converted converted{TensorArg(name, "output", output_arg),
+                        TensorArg(name, "input", input_arg)};
+    if (!root_arg.is_none()) converted.arguments[0] = PeArg(name, root_arg);  // the unit checks
+    if (!op_arg.is_none()) {
+      if (!py::isinstance<py::str>(op_arg)) {
+        ThrowTypeError(name, "op", "a str", TypeName(op_arg));
+      }
+      converted.arguments[0] = ReduceOpCode(name, op_arg.cast<std::string>());
     }
-    arguments[0] = ReduceOpCode(name, op_arg.cast<std::string>());
-  }
+    return converted;
+  });
   py::gil_scoped_release no_gil;
-  RunCollectiveTensors(collective, team, &output, &input, CallPath::kFunction, arguments);
+  RunCollectiveTensors(collective, team, &call.output, &call.input, CallPath::kFunction,
+                       call.arguments);
 }
 
 #undef HPS_EAGER_RANGE
@@ -187,8 +194,8 @@ int TargetPe(std::string_view operation, py::handle pe_arg, py::handle team) {
   return WorldPe(operation, team, pe);
 }
 
-Comparison ComparisonArg(py::handle value) {
-  return *ComparisonNamed(ChoiceArg("comparison", value, {"eq", "ne", "gt", "ge", "lt", "le"}));
+Comparison ComparisonArg(std::string_view operation, py::handle value) {
+  return *ComparisonNamed(ChoiceArg(operation, "comparison", value, {"eq", "ne", "gt", "ge", "lt", "le"}));
 }
 
 const SignalOp* SignalOpNamed(std::string_view name) {
@@ -292,6 +299,21 @@ std::int64_t ReduceOpCode(std::string_view operation, std::string_view name) {
   return static_cast<std::int64_t>(*op);
 }
 
+void RefuseInPlace(std::string_view kind, const TeamHandle& team, std::exception_ptr error) {
+  try {
+    const Status why = ReasonOf(error);
+    const StreamRef stream = CurrentStream();  // may take the GIL (the NPU's current stream)
+    if (PyGILState_Check()) {
+      py::gil_scoped_release no_gil;  // the refusal waits for the peers' calls
+      (void)Runtime::Process().RefuseCollective(team, kind, why, stream);
+    } else {
+      (void)Runtime::Process().RefuseCollective(team, kind, why, stream);
+    }
+  } catch (...) {
+    // No stream to refuse on (no Runtime): the failure in flight says why.
+  }
+}
+
 void RunCollectiveTensors(const data_plane::Collective& collective, const TeamHandle& team,
                           const at::Tensor* output, const at::Tensor* input, CallPath path,
                           const data_plane::CollectiveArguments& arguments) {
@@ -304,12 +326,14 @@ void RunCollectiveTensors(const data_plane::Collective& collective, const TeamHa
     return;
   }
   const std::string_view op = collective.name();
-  const SymmetricView view = Symmetric(op, "output", *output);
-  const void* local = Local(op, "input", *input);
-  CheckSameDtype(op, *output, *input);
-  const CollectiveOperands operands{
-      view, local, ByteSize(*input), static_cast<std::uint64_t>(output->element_size()),
-      c10::getDtypeNames(output->scalar_type()).first, arguments};
+  const CollectiveOperands operands = Refusable(op, team, [&] {
+    const SymmetricView view = Symmetric(op, "output", *output);
+    const void* local = Local(op, "input", *input);
+    CheckSameDtype(op, *output, *input);
+    return CollectiveOperands{view, local, ByteSize(*input),
+                              static_cast<std::uint64_t>(output->element_size()),
+                              c10::getDtypeNames(output->scalar_type()).first, arguments};
+  });
   KeepAlive hold = Hold(stream, *output, *input);
   Check(world ? Runtime::Process().RunCollective(collective, operands, stream, std::move(hold))
               : Runtime::Process().RunCollective(team, collective, operands, stream,
@@ -346,13 +370,13 @@ std::uint64_t RowBytes(std::string_view op, const at::Tensor& output, const at::
 std::optional<std::vector<std::int64_t>> SplitArg(std::string_view name, py::handle value) {
   if (value.is_none()) return std::nullopt;
   if (!py::isinstance<py::sequence>(value) || py::isinstance<py::str>(value)) {
-    throw py::type_error(ContractText(name, "a sequence of ints or None", TypeName(value)));
+    ThrowTypeError("all_to_all", name, "a sequence of ints or None", TypeName(value));
   }
   std::vector<std::int64_t> sizes;
   for (py::handle item : value) {
     bool in_range = true;
-    sizes.push_back(IntArg(name, item, &in_range));
-    if (!in_range) throw py::value_error(ContractText(name, "ints that fit int64", "a larger one"));
+    sizes.push_back(IntArg("all_to_all", name, item, &in_range));
+    if (!in_range) ThrowValueError("all_to_all", name, "ints that fit int64", "a larger one");
   }
   return sizes;
 }
@@ -415,20 +439,22 @@ std::vector<std::uint64_t> SplitBytes(std::string_view op, std::string_view name
 std::vector<std::int64_t> AllGatherVTensors(const at::Tensor& output, const at::Tensor& input,
                                             const TeamHandle& team, CallPath path) {
   constexpr std::string_view kOp = "all_gather_v";
-  const SymmetricView view = Symmetric(kOp, "output", output);
-  const void* local = Local(kOp, "input", input);
-  const std::uint64_t row = RowBytes(kOp, output, input);
   const StreamRef stream = CurrentStream();
-  if (IsQueuedOwnStream(stream)) {
-    Check(Status::Assertion(ErrorCode::kInvalidState,
-                            "all_gather_v returns every PE's row count when it has run: call it "
-                            "on the default stream",
-                            {{"operation", std::string(kOp)}})
-              .At(kOp, "validate"));
-  }
-  CollectiveOperands operands{view, local, ByteSize(input),
+  std::uint64_t row = 0;
+  CollectiveOperands operands = Refusable(kOp, team, [&] {
+    const SymmetricView view = Symmetric(kOp, "output", output);
+    const void* local = Local(kOp, "input", input);
+    row = RowBytes(kOp, output, input);
+    if (IsQueuedOwnStream(stream)) {
+      Check(Status::Assertion(ErrorCode::kInvalidState,
+                              "all_gather_v returns every PE's row count when it has run: call "
+                              "it on the default stream")
+                .At(kOp, "validate"));
+    }
+    return CollectiveOperands{view, local, ByteSize(input),
                               static_cast<std::uint64_t>(output.element_size()),
                               c10::getDtypeNames(output.scalar_type()).first};
+  });
   operands.results = std::make_shared<std::vector<std::uint64_t>>();
   RunVariable(CollectiveNamed(kOp), team, operands, output, input, stream);
   RecordOp(kOp, -1, path);
@@ -446,17 +472,21 @@ void AllToAllTensors(const at::Tensor& output, const at::Tensor& input,
     return;
   }
   constexpr std::string_view kOp = "all_to_all";
-  const SymmetricView view = Symmetric(kOp, "output", output);
-  const void* local = Local(kOp, "input", input);
-  const std::uint64_t row = RowBytes(kOp, output, input);
-  const int members = TeamSize(team);
-  CollectiveOperands operands{view, local, ByteSize(input),
-                              static_cast<std::uint64_t>(output.element_size()),
-                              c10::getDtypeNames(output.scalar_type()).first};
-  operands.sizes = SplitBytes(kOp, "input", input_split_sizes, input.size(0), members, row);
-  const std::vector<std::uint64_t> receive =
-      SplitBytes(kOp, "output", output_split_sizes, output.size(0), members, row);
-  operands.sizes.insert(operands.sizes.end(), receive.begin(), receive.end());
+  // The split call's kind: every PE's refusal takes the place of that call.
+  const CollectiveOperands operands = Refusable("all_to_all_v", team, [&] {
+    const SymmetricView view = Symmetric(kOp, "output", output);
+    const void* local = Local(kOp, "input", input);
+    const std::uint64_t row = RowBytes(kOp, output, input);
+    const int members = TeamSize(team);
+    CollectiveOperands checked{view, local, ByteSize(input),
+                               static_cast<std::uint64_t>(output.element_size()),
+                               c10::getDtypeNames(output.scalar_type()).first};
+    checked.sizes = SplitBytes(kOp, "input", input_split_sizes, input.size(0), members, row);
+    const std::vector<std::uint64_t> receive =
+        SplitBytes(kOp, "output", output_split_sizes, output.size(0), members, row);
+    checked.sizes.insert(checked.sizes.end(), receive.begin(), receive.end());
+    return checked;
+  });
   RunVariable(CollectiveNamed("all_to_all_v"), team, operands, output, input, CurrentStream());
   RecordOp(kOp, -1, path);
 }
@@ -476,9 +506,11 @@ void RegisterPrimitives(py::module_& m) {
   m.def(
       "all_gather_v",
       [](py::handle output, py::handle input, py::handle team_arg) {
-        const at::Tensor out = TensorArg("output", output);
-        const at::Tensor in = TensorArg("input", input);
-        const TeamHandle team = team_arg.is_none() ? kWorldTeam : TeamArgument(team_arg);
+        const TeamHandle team = team_arg.is_none() ? kWorldTeam : TeamArgument("all_gather_v", team_arg);
+        const auto [out, in] = Refusable("all_gather_v", team, [&] {
+          return std::pair{TensorArg("all_gather_v", "output", output),
+                           TensorArg("all_gather_v", "input", input)};
+        });
         std::vector<std::int64_t> rows;
         {
           py::gil_scoped_release no_gil;
@@ -493,16 +525,36 @@ void RegisterPrimitives(py::module_& m) {
       "all_to_all",
       [](py::handle output, py::handle input, py::handle out_splits, py::handle in_splits,
          py::handle team_arg) {
-        const at::Tensor out = TensorArg("output", output);
-        const at::Tensor in = TensorArg("input", input);
-        const TeamHandle team = team_arg.is_none() ? kWorldTeam : TeamArgument(team_arg);
-        const auto output_splits = SplitArg("output_split_sizes", out_splits);
-        const auto input_splits = SplitArg("input_split_sizes", in_splits);
+        const TeamHandle team = team_arg.is_none() ? kWorldTeam : TeamArgument("all_to_all", team_arg);
+        struct Converted {
+          at::Tensor out, in;
+          std::optional<std::vector<std::int64_t>> output_splits, input_splits;
+        };
+        const Converted call = Refusable("all_to_all_v", team, [&] {
+          return Converted{TensorArg("all_to_all", "output", output),
+                           TensorArg("all_to_all", "input", input),
+                           SplitArg("output_split_sizes", out_splits),
+                           SplitArg("input_split_sizes", in_splits)};
+        });
         py::gil_scoped_release no_gil;
-        AllToAllTensors(out, in, output_splits, input_splits, team, CallPath::kFunction);
+        AllToAllTensors(call.out, call.in, call.output_splits, call.input_splits, team,
+                        CallPath::kFunction);
       },
       py::arg("output"), py::arg("input"), py::arg("output_split_sizes") = py::none(),
       py::arg("input_split_sizes") = py::none(), py::arg("team") = py::none());
+  m.def(
+      "refuse_collective",
+      [](const std::string& kind, py::handle team_arg, const std::string& reason) {
+        const TeamHandle team =
+            team_arg.is_none() ? kWorldTeam : TeamArgument(std::string_view(kind), team_arg);
+        Status why = Status::Assertion(ErrorCode::kInvalidArgument, reason);
+        const StreamRef stream = CurrentStream();
+        py::gil_scoped_release no_gil;
+        (void)Runtime::Process().RefuseCollective(team, kind, std::move(why), stream);
+      },
+      py::arg("kind"), py::arg("team"), py::arg("reason"),
+      "Publishes this PE's refusal of a collective of kind `kind` (a check of the Python layer "
+      "failed): the call's place in the team's sequence, so the peers' call fails naming it.");
   m.def("collective", &RunCollective, py::arg("name"), py::arg("output") = py::none(),
         py::arg("input") = py::none(), py::arg("team") = py::none(),
         py::arg("root") = py::none(), py::arg("op") = py::none(),

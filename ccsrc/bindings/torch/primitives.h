@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -61,10 +62,30 @@ SignalWidth Width(std::string_view operation, const at::Tensor& signal,
 /// PE `pe`.
 int TargetPe(std::string_view operation, pybind11::handle pe_arg, pybind11::handle team);
 /// A Python comparison argument ("eq" ... "le"), else ValueError naming the choices.
-Comparison ComparisonArg(pybind11::handle value);
+Comparison ComparisonArg(std::string_view operation, pybind11::handle value);
 /// "fetch" ... "xor" and "any" / "all" / "some" as the Runtime's enums; null when unknown.
 const AtomicOp* AtomicOpNamed(std::string_view name);
 const WaitSet* WaitSetNamed(std::string_view name);
+
+/// Publishes this PE's refusal of a collective of kind `kind` over `team` on the current
+/// stream (Runtime::RefuseCollective), for the failure `error` (a ShmemError's status, or the
+/// text of a TypeError / ValueError). Takes and releases the GIL as it needs; never throws.
+void RefuseInPlace(std::string_view kind, const TeamHandle& team, std::exception_ptr error);
+
+/// Runs `checks` (a collective entry's conversions and checks, before its Runtime call) and
+/// returns what it returns. A failure there is refused in the call's place first
+/// (RefuseInPlace), then propagates as it was thrown: the PEs stay in step whichever of them
+/// refused (docs/architecture.md, "A refused call keeps its place").
+template <typename Checks>
+auto Refusable(std::string_view kind, const TeamHandle& team, Checks&& checks)
+    -> decltype(checks()) {
+  try {
+    return checks();
+  } catch (...) {
+    RefuseInPlace(kind, team, std::current_exception());
+    throw;
+  }
+}
 
 /// Runs `collective` over `team` (kWorldTeam: the Root WORLD): with no operands when both are
 /// null (barrier), else with a symmetric output and a local input of the same dtype, and the

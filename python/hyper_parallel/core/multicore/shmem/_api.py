@@ -93,16 +93,20 @@ def empty(*size, dtype: torch.dtype | None = None, alignment: int | None = None)
     Not inside a compiled function (INVALID_STATE).
     """
     _outside_compile("empty")
-    sizes = _sizes(size)
-    if dtype is None:
-        dtype = torch.get_default_dtype()
-    if not isinstance(dtype, torch.dtype):
-        raise type_error("empty", "dtype", "a torch.dtype or None", _type_name(dtype))
-    if alignment is None:
-        alignment = native.default_alignment()
-    alignment = _require_int("empty", "alignment", alignment)
-    if alignment <= 0:
-        raise value_error("empty", "alignment", "a positive power of two", alignment)
+    try:
+        sizes = _sizes(size)
+        if dtype is None:
+            dtype = torch.get_default_dtype()
+        if not isinstance(dtype, torch.dtype):
+            raise type_error("empty", "dtype", "a torch.dtype or None", _type_name(dtype))
+        if alignment is None:
+            alignment = native.default_alignment()
+        alignment = _require_int("empty", "alignment", alignment)
+        if alignment <= 0:
+            raise value_error("empty", "alignment", "a positive power of two", alignment)
+    except ShmemError as error:
+        _refuse("empty", None, error)
+        raise
     return native.empty(sizes, dtype, alignment, _debug.allocation_note(tuple(sizes), dtype))
 
 
@@ -114,7 +118,11 @@ def free(tensor: torch.Tensor) -> None:
     compiled function (INVALID_STATE).
     """
     _outside_compile("free")
-    tensor = _require_tensor("free", "tensor", tensor)
+    try:
+        tensor = _require_tensor("free", "tensor", tensor)
+    except ShmemError as error:
+        _refuse("free", None, error)
+        raise
     native.free(tensor, _debug.allocation_note(tuple(tensor.shape), tensor.dtype))
 
 
@@ -204,15 +212,35 @@ def all_to_all(output: torch.Tensor, input: torch.Tensor,  # noqa: A002 (torch's
     not what j expects from i) raise COLLECTIVE_MISMATCH on every PE, naming the pair, before
     any byte moves. team is keyword-only: a Team where a split list goes is refused.
     """
-    if _is_team(output_split_sizes) or _is_team(input_split_sizes):
-        raise type_error("all_to_all", "the third and fourth arguments",
-                         "output_split_sizes and input_split_sizes (pass the team by keyword, "
-                         "team=...)", "a shmem.Team")
     if output_split_sizes is None and input_split_sizes is None:
         native.collective("all_to_all", output, input, team)
-    else:
-        native.all_to_all(output, input, _split_list(output_split_sizes),
-                          _split_list(input_split_sizes), team)
+        return
+    try:
+        if _is_team(output_split_sizes) or _is_team(input_split_sizes):
+            # The team meant is most likely the one passed there: the refusal goes to it.
+            team = team or next(v for v in (output_split_sizes, input_split_sizes) if _is_team(v))
+            raise type_error("all_to_all", "the third and fourth arguments",
+                             "output_split_sizes and input_split_sizes (pass the team by "
+                             "keyword, team=...)", "a shmem.Team")
+        output_splits = _split_list(output_split_sizes)
+        input_splits = _split_list(input_split_sizes)
+    except ShmemError as error:
+        _refuse("all_to_all_v", team, error)
+        raise
+    native.all_to_all(output, input, output_splits, input_splits, team)
+
+
+def _refuse(kind: str, team, error: Exception) -> None:
+    """Publishes this PE's refusal of a collective of kind `kind` in the call's place, so the
+    peers' call fails naming it and the PEs stay in step (docs/architecture.md, "A refused call
+    keeps its place"); then the caller raises `error`."""
+    text = str(error)
+    if isinstance(error, ShmemError):
+        text = text.split(f"phase={error.phase} ", 1)[-1]
+    try:
+        native.refuse_collective(kind, team, text)
+    except ShmemError:
+        pass  # no Runtime to refuse in: `error` says why
 
 
 def _is_team(value) -> bool:
@@ -228,7 +256,11 @@ def _split_list(sizes):
         return None
     if isinstance(sizes, torch.Tensor):
         return [int(v) for v in sizes.tolist()]
-    return list(sizes)
+    try:
+        return list(sizes)
+    except TypeError:
+        raise type_error("all_to_all", "split sizes", "a sequence of ints, a tensor or None",
+                         _type_name(sizes)) from None
 
 
 # ---- the same functions inside a compiled function ----------------------------------------
