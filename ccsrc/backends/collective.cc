@@ -35,9 +35,10 @@ std::string_view NameOf(const std::array<char, N>& field) {
 // The first compared field in which `a` and `b` differ, or null. The fields compared are the
 // ones `a` (PE 0's call) declares.
 const char* FirstDifference(const CollectiveDescriptor& a, const CollectiveDescriptor& b) {
+  // A refusal first: whatever the others called in its place fails naming it.
+  if (a.refused != b.refused) return "refused";
   if (a.kind != b.kind) return "kind";
   if (a.sequence != b.sequence) return "sequence";
-  if (a.refused != b.refused) return "refused";
   if (a.refused) return nullptr;  // refused everywhere: each PE reports its own reason
   if (a.fields != b.fields) return "fields";
   if ((a.fields & kAgreeBytes) && a.bytes != b.bytes) return "bytes";

@@ -184,6 +184,54 @@ def test_a_job_started_with_torchruns_variables_finds_its_peers(tmp_path):
     assert "PE 0 of 2 got 101" in outputs[0] and "PE 1 of 2 got 100" in outputs[1]
 
 
+REFUSED_ON_ONE = r"""
+#include <shmem.h>
+#include <stdio.h>
+
+static long dest[4], source[4];
+
+int main(void) {
+  shmem_init();
+  int me = shmem_my_pe();
+  /* PE 0 names a root outside the team; the others call it right. */
+  shmem_broadcastmem(SHMEM_TEAM_WORLD, dest, source, sizeof(source), me == 0 ? 7 : 0);
+  printf("PE %d went on\n", me);
+  shmem_finalize();
+  return 0;
+}
+"""
+
+
+def test_a_collective_refused_on_one_pe_ends_the_job_on_every_pe_with_its_reason(tmp_path):
+    """A collective one PE refuses takes its place (docs/openshmem.md, "Bad input"): PE 0 prints
+    its reason, every other PE's call fails printing it too, and nobody waits, even without a
+    launcher that stops the others."""
+    exe = _build(tmp_path, REFUSED_ON_ONE, "refused_on_one")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1] - 1  # rank 0 listens on MASTER_PORT + 1
+    procs = []
+    for rank in range(3):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="3", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), HYPER_PARALLEL_SHMEM_TIMEOUT_SEC="60")
+        for name in ("HYPER_PARALLEL_SHMEM_BOOTSTRAP_NAME", "HPS_OSHRUN_CONTROL_FD"):
+            env.pop(name, None)
+        procs.append(subprocess.Popen([exe], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    outputs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [1, 1, 1], outputs
+    reason = "root must be in [0, 3) of the team, but got 7"
+    assert all("went on" not in out for out, _ in outputs), outputs
+    assert reason in outputs[0][1] and "error_code=INVALID_ARGUMENT" in outputs[0][1], outputs[0]
+    for _, err in outputs[1:]:
+        assert "error_code=COLLECTIVE_MISMATCH" in err and "refused on PE 0" in err, err
+        assert "operation=shmem_broadcastmem" in err and "PE_root" in err, err
+    # Under the launcher every PE ends as well, PE 0's reason printed.
+    launched = _run([OSHRUN, "-np", "2", exe], timeout=60)
+    assert launched.returncode == 1, launched.stderr
+    assert "root must be in [0, 2) of the team, but got 7" in launched.stderr, launched.stderr
+
+
 def test_the_semantics_hold_with_every_peer_through_ucx(tmp_path):
     exe = _build(tmp_path, open(SEMANTICS).read(), "semantics")
     env = dict(os.environ, HYPER_PARALLEL_SHMEM_REMOTE_PEERS="all", UCX_TLS="tcp,self",

@@ -31,6 +31,7 @@ const data_plane::Collective& Unit(std::string_view name) {
 void Run(std::string_view call, const TeamEntry& team, std::string_view unit,
          const CollectiveOperands& operands) {
   Runtime& runtime = Ready(call);
+  RefusalScope::Entered();
   const Status s = team.handle == kWorldTeam
                        ? runtime.RunCollective(Unit(unit), operands, kDefaultStream)
                        : runtime.RunCollective(team.handle, Unit(unit), operands, kDefaultStream);
@@ -135,6 +136,7 @@ class SmallCall {
 
 int Broadcast(std::string_view call, const TeamEntry& team, void* dest, const void* source,
               std::uint64_t bytes, int root) {
+  RefusalScope refusal(team.handle);  // a failed check takes the call's place
   const int n = static_cast<int>(team.pes.size());
   if (root < 0 || root >= n) {
     FailArgument(call, "PE_root", "in [0, " + std::to_string(n) + ") of the team", std::to_string(root));
@@ -157,6 +159,7 @@ int Broadcast(std::string_view call, const TeamEntry& team, void* dest, const vo
 
 int Collect(std::string_view call, const TeamEntry& team, void* dest, const void* source,
             std::uint64_t bytes) {
+  RefusalScope refusal(team.handle);  // a failed check takes the call's place
   const std::uint64_t room = BytesToEnd(dest);
   // A PE that gives nothing and names no symmetric dest (null) takes no part: every PE of a
   // collect of nothing may do so (tests-sos's zero-length collectives).
@@ -198,6 +201,7 @@ int Collect(std::string_view call, const TeamEntry& team, void* dest, const void
 
 int Fcollect(std::string_view call, const TeamEntry& team, void* dest, const void* source,
              std::uint64_t bytes) {
+  RefusalScope refusal(team.handle);  // a failed check takes the call's place
   if (bytes == 0) return 0;
   if (Small(team, bytes)) {
     Resolve(call, "dest", dest, Bytes(call, bytes, team.pes.size()));
@@ -215,6 +219,7 @@ int Fcollect(std::string_view call, const TeamEntry& team, void* dest, const voi
 
 int Alltoall(std::string_view call, const TeamEntry& team, void* dest, const void* source,
              std::uint64_t bytes) {
+  RefusalScope refusal(team.handle);  // a failed check takes the call's place
   if (bytes == 0) return 0;
   const std::uint64_t total = Bytes(call, bytes, team.pes.size());
   if (Small(team, total)) {
@@ -237,6 +242,7 @@ int Alltoall(std::string_view call, const TeamEntry& team, void* dest, const voi
 // lands at dest[(me * nelems + i) * dst] on j; puts between two barriers of the team.
 int Alltoalls(std::string_view call, const TeamEntry& team, void* dest, const void* source,
               std::ptrdiff_t dst, std::ptrdiff_t sst, std::size_t nelems, std::size_t size) {
+  RefusalScope refusal(team.handle);  // a failed check takes the call's place
   Barrier(call, team);
   const auto me = static_cast<std::ptrdiff_t>(team.my_pe);
   const auto n = static_cast<std::ptrdiff_t>(nelems);
@@ -343,6 +349,7 @@ void GatherReduce(std::string_view call, const TeamEntry& team, ops::ReduceOp op
 template <class T>
 int Reduce(std::string_view call, const TeamEntry& team, ops::ReduceOp op, T* dest,
            const T* source, std::size_t count) {
+  RefusalScope refusal(team.handle);  // a failed check takes the call's place
   if (count == 0) return 0;
   const std::uint64_t bytes = Bytes(call, count, sizeof(T));
   if (Small(team, bytes)) {

@@ -296,11 +296,37 @@ std::uint64_t NowNs() {
 
 void Report(std::string_view call, const Status& status) {
   std::fflush(stdout);
+  // The operation is the call the program made (the Runtime names its own unit, a check of
+  // this library's none).
+  const Status named =
+      status.Retagged(call, status.phase().empty() ? "validate" : status.phase());
   std::fprintf(stderr, "hyper_parallel_shmem: PE %d: %.*s: %s\n", MyPe(),
-               static_cast<int>(call.size()), call.data(), status.ToString().c_str());
+               static_cast<int>(call.size()), call.data(), named.ToString().c_str());
 }
 
+namespace {
+
+// The team of the collective whose checks this thread is running (RefusalScope), if any.
+struct PendingRefusal {
+  bool armed = false;
+  TeamHandle team;
+};
+thread_local PendingRefusal pending_refusal;
+
+}  // namespace
+
+RefusalScope::RefusalScope(const TeamHandle& team) { pending_refusal = {true, team}; }
+RefusalScope::~RefusalScope() { pending_refusal.armed = false; }
+void RefusalScope::Entered() { pending_refusal.armed = false; }
+
 void Fail(std::string_view call, const Status& status) {
+  if (pending_refusal.armed && S().ready) {
+    // A collective refused here: its place is taken first, so the others' call fails naming
+    // this PE's reason (bounded by the Runtime's timeout) instead of waiting for it.
+    pending_refusal.armed = false;
+    (void)Runtime::Process().RefuseCollective(pending_refusal.team, call.substr(0, 15), status,
+                                              kDefaultStream);
+  }
   Report(call, status);
   GlobalExit(1);
 }

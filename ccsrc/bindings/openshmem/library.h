@@ -24,6 +24,21 @@ namespace hyper_parallel::shmem::openshmem {
 void Report(std::string_view call, const Status& status);
 /// Report, then ends the job on every PE (exit status 1).
 [[noreturn]] void Fail(std::string_view call, const Status& status);
+/// For the length of a collective's own checks on `team`: a Fail meanwhile first publishes
+/// this PE's refusal in the collective's place (Runtime::RefuseCollective), so every other
+/// member's call fails too, printing this PE's reason, and none waits for a PE that is gone
+/// (docs/openshmem.md, "Bad input"). Ended (RefusalScope::Entered) when the call reaches the
+/// Runtime, whose failures every member sees alike. One per thread at a time.
+class RefusalScope {
+ public:
+  explicit RefusalScope(const TeamHandle& team);
+  ~RefusalScope();
+  RefusalScope(const RefusalScope&) = delete;
+  RefusalScope& operator=(const RefusalScope&) = delete;
+  /// The call reached the Runtime: a failure from here on is not a refusal.
+  static void Entered();
+};
+
 /// Fail with INVALID_ARGUMENT naming `argument`, the rule and what was given.
 [[noreturn]] void FailArgument(std::string_view call, std::string_view argument,
                                std::string_view rule, std::string_view given);
