@@ -31,6 +31,47 @@ std::string InitRecord(const Config& config, std::string_view backend, const Dev
   return text.str();
 }
 
+// The first setting in which two InitRecords differ: its name (with the variable that sets it,
+// where one does) and both values.
+std::vector<Field> ConfigDifference(const std::string& theirs, const std::string& ours, int pe) {
+  auto settings = [](const std::string& record) {
+    std::vector<std::pair<std::string, std::string>> out;
+    std::size_t start = 0;
+    while (start <= record.size()) {
+      std::size_t end = record.find(';', start);
+      if (end == std::string::npos) end = record.size();
+      const std::string item = record.substr(start, end - start);
+      const std::size_t eq = item.find('=');
+      out.push_back({item.substr(0, eq), eq == std::string::npos ? "" : item.substr(eq + 1)});
+      start = end + 1;
+    }
+    return out;
+  };
+  static const std::pair<std::string_view, std::string_view> kSetBy[] = {
+      {"heap_bytes", kEnvHeapSize},           {"timeout_sec", kEnvTimeoutSec},
+      {"backend", kEnvBackend},               {"quarantine_bytes", kEnvQuarantineBytes},
+      {"max_teams", kEnvMaxTeams},            {"reduce_workspace", kEnvReduceWorkspace},
+      {"max_pes", kEnvMaxPes},                {"remote_peers", kEnvRemotePeers},
+      {"remote_path", kEnvRemotePath},        {"peer_silence_ms", kEnvPeerSilenceMs},
+      {"algorithms", kEnvAlgorithms}};
+  const auto mine = settings(ours);
+  const auto other = settings(theirs);
+  for (std::size_t i = 0; i < std::max(mine.size(), other.size()); ++i) {
+    const auto ours_item = i < mine.size() ? mine[i] : std::pair<std::string, std::string>{};
+    const auto theirs_item = i < other.size() ? other[i] : std::pair<std::string, std::string>{};
+    if (ours_item == theirs_item) continue;
+    std::string setting = ours_item.first.empty() ? theirs_item.first : ours_item.first;
+    for (const auto& [key, variable] : kSetBy) {
+      if (setting == key) setting += " (" + std::string(variable) + ")";
+    }
+    return {{"setting", setting},
+            {"pe", std::to_string(pe)},
+            {"theirs", theirs_item.second},
+            {"ours", ours_item.second}};
+  }
+  return {{"pe", std::to_string(pe)}, {"theirs", theirs}, {"ours", ours}};
+}
+
 // HYPER_PARALLEL_SHMEM_ALGORITHMS names collectives of `collectives` (the build's, as the
 // binding passes them) and, for each, "auto" or one of the algorithms it offers.
 Status CheckAlgorithms(const Config& config,
@@ -287,9 +328,7 @@ Status Runtime::Init(InitOptions options) {
     if (records[pe] != mine) {
       return fail(Status::Assertion(ErrorCode::kInvalidConfig,
                                     "PEs disagree on the configuration",
-                                    {{"pe", std::to_string(pe)},
-                                     {"theirs", records[pe]},
-                                     {"ours", mine}}),
+                                    ConfigDifference(records[pe], mine, pe)),
                   "bootstrap", std::move(backend));
     }
   }

@@ -47,6 +47,15 @@ TEST(Lifecycle, PesThatDisagreeOnHeapSizeAllFailAndCanRetry) {
     CHECK_PE(ctx, status.code() == ErrorCode::kInvalidConfig, status.ToString());
     CHECK_PE(ctx, Contains(status.message(), "PEs disagree on the configuration"),
              status.message());
+    // The setting that differs, named with its variable, and the two values: no dumps.
+    const std::string theirs = ctx.rank == 1 ? "1048576" : "2097152";
+    const std::string ours = ctx.rank == 1 ? "2097152" : "1048576";
+    CHECK_PE(ctx, Contains(status.message(),
+                           "setting=heap_bytes (HYPER_PARALLEL_SHMEM_HEAP_SIZE), pe=" +
+                               std::string(ctx.rank == 1 ? "0" : "1") + ", theirs=" + theirs +
+                               ", ours=" + ours),
+             status.message());
+    CHECK_PE(ctx, status.message().size() < 200, status.message());
     CHECK_PE(ctx, Rt().state() == RuntimeState::kUninitialized, "rolled back");
     CHECK_PE(ctx, OwnSegmentCount() == 0, "no segment after a failed init");
     ::setenv("HYPER_PARALLEL_SHMEM_HEAP_SIZE", "1048576", 1);
