@@ -37,6 +37,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -604,6 +605,9 @@ class Runtime {
   // The teams this PE is in, by slot (null: a free slot); slot 0 is the Root WORLD (every PE,
   // in rank order). Each has its own sequence of collective numbers (docs/teams.md).
   std::vector<std::shared_ptr<TeamState>> teams_ GUARDED_BY(mutex_);
+  // The PEs of each team handle destroyed lately ("[0,2]"), to name it when it is used again.
+  static constexpr std::size_t kDestroyedTeamsKept = 256;
+  std::map<std::uint64_t, std::string> destroyed_teams_ GUARDED_BY(mutex_);
   // The highest collective number any team of this PE used on each slot this lifecycle: a new
   // team in a slot continues above every member's (their control words only grow).
   std::vector<std::uint64_t> slot_high_ GUARDED_BY(mutex_);

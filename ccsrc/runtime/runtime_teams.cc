@@ -126,16 +126,17 @@ Status Runtime::ResolveTeam(const TeamHandle& handle, std::shared_ptr<TeamState>
                                     handle.id >> kHandleOwnerShift) - 1));
   }
   const std::shared_ptr<TeamState>& team = teams_[slot];
-  if (team == nullptr) {
-    return Status::Assertion(ErrorCode::kInvalidArgument, "team was destroyed",
-                             {{"slot", std::to_string(handle.slot)},
-                              {"handle", std::to_string(handle.id)}});
-  }
-  if (handle.id != 0 &&
-      std::find(team->handles.begin(), team->handles.end(), handle.id) == team->handles.end()) {
-    return Status::Assertion(ErrorCode::kInvalidArgument, "team handle was destroyed",
-                             {{"slot", std::to_string(handle.slot)},
-                              {"handle", std::to_string(handle.id)}});
+  const bool alive = team != nullptr &&
+                     (handle.id == 0 || std::find(team->handles.begin(), team->handles.end(),
+                                                  handle.id) != team->handles.end());
+  if (!alive) {
+    // Named as the user knows it: the team of world PEs [...] that this handle was.
+    const auto known = destroyed_teams_.find(handle.id);
+    return Status::Assertion(
+        ErrorCode::kInvalidArgument,
+        "team was destroyed (team.destroy(), or the end of its with block); make a new one",
+        {{"team", known != destroyed_teams_.end() ? "the team of world PEs " + known->second
+                                                  : "a team handle"}});
   }
   *out = team;
   return Status::Ok();
@@ -400,6 +401,11 @@ Status Runtime::TeamDestroy(const TeamHandle& handle) {
   if (status.ok()) status = ClaimCollective(*team, OwnerOf({}, true), kOp, &mine.sequence);
   if (status.ok()) status = Agree(*team, kOp, mine);
   if (status.ok()) {
+    // A later use of the handle names the team as its user knew it (bounded: the oldest go).
+    if (destroyed_teams_.size() >= kDestroyedTeamsKept) {
+      destroyed_teams_.erase(destroyed_teams_.begin());
+    }
+    destroyed_teams_[handle.id] = JoinPes(*team->group.pes);
     team->handles.erase(std::find(team->handles.begin(), team->handles.end(), handle.id));
     if (team->handles.empty() && !team->predefined) {
       HPS_LOG_DEBUG("op=TeamDestroy slot=" + std::to_string(team->group.sync_slot) +

@@ -36,9 +36,15 @@ def expect_shmem_error(code: str, fn, *args, **kwargs) -> shmem.ShmemError:
 
 
 def state_without_failure() -> dict:
-    """debug_state() minus latest_failure, which records every rejection by design."""
+    """debug_state() minus latest_failure, which records every rejection by design, and minus
+    the collective sequence number, which a refused collective takes by design (it keeps its
+    place: docs/architecture.md, "A refused call keeps its place")."""
     state = dict(shmem.debug_state())
     state.pop("latest_failure")
+    state["collectives"] = {key: value for key, value in state["collectives"].items()
+                            if key != "sequence"}
+    state["teams"] = [{key: value for key, value in team.items() if key != "sequence"}
+                      for team in state.get("teams", [])]
     return state
 
 

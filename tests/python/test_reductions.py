@@ -199,7 +199,10 @@ def _rejections(rank, size):
             error = expect_shmem_error("COLLECTIVE_MISMATCH", shmem.all_reduce, output, ones,
                                        "max" if rank == 0 else "min")
             assert "field=arguments" in str(error), str(error)
-            expect_shmem_error("COLLECTIVE_MISMATCH", shmem.broadcast, output, ones, rank % 2)
+            assert "(op: max on PE 0, min on PE" in str(error), str(error)
+            roots = expect_shmem_error("COLLECTIVE_MISMATCH", shmem.broadcast, output, ones,
+                                       rank % 2)
+            assert "(root: 0 on PE" in str(roots) and "1 on PE" in str(roots), str(roots)
             expect_shmem_error("COLLECTIVE_MISMATCH", shmem.all_reduce, output[: 4 + 4 * rank],
                                ones[: 4 + 4 * rank])
             assert output.eq(7.0).all(), "a mismatched call wrote the output"

@@ -139,7 +139,10 @@ def _from_group(rank, size):
                 shmem.all_gather(out, torch.full((4,), rank, dtype=torch.int64, device=device()),
                                  team=team)
                 assert out.tolist() == [3] * 4 + [1] * 4
-            expect_shmem_error("INVALID_ARGUMENT", shmem.barrier, team=team)  # destroyed
+            gone = expect_shmem_error("INVALID_ARGUMENT", shmem.barrier, team=team)  # destroyed
+            # Named as the user knows it: its PEs, not a slot number.
+            assert "team=the team of world PEs [3,1]" in str(gone), str(gone)
+            assert "slot=" not in str(gone), str(gone)
             assert repr(team).endswith(", destroyed)"), repr(team)
         else:
             error = expect_shmem_error("INVALID_ARGUMENT", shmem.team, backwards)

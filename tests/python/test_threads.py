@@ -86,8 +86,9 @@ def _mismatches(rank, size):
             error = expect_shmem_error("COLLECTIVE_MISMATCH", shmem.barrier)
         else:
             error = expect_shmem_error("COLLECTIVE_MISMATCH", shmem.all_gather, small, mine)
-        assert ("collective calls differ across PEs: sequence=4, field=kind, calls=pe 0: "
-                "barrier #4; pe 1: all_gather #4 bytes=64 dtype=float32 offset=0x0") in str(error)
+        assert ("collective calls differ across PEs (call: barrier on PE 0, all_gather on PE 1): "
+                "sequence=4, field=kind, calls=pe 0: barrier #4; pe 1: all_gather #4 bytes=64 "
+                "dtype=float32 offset=0x0") in str(error)
         # Outputs of different sizes: each PE's slot would land in another allocation.
         if rank == 0:
             error = expect_shmem_error("COLLECTIVE_MISMATCH", shmem.all_gather, small, mine)

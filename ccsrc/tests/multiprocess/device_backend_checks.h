@@ -103,6 +103,20 @@ inline void CheckDeviceBackend(PeContext& ctx, bool refuses_wide_signals) {
   CHECK_PE(ctx, mismatch.code() == ErrorCode::kCollectiveMismatch, mismatch.ToString());
   CHECK_PE_OK(ctx, Barrier(Rt(), {}));
 
+  // A call refused on PE 0 only keeps its place (docs/architecture.md, "A refused call keeps
+  // its place"): PE 0 reports its own reason, the others name it, and the next calls pair.
+  const Status refused = AllGather(Rt(), View(gathered), input.data(),
+                                   ctx.rank == 0 ? per_pe + 1 : per_pe, {});
+  if (ctx.rank == 0) {
+    CHECK_PE(ctx, refused.code() == ErrorCode::kInvalidArgument, refused.ToString());
+  } else {
+    CHECK_PE(ctx, refused.code() == ErrorCode::kCollectiveMismatch &&
+                      Contains(refused.message(),
+                               "all_gather was refused on PE 0: INVALID_ARGUMENT"),
+             refused.ToString());
+  }
+  CHECK_PE_OK(ctx, Barrier(Rt(), {}));
+
   // MegaMoE: one dispatch and combine, two experts per PE, rows off the chunk size.
   const int experts = 2 * ctx.size, locals = 2;
   constexpr int kHidden = 4;
