@@ -42,7 +42,9 @@ std::vector<Field> ConfigDifference(const std::string& theirs, const std::string
       if (end == std::string::npos) end = record.size();
       const std::string item = record.substr(start, end - start);
       const std::size_t eq = item.find('=');
-      out.push_back({item.substr(0, eq), eq == std::string::npos ? "" : item.substr(eq + 1)});
+      std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
+      if (!value.empty() && value.back() == ',') value.pop_back();  // a list's last separator
+      out.push_back({item.substr(0, eq), value});
       start = end + 1;
     }
     return out;

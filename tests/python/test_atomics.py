@@ -500,6 +500,7 @@ def _rejections(rank, size):
         assert ints.tolist() == [0, 0, 0, 0], ints
         for dtype, tensor in by_dtype.items():
             assert not tensor.any(), (dtype, tensor)
+        shmem.barrier()  # every PE has looked before any adds to it
         # Still usable.
         assert int(shmem.atomic_fetch_add(ints[1], 1, peer)) == 0  # one adder per word
         shmem.quiet()

@@ -196,3 +196,31 @@ def _representative_calls(rank, size):
 
 def test_representative_calls_raise_their_class(pes):
     assert all(pes(2).run(_representative_calls))
+
+
+def _operations_named(rank, size):
+    """operation= names the call the user made (docs/api.md, "Errors and logs")."""
+    with shmem.acquire_shmem():
+        word = shmem.empty(1, dtype=torch.int64)
+        rows = shmem.empty(2 * size, 1)
+        with pytest.raises(shmem.ShmemValueError) as caught:
+            shmem.atomic_fetch_add(word, 1, size)  # no such PE
+        assert caught.value.operation == "atomic_fetch_add", str(caught.value)
+        with pytest.raises(shmem.ShmemValueError) as caught:
+            shmem.atomic_add(word, 1, size)
+        assert caught.value.operation == "atomic_add", str(caught.value)
+        s = shmem.Stream()
+        with shmem.stream(s):  # every PE refuses alike: they agree, each raises its own
+            with pytest.raises(shmem.ShmemError) as caught:
+                shmem.all_gather_v(rows, torch.ones(1, 1))
+        s.synchronize()
+        assert caught.value.operation == "all_gather_v", str(caught.value)
+        assert caught.value.error_code == "INVALID_STATE", str(caught.value)
+        shmem.free(rows)
+        shmem.free(word)
+    return True
+
+
+@pytest.mark.host_only("a queued stream of the host backend's own")
+def test_errors_name_the_call_the_user_made(pes):
+    assert all(pes(2).run(_operations_named))

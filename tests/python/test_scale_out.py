@@ -135,8 +135,10 @@ def test_every_peer_remote_over_loopback_runs_the_suite():
 
 
 @pytest.mark.parametrize("variable,value,field", [
-    ("HYPER_PARALLEL_SHMEM_REMOTE_PEERS", "other-hosts", "remote_peers="),
-    ("HYPER_PARALLEL_SHMEM_ALGORITHMS", "all_gather=ring", "algorithms=")],
+    ("HYPER_PARALLEL_SHMEM_REMOTE_PEERS", "other-hosts",
+     "setting=remote_peers (HYPER_PARALLEL_SHMEM_REMOTE_PEERS)"),
+    ("HYPER_PARALLEL_SHMEM_ALGORITHMS", "all_gather=ring",
+     "setting=algorithms (HYPER_PARALLEL_SHMEM_ALGORITHMS)")],
     ids=["remote_peers", "algorithms"])
 def test_pes_that_disagree_on_a_setting_fail_at_init_on_every_pe(variable, value, field):
     pes = _start_here("suite", 2, extra={"SCALE_OUT_PES_PER_HOST": "2"},
