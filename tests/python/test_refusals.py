@@ -249,5 +249,6 @@ def _empty_and_free(rank, size):
     return True
 
 
+@pytest.mark.cann_fake
 def test_empty_and_free_refused_on_one_pe_keep_every_pe_in_step(pes):
     assert all(pes(2).run(_empty_and_free))
