@@ -72,7 +72,7 @@ CASES = [
      "INVALID_ARGUMENT", "root must be a PE of the team"),
     ("broadcast_root_a_str", "broadcast",
      lambda b: shmem.broadcast(b.block, torch.ones(N), "1"), shmem.ShmemTypeError,
-     "INVALID_ARGUMENT", "must be an int"),
+     "INVALID_ARGUMENT", "root must be an int, but got str '1'"),
     ("broadcast_input_numel", "broadcast",
      lambda b: shmem.broadcast(b.block, torch.ones(N - 1), 1), shmem.ShmemValueError,
      "INVALID_ARGUMENT", "output numel must be input numel (7)"),

@@ -26,10 +26,6 @@ at::Tensor TensorArg(std::string_view operation, std::string_view name, py::hand
   return py::detail::cast_op<at::Tensor>(std::move(tensor));
 }
 
-at::Tensor TensorArg(std::string_view name, py::handle value) {
-  return TensorArg("", name, value);
-}
-
 std::int64_t IntArg(std::string_view operation, std::string_view name, py::handle value,
                     bool* in_range) {
   if (!PyLong_Check(value.ptr()) || PyBool_Check(value.ptr())) {
@@ -42,10 +38,6 @@ std::int64_t IntArg(std::string_view operation, std::string_view name, py::handl
   return overflow == 0 ? result : 0;
 }
 
-std::int64_t IntArg(std::string_view name, py::handle value, bool* in_range) {
-  return IntArg("", name, value, in_range);
-}
-
 std::int64_t ValueArg(std::string_view operation, py::handle value) {
   bool in_range = true;
   const std::int64_t result = IntArg(operation, "value", value, &in_range);
@@ -55,13 +47,11 @@ std::int64_t ValueArg(std::string_view operation, py::handle value) {
   return result;
 }
 
-std::int64_t ValueArg(py::handle value) { return ValueArg("", value); }
-
-int PeArg(std::string_view operation, py::handle value) {
+int PeArg(std::string_view operation, py::handle value, std::string_view name) {
   bool in_range = true;
-  const std::int64_t pe = IntArg(operation, "pe", value, &in_range);
+  const std::int64_t pe = IntArg(operation, name, value, &in_range);
   if (!in_range || pe < std::numeric_limits<int>::min() || pe > std::numeric_limits<int>::max()) {
-    Check(Contract(operation, "pe", "in [0, " + std::to_string(Runtime::Process().size()) + ")",
+    Check(Contract(operation, name, "in [0, " + std::to_string(Runtime::Process().size()) + ")",
                    std::string(py::str(value))));
   }
   return static_cast<int>(pe);
@@ -81,11 +71,6 @@ std::string ChoiceArg(std::string_view operation, std::string_view name, py::han
   ThrowValueError(operation, name, "one of " + joined, std::string(py::repr(value)));
 }
 
-std::string ChoiceArg(std::string_view name, py::handle value,
-                      std::initializer_list<std::string_view> choices) {
-  return ChoiceArg("", name, value, choices);
-}
-
 at::Tensor SignalArg(std::string_view operation, py::handle value) {
   at::Tensor signal = TensorArg(operation, "sig", value);
   // A tensor of the wrong dtype is a value mistake, as the Runtime's own check of the width
@@ -100,7 +85,5 @@ at::Tensor SignalArg(std::string_view operation, py::handle value) {
   }
   return signal;
 }
-
-at::Tensor SignalArg(py::handle value) { return SignalArg("", value); }
 
 }  // namespace hyper_parallel::shmem::binding

@@ -33,32 +33,26 @@ HPS_BINDING_API std::string TypeName(pybind11::handle value);
 /// A torch.Tensor, else ShmemTypeError naming `name`, at `operation`.
 HPS_BINDING_API at::Tensor TensorArg(std::string_view operation, std::string_view name,
                                      pybind11::handle value);
-HPS_BINDING_API at::Tensor TensorArg(std::string_view name, pybind11::handle value);
 
 /// An int (not a bool), else ShmemTypeError; `in_range` false when it does not fit int64.
 HPS_BINDING_API std::int64_t IntArg(std::string_view operation, std::string_view name,
                                     pybind11::handle value, bool* in_range);
-HPS_BINDING_API std::int64_t IntArg(std::string_view name, pybind11::handle value,
-                                    bool* in_range);
 
 /// A signal value: an int (ShmemTypeError) representable as int64 (ShmemValueError).
 HPS_BINDING_API std::int64_t ValueArg(std::string_view operation, pybind11::handle value);
-HPS_BINDING_API std::int64_t ValueArg(pybind11::handle value);
 
 /// A PE: an int; one outside every PE range is the Runtime's INVALID_ARGUMENT, like -1.
-HPS_BINDING_API int PeArg(std::string_view operation, pybind11::handle value);
+HPS_BINDING_API int PeArg(std::string_view operation, pybind11::handle value,
+                           std::string_view name = "pe");
 
 /// One of `choices` (joined by ", " in the message): a str (ShmemTypeError) among them
 /// (ShmemValueError).
 HPS_BINDING_API std::string ChoiceArg(std::string_view operation, std::string_view name,
                                       pybind11::handle value,
                                       std::initializer_list<std::string_view> choices);
-HPS_BINDING_API std::string ChoiceArg(std::string_view name, pybind11::handle value,
-                                      std::initializer_list<std::string_view> choices);
 
 /// A signal operand: a tensor (ShmemTypeError) of dtype int32 or int64 with one element
 /// (ShmemValueError); its symmetry is checked natively.
 HPS_BINDING_API at::Tensor SignalArg(std::string_view operation, pybind11::handle value);
-HPS_BINDING_API at::Tensor SignalArg(pybind11::handle value);
 
 }  // namespace hyper_parallel::shmem::binding

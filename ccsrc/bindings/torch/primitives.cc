@@ -161,7 +161,7 @@ void RunCollective(const std::string& name, py::handle output_arg, py::handle in
   const Converted call = Refusable(name, team, [&] {
     Converted converted{TensorArg(name, "output", output_arg),
                         TensorArg(name, "input", input_arg)};
-    if (!root_arg.is_none()) converted.arguments[0] = PeArg(name, root_arg);  // the unit checks
+    if (!root_arg.is_none()) converted.arguments[0] = PeArg(name, root_arg, "root");
     if (!op_arg.is_none()) {
       if (!py::isinstance<py::str>(op_arg)) {
         ThrowTypeError(name, "op", "a str", TypeName(op_arg));

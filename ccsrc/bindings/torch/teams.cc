@@ -193,8 +193,6 @@ TeamHandle TeamArgument(std::string_view operation, const py::handle& team) {
   ThrowTypeError(operation, "team", "a shmem.Team or None", TypeName(team));
 }
 
-TeamHandle TeamArgument(const py::handle& team) { return TeamArgument("", team); }
-
 int WorldPe(std::string_view operation, const py::handle& team, int team_pe) {
   return WorldPe(operation, TeamArgument(operation, team), team_pe);
 }

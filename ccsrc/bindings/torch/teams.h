@@ -20,8 +20,6 @@ namespace hyper_parallel::shmem::binding {
 /// shmem.Team or None, but got int') at `operation`. Needs the GIL; the handle itself is
 /// checked by the Runtime at its use (a destroyed one, one of an older lifecycle, ...).
 HPS_BINDING_API TeamHandle TeamArgument(std::string_view operation, const pybind11::handle& team);
-/// The same naming no operation (operation= is empty), for callers not yet converted.
-HPS_BINDING_API TeamHandle TeamArgument(const pybind11::handle& team);
 
 /// The world PE number of `team`'s PE `team_pe` for `operation` (put, get, ...): the team PE
 /// itself for the world team, else the Runtime's translation; a refusal raises ShmemError
