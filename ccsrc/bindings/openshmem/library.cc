@@ -21,6 +21,7 @@
 #include <tuple>
 
 #include "bindings/openshmem/include/shmem.h"
+#include "bindings/openshmem/static_data.h"
 #include "ops/collectives.h"
 #include "runtime/socket_bootstrap.h"
 
@@ -36,13 +37,6 @@ struct Block {
   std::byte* heap = nullptr;
   std::byte* base = nullptr;  // the allocation's start (Release frees the whole)
   std::uint64_t bytes = 0;    // the allocation's size
-};
-
-// The executable's writable data (.data and .bss) remapped onto a heap allocation.
-struct StaticData {
-  std::uintptr_t lo = 0;
-  std::uintptr_t hi = 0;
-  Allocation allocation;
 };
 
 struct State {
@@ -70,8 +64,6 @@ State& S() {
   static State* state = new State();  // never destroyed: atexit handlers and PEs' threads use it
   return *state;
 }
-
-int MyPe() { return S().ready ? Runtime::Process().rank() : -1; }
 
 // Bytes from SHMEM_SYMMETRIC_SIZE ("64M", "1G", "1048576"; K, M, G, T powers of 1024).
 std::optional<std::string> SymmetricSizeBytes(const char* text) {
@@ -131,117 +123,6 @@ Status MakeBootstrap(std::chrono::milliseconds timeout, std::unique_ptr<SocketBo
   return SocketBootstrap::Create(SocketBootstrap::UniqueName(), 0, 1, timeout, out);
 }
 
-// The executable's writable PT_LOAD segment past its RELRO part, page-aligned: .data and .bss.
-struct Segment {
-  std::uintptr_t lo = 0;
-  std::uintptr_t hi = 0;
-};
-int FindWritableSegment(struct dl_phdr_info* info, std::size_t, void* data) {
-  auto* segment = static_cast<Segment*>(data);
-  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  std::uintptr_t relro_end = 0;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& h = info->dlpi_phdr[i];
-    if (h.p_type == PT_GNU_RELRO) relro_end = info->dlpi_addr + h.p_vaddr + h.p_memsz;
-  }
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& h = info->dlpi_phdr[i];
-    if (h.p_type != PT_LOAD || (h.p_flags & PF_W) == 0) continue;
-    std::uintptr_t lo = info->dlpi_addr + h.p_vaddr;
-    const std::uintptr_t hi = lo + h.p_memsz;
-    if (relro_end > lo && relro_end < hi) lo = relro_end;
-    segment->lo = lo / page * page;
-    segment->hi = (hi + page - 1) / page * page;
-    break;
-  }
-  return 1;  // the first object is the executable
-}
-
-// mremap(2) itself, not libc's entry: UCX's memory hooks replace that entry when the network
-// transport loads, and UCX 1.13's replacement drops the fifth argument (the new address), so
-// MREMAP_FIXED would map the pages at address 0 instead of over the static data.
-void* Remap(void* from, std::uint64_t old_bytes, std::uint64_t bytes, std::uintptr_t to) {
-  const long result = ::syscall(SYS_mremap, from, old_bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED,
-                                reinterpret_cast<void*>(to));
-  if (result == -1 || static_cast<std::uintptr_t>(result) != to) return MAP_FAILED;
-  return reinterpret_cast<void*>(result);
-}
-
-// Copies whole pages of the static data word by word, without the sanitizers' checks: those
-// pages hold the redzones AddressSanitizer puts between globals, which no program reads but a
-// copy of the segment must. Returns whether the `bytes` at `from` were all zero (then, with
-// `skip_zero`, nothing was written).
-#if defined(__clang__) || defined(__GNUC__)
-__attribute__((no_sanitize("address", "undefined", "thread")))
-#endif
-bool CopyPages(std::uintptr_t to, std::uintptr_t from, std::uint64_t bytes, bool skip_zero) {
-  const auto* source = reinterpret_cast<const volatile std::uint64_t*>(from);
-  auto* target = reinterpret_cast<volatile std::uint64_t*>(to);
-  const std::uint64_t words = bytes / 8;
-  if (skip_zero) {
-    bool zero = true;
-    for (std::uint64_t i = 0; i < words && zero; ++i) zero = source[i] == 0;
-    if (zero) return true;
-  }
-  for (std::uint64_t i = 0; i < words; ++i) target[i] = source[i];
-  return false;
-}
-
-// Makes the executable's static data symmetric: copies it into a heap allocation (the same
-// size on every PE: one executable) and maps that allocation's pages over it, so the
-// program's own loads and stores and every PE's puts reach the same bytes.
-void MapStaticData(Runtime& runtime) {
-  Segment segment;
-  ::dl_iterate_phdr(&FindWritableSegment, &segment);
-  if (segment.hi <= segment.lo) return;
-  const std::uint64_t bytes = segment.hi - segment.lo;
-  Allocation allocation;
-  if (Status s = runtime.Allocate(bytes, static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)),
-                                  &allocation, "OpenSHMEM static data");
-      !s.ok()) {
-    Fail("shmem_init", s);
-  }
-  // The lifecycle's first allocation lies in a heap created zero-filled: copy only the pages
-  // that hold something, so a large .bss costs no memory until the program touches it.
-  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-  for (std::uint64_t at = 0; at < bytes; at += page) {
-    CopyPages(reinterpret_cast<std::uintptr_t>(allocation.data) + at, segment.lo + at, page, true);
-  }
-  // old_size 0 on a shared mapping: a second mapping of the same pages, here placed over the
-  // private data pages (MREMAP_FIXED replaces them).
-  void* moved = Remap(allocation.data, 0, bytes, segment.lo);
-  if (moved == MAP_FAILED) {
-    Fail("shmem_init", Status::Assertion(ErrorCode::kBackendError,
-                                         "could not map the static data onto the heap",
-                                         {{"errno", std::strerror(errno)}}));
-  }
-  S().static_data = StaticData{segment.lo, segment.hi, allocation};
-  auto* heap = static_cast<std::byte*>(allocation.data);
-  S().blocks[segment.lo] = Block{segment.lo, segment.hi, allocation.id, heap, heap, bytes};
-  ++S().generation;
-}
-
-// Gives the static data private pages again (a copy of their last contents), so the program
-// keeps its globals after shmem_finalize releases the heap.
-void UnmapStaticData(Runtime& runtime) {
-  if (!S().static_data) return;
-  const StaticData data = *S().static_data;
-  const std::uint64_t bytes = data.hi - data.lo;
-  void* copy = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (copy == MAP_FAILED) Fail("shmem_finalize", Status::Assertion(ErrorCode::kBackendError, "out of memory", {}));
-  CopyPages(reinterpret_cast<std::uintptr_t>(copy), data.lo, bytes, false);
-  if (Remap(copy, bytes, bytes, data.lo) == MAP_FAILED) {
-    Fail("shmem_finalize", Status::Assertion(ErrorCode::kBackendError,
-                                             "could not give the static data its own pages back",
-                                             {{"errno", std::strerror(errno)}}));
-  }
-  S().blocks.erase(data.lo);
-  ++S().generation;
-  S().static_data.reset();
-  const SymmetricView whole{data.allocation.id, data.allocation.data, data.allocation.bytes};
-  if (Status s = runtime.Free(whole, "OpenSHMEM static data"); !s.ok()) Fail("shmem_finalize", s);
-}
-
 void AddPredefinedTeams(Runtime& runtime) {
   S().teams[reinterpret_cast<std::uintptr_t>(SHMEM_TEAM_WORLD)] = Described("shmem_init", kWorldTeam);
   TeamHandle node;
@@ -277,7 +158,13 @@ void Initialize(std::string_view call) {
   if (Status s = runtime.PeerHeapAddresses(call, &S().peer_heaps); !s.ok()) Fail(call, s);
   S().my_heap = S().peer_heaps[static_cast<std::size_t>(runtime.rank())];
   S().n_pes = runtime.size();
-  MapStaticData(runtime);
+  if (const std::optional<StaticData> data = MapStaticData(runtime)) {
+    S().static_data = data;
+    auto* heap = static_cast<std::byte*>(data->allocation.data);
+    S().blocks[data->lo] =
+        Block{data->lo, data->hi, data->allocation.id, heap, heap, data->allocation.bytes};
+    ++S().generation;
+  }
   AddPredefinedTeams(runtime);
   S().ready = true;
   lock.unlock();
@@ -292,60 +179,6 @@ std::uint64_t NowNs() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                         std::chrono::steady_clock::now().time_since_epoch())
                                         .count());
-}
-
-void Report(std::string_view call, const Status& status) {
-  std::fflush(stdout);
-  // The operation is the call the program made (the Runtime names its own unit, a check of
-  // this library's none).
-  const Status named =
-      status.Retagged(call, status.phase().empty() ? "validate" : status.phase());
-  std::fprintf(stderr, "hyper_parallel_shmem: PE %d: %.*s: %s\n", MyPe(),
-               static_cast<int>(call.size()), call.data(), named.ToString().c_str());
-}
-
-namespace {
-
-// The team of the collective whose checks this thread is running (RefusalScope), if any.
-struct PendingRefusal {
-  bool armed = false;
-  TeamHandle team;
-};
-thread_local PendingRefusal pending_refusal;
-
-}  // namespace
-
-RefusalScope::RefusalScope(const TeamHandle& team) { pending_refusal = {true, team}; }
-RefusalScope::~RefusalScope() { pending_refusal.armed = false; }
-void RefusalScope::Entered() { pending_refusal.armed = false; }
-
-void Fail(std::string_view call, const Status& status) {
-  if (pending_refusal.armed && S().ready) {
-    // A collective refused here: its place is taken first, so the others' call fails naming
-    // this PE's reason (bounded by the Runtime's timeout) instead of waiting for it.
-    pending_refusal.armed = false;
-    (void)Runtime::Process().RefuseCollective(pending_refusal.team, call.substr(0, 15), status,
-                                              kDefaultStream);
-  }
-  Report(call, status);
-  GlobalExit(1);
-}
-
-void FailArgument(std::string_view call, std::string_view argument, std::string_view rule,
-                  std::string_view given) {
-  Fail(call, Status::Contract(ErrorCode::kInvalidArgument, std::string(call) + " " + std::string(argument),
-                              rule, given));
-}
-
-void GlobalExit(int status) {
-  std::fflush(nullptr);
-  // The launcher's control pipe: it stops every other PE and exits with this status.
-  if (const char* fd = std::getenv("HPS_OSHRUN_CONTROL_FD")) {
-    const int code = status;
-    const ssize_t written = ::write(std::atoi(fd), &code, sizeof(code));
-    (void)written;
-  }
-  std::_Exit(status);
 }
 
 bool Initialized() { return S().ready; }
@@ -662,7 +495,12 @@ void Finalize() {
       Fail("shmem_finalize", s);
     }
   }
-  UnmapStaticData(runtime);
+  if (const std::optional<StaticData> data = S().static_data) {
+    S().blocks.erase(data->lo);
+    ++S().generation;
+    S().static_data.reset();
+    UnmapStaticData(runtime, *data);
+  }
   if (Status s = runtime.Shutdown(); !s.ok()) Fail("shmem_finalize", s);
   std::lock_guard<std::mutex> lock(S().mutex);
   S().blocks.clear();
@@ -733,58 +571,5 @@ void start_pes(int npes) {
 }
 int _my_pe(void) { return shmem_my_pe(); }
 int _num_pes(void) { return shmem_n_pes(); }
-
-void* shmem_malloc(size_t size) {
-  if (size == 0) return nullptr;
-  return Allocate("shmem_malloc", size, 64);
-}
-void* shmem_malloc_with_hints(size_t size, long hints) {
-  (void)hints;  // one kind of memory: every hint is met by it
-  if (size == 0) return nullptr;
-  return Allocate("shmem_malloc_with_hints", size, 64);
-}
-void* shmem_calloc(size_t count, size_t size) {
-  if (count == 0 || size == 0) return nullptr;
-  if (size > SIZE_MAX / count) {
-    FailArgument("shmem_calloc", "count * size", "a size that fits size_t",
-                 std::to_string(count) + " * " + std::to_string(size));
-  }
-  void* p = Allocate("shmem_calloc", count * size, 64);
-  if (p != nullptr) {
-    std::memset(p, 0, count * size);
-    shmem_barrier_all();  // no PE writes into a peer's block before it is zeroed
-  }
-  return p;
-}
-void* shmem_align(size_t alignment, size_t size) {
-  if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
-    FailArgument("shmem_align", "alignment", "a power of two", std::to_string(alignment));
-  }
-  if (size == 0) return nullptr;
-  return Allocate("shmem_align", size, std::max<std::uint64_t>(alignment, 64));
-}
-void shmem_free(void* ptr) {
-  if (ptr == nullptr) return;
-  Quiet("shmem_free");
-  Release("shmem_free", ptr);
-}
-void* shmem_realloc(void* ptr, size_t size) {
-  if (ptr == nullptr) return shmem_malloc(size);
-  if (size == 0) {
-    shmem_free(ptr);
-    return nullptr;
-  }
-  const std::uint64_t old_bytes = BytesToEnd(ptr);
-  Quiet("shmem_realloc");
-  void* fresh = Allocate("shmem_realloc", size, 64);
-  if (fresh == nullptr) return nullptr;
-  std::memcpy(fresh, ptr, std::min<std::uint64_t>(old_bytes, size));
-  Release("shmem_realloc", ptr);
-  return fresh;
-}
-void* shmalloc(size_t size) { return shmem_malloc(size); }
-void* shmemalign(size_t alignment, size_t size) { return shmem_align(alignment, size); }
-void* shrealloc(void* ptr, size_t size) { return shmem_realloc(ptr, size); }
-void shfree(void* ptr) { shmem_free(ptr); }
 
 }  // extern "C"
