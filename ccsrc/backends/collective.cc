@@ -79,21 +79,30 @@ class ArgumentNames {
   std::map<std::string, ArgumentVocabulary> kinds_ GUARDED_BY(mutex_);
 };
 
-// "root=7 " / "op=sum": the named arguments of `d` (kAgreeArguments), or "arguments=[a,b,c]".
-std::string ArgumentsText(const CollectiveDescriptor& d) {
+// How argument `index` of `d` reads ("sum"); `name` gets its name ("op"), or "" where the kind
+// names none (not noted, or an argument it does not take).
+std::string NamedArgument(const CollectiveDescriptor& d, int index, std::string* name) {
+  const auto value = static_cast<std::int64_t>(d.extra[static_cast<std::size_t>(index)]);
   ArgumentVocabulary vocabulary;
+  name->clear();
+  if (!ArgumentNames::Process().Find(d.kind_name(), &vocabulary)) return std::to_string(value);
+  *name = std::string(vocabulary.names[static_cast<std::size_t>(index)]);
+  return vocabulary.collective ? vocabulary.collective->ArgumentValue(index, value)
+                               : std::to_string(value);
+}
+
+// "op=sum", "start=0 stride=2 size=2": the named arguments of `d` (kAgreeArguments), or
+// "arguments=[a,b,c]" for a kind that names none.
+std::string ArgumentsText(const CollectiveDescriptor& d) {
   std::string text;
-  if (ArgumentNames::Process().Find(d.kind_name(), &vocabulary)) {
-    for (int i = 0; i < 3; ++i) {
-      if (vocabulary.names[i].empty()) continue;
-      const auto value = static_cast<std::int64_t>(d.extra[i]);
-      if (!text.empty()) text += " ";
-      text += std::string(vocabulary.names[i]) + "=" +
-              (vocabulary.collective ? vocabulary.collective->ArgumentValue(i, value)
-                                     : std::to_string(value));
-    }
-    if (!text.empty()) return text;
+  for (int i = 0; i < 3; ++i) {
+    std::string name;
+    const std::string value = NamedArgument(d, i, &name);
+    if (name.empty()) continue;
+    if (!text.empty()) text += " ";
+    text += name + "=" + value;
   }
+  if (!text.empty()) return text;
   text = "arguments=[";
   for (std::size_t i = 0; i < d.extra.size(); ++i) {
     if (i > 0) text += ",";
@@ -132,16 +141,9 @@ std::string FieldValue(const CollectiveDescriptor& d, std::string_view field, in
     return std::string(ErrorCodeName(d.local));
   }
   if (field == "arguments") {
-    const auto value = static_cast<std::int64_t>(d.extra[static_cast<std::size_t>(argument)]);
-    ArgumentVocabulary vocabulary;
-    if (ArgumentNames::Process().Find(d.kind_name(), &vocabulary) &&
-        !vocabulary.names[argument].empty()) {
-      *name = std::string(vocabulary.names[argument]);
-      return vocabulary.collective ? vocabulary.collective->ArgumentValue(argument, value)
-                                   : std::to_string(value);
-    }
-    *name = "argument " + std::to_string(argument);
-    return std::to_string(value);
+    const std::string value = NamedArgument(d, argument, name);
+    if (name->empty()) *name = "argument " + std::to_string(argument);
+    return value;
   }
   *name = std::string(field);
   return "#" + std::to_string(d.sequence);

@@ -169,7 +169,7 @@ Status Runtime::RunOrRefuse(const TeamHandle& team_handle,
   }
   CollectiveDescriptor mine;
   data_plane::CollectivePlan plan;
-  bool runs_kernel = false;
+  bool moves_nothing = false;
   if (refused.ok()) {
     plan.group = team->group;
     plan.algorithm = config_.AlgorithmOf(op);
@@ -204,7 +204,7 @@ Status Runtime::RunOrRefuse(const TeamHandle& team_handle,
       if (refused.ok()) {
         // A call that moves nothing (zero bytes) runs no kernel, but still takes its number:
         // a PE whose call moves nothing keeps its place among the others' calls.
-        runs_kernel = !collective->MovesNothing(call);
+        moves_nothing = collective->MovesNothing(call);
         plan.input = operands->input;
         plan.input_bytes = operands->input_bytes;
         plan.output_bytes = operands->output.bytes;
@@ -214,8 +214,6 @@ Status Runtime::RunOrRefuse(const TeamHandle& team_handle,
         plan.dtype = std::string(operands->dtype);
       }
     }
-    if (!collective->TakesOperands()) runs_kernel = true;
-    runs_kernel = runs_kernel && refused.ok() && collective->HasKernel();
   }
   if (!refused.ok()) {
     // Refused here: the call still takes its number, and publishes the refusal in its place, so
@@ -223,7 +221,6 @@ Status Runtime::RunOrRefuse(const TeamHandle& team_handle,
     // "A refused call keeps its place"). This PE reports its own reason whatever the peers did.
     refused = RejectLocked(std::move(refused), op, "validate");
     mine = CollectiveDescriptor::Refusal(op, refused);
-    runs_kernel = false;
   }
   const bool runs_inline = backend_->CollectiveRunsInline(stream);
   if (Status claimed = ClaimCollective(*team, OwnerOf(stream, runs_inline), op, &mine.sequence);
@@ -232,19 +229,19 @@ Status Runtime::RunOrRefuse(const TeamHandle& team_handle,
   }
   plan.sequence = mine.sequence;
   Kernel kernel;
-  if (runs_kernel) {
+  if (refused.ok() && collective->HasKernel() && !moves_nothing) {
     kernel = [collective, plan](data_plane::KernelApi& api) { return collective->Run(api, plan); };
   }
   if (!runs_inline) {  // only enqueued: cannot wait
     Status launched = backend_->LaunchCollective(stream, team->group, mine, op, std::move(kernel),
                                                  CollectiveTicket(std::move(keep_alive), team));
-    if (!refused.ok()) {
-      if (!launched.ok() && launched.code() != ErrorCode::kCollectiveMismatch) {
-        (void)ConcludeLocked(std::move(launched), op, "execute");
-      }
-      return refused;
+    if (refused.ok()) return ConcludeLocked(std::move(launched), op, "execute");
+    // The peers' verdict is theirs to report; a lost peer or a timeout still makes this
+    // Runtime Failed where it must.
+    if (launched.code() != ErrorCode::kCollectiveMismatch) {
+      (void)ConcludeLocked(std::move(launched), op, "execute");
     }
-    return ConcludeLocked(std::move(launched), op, "execute");
+    return refused;
   }
   // The claim keeps the heap mapped meanwhile (a shutdown waits for collectives in flight).
   Backend* backend = backend_.get();
@@ -252,15 +249,11 @@ Status Runtime::RunOrRefuse(const TeamHandle& team_handle,
   Status done = backend->LaunchCollective(stream, team->group, mine, op, std::move(kernel),
                                           std::move(keep_alive));
   ReleaseCollective(*team);
-  if (!refused.ok()) {
-    // The peers' verdict is theirs to report; a lost peer or a timeout still makes this
-    // Runtime Failed where it must.
-    if (!done.ok() && done.code() != ErrorCode::kCollectiveMismatch) {
-      (void)ConcludeOutside(std::move(done), op, "execute");
-    }
-    return refused;
+  if (refused.ok()) return ConcludeOutside(std::move(done), op, "execute");
+  if (done.code() != ErrorCode::kCollectiveMismatch) {  // as above
+    (void)ConcludeOutside(std::move(done), op, "execute");
   }
-  return ConcludeOutside(std::move(done), op, "execute");
+  return refused;
 }
 
 Status Runtime::Launch(std::string_view name, const std::vector<SymmetricView>& operands,

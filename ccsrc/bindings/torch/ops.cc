@@ -147,6 +147,19 @@ void RequireSymmetric(std::string_view op, std::string_view name, at::TensorList
   for (const at::Tensor& tensor : tensors) RequireSymmetric(op, name, tensor);
 }
 
+// A collective op's team, after its order token and its symmetric operands (`name`) passed;
+// a failure there is refused in the call's place as `kind` (primitives.h, Refusable).
+TeamHandle CollectiveEntry(const char* op, std::string_view kind, const at::Tensor& order,
+                           std::string_view name, at::TensorList symmetric,
+                           at::IntArrayRef team) {
+  const TeamHandle on = TeamOf(op, team);
+  Refusable(kind, on, [&] {
+    CheckOrderToken(order, op);
+    RequireSymmetric(op, name, symmetric);
+  });
+  return on;
+}
+
 SignalOp SignalOpOf(std::string_view op, c10::string_view name) {
   const SignalOp* chosen = SignalOpNamed(name);
   if (chosen == nullptr) {
@@ -203,33 +216,24 @@ void WaitSignalKernel(at::Tensor& order, at::Tensor& sig, at::TensorList guarded
 }
 
 void BarrierKernel(at::Tensor& order, at::TensorList published, at::IntArrayRef team) {
-  const TeamHandle on = TeamOf("barrier", team);
-  Refusable("barrier", on, [&] {
-    CheckOrderToken(order, "barrier");
-    RequireSymmetric("barrier", "published item", published);
-  });
+  const TeamHandle on =
+      CollectiveEntry("barrier", "barrier", order, "published item", published, team);
   RunCollectiveTensors(CollectiveNamed("barrier"), on, nullptr, nullptr, CallPath::kCustomOp);
 }
 
 template <const char* kName>
 void ExchangeKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& input,
                     at::IntArrayRef team) {
-  const TeamHandle on = TeamOf(kName, team);
-  Refusable(kName, on, [&] {
-    CheckOrderToken(order, kName);
-    RequireSymmetric(kName, "output", output);
-  });
+  const TeamHandle on = CollectiveEntry(kName, kName, order, "output", output, team);
   RunCollectiveTensors(CollectiveNamed(kName), on, &output, &input, CallPath::kCustomOp);
 }
 
 void AllToAllKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& input,
                     at::IntArrayRef team, at::OptionalIntArrayRef output_split_sizes,
                     at::OptionalIntArrayRef input_split_sizes) {
-  const TeamHandle on = TeamOf("all_to_all", team);
-  Refusable(output_split_sizes || input_split_sizes ? "all_to_all_v" : "all_to_all", on, [&] {
-    CheckOrderToken(order, "all_to_all");
-    RequireSymmetric("all_to_all", "output", output);
-  });
+  const TeamHandle on = CollectiveEntry(
+      "all_to_all", output_split_sizes || input_split_sizes ? "all_to_all_v" : "all_to_all",
+      order, "output", output, team);
   const auto as_vector = [](at::OptionalIntArrayRef sizes) -> std::optional<std::vector<std::int64_t>> {
     if (!sizes.has_value()) return std::nullopt;
     return sizes->vec();
@@ -240,11 +244,8 @@ void AllToAllKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& inp
 
 at::Tensor AllGatherVKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& input,
                             at::IntArrayRef team) {
-  const TeamHandle on = TeamOf("all_gather_v", team);
-  Refusable("all_gather_v", on, [&] {
-    CheckOrderToken(order, "all_gather_v");
-    RequireSymmetric("all_gather_v", "output", output);
-  });
+  const TeamHandle on =
+      CollectiveEntry("all_gather_v", "all_gather_v", order, "output", output, team);
   const std::vector<std::int64_t> rows =
       AllGatherVTensors(output, input, on, CallPath::kCustomOp);
   at::Tensor counts = at::empty({static_cast<std::int64_t>(rows.size())},
@@ -255,11 +256,7 @@ at::Tensor AllGatherVKernel(at::Tensor& order, at::Tensor& output, const at::Ten
 
 void BroadcastKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& input,
                      std::int64_t root, at::IntArrayRef team) {
-  const TeamHandle on = TeamOf("broadcast", team);
-  Refusable("broadcast", on, [&] {
-    CheckOrderToken(order, "broadcast");
-    RequireSymmetric("broadcast", "output", output);
-  });
+  const TeamHandle on = CollectiveEntry("broadcast", "broadcast", order, "output", output, team);
   RunCollectiveTensors(CollectiveNamed("broadcast"), on, &output, &input, CallPath::kCustomOp,
                        {root, 0, 0});
 }
@@ -267,12 +264,8 @@ void BroadcastKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& in
 template <const char* kName>
 void ReductionKernel(at::Tensor& order, at::Tensor& output, const at::Tensor& input,
                      c10::string_view op, at::IntArrayRef team) {
-  const TeamHandle on = TeamOf(kName, team);
-  const std::int64_t code = Refusable(kName, on, [&] {
-    CheckOrderToken(order, kName);
-    RequireSymmetric(kName, "output", output);
-    return ReduceOpCode(kName, op);
-  });
+  const TeamHandle on = CollectiveEntry(kName, kName, order, "output", output, team);
+  const std::int64_t code = Refusable(kName, on, [&] { return ReduceOpCode(kName, op); });
   RunCollectiveTensors(CollectiveNamed(kName), on, &output, &input, CallPath::kCustomOp,
                        {code, 0, 0});
 }

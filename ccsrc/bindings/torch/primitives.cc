@@ -300,8 +300,11 @@ std::int64_t ReduceOpCode(std::string_view operation, std::string_view name) {
 }
 
 void RefuseInPlace(std::string_view kind, const TeamHandle& team, std::exception_ptr error) {
+  RefuseWith(kind, team, ReasonOf(error));
+}
+
+void RefuseWith(std::string_view kind, const TeamHandle& team, const Status& why) {
   try {
-    const Status why = ReasonOf(error);
     const StreamRef stream = CurrentStream();  // may take the GIL (the NPU's current stream)
     if (PyGILState_Check()) {
       py::gil_scoped_release no_gil;  // the refusal waits for the peers' calls
@@ -547,10 +550,7 @@ void RegisterPrimitives(py::module_& m) {
       [](const std::string& kind, py::handle team_arg, const std::string& reason) {
         const TeamHandle team =
             team_arg.is_none() ? kWorldTeam : TeamArgument(std::string_view(kind), team_arg);
-        Status why = Status::Assertion(ErrorCode::kInvalidArgument, reason);
-        const StreamRef stream = CurrentStream();
-        py::gil_scoped_release no_gil;
-        (void)Runtime::Process().RefuseCollective(team, kind, std::move(why), stream);
+        RefuseWith(kind, team, Status::Assertion(ErrorCode::kInvalidArgument, reason));
       },
       py::arg("kind"), py::arg("team"), py::arg("reason"),
       "Publishes this PE's refusal of a collective of kind `kind` (a check of the Python layer "

@@ -71,6 +71,8 @@ const WaitSet* WaitSetNamed(std::string_view name);
 /// stream (Runtime::RefuseCollective), for the failure `error` (a ShmemError's status, or the
 /// text of a TypeError / ValueError). Takes and releases the GIL as it needs; never throws.
 void RefuseInPlace(std::string_view kind, const TeamHandle& team, std::exception_ptr error);
+/// The same for a failure the caller states: `why`.
+void RefuseWith(std::string_view kind, const TeamHandle& team, const Status& why);
 
 /// Runs `checks` (a collective entry's conversions and checks, before its Runtime call) and
 /// returns what it returns. A failure there is refused in the call's place first

@@ -240,7 +240,7 @@ def _refuse(kind: str, team, error: Exception) -> None:
     try:
         native.refuse_collective(kind, team, text)
     except ShmemError:
-        pass  # no Runtime to refuse in: `error` says why
+        pass  # a team argument that is none: `error` says why
 
 
 def _is_team(value) -> bool:
