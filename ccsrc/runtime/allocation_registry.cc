@@ -34,7 +34,7 @@ AllocationId AllocationRegistry::Register(std::uint64_t offset, std::uint64_t by
   const AllocationId id = next_id_++;
   if (slots_.empty()) base_id_ = id;
   slots_.push_back(Slot{AllocationRecord{id, lifecycle_, offset, bytes, reserved_bytes,
-                                         alignment, false},
+                                         alignment, false, false},
                         true});
   ++live_count_;
   live_bytes_ += bytes;
@@ -76,6 +76,12 @@ Status AllocationRegistry::Resolve(AllocationId id, std::uint64_t offset, std::u
                                    AllocationRecord* out) const {
   const AllocationRecord* record = nullptr;
   HPS_RETURN_IF_ERROR(Classify(id, ErrorCode::kUseAfterFree, &record));
+  if (record->released) [[unlikely]] {
+    return Status::Assertion(ErrorCode::kUseAfterFree,
+                             "allocation was released (its last torch tensor is gone) and "
+                             "waits for the agreed reclaim",
+                             {{"allocation_id", std::to_string(id)}});
+  }
   const bool starts_inside = offset >= record->offset && offset - record->offset <= record->bytes;
   if (!starts_inside || bytes > record->bytes - (offset - record->offset)) [[unlikely]] {
     return Status::Contract(ErrorCode::kInvalidArgument, "operand byte range",
@@ -113,10 +119,11 @@ void AllocationRegistry::Release(AllocationId id) {
   }
 }
 
-bool AllocationRegistry::MarkLeaked(AllocationId id) {
+bool AllocationRegistry::MarkLeaked(AllocationId id, bool released) {
   Slot* slot = Find(id);
   if (slot == nullptr) return false;
   slot->record.leaked = true;
+  slot->record.released = slot->record.released || released;
   return true;
 }
 

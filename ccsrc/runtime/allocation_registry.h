@@ -29,6 +29,10 @@ struct AllocationRecord {
   std::uint64_t reserved_bytes = 0;  ///< what the heap reserved (granule-rounded)
   std::uint64_t alignment = 0;
   bool leaked = false;               ///< lost its last reference without free
+  /// Released by its owner without a collective free (torch's symm_mem frees from a tensor's
+  /// deleter, docs/api.md "torch's symmetric-memory API"): also `leaked`, but no error; the
+  /// agreed reclaim gives it back once every PE released it.
+  bool released = false;
   bool operator==(const AllocationRecord&) const = default;
 };
 
@@ -67,11 +71,12 @@ class AllocationRegistry {
   /// Forgets a live allocation (validated by ResolveWhole first).
   void Release(AllocationId id);
 
-  /// Moves a live allocation into the leak table; false if it is not live.
-  bool MarkLeaked(AllocationId id);
+  /// Moves a live allocation into the leak table (`released`: its owner gave it up on purpose,
+  /// AllocationRecord::released); false if it is not live.
+  bool MarkLeaked(AllocationId id, bool released = false);
 
   std::vector<AllocationRecord> Live() const;    ///< by id
-  std::vector<AllocationRecord> Leaked() const;  ///< by id
+  std::vector<AllocationRecord> Leaked() const;  ///< by id, the released ones included
   std::size_t live_count() const { return live_count_; }
   std::uint64_t live_bytes() const { return live_bytes_; }
   RegistryPeaks peaks() const { return peaks_; }

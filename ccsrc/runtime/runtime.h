@@ -155,6 +155,8 @@ struct OrphanReport {
   const void* base = nullptr;
   std::uint64_t bytes = 0;
   int rank = -1;
+  /// Given up on purpose (Runtime::Release), not lost: no error, reclaimed when agreed.
+  bool released = false;
 };
 
 /// What a layer above may ask about the running backend (shmem.backend_info() in Python): the
@@ -408,6 +410,20 @@ class Runtime {
   /// tensor of a lifecycle whose heap is already gone (a terminal close released it) is no
   /// leak: it is logged at INFO and forgotten.
   void ReportOrphan(const OrphanReport& report) EXCLUDES(orphan_mutex_);
+
+  /// Releases an allocation locally, without a collective (torch's symm_mem frees from a
+  /// tensor's deleter, at a moment each PE picks): safe from any thread like ReportOrphan. From
+  /// the next entry on, an operand in it is USE_AFTER_FREE here; its memory is given back by
+  /// ReclaimReleased once every PE has released it (docs/api.md, "torch's symmetric-memory
+  /// API").
+  void Release(const OrphanReport& report) EXCLUDES(orphan_mutex_);
+
+  /// Collective over the Root WORLD (every PE calls it at the same point of its program; a
+  /// bootstrap exchange, not a heap collective): gives back to the heap every allocation that
+  /// every PE has released (Release), after this PE's outstanding operations completed.
+  /// `reclaimed` (optional) gets their ids. Not on a queued stream's thread.
+  Status ReclaimReleased(std::string_view operation, std::vector<AllocationId>* reclaimed)
+      EXCLUDES(mutex_, orphan_mutex_);
 
   /// Never waits for another entry: answers while other threads are blocked in calls.
   Diagnostics Snapshot() EXCLUDES(mutex_);

@@ -119,6 +119,85 @@ void Runtime::ReportOrphan(const OrphanReport& report) {
   pending_orphans_.push_back(report);
 }
 
+void Runtime::Release(const OrphanReport& report) {
+  if (report.lifecycle != heap_lifecycle_.load(std::memory_order_acquire)) return;  // heap gone
+  HPS_LOG_DEBUG("op=Release id=" + std::to_string(report.id) + " base=" + Hex(report.base) +
+                " bytes=" + std::to_string(report.bytes) + " (waits for the agreed reclaim)");
+  OrphanReport released = report;
+  released.released = true;
+  MutexLock lock(&orphan_mutex_);
+  pending_orphans_.push_back(released);
+}
+
+Status Runtime::ReclaimReleased(std::string_view operation,
+                                std::vector<AllocationId>* reclaimed) {
+  if (reclaimed != nullptr) reclaimed->clear();
+  MutexLock lock(&mutex_);
+  HPS_REJECT_IF_ERROR(CheckReady(operation), operation, "state");
+  Backend* backend = backend_.get();
+  const std::shared_ptr<Bootstrap> bootstrap = bootstrap_;
+  const auto timeout = config_.timeout();
+  Status drained;
+  {
+    // As Free: this PE's queued and outstanding work completes before any PE reuses the memory.
+    CallScope call(this);
+    lock.Unlock();
+    drained = backend->Quiesce();
+    lock.Lock();
+  }
+  HPS_REJECT_IF_ERROR(drained, operation, "quiesce");
+  HPS_REJECT_IF_ERROR(CheckReady(operation), operation, "state");
+  AdoptOrphans();
+  std::vector<AllocationRecord> mine;
+  for (const AllocationRecord& record : registry_.Leaked()) {
+    if (record.released) mine.push_back(record);
+  }
+  std::string offer(mine.size() * sizeof(AllocationId), '\0');
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    std::memcpy(offer.data() + i * sizeof(AllocationId), &mine[i].id, sizeof(AllocationId));
+  }
+  std::vector<std::string> all;
+  Status gathered;
+  {
+    CallScope call(this);
+    lock.Unlock();
+    gathered = bootstrap->AllGather(offer, timeout, &all);
+    lock.Lock();
+  }
+  HPS_REJECT_IF_ERROR(gathered, operation, "exchange");
+  HPS_REJECT_IF_ERROR(CheckReady(operation), operation, "state");
+  // Released everywhere: in every PE's offer (ids agree across PEs: allocations are collective).
+  std::vector<AllocationRecord> common;
+  for (const AllocationRecord& record : mine) {
+    bool everywhere = true;
+    for (const std::string& theirs : all) {
+      bool found = false;
+      for (std::size_t at = 0; at + sizeof(AllocationId) <= theirs.size() && !found;
+           at += sizeof(AllocationId)) {
+        AllocationId id = 0;
+        std::memcpy(&id, theirs.data() + at, sizeof(AllocationId));
+        found = id == record.id;
+      }
+      everywhere = everywhere && found;
+    }
+    if (everywhere) common.push_back(record);
+  }
+  std::string ids;
+  for (const AllocationRecord& record : common) {
+    if (backend_->HostAddressableHeap() && record.bytes > 0) {
+      std::memset(heap_base_ + record.offset, kPoisonByte, record.bytes);  // as Free poisons
+    }
+    HPS_REJECT_IF_ERROR(allocator_.Release(record.offset), operation, "release");
+    registry_.Release(record.id);
+    if (reclaimed != nullptr) reclaimed->push_back(record.id);
+    ids += (ids.empty() ? "" : ",") + std::to_string(record.id);
+  }
+  if (!common.empty()) {
+    HPS_LOG_DEBUG("op=Reclaim released allocations every PE released: ids=[" + ids + "]");
+  }
+  return Status::Ok();
+}
+
 void Runtime::AdoptOrphans() {
   std::vector<OrphanReport> pending;
   {
@@ -126,7 +205,9 @@ void Runtime::AdoptOrphans() {
     pending.swap(pending_orphans_);
   }
   for (const OrphanReport& report : pending) {
-    if (report.lifecycle == registry_.lifecycle()) registry_.MarkLeaked(report.id);
+    if (report.lifecycle == registry_.lifecycle()) {
+      registry_.MarkLeaked(report.id, report.released);
+    }
   }
 }
 

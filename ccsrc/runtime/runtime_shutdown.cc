@@ -165,14 +165,21 @@ Status Runtime::Shutdown() {
   }
   // Every PE is quiescent, past the barrier, and agreed: only now is anything reclaimed.
   if (!leaks.empty()) {
+    // Released ones (torch's symm_mem tensors that died) are no error; lost ones are.
     std::string ids;
+    std::size_t lost = 0;
     for (const AllocationRecord& record : leaks) {
-      ids += (ids.empty() ? "" : ",") + std::to_string(record.id);
+      if (!record.released) {
+        ids += (ids.empty() ? "" : ",") + std::to_string(record.id);
+        ++lost;
+      }
       allocator_.Release(record.offset);
       registry_.Release(record.id);
     }
-    HPS_LOG_ERROR("reclaimed leaked allocations collectively at shutdown (every PE leaked the "
-                  "same ones): count=" + std::to_string(leaks.size()) + ", ids=[" + ids + "]");
+    if (lost > 0) {
+      HPS_LOG_ERROR("reclaimed leaked allocations collectively at shutdown (every PE leaked the "
+                    "same ones): count=" + std::to_string(lost) + ", ids=[" + ids + "]");
+    }
   }
   backend_->Departing();
   // Where peers map this PE's heap, it may be freed only once every PE has closed its mappings

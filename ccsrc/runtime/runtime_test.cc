@@ -176,6 +176,47 @@ TEST_F(RuntimeTest, ShutdownReclaimsLeaksWhenNothingElseIsLive) {
   EXPECT_TRUE(reclaimed_logged);
 }
 
+TEST_F(RuntimeTest, ReleasedAllocationIsRefusedThenReclaimedWithoutAnError) {
+  CaptureLog();
+  ASSERT_TRUE(Init().ok());
+  Allocation released = MustAllocate(256);
+  Allocation kept = MustAllocate(64);
+  const std::uint64_t lifecycle = runtime_.Snapshot().lifecycle;
+  const std::uint64_t before = runtime_.Snapshot().heap.allocated_bytes;
+  runtime_.Release(OrphanReport{released.id, lifecycle, released.data, 256, 0});
+  // Adopted at the next entry: listed as released (no error), and a use is a use after free.
+  const Diagnostics d = runtime_.Snapshot();
+  ASSERT_EQ(d.leaks.size(), 1u);
+  EXPECT_TRUE(d.leaks[0].released);
+  std::vector<std::byte> source(256);
+  EXPECT_EQ(runtime_.Put(View(released), source.data(), 0, StreamRef{}).code(),
+            ErrorCode::kUseAfterFree);
+  EXPECT_TRUE(runtime_.Put(View(kept), source.data(), 0, StreamRef{}).ok());
+  // Every PE (here the one) released it: the agreed reclaim gives it back.
+  std::vector<AllocationId> reclaimed;
+  ASSERT_TRUE(runtime_.ReclaimReleased("test", &reclaimed).ok());
+  EXPECT_EQ(reclaimed, std::vector<AllocationId>{released.id});
+  EXPECT_LT(runtime_.Snapshot().heap.allocated_bytes, before);
+  EXPECT_EQ(runtime_.Snapshot().live.size(), 1u);
+  ASSERT_TRUE(runtime_.ReclaimReleased("test", &reclaimed).ok());
+  EXPECT_TRUE(reclaimed.empty()) << "nothing is reclaimed twice";
+  for (const std::string& line : log_lines_) {
+    EXPECT_EQ(line.find("level=ERROR"), std::string::npos) << line;
+  }
+}
+
+TEST_F(RuntimeTest, ShutdownReclaimsReleasedAllocationsWithoutAnError) {
+  CaptureLog();
+  ASSERT_TRUE(Init().ok());
+  Allocation released = MustAllocate(128);
+  runtime_.Release(OrphanReport{released.id, runtime_.Snapshot().lifecycle, released.data, 128, 0});
+  ASSERT_TRUE(runtime_.Shutdown().ok());
+  EXPECT_EQ(runtime_.state(), RuntimeState::kUninitialized);
+  for (const std::string& line : log_lines_) {
+    EXPECT_EQ(line.find("reclaimed leaked"), std::string::npos) << line;
+  }
+}
+
 TEST_F(RuntimeTest, ReinitReadsANewHeapSize) {
   ASSERT_TRUE(Init({{"HYPER_PARALLEL_SHMEM_HEAP_SIZE", "1048576"}}).ok());
   ASSERT_TRUE(runtime_.Shutdown().ok());
