@@ -68,11 +68,17 @@ py::dict Snapshot() {
   heap["quarantined"] = d.heap.quarantined_bytes;
   heap["quarantined_blocks"] = d.heap.quarantined_blocks;
   state["heap"] = heap;
-  py::list live, leaks;
+  py::list live, leaks, released;
   Allocations(d.live, d.heap_base, &live);
-  Allocations(d.leaks, d.heap_base, &leaks);
+  std::vector<AllocationRecord> lost, given_up;
+  for (const AllocationRecord& record : d.leaks) {
+    (record.released ? given_up : lost).push_back(record);
+  }
+  Allocations(lost, d.heap_base, &leaks);
+  Allocations(given_up, d.heap_base, &released);
   state["live_allocations"] = live;
   state["leaks"] = leaks;
+  state["released"] = released;  // waiting for the agreed reclaim (Runtime::Release)
   state["latest_failure"] = d.latest_failure.ok()
                                 ? py::object(py::none())
                                 : py::object(py::str(d.latest_failure.ToString()));

@@ -257,7 +257,8 @@ SymmetricView Symmetric(std::string_view operation, std::string_view name,
   CheckOnHeapDevice(operation, name, tensor);
   AllocationContext* context = ContextOf(tensor);
   if (context == nullptr) {
-    Check(Contract(operation, name, "a symmetric tensor from shmem.empty",
+    if (std::optional<SymmetricView> view = SymmMemView(operation, name, tensor)) return *view;
+    Check(Contract(operation, name, "a symmetric tensor from shmem.empty or symm_mem.empty",
                    Describe(tensor) + " outside the symmetric heap"));
   }
   CheckContiguous(operation, name, tensor);

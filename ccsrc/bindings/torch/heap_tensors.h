@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -43,6 +44,12 @@ HPS_BINDING_API bool IsSymmetric(const at::Tensor& tensor);
 /// device, as the view the Runtime checks.
 HPS_BINDING_API SymmetricView Symmetric(std::string_view operation, std::string_view name,
                                         const at::Tensor& tensor);
+
+/// The tensor's bytes as an operand of the Runtime when it lies in an allocation of torch's
+/// symm_mem on this runtime (symm_mem.cc; docs/api.md); a released one raises USE_AFTER_FREE.
+/// Empty for any other tensor. Symmetric() falls back to it.
+std::optional<SymmetricView> SymmMemView(std::string_view operation, std::string_view name,
+                                         const at::Tensor& tensor);
 
 /// A local (non-symmetric side) operand: any contiguous tensor in host memory or on the heap's
 /// device that was not freed; its data (null when it has no elements).

@@ -19,5 +19,6 @@ PYBIND11_MODULE(hyper_parallel_shmem_torch, m) {
   binding::RegisterStreams(m);
   binding::RegisterDiagnostics(m);
   binding::RegisterTeams(m);
+  binding::RegisterSymmMem(m);  // torch's symm_mem API on this runtime
   binding::RegisterOps(m);  // the primitives as torch custom ops, and the order token
 }

@@ -25,6 +25,9 @@ HPS_BINDING_API void RegisterStreams(pybind11::module_& m);
 HPS_BINDING_API void RegisterDiagnostics(pybind11::module_& m);
 /// teams.cc: TeamHandle, set_team_class, the team splits, create, destroy, describe, team_pe.
 HPS_BINDING_API void RegisterTeams(pybind11::module_& m);
+/// symm_mem.cc: the "HPS" allocators of torch's symm_mem API (symm_mem_register) and their
+/// reclaim; symm_mem_ops.cc registers the symm_mem operators' CPU kernels with torch.
+HPS_BINDING_API void RegisterSymmMem(pybind11::module_& m);
 // The custom ops register with torch's dispatcher (and order_token on the module): ops.h.
 
 }  // namespace hyper_parallel::shmem::binding

@@ -23,6 +23,10 @@ running backend. Every error is a ShmemError; a bad argument is also a ValueErro
 (ShmemValueError) or a TypeError (ShmemTypeError). shmem.errors holds them and the two message
 shapes for layers built on shmem.
 
+Importing this package makes the runtime a backend of torch's own symmetric-memory API
+(torch.distributed._symmetric_memory): symm_mem.empty(device="cpu"), rendezvous and the
+torch.ops.symm_mem operators run on it; symm_mem_shutdown() ends that use (docs/api.md).
+
 Every operation is enqueued on the current stream: the default host stream is the calling
 thread; `with shmem.stream(shmem.Stream()):` queues work on an executor thread instead.
 """
@@ -75,9 +79,11 @@ from ._lifecycle import Handle, acquire_shmem
 from ._ops import order_token
 from ._teams import TEAM_NODE, TEAM_WORLD, Team, team, team_split_2d, team_split_strided
 from .errors import ShmemError, ShmemTypeError, ShmemValueError
-from . import _exports, errors
+from . import _exports, _symm_mem, errors
+from ._symm_mem import shutdown as symm_mem_shutdown
 
 _exports.install()
+_symm_mem._register()  # torch's symm_mem API: "HPS" for the CPU (docs/api.md)
 
 __all__ = [
     "BackendInfo",

@@ -51,8 +51,9 @@ def debug_state() -> DebugState:
     Fields: state (uninitialized, initializing, ready, closing, failed), reference_count,
     lifecycle, root_rank, root_size, global_ranks, device, backend, config, heap_base, heap
     (heap_size, allocated, max_allocated, remaining, largest_free_block, quarantined,
-    quarantined_blocks), live_allocations and
-    leaks (id, base, bytes, alignment), collectives (sequence: the number of this PE's latest
+    quarantined_blocks), live_allocations,
+    leaks (id, base, bytes, alignment) and released (the same fields: allocations of torch's
+    symm_mem whose tensors died on this PE, waiting for the agreed reclaim; docs/api.md), collectives (sequence: the number of this PE's latest
     collective; in_flight; stream: where they are queued), teams (the teams this PE is in, by
     slot, the world first: slot, pes in world numbering, my_pe in the team, predefined,
     handles this PE holds, sequence and first_sequence of its collectives, in_flight, stream),
@@ -81,7 +82,7 @@ def debug_state() -> DebugState:
     state["state"] = snapshot["state"]
     state["reference_count"] = _lifecycle.reference_count()
     for key in ("lifecycle", "root_rank", "root_size", "global_ranks", "device", "backend",
-                "config", "heap_base", "heap", "live_allocations", "leaks", "collectives",
+                "config", "heap_base", "heap", "live_allocations", "leaks", "released", "collectives",
                 "teams", "calls_in_flight", "host_synchronizations", "wait", "peers",
                 "network"):
         state[key] = snapshot[key]

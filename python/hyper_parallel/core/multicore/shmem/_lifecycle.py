@@ -116,6 +116,13 @@ def _resolve_root(root_group):
     return RootIdentity(ranks, device), _GroupBootstrap(group), dist.get_rank(group), len(ranks)
 
 
+def _lifecycle_ended() -> None:
+    _ops.lifecycle_ended()
+    from . import _symm_mem  # imports this module
+
+    _symm_mem.lifecycle_ended()
+
+
 class Handle:
     """A reference to the process's Runtime. It has no communication methods.
 
@@ -155,12 +162,12 @@ class Handle:
                         _count = 0
                         _identity = None
                         _bootstrap = None
-                        _ops.lifecycle_ended()
+                        _lifecycle_ended()
                         self._closed = True
                     raise
                 _identity = None
                 _bootstrap = None
-                _ops.lifecycle_ended()
+                _lifecycle_ended()
             _count -= 1
             self._closed = True
 
