@@ -164,6 +164,11 @@ void* HpsAllocator::alloc(size_t size, int /*device_idx*/,
   }
   Runtime& runtime = Runtime::Process();
   const c10::Device device = DeviceFor(kOp);
+  if (!device.is_cpu()) {
+    // The operators' NPU kernels, where torch_npu has none (once torch_npu is loaded).
+    py::gil_scoped_acquire gil;
+    py::module_::import(kPythonSide).attr("_register_npu")();
+  }
   const std::uint64_t pad = symm::get_signal_pad_size();
   const std::uint64_t pad_offset = (size + kPadAlignment - 1) / kPadAlignment * kPadAlignment;
   std::vector<AllocationId> reclaimed;
@@ -303,6 +308,16 @@ c10::intrusive_ptr<symm::SymmetricMemory> HpsAllocator::rendezvous(
 
 }  // namespace
 
+StreamRef StreamFor(const c10::Device& device) {
+  return device.is_cpu() ? StreamRef{} : CurrentStream();
+}
+
+void Synchronize(const c10::Device& device) {
+  if (device.is_cpu()) return;
+  py::gil_scoped_acquire gil;
+  py::module_::import("torch").attr("npu").attr("current_stream")().attr("synchronize")();
+}
+
 SymmGroup GroupNamed(std::string_view operation, const std::optional<std::string>& group_name) {
   py::gil_scoped_acquire gil;
   py::tuple info = py::module_::import(kPythonSide)
@@ -347,58 +362,65 @@ SymmetricView HpsSymmetricMemory::Slot(std::string_view operation, int channel, 
   return SymmetricView{block_->id, block_->base + block_->pad_offset + 4 * word, 4};
 }
 
-// torch's semantics: put_signal waits (bounded) until the peer's slot of (channel, this rank)
-// is 0, then sets it to 1; wait_signal waits until this rank's slot of (channel, src) is 1,
-// then resets it to 0. Both are compare-and-swaps of this runtime, so they work across hosts.
-void HpsSymmetricMemory::put_signal(int dst_rank, int channel, size_t timeout_ms) {
-  constexpr std::string_view kOp = "symm_mem.put_signal";
-  const SymmetricView slot = Slot(kOp, channel, rank_);
-  (void)Slot(kOp, channel, dst_rank);  // checks dst_rank
+// torch's semantics: put_signal waits (bounded) until the peer's word of (channel, this rank)
+// is 0, then sets it to 1; wait_signal waits until this rank's word of (channel, src) is 1,
+// then resets it to 0. Each word has one writer per transition (the sender sets it, its owner
+// resets it), so a get and a signal do it without atomics: on every backend (CANN has no
+// atomics) and across hosts.
+namespace {
+
+// Waits (bounded) until `slot` on world PE `pe` holds `expected`, then sets it to `next`.
+void Transition(std::string_view operation, const SymmetricView& slot, int pe,
+                std::uint32_t expected, std::uint32_t next, const c10::Device& device,
+                size_t timeout_ms, const std::vector<Field>& names) {
+  Runtime& runtime = Runtime::Process();
+  const StreamRef stream = StreamFor(device);
   const auto bound = Bound(timeout_ms);
   const auto deadline = std::chrono::steady_clock::now() + bound;
   for (int attempt = 0;; ++attempt) {
-    std::uint32_t old = 1;
-    Check(WithoutGil([&] {
-      return Runtime::Process().Atomic(slot, 4, AtomicOp::kCompareSwap, 1, 0, pe(dst_rank), &old,
-                                       StreamRef{});
-    }));
-    if (old == 0) return;
+    std::uint32_t seen = expected + 1;
+    Check(WithoutGil([&] { return runtime.Get(&seen, slot, pe, stream); }));
+    Synchronize(device);
+    if (seen == expected) {
+      Check(WithoutGil([&] {
+        return runtime.Signal(slot, SignalWidth::k32, next, pe, SignalOp::kSet, stream);
+      }));
+      Synchronize(device);
+      return;
+    }
     if (std::chrono::steady_clock::now() > deadline) {
+      std::vector<Field> fields = names;
+      fields.push_back({"timeout_ms", std::to_string(bound.count())});
       Raise(Status::Assertion(ErrorCode::kTimeout,
-                              "put_signal timed out waiting for the peer's signal slot to be 0",
-                              {{"channel", std::to_string(channel)},
-                               {"peer", std::to_string(dst_rank)},
-                               {"peer_pe", std::to_string(pe(dst_rank))},
-                               {"timeout_ms", std::to_string(bound.count())}})
-                .At(kOp, "wait"));
+                              expected == 0
+                                  ? "put_signal timed out waiting for the peer's signal slot to be 0"
+                                  : "wait_signal timed out waiting for the peer's signal",
+                              fields)
+                .At(operation, "wait"));
     }
     Backoff(attempt);
   }
 }
 
+}  // namespace
+
+void HpsSymmetricMemory::put_signal(int dst_rank, int channel, size_t timeout_ms) {
+  constexpr std::string_view kOp = "symm_mem.put_signal";
+  const SymmetricView slot = Slot(kOp, channel, rank_);
+  (void)Slot(kOp, channel, dst_rank);  // checks dst_rank
+  Transition(kOp, slot, pe(dst_rank), 0, 1, device_, timeout_ms,
+             {{"channel", std::to_string(channel)},
+              {"peer", std::to_string(dst_rank)},
+              {"peer_pe", std::to_string(pe(dst_rank))}});
+}
+
 void HpsSymmetricMemory::wait_signal(int src_rank, int channel, size_t timeout_ms) {
   constexpr std::string_view kOp = "symm_mem.wait_signal";
   const SymmetricView slot = Slot(kOp, channel, src_rank);
-  const auto bound = Bound(timeout_ms);
-  const auto deadline = std::chrono::steady_clock::now() + bound;
-  for (int attempt = 0;; ++attempt) {
-    std::uint32_t old = 0;
-    Check(WithoutGil([&] {
-      return Runtime::Process().Atomic(slot, 4, AtomicOp::kCompareSwap, 0, 1, pe(rank_), &old,
-                                       StreamRef{});
-    }));
-    if (old == 1) return;
-    if (std::chrono::steady_clock::now() > deadline) {
-      Raise(Status::Assertion(ErrorCode::kTimeout,
-                              "wait_signal timed out waiting for the peer's signal",
-                              {{"channel", std::to_string(channel)},
-                               {"peer", std::to_string(src_rank)},
-                               {"peer_pe", std::to_string(pe(src_rank))},
-                               {"timeout_ms", std::to_string(bound.count())}})
-                .At(kOp, "wait"));
-    }
-    Backoff(attempt);
-  }
+  Transition(kOp, slot, pe(rank_), 1, 0, device_, timeout_ms,
+             {{"channel", std::to_string(channel)},
+              {"peer", std::to_string(src_rank)},
+              {"peer_pe", std::to_string(pe(src_rank))}});
 }
 
 void HpsSymmetricMemory::barrier(int channel, size_t timeout_ms) {
@@ -469,6 +491,7 @@ void RegisterSymmMem(py::module_& m) {
         return false;
       },
       py::arg("cpu_default"));
+  m.def("symm_mem_register_npu", [] { return RegisterNpuKernels(); });
   m.def("symm_mem_reclaim", [] {
     // Collective over the WORLD: gives back what every PE released.
     std::vector<AllocationId> reclaimed;

@@ -98,4 +98,19 @@ c10::intrusive_ptr<HpsSymmetricMemory> HandleOf(std::string_view operation,
                                                 std::string_view name, const at::Tensor& tensor,
                                                 const std::string& group_name);
 
+/// Where symm_mem's transfers go: the calling thread on the CPU (the host backend's default
+/// stream, which runs them before returning), torch's current stream on the NPU (the stream the
+/// framework's own kernels and the barriers are enqueued on).
+StreamRef StreamFor(const c10::Device& device);
+
+/// Makes the host wait until the device's current stream ran what was enqueued (nothing to
+/// wait for on the CPU): before the host reads what a get brought, and before an operator
+/// returns.
+void Synchronize(const c10::Device& device);
+
+/// Registers the operators' kernels (symm_mem_ops.cc) for the NPU dispatch key, each only where
+/// no kernel is registered for it yet (torch_npu's own stay its); once per process, once
+/// torch_npu is loaded. Returns the operators it registered.
+std::vector<std::string> RegisterNpuKernels();
+
 }  // namespace hyper_parallel::shmem::binding

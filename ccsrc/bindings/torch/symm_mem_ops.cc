@@ -10,9 +10,13 @@
 // receives, so only what peers read must be symmetric: the input, its splits, and a reduction's
 // input; outputs may be any tensor of the device.
 #include <ATen/ATen.h>
+#include <pybind11/pybind11.h>
 #include <torch/library.h>
 
+#include <ATen/core/dispatch/Dispatcher.h>
+
 #include <algorithm>
+#include <mutex>
 #include <cstring>
 #include <numeric>
 #include <optional>
@@ -22,7 +26,10 @@
 #include "bindings/torch/errors.h"
 #include "bindings/torch/heap_tensors.h"
 #include "bindings/torch/primitives.h"
+#include "bindings/torch/streams.h"
 #include "bindings/torch/symm_mem.h"
+
+namespace py = pybind11;
 
 namespace hyper_parallel::shmem::binding {
 namespace {
@@ -43,44 +50,57 @@ void Barrier(const SymmGroup& group) {
 }
 
 // Runs `checks` and then a barrier of the group: a failure of any PE's checks fails every
-// PE's barrier (the failing PE raises its own error), so no PE moves data.
+// PE's barrier (the failing PE raises its own error), so no PE moves data. On the CPU the
+// operators run on the calling thread: not under a shmem.Stream.
 template <typename Checks>
 auto CheckedBarrier(const SymmGroup& group, Checks&& checks) -> decltype(checks()) {
+  auto all_checks = [&] {
+    TORCH_CHECK(!IsQueuedOwnStream(CurrentStream()),
+                "the symm_mem operators run on the calling thread: call them outside "
+                "shmem.stream()");
+    return checks();
+  };
   if constexpr (std::is_void_v<decltype(checks())>) {
-    Refusable("barrier", group.team, checks);
+    Refusable("barrier", group.team, all_checks);
     Barrier(group);
   } else {
-    auto result = Refusable("barrier", group.team, checks);
+    auto result = Refusable("barrier", group.team, all_checks);
     Barrier(group);
     return result;
   }
 }
 
-// Copies `bytes` at byte `from` of symmetric `source` on world PE `pe` to local `destination`.
-void GetBytes(void* destination, const SymmetricView& source, std::uint64_t from,
-              std::uint64_t bytes, int pe) {
+// Copies `bytes` at byte `from` of symmetric `source` on world PE `pe` to local `destination`
+// (host memory, or memory of the heap's device), on `device`'s stream.
+void GetBytes(const c10::Device& device, void* destination, const SymmetricView& source,
+              std::uint64_t from, std::uint64_t bytes, int pe) {
   if (bytes == 0) return;
   const SymmetricView part{source.id, static_cast<const std::byte*>(source.data) + from, bytes};
-  Check(Runtime::Process().Get(destination, part, pe, StreamRef{}));
+  Check(Runtime::Process().Get(destination, part, pe, StreamFor(device)));
 }
 
 // Copies local `source` to byte `at` of symmetric `destination` on world PE `pe`.
-void PutBytes(const SymmetricView& destination, std::uint64_t at, const void* source,
-              std::uint64_t bytes, int pe) {
+void PutBytes(const c10::Device& device, const SymmetricView& destination, std::uint64_t at,
+              const void* source, std::uint64_t bytes, int pe) {
   if (bytes == 0) return;
   const SymmetricView part{destination.id,
                            static_cast<const std::byte*>(destination.data) + at, bytes};
-  Check(Runtime::Process().Put(part, source, pe, StreamRef{}));
+  Check(Runtime::Process().Put(part, source, pe, StreamFor(device)));
 }
+
+// A tensor's elements on the host (itself on the CPU).
+at::Tensor OnHost(const at::Tensor& tensor) { return tensor.to(at::kCPU).contiguous(); }
 
 // Every peer's copy of the int64 symmetric `splits`, by group rank.
 std::vector<std::vector<std::int64_t>> PeerSplits(const SymmGroup& group,
-                                                  const SymmetricView& splits) {
+                                                  const SymmetricView& splits,
+                                                  const c10::Device& device) {
   std::vector<std::vector<std::int64_t>> all(static_cast<std::size_t>(group.world()));
   for (int r = 0; r < group.world(); ++r) {
     all[r].resize(splits.bytes / sizeof(std::int64_t));
-    GetBytes(all[r].data(), splits, 0, splits.bytes, group.pes[r]);
+    GetBytes(device, all[r].data(), splits, 0, splits.bytes, group.pes[r]);
   }
+  Synchronize(device);
   return all;
 }
 
@@ -134,17 +154,19 @@ void RunPulls(std::string_view op, const SymmGroup& group, const at::Tensor& inp
     TORCH_CHECK(end <= Rows(out), op, ": the splits do not fit out: the rows received end at ",
                 end, " but out has ", Rows(out), " rows");
   });
-  auto* so = out_splits_offsets.data_ptr<std::int64_t>();
-  std::copy(splits.begin(), splits.end(), so);
-  std::copy(offsets.begin(), offsets.end(), so + splits.size());
+  std::vector<std::int64_t> both(splits);
+  both.insert(both.end(), offsets.begin(), offsets.end());
+  out_splits_offsets.copy_(
+      at::from_blob(both.data(), out_splits_offsets.sizes(), at::TensorOptions(at::kLong)));
   const SymmetricView source = SymmetricOperand(op, "input", input);
   const std::uint64_t row = RowBytes(input);
   auto* destination = static_cast<std::byte*>(out.data_ptr());
   for (const Pull& pull : pulls) {
-    GetBytes(destination + pull.to * row, source, pull.from * row, pull.rows * row,
-             group.pes[pull.peer]);
+    GetBytes(out.device(), destination + pull.to * row, source, pull.from * row,
+             pull.rows * row, group.pes[pull.peer]);
   }
   Barrier(group);
+  Synchronize(out.device());  // `both` is read by the copy until the stream ran it
 }
 
 // Non-negative splits whose rows lie inside `input` (with offsets where given).
@@ -178,10 +200,10 @@ void AllToAllVdev(const at::Tensor& input, at::Tensor& out, const at::Tensor& in
     TORCH_CHECK(out_splits_offsets.dim() == 2 && out_splits_offsets.size(0) == 2 &&
                     out_splits_offsets.size(1) == world,
                 "out_splits_offsets must be 2D with 2 rows of world_size (", world, ")");
-    CheckLocalSplits(kOp, input, in_splits.data_ptr<std::int64_t>(), nullptr, world);
+    CheckLocalSplits(kOp, input, OnHost(in_splits).data_ptr<std::int64_t>(), nullptr, world);
     return SymmetricOperand(kOp, "in_splits", in_splits);
   });
-  const auto peers = PeerSplits(group, splits_view);
+  const auto peers = PeerSplits(group, splits_view, input.device());
   std::vector<std::int64_t> splits(world), offsets(world);
   std::vector<Pull> pulls;
   std::int64_t at = 0;
@@ -214,11 +236,12 @@ void AllToAllVdev2d(const at::Tensor& input, at::Tensor& out, const at::Tensor& 
                     in_splits.numel() % world == 0,
                 "out_splits_offsets must be 2D with 2 rows, each row must be a multiple of "
                 "world_size");
-    CheckLocalSplits(kOp, input, in_splits.data_ptr<std::int64_t>(), nullptr, in_splits.numel());
+    const at::Tensor host = OnHost(in_splits);
+    CheckLocalSplits(kOp, input, host.data_ptr<std::int64_t>(), nullptr, in_splits.numel());
     return SymmetricOperand(kOp, "in_splits", in_splits);
   });
   const std::int64_t experts = in_splits.numel() / world;
-  const auto peers = PeerSplits(group, splits_view);
+  const auto peers = PeerSplits(group, splits_view, input.device());
   // Output in expert-major order: expert e's rows from every source rank, in rank order; each
   // expert's block up-aligned to major_align (at least major_align when empty).
   const std::size_t count = static_cast<std::size_t>(experts * world);
@@ -262,13 +285,14 @@ void AllToAllVdev2dOffset(const at::Tensor& input, at::Tensor& out,
                 "out_splits_offsets must be 2D with 2 rows of the same length as "
                 "in_splits_offsets'");
     const std::int64_t n = in_splits_offsets.size(1);
-    const auto* data = in_splits_offsets.data_ptr<std::int64_t>();
+    const at::Tensor host = OnHost(in_splits_offsets);
+    const auto* data = host.data_ptr<std::int64_t>();
     CheckLocalSplits(kOp, input, data, data + n, n);
     return SymmetricOperand(kOp, "in_splits_offsets", in_splits_offsets);
   });
   const std::int64_t n = in_splits_offsets.size(1);
   const std::int64_t experts = n / world;
-  const auto peers = PeerSplits(group, splits_view);
+  const auto peers = PeerSplits(group, splits_view, input.device());
   // Input in expert-major order (chunk e * world + destination rank), with offsets; output in
   // rank-major order (source rank * experts + e), packed.
   std::vector<std::int64_t> splits(static_cast<std::size_t>(n)), offsets(splits.size());
@@ -298,12 +322,14 @@ void OneShotInto(std::string_view op, const SymmGroup& group, const at::Tensor& 
   const SymmetricView view = SymmetricOperand(op, "input", buffer);
   const std::uint64_t bytes = static_cast<std::uint64_t>(numel) * buffer.element_size();
   at::Tensor flat = out.view({-1});
-  at::Tensor part = at::empty({numel}, buffer.options().device(c10::kCPU));
+  at::Tensor part = at::empty({numel}, buffer.options());
   for (int r = 0; r < group.world(); ++r) {
-    GetBytes(r == 0 ? flat.data_ptr() : part.data_ptr(), view, 0, bytes, group.pes[r]);
+    GetBytes(buffer.device(), r == 0 ? flat.data_ptr() : part.data_ptr(), view, 0, bytes,
+             group.pes[r]);
     if (r > 0) flat.add_(part);
   }
   Barrier(group);
+  Synchronize(buffer.device());
 }
 
 at::Tensor OneShotAllReduceOut(const at::Tensor& input, std::string reduce_op,
@@ -365,19 +391,21 @@ void TwoShot(std::string_view op, const SymmGroup& group, at::Tensor& input) {
   const std::int64_t first = std::min(numel, shard * group.rank);
   const std::int64_t count = std::min(numel, first + shard) - first;
   const std::uint64_t element = input.element_size();
-  at::Tensor sum = at::empty({count}, input.options().device(c10::kCPU));
+  const c10::Device device = input.device();
+  at::Tensor sum = at::empty({count}, input.options());
   at::Tensor part = at::empty({count}, sum.options());
   for (int r = 0; r < group.world(); ++r) {
-    GetBytes(r == 0 ? sum.data_ptr() : part.data_ptr(), view, first * element, count * element,
-             group.pes[r]);
+    GetBytes(device, r == 0 ? sum.data_ptr() : part.data_ptr(), view, first * element,
+             count * element, group.pes[r]);
     if (r > 0) sum.add_(part);
   }
   // Every PE read its shard of everyone before anyone overwrites it.
   Barrier(group);
   for (int r = 0; r < group.world(); ++r) {
-    PutBytes(view, first * element, sum.data_ptr(), count * element, group.pes[r]);
+    PutBytes(device, view, first * element, sum.data_ptr(), count * element, group.pes[r]);
   }
   Barrier(group);
+  Synchronize(device);
 }
 
 at::Tensor TwoShotAllReduce(at::Tensor& input, std::string reduce_op, std::string group_name) {
@@ -431,23 +459,24 @@ at::Tensor ReduceScatterOut(at::Tensor& input, std::string group_name, bool spli
   if (dim == 0) {
     // Chunk `rank` along dim 0 is contiguous: one get per peer.
     const std::uint64_t bytes = ByteSize(input) / world;
-    sum = at::empty(output.sizes(), input.options().device(c10::kCPU));
+    sum = at::empty(output.sizes(), input.options());
     at::Tensor part = at::empty_like(sum);
     for (int r = 0; r < world; ++r) {
-      GetBytes(r == 0 ? sum.data_ptr() : part.data_ptr(), view, bytes * group.rank, bytes,
-               group.pes[r]);
+      GetBytes(input.device(), r == 0 ? sum.data_ptr() : part.data_ptr(), view,
+               bytes * group.rank, bytes, group.pes[r]);
       if (r > 0) sum.add_(part);
     }
   } else {
     at::Tensor whole = at::empty_like(input, at::MemoryFormat::Contiguous);
     for (int r = 0; r < world; ++r) {
-      GetBytes(whole.data_ptr(), view, 0, ByteSize(input), group.pes[r]);
+      GetBytes(input.device(), whole.data_ptr(), view, 0, ByteSize(input), group.pes[r]);
       at::Tensor chunk = whole.chunk(world, dim)[group.rank];
       sum = r == 0 ? chunk.clone(at::MemoryFormat::Contiguous) : sum.add_(chunk);
     }
   }
   Barrier(group);
   output.copy_(sum);
+  Synchronize(input.device());
   return output;
 }
 
@@ -460,8 +489,9 @@ at::Tensor Memset32(at::Tensor& input, std::int64_t offset, std::int64_t val,
               ") exceeds the number of elements (", input.numel(), ")");
   TORCH_CHECK(val >= 0 && val <= 0xFFFFFFFFll, "memset32_: val must fit in 32 bits, but got ",
               val);
-  auto* words = static_cast<std::uint32_t*>(input.data_ptr()) + offset;
-  std::fill(words, words + count, static_cast<std::uint32_t>(val));
+  // The 32-bit pattern of `val`, written by the framework (on the NPU: on its current stream).
+  input.view({-1}).view(at::kInt).narrow(0, offset, count)
+      .fill_(static_cast<std::int32_t>(static_cast<std::uint32_t>(val)));
   return input;
 }
 
@@ -470,6 +500,35 @@ at::Tensor StreamWriteValue32(at::Tensor& input, std::int64_t offset, std::int64
 }
 
 }  // namespace
+
+std::vector<std::string> RegisterNpuKernels() {
+  static std::mutex mutex;
+  static torch::Library* library = nullptr;  // kept for the process: the kernels stay registered
+  static std::vector<std::string> registered;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (library != nullptr) return registered;
+  library = new torch::Library(torch::Library::IMPL, "symm_mem", c10::DispatchKey::PrivateUse1,
+                               __FILE__, __LINE__);
+  auto add = [&](const char* name, auto kernel) {
+    const auto op = c10::Dispatcher::singleton().findOp({std::string("symm_mem::") + name, ""});
+    if (op && op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) return;  // torch_npu's
+    library->impl(name, kernel);
+    registered.emplace_back(name);
+  };
+  add("all_to_all_vdev", AllToAllVdev);
+  add("all_to_all_vdev_2d", AllToAllVdev2d);
+  add("all_to_all_vdev_2d_offset", AllToAllVdev2dOffset);
+  add("one_shot_all_reduce", OneShotAllReduce);
+  add("one_shot_all_reduce_out", OneShotAllReduceOut);
+  add("one_shot_all_reduce_copy", OneShotAllReduceCopy);
+  add("one_shot_all_reduce_copy_out", OneShotAllReduceCopyOut);
+  add("two_shot_all_reduce_", TwoShotAllReduce);
+  add("two_shot_all_reduce_out", TwoShotAllReduceOut);
+  add("reduce_scatter_out", ReduceScatterOut);
+  add("memset32_", Memset32);
+  add("stream_write_value32_", StreamWriteValue32);
+  return registered;
+}
 
 TORCH_LIBRARY_IMPL(symm_mem, CPU, m) {
   m.impl("all_to_all_vdev", AllToAllVdev);

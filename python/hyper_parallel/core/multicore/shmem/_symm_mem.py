@@ -81,6 +81,44 @@ def shutdown() -> None:
 def _register() -> None:
     global _registered_cpu
     _registered_cpu = native.symm_mem_register(cpu_default=True)
+    _guard_signal_pads()
+
+
+def _guard_signal_pads() -> None:
+    """torch 2.13's get_signal_pad (not virtual, unlike the pointers it reads) makes a tensor at
+    address 0 for a rank whose pad this process does not map; get_buffer raises there. Give it
+    get_buffer's check (idempotent)."""
+    original = _SymmetricMemory.get_signal_pad
+    if getattr(original, "_hps_guard", False):
+        return
+
+    def get_signal_pad(self, rank, *args, **kwargs):
+        pointers = self.signal_pad_ptrs
+        if 0 <= rank < len(pointers) and pointers[rank] == 0:
+            raise RuntimeError(f"Cannot get signal pad across nodes, my rank: {self.rank}, "
+                               f"peer: {rank} (its pad is reached by put_signal and wait_signal)")
+        return original(self, rank, *args, **kwargs)
+
+    get_signal_pad._hps_guard = True
+    get_signal_pad.__doc__ = original.__doc__
+    _SymmetricMemory.get_signal_pad = get_signal_pad
+
+
+_npu_kernels: "list | None" = None  # the operators this package registered for the NPU
+
+
+def _register_npu() -> None:
+    """At the first allocation of "HPS_NPU" (torch_npu is loaded by then): the operators' NPU
+    kernels, each only where torch_npu has none."""
+    global _npu_kernels
+    if _npu_kernels is not None:
+        return
+    names = list(native.symm_mem_register_npu())
+    for name, kernel in _PYTHON_KERNELS.items():
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(f"symm_mem::{name}", "PrivateUse1"):
+            _lib.impl(name, kernel, "PrivateUse1")
+            names.append(name)
+    _npu_kernels = names
 
 
 # ---- the operators torch writes in Python, on the CPU ------------------------------------
@@ -103,7 +141,7 @@ def _staged(tensor: torch.Tensor, group_name: str) -> torch.Tensor:
     space = _workspaces.get(group_name)
     if space is None or space.numel() < nbytes:
         _workspaces.pop(group_name, None)
-        space = _torch_symm_mem.empty(max(nbytes, 1), dtype=torch.uint8, device="cpu")
+        space = _torch_symm_mem.empty(max(nbytes, 1), dtype=torch.uint8, device=tensor.device)
         _workspaces[group_name] = space
     staged = space[:nbytes].view(tensor.dtype).view(tensor.shape)
     staged.copy_(tensor)
@@ -147,26 +185,22 @@ def _reduce_chunk(source: torch.Tensor, group_name: str, reduce_op: str) -> torc
     return total.div_(world) if reduce_op == "avg" else total
 
 
-@torch.library.impl(_lib, "get_remote_tensors", "CPU")
 def _get_remote_tensors(local: torch.Tensor, group_name: str) -> tuple:
     hdl = _torch_symm_mem.rendezvous(local, group_name)
     return tuple(hdl.get_buffer(peer, local.size(), local.dtype, local.storage_offset())
                  for peer in range(hdl.world_size))
 
 
-@torch.library.impl(_lib, "_low_contention_all_gather", "CPU")
 def _low_contention_all_gather(tensor: torch.Tensor, group_name: str) -> torch.Tensor:
     gathered = _gather_chunks(_staged(tensor, group_name), group_name)
     return gathered.flatten(0, 1) if tensor.dim() > 0 else gathered
 
 
-@torch.library.impl(_lib, "_low_contention_reduce_scatter", "CPU")
 def _low_contention_reduce_scatter(tensor: torch.Tensor, reduce_op: str,
                                    group_name: str) -> torch.Tensor:
     return _reduce_chunk(_staged(tensor, group_name), group_name, reduce_op)
 
 
-@torch.library.impl(_lib, "fused_all_gather_matmul", "CPU")
 def _fused_all_gather_matmul(A_shard: torch.Tensor, Bs: list, gather_dim: int, group_name: str,
                              *, return_A: bool = True) -> tuple:
     # The gather is this runtime's gets; the arithmetic is torch's fallback's, op for op.
@@ -180,7 +214,6 @@ def _fused_all_gather_matmul(A_shard: torch.Tensor, Bs: list, gather_dim: int, g
     return (A.movedim(0, gather_dim) if return_A else None), res
 
 
-@torch.library.impl(_lib, "fused_matmul_reduce_scatter", "CPU")
 def _fused_matmul_reduce_scatter(A: torch.Tensor, B: torch.Tensor, reduce_op: str,
                                  scatter_dim: int, group_name: str) -> torch.Tensor:
     product = (A @ B).movedim(scatter_dim, 0).contiguous()
@@ -195,7 +228,18 @@ def _no_multicast(name: str):
     return refuse
 
 
+# torch writes these in Python for CUDA; here they are this runtime's, for the CPU now and for
+# the NPU at its first allocation (_register_npu).
+_PYTHON_KERNELS = {
+    "get_remote_tensors": _get_remote_tensors,
+    "_low_contention_all_gather": _low_contention_all_gather,
+    "_low_contention_reduce_scatter": _low_contention_reduce_scatter,
+    "fused_all_gather_matmul": _fused_all_gather_matmul,
+    "fused_matmul_reduce_scatter": _fused_matmul_reduce_scatter,
+}
 for _name in ("multimem_all_reduce_", "multimem_one_shot_all_reduce",
               "multimem_one_shot_all_reduce_out", "multimem_one_shot_reduce_out",
               "multimem_all_gather_out"):
-    _lib.impl(_name, _no_multicast(_name), "CPU")
+    _PYTHON_KERNELS[_name] = _no_multicast(_name)
+for _name, _kernel in _PYTHON_KERNELS.items():
+    _lib.impl(_name, _kernel, "CPU")
