@@ -12,10 +12,10 @@
 #include <chrono>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <utility>
 
+#include "base/mutex.h"
 #include "bindings/torch/errors.h"
 #include "bindings/torch/heap_tensors.h"
 #include "bindings/torch/primitives.h"
@@ -45,11 +45,12 @@ auto WithoutGil(Work&& work) -> decltype(work()) {
 
 // Allocations of the "HPS" allocators by base address, live or released and not yet reclaimed
 // (a view into a released one is then named), and the handles rendezvous made for them.
+// A block's `released` is written and read under the mutex too.
 struct Table {
-  std::mutex mutex;
-  std::map<std::uintptr_t, std::shared_ptr<SymmBlock>> blocks;
+  Mutex mutex;
+  std::map<std::uintptr_t, std::shared_ptr<SymmBlock>> blocks GUARDED_BY(mutex);
   std::map<std::pair<std::uintptr_t, std::string>, c10::intrusive_ptr<HpsSymmetricMemory>>
-      handles;
+      handles GUARDED_BY(mutex);
 };
 
 Table& Blocks() {
@@ -59,8 +60,8 @@ Table& Blocks() {
 
 std::uintptr_t Address(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer); }
 
-// The block whose extent (buffer and signal pad) holds `pointer`, or null. Needs the mutex.
-std::shared_ptr<SymmBlock> Containing(Table& table, const void* pointer) {
+// The block whose extent (buffer and signal pad) holds `pointer`, or null.
+std::shared_ptr<SymmBlock> Containing(Table& table, const void* pointer) REQUIRES(table.mutex) {
   auto it = table.blocks.upper_bound(Address(pointer));
   if (it == table.blocks.begin()) return nullptr;
   --it;
@@ -69,10 +70,9 @@ std::shared_ptr<SymmBlock> Containing(Table& table, const void* pointer) {
   return Address(pointer) - it->first <= extent ? it->second : nullptr;
 }
 
-// Forgets reclaimed blocks and, given the current lifecycle, those of an ended one. Needs the
-// mutex.
+// Forgets reclaimed blocks and, given the current lifecycle, those of an ended one.
 void Forget(Table& table, const std::vector<AllocationId>& reclaimed,
-            std::optional<std::uint64_t> lifecycle) {
+            std::optional<std::uint64_t> lifecycle) REQUIRES(table.mutex) {
   for (auto it = table.blocks.begin(); it != table.blocks.end();) {
     const SymmBlock& block = *it->second;
     const bool gone = (lifecycle && block.lifecycle != *lifecycle) ||
@@ -114,7 +114,7 @@ class HpsAllocator final : public symm::SymmetricMemoryAllocator {
   std::string name() override { return name_; }
   bool has_allocation(void* ptr) override {
     Table& table = Blocks();
-    std::lock_guard<std::mutex> lock(table.mutex);
+    MutexLock lock(&table.mutex);
     auto it = table.blocks.find(Address(ptr));
     return it != table.blocks.end() && !it->second->released;
   }
@@ -212,7 +212,7 @@ void* HpsAllocator::alloc(size_t size, int /*device_idx*/,
         .zero_();
   }
   Table& table = Blocks();
-  std::lock_guard<std::mutex> lock(table.mutex);
+  MutexLock lock(&table.mutex);
   Forget(table, reclaimed, allocation.lifecycle);
   table.blocks[Address(block->base)] = block;
   return block->base;
@@ -225,7 +225,7 @@ void HpsAllocator::free(void* ptr) {
   std::shared_ptr<SymmBlock> block;
   std::vector<c10::intrusive_ptr<HpsSymmetricMemory>> handles;  // dropped outside the mutex
   {
-    std::lock_guard<std::mutex> lock(table.mutex);
+    MutexLock lock(&table.mutex);
     auto it = table.blocks.find(Address(ptr));
     if (it == table.blocks.end() || it->second->released) return;
     block = it->second;
@@ -245,7 +245,7 @@ void HpsAllocator::free(void* ptr) {
 
 size_t HpsAllocator::get_alloc_size(void* ptr) {
   Table& table = Blocks();
-  std::lock_guard<std::mutex> lock(table.mutex);
+  MutexLock lock(&table.mutex);
   auto it = table.blocks.find(Address(ptr));
   TORCH_CHECK(it != table.blocks.end(), "symm_mem (HPS): no allocation at ", ptr);
   return it->second->bytes;
@@ -258,7 +258,7 @@ c10::intrusive_ptr<symm::SymmetricMemory> HpsAllocator::rendezvous(
   Table& table = Blocks();
   std::shared_ptr<SymmBlock> block;
   {
-    std::lock_guard<std::mutex> lock(table.mutex);
+    MutexLock lock(&table.mutex);
     auto it = table.blocks.find(Address(ptr));
     TORCH_CHECK(it != table.blocks.end(),
                 "symm_mem.rendezvous: the tensor is not symmetric memory of the HPS backend "
@@ -301,7 +301,7 @@ c10::intrusive_ptr<symm::SymmetricMemory> HpsAllocator::rendezvous(
   });
   auto handle = c10::make_intrusive<HpsSymmetricMemory>(block, team, std::move(pes), rank, device,
                                                         std::move(buffers), std::move(pads));
-  std::lock_guard<std::mutex> lock(table.mutex);
+  MutexLock lock(&table.mutex);
   table.handles[{Address(ptr), group}] = handle;
   return handle;
 }
@@ -437,12 +437,14 @@ std::optional<SymmetricView> SymmMemView(std::string_view operation, std::string
   const void* data = tensor.storage().data();
   Table& table = Blocks();
   std::shared_ptr<SymmBlock> block;
+  bool released = false;
   {
-    std::lock_guard<std::mutex> lock(table.mutex);
+    MutexLock lock(&table.mutex);
     block = Containing(table, data);
+    released = block != nullptr && block->released;
   }
   if (block == nullptr) return std::nullopt;
-  if (block->released) {
+  if (released) {
     Raise(Status::Assertion(ErrorCode::kUseAfterFree,
                             "tensor is in a symm_mem allocation that was released (its tensor "
                             "is gone)",
@@ -462,7 +464,7 @@ c10::intrusive_ptr<HpsSymmetricMemory> HandleOf(std::string_view operation, std:
   bool ours = false;
   if (tensor.defined() && tensor.has_storage()) {
     Table& table = Blocks();
-    std::lock_guard<std::mutex> lock(table.mutex);
+    MutexLock lock(&table.mutex);
     ours = table.blocks.count(Address(tensor.storage().data())) != 0;
   }
   TORCH_CHECK(ours, operation, ": ", name,
@@ -501,14 +503,14 @@ void RegisterSymmMem(py::module_& m) {
       Check(runtime.ReclaimReleased("symm_mem.reclaim", &reclaimed));
     }
     Table& table = Blocks();
-    std::lock_guard<std::mutex> lock(table.mutex);
+    MutexLock lock(&table.mutex);
     Forget(table, reclaimed, std::nullopt);
     return reclaimed;
   });
   m.def("symm_mem_blocks", [] {
     // This PE's allocations of the HPS allocators: (id, bytes, released).
     Table& table = Blocks();
-    std::lock_guard<std::mutex> lock(table.mutex);
+    MutexLock lock(&table.mutex);
     py::list out;
     for (const auto& [base, block] : table.blocks) {
       out.append(py::make_tuple(block->id, block->bytes, block->released));
@@ -519,7 +521,7 @@ void RegisterSymmMem(py::module_& m) {
     // At the runtime's close: the handles' teams end with it.
     Table& table = Blocks();
     std::map<std::pair<std::uintptr_t, std::string>, c10::intrusive_ptr<HpsSymmetricMemory>> gone;
-    std::lock_guard<std::mutex> lock(table.mutex);
+    MutexLock lock(&table.mutex);
     gone.swap(table.handles);
   });
 }

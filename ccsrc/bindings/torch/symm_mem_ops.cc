@@ -16,13 +16,13 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <algorithm>
-#include <mutex>
 #include <cstring>
 #include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "base/mutex.h"
 #include "bindings/torch/errors.h"
 #include "bindings/torch/heap_tensors.h"
 #include "bindings/torch/primitives.h"
@@ -502,10 +502,10 @@ at::Tensor StreamWriteValue32(at::Tensor& input, std::int64_t offset, std::int64
 }  // namespace
 
 std::vector<std::string> RegisterNpuKernels() {
-  static std::mutex mutex;
+  static Mutex mutex;
   static torch::Library* library = nullptr;  // kept for the process: the kernels stay registered
   static std::vector<std::string> registered;
-  std::lock_guard<std::mutex> lock(mutex);
+  MutexLock lock(&mutex);
   if (library != nullptr) return registered;
   library = new torch::Library(torch::Library::IMPL, "symm_mem", c10::DispatchKey::PrivateUse1,
                                __FILE__, __LINE__);
