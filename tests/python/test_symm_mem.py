@@ -542,3 +542,21 @@ def _compiled(rank, size):
 
 def test_compile_fullgraph_over_all_to_all_vdev_2d(pes):
     assert all(pes(2).run(_compiled, timeout=300))
+
+
+def _program_owns_the_runtime(rank, size):
+    torch.set_num_threads(1)
+    with shmem.acquire_shmem():
+        t = symm_mem.empty(8, dtype=torch.float32, device="cpu")
+        symm_mem.rendezvous(t, _group()).barrier()
+        # An operator that stages its input in a workspace of symm_mem's own.
+        torch.ops.symm_mem.fused_matmul_reduce_scatter(torch.ones(2 * size, 3), torch.ones(3, 2),
+                                                       "sum", 0, _group())
+        del t
+    # The program's close closed it: symm_mem's own buffers and t went back with it.
+    assert shmem.debug_state()["state"] == "uninitialized"
+    return True
+
+
+def test_the_programs_own_close_takes_symm_mems_buffers_along(pes):
+    assert all(pes(2).run(_program_owns_the_runtime))

@@ -152,6 +152,11 @@ class Handle:
             if self._closed:
                 return
             if _count == 1:
+                from . import _symm_mem  # imports this module
+
+                # symm_mem's own buffers (handles, the operators' workspaces) are released, so
+                # the shutdown reclaims them with what every PE released (docs/api.md).
+                _symm_mem.before_close()
                 try:
                     native.shutdown()
                 except ShmemError:

@@ -52,6 +52,12 @@ def _group_info(group_name: "str | None") -> tuple:
     return team, ranks, group.rank()
 
 
+def before_close() -> None:
+    """The last handle is closing (collectively): drop what symm_mem holds on its own."""
+    native.symm_mem_forget_handles()
+    _workspaces.clear()
+
+
 def lifecycle_ended() -> None:
     """The runtime closed: the handles and teams of its lifecycle are gone."""
     native.symm_mem_forget_handles()
