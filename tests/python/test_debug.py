@@ -15,7 +15,8 @@ pytestmark = pytest.mark.cann_fake  # also run on the CANN fake (scripts/test.sh
 
 FIELDS = ["state", "reference_count", "lifecycle", "root_rank", "root_size", "global_ranks",
           "device", "backend", "config", "heap_base", "heap", "live_allocations", "leaks",
-          "released", "collectives", "teams", "calls_in_flight", "host_synchronizations", "wait", "peers",
+          "released", "collectives", "teams", "calls_in_flight", "host_synchronizations", "wait",
+          "peers",
           "network", "blocked",
           "recent_ops",
           "latest_failure", "terminal_failure"]

@@ -391,12 +391,10 @@ void Transition(std::string_view operation, const SymmetricView& slot, int pe,
     if (std::chrono::steady_clock::now() > deadline) {
       std::vector<Field> fields = names;
       fields.push_back({"timeout_ms", std::to_string(bound.count())});
-      Raise(Status::Assertion(ErrorCode::kTimeout,
-                              expected == 0
-                                  ? "put_signal timed out waiting for the peer's signal slot to be 0"
-                                  : "wait_signal timed out waiting for the peer's signal",
-                              fields)
-                .At(operation, "wait"));
+      const char* what = expected == 0
+                             ? "put_signal timed out waiting for the peer's signal slot to be 0"
+                             : "wait_signal timed out waiting for the peer's signal";
+      Raise(Status::Assertion(ErrorCode::kTimeout, what, fields).At(operation, "wait"));
     }
     Backoff(attempt);
   }
