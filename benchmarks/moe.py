@@ -61,8 +61,9 @@ def jobs(quick: bool) -> list:
     return out
 
 
-def parse(stdout: str) -> tuple:
-    """(records, finished) from a moe_bench run's output."""
+def parse(stdout: str, key: str = "moe") -> tuple:
+    """(records, finished) from a PE-side benchmark's output: its JSON lines holding `key`
+    (moe_bench's "moe", symm_mem_bench's "symm"), and whether its "done" line came."""
     records, finished = [], False
     for line in stdout.splitlines():
         line = line.strip()
@@ -71,7 +72,7 @@ def parse(stdout: str) -> tuple:
         record = json.loads(line)
         if record.get("done"):
             finished = True
-        elif "moe" in record:
+        elif key in record:
             records.append(record)
     return records, finished
 

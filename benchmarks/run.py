@@ -1,7 +1,7 @@
 """The benchmark suite: Hyper-Parallel SHMEM on the host backend beside its peers, in one run.
 
     python benchmarks/run.py [--quick] [--contended] [--moe | --moe-only] [--out DIR]
-                             [--no-oshmem] [--no-python]
+                             [--symm-mem | --symm-mem-only] [--no-oshmem] [--no-python]
 
 Peers measured in the same run, reported as ratios:
   memcpy      a single-threaded local copy of the same size (the limit), interleaved with
@@ -21,8 +21,12 @@ alike; its rows carry scenario "contended".
 --moe adds the MegaMoE suite (benchmarks/moe.py): the training step of a small MoE decoder on
 SHMEM against all-to-all over gloo, dispatch + combine alone, a sweep of the expert size;
 --moe-only runs just that suite.
+--symm-mem adds torch's symmetric-memory API on the HPS CPU backend (benchmarks/symm_mem_bench.py):
+torch.ops.symm_mem's all-reduces, reduce-scatter and all-to-alls against gloo's equivalents,
+and a MoE layer written against that API beside MegaMoE and the all-to-all layer, at 2 and 4
+PEs; --symm-mem-only runs just that (with --moe-only: both suites).
 Output: a table and the targets on stdout, DIR/results.json (DIR/moe_results.json for the
-MegaMoE suite), and PNG plots in DIR.
+MegaMoE suite, DIR/symm_mem_results.json for the symm_mem one), and PNG plots in DIR.
 """
 
 from __future__ import annotations
@@ -38,11 +42,12 @@ import sys
 import time
 
 import moe
+import symm_mem_bench
+from units import KIB, MIB, human
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BUILD = os.path.join(ROOT, "build", "bench")
-KIB, MIB = 1 << 10, 1 << 20
 
 
 # ---- what to run ---------------------------------------------------------------------------
@@ -244,13 +249,6 @@ def find(rows: list, impl: str, test: str, pes: int, size: int,
                 impl, test, pes, size, scenario):
             return row
     return None
-
-
-def human(size: int) -> str:
-    for unit, scale in (("MiB", MIB), ("KiB", KIB)):
-        if size >= scale and size % scale == 0:
-            return f"{size // scale} {unit}"
-    return f"{size} B"
 
 
 def table(rows: list) -> str:
@@ -529,10 +527,18 @@ def main() -> int:
                         help="also run the MegaMoE suite (training step, dispatch + combine, "
                              "expert-size sweep; about 6 minutes, 1 with --quick)")
     parser.add_argument("--moe-only", action="store_true", help="run only the MegaMoE suite")
+    parser.add_argument("--symm-mem", action="store_true",
+                        help="also run torch's symm_mem API on the HPS CPU backend against gloo, "
+                             "and a MoE layer on it beside MegaMoE (about a minute)")
+    parser.add_argument("--symm-mem-only", action="store_true",
+                        help="run only the symm_mem suite (with --moe-only: both)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    if args.moe_only:
-        return run_moe(args)
+    if args.moe_only or args.symm_mem_only:
+        code = run_moe(args) if args.moe_only else 0
+        if args.symm_mem or args.symm_mem_only:
+            code = run_symm_mem(args) or code
+        return code
     p = plan(args.quick)
 
     notes = []
@@ -588,7 +594,8 @@ def main() -> int:
     print(f"wrote {os.path.join(args.out, 'results.json')}" + "".join(f", {w}" for w in written))
     if not written:
         print("no plots: matplotlib is not installed (pip install matplotlib)")
-    return run_moe(args) if args.moe else 0
+    code = run_moe(args) if args.moe else 0
+    return (run_symm_mem(args) or code) if args.symm_mem else code
 
 
 def run_moe(args) -> int:
@@ -640,6 +647,58 @@ def run_moe(args) -> int:
         print(f"note: {note}")
     print(f"wrote {path}" + (f", {figure}" if figure else " (no plot: matplotlib is missing)"))
     return 1 if notes and not rows else 0
+
+
+def run_symm_mem(args) -> int:
+    """The symm_mem suite: runs, prints its tables, writes symm_mem_results.json into
+    args.out."""
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.pop("HYPER_PARALLEL_SHMEM_LOG_LEVEL", None)
+    rounds = args.rounds if args.rounds is not None else 1
+    if rounds < 1:
+        raise SystemExit(f"--rounds must be at least 1, but got {rounds}")
+    base = symm_mem_bench.jobs(args.quick)
+    work = [job for r in range(rounds) for job in (base if r % 2 == 0 else base[::-1])]
+    records, notes, started = [], [], time.monotonic()
+    for index, (label, command) in enumerate(work):
+        progress(index, len(work), label, started)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env,
+                                  cwd=ROOT)
+        except subprocess.TimeoutExpired:
+            notes.append(f"{label}: timed out after 900 s")
+            continue
+        got, finished = moe.parse(done.stdout, key="symm")
+        records += got
+        if done.returncode != 0 or not finished:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+            notes.append(f"{label}: exit code {done.returncode}: " + " | ".join(tail))
+    progress(len(work), len(work), "done", started)
+    backends = sorted({str(r.get("backend")) for r in records if r["symm"] == "backend"})
+    rows = symm_mem_bench.summarise([r for r in records if r["symm"] != "backend"])
+    machine = {"machine": platform.machine(), "cpus": os.cpu_count(), "processor": _cpu_model(),
+               "python": platform.python_version(), "quick": args.quick, "rounds": rounds,
+               "symm_mem_backend": backends, "seconds": round(time.monotonic() - started, 1),
+               "load_average_1min": sorted({round(r["load"], 2) for r in records if "load" in r})}
+    if backends != ["HPS"]:
+        notes.append(f"symm_mem.get_backend('cpu') was {', '.join(backends)}, not HPS: the "
+                     "symm_mem paths were skipped (is the package with the backend installed?)")
+    failed = [row for row in rows if row.get("errors")] if backends == ["HPS"] else []
+    for row in failed:  # a wrong result or a raised error: the row was not timed
+        where = f"{row.get('op') or row.get('config')} x{row['pes']}" + (
+            f" {row['bytes']} B" if row.get("bytes") else "")
+        notes.append(f"FAILED {where}: " + "; ".join(row["errors"]))
+    path = os.path.join(args.out, "symm_mem_results.json")
+    with open(path, "w") as sink:
+        json.dump({"machine": machine, "rows": rows, "notes": notes}, sink, indent=1)
+    print(symm_mem_bench.table(rows))
+    print()
+    print(f"machine: {machine['processor']}, {machine['cpus']} CPUs; took {machine['seconds']} s")
+    for note in notes:
+        print(f"note: {note}")
+    print(f"wrote {path}")
+    return 1 if failed or (notes and not rows) else 0
 
 
 def _cpu_model() -> str:
