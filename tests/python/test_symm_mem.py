@@ -560,3 +560,27 @@ def _program_owns_the_runtime(rank, size):
 
 def test_the_programs_own_close_takes_symm_mems_buffers_along(pes):
     assert all(pes(2).run(_program_owns_the_runtime))
+
+
+@symm_session
+def _compiled_reductions(rank, size, backend):
+    group = _group()
+    buf = symm_mem.empty(8 * size, dtype=torch.float32, device="cpu")
+    mine = torch.arange(8 * size, dtype=torch.float32) + rank
+    expected = mine.clone()
+    dist.all_reduce(expected)
+
+    # two_shot_all_reduce_ returns an alias of its input, which torch's functionalization of a
+    # custom operator refuses (torch's schema): the functional one-shot only.
+    def reduce(x):
+        return torch.ops.symm_mem.one_shot_all_reduce(x, "sum", group) * 2
+
+    buf.copy_(mine)
+    got = torch.compile(reduce, fullgraph=True, backend=backend)(buf)
+    assert torch.equal(got, expected * 2), backend
+    return True
+
+
+def test_compile_fullgraph_over_one_shot_all_reduce(pes):
+    # Inductor lowers the symm_mem operators onto CUDA comm buffers (torch 2.13): aot_eager.
+    assert all(pes(2).run(_compiled_reductions, "aot_eager", timeout=300))

@@ -249,3 +249,33 @@ for _name in ("multimem_all_reduce_", "multimem_one_shot_all_reduce",
     _PYTHON_KERNELS[_name] = _no_multicast(_name)
 for _name, _kernel in _PYTHON_KERNELS.items():
     _lib.impl(_name, _kernel, "CPU")
+
+# Meta kernels (shapes only, for torch.compile's tracing) of the operators torch registers none
+# for: what each returns is one of its arguments (None for the all-to-all).
+_META_RETURNS = {
+    "all_to_all_vdev": None,
+    "one_shot_all_reduce_out": "out",
+    "one_shot_all_reduce_copy_out": "out",
+    "two_shot_all_reduce_": "input",
+    "two_shot_all_reduce_out": "output",
+    "reduce_scatter_out": "output",
+    "memset32_": "input",
+    "stream_write_value32_": "input",
+}
+
+
+def _meta_kernel(name: str, returns: "str | None"):
+    schema = getattr(torch.ops.symm_mem, name).default._schema
+    names = [argument.name for argument in schema.arguments]
+
+    def meta(*args, **kwargs):
+        if returns is None:
+            return None
+        bound = dict(zip(names, args), **kwargs)
+        return bound[returns]
+    return meta
+
+
+for _name, _returns in _META_RETURNS.items():
+    if not torch._C._dispatch_has_kernel_for_dispatch_key(f"symm_mem::{_name}", "Meta"):
+        _lib.impl(_name, _meta_kernel(_name, _returns), "Meta")
