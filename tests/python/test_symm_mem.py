@@ -218,10 +218,14 @@ def _vdev(rank, size, dtype, width):
     return True
 
 
+@symm_session
+def _vdev_dtypes(rank, size):
+    return all(_vdev.__wrapped__(rank, size, dtype, 3) for dtype in DTYPES)
+
+
 @pytest.mark.parametrize("size", [2, 3, 4])
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_all_to_all_vdev_equals_gloo(pes, size, dtype):
-    assert all(pes(size).run(_vdev, dtype, 3))
+def test_all_to_all_vdev_equals_gloo(pes, size):
+    assert all(pes(size).run(_vdev_dtypes))
 
 
 @symm_session
@@ -376,10 +380,14 @@ def _reductions(rank, size, dtype):
     return True
 
 
+@symm_session
+def _reductions_dtypes(rank, size):
+    return all(_reductions.__wrapped__(rank, size, dtype) for dtype in DTYPES)
+
+
 @pytest.mark.parametrize("size", [2, 3, 4])
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_reductions_equal_gloo(pes, size, dtype):
-    assert all(pes(size).run(_reductions, dtype))
+def test_reductions_equal_gloo(pes, size):
+    assert all(pes(size).run(_reductions_dtypes))
 
 
 @symm_session
