@@ -42,7 +42,7 @@ import sys
 import time
 
 import moe
-import symm_mem_bench
+import symm_mem_report
 from units import KIB, MIB, human
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -658,7 +658,7 @@ def run_symm_mem(args) -> int:
     rounds = args.rounds if args.rounds is not None else 1
     if rounds < 1:
         raise SystemExit(f"--rounds must be at least 1, but got {rounds}")
-    base = symm_mem_bench.jobs(args.quick)
+    base = symm_mem_report.jobs(args.quick)
     work = [job for r in range(rounds) for job in (base if r % 2 == 0 else base[::-1])]
     records, notes, started = [], [], time.monotonic()
     for index, (label, command) in enumerate(work):
@@ -676,7 +676,7 @@ def run_symm_mem(args) -> int:
             notes.append(f"{label}: exit code {done.returncode}: " + " | ".join(tail))
     progress(len(work), len(work), "done", started)
     backends = sorted({str(r.get("backend")) for r in records if r["symm"] == "backend"})
-    rows = symm_mem_bench.summarise([r for r in records if r["symm"] != "backend"])
+    rows = symm_mem_report.summarise([r for r in records if r["symm"] != "backend"])
     machine = {"machine": platform.machine(), "cpus": os.cpu_count(), "processor": _cpu_model(),
                "python": platform.python_version(), "quick": args.quick, "rounds": rounds,
                "symm_mem_backend": backends, "seconds": round(time.monotonic() - started, 1),
@@ -692,7 +692,7 @@ def run_symm_mem(args) -> int:
     path = os.path.join(args.out, "symm_mem_results.json")
     with open(path, "w") as sink:
         json.dump({"machine": machine, "rows": rows, "notes": notes}, sink, indent=1)
-    print(symm_mem_bench.table(rows))
+    print(symm_mem_report.table(rows))
     print()
     print(f"machine: {machine['processor']}, {machine['cpus']} CPUs; took {machine['seconds']} s")
     for note in notes:

@@ -32,7 +32,7 @@ ops: per size (bytes of each PE's input), each symm_mem operator beside the gloo
   the combine's output against the dispatch's input (the round trip). A failed check or a
   raised error is reported with its text and that row is not timed.
 moe: one MoE layer's forward (torch.no_grad) three ways, same weights, same tokens per PE:
-    torch_symm  TorchSymmMemMoE below, written only against torch's API: router top-k, rows
+    torch_symm  TorchSymmMemMoE (symm_mem_moe.py), written only against torch's API: router top-k, rows
                 dispatched by all_to_all_vdev_2d (the splits exchanged inside the op), local
                 experts on the expert-major output, combined back by all_to_all_vdev_2d_offset,
                 weighted sum (symmetric buffers allocated once, as torchtitan's dispatcher does)
@@ -56,10 +56,10 @@ import argparse
 import gc
 import json
 import os
-import statistics
 import sys
 import time
 
+from symm_mem_moe import TorchSymmMemMoE
 from units import KIB, MIB, human
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -81,110 +81,10 @@ GLOO_NAME = {"one_shot_all_reduce": "dist.all_reduce", "two_shot_all_reduce_": "
              "all_to_all_vdev_2d_offset": "inverse permute + all_to_all_single"}
 
 
-# ---- the driver side (benchmarks/run.py; no torch import) ---------------------------------
-
 def config_text(name: str) -> str:
+    """NAME:H:I:E:K:T, the --configs form of CONFIGS[name]."""
     return ":".join([name] + [str(v) for v in CONFIGS[name]])
 
-
-def jobs(quick: bool) -> list:
-    """(label, command) of the measurements: one launch per PE count."""
-    launch = [sys.executable, "-m", "hyper_parallel.core.multicore.shmem.launch"]
-    reps = ["--reps", "16" if quick else "48", "--moe-reps", "8" if quick else "32"]
-    configs = ["small"] if quick else list(CONFIGS)
-    out = []
-    for pes in (2, 4):
-        out.append((f"symm_mem x{pes}", launch + [
-            "--nproc", str(pes), "--timeout", "600", SCRIPT, "--sizes",
-            ",".join(str(s) for s in SIZES), "--configs",
-            ",".join(config_text(name) for name in configs)] + reps))
-    return out
-
-
-def _median(values) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def summarise(records: list) -> list:
-    """One row per (kind, operator or configuration, size, PEs), rounds pooled."""
-    merged: dict = {}
-    for r in records:
-        key = (r["symm"], r.get("op") or r.get("config"), r.get("bytes"), r["pes"])
-        if key not in merged:
-            merged[key] = json.loads(json.dumps(r))
-            continue
-        for path, values in r.get("samples_us", {}).items():
-            merged[key]["samples_us"].setdefault(path, []).extend(values)
-        merged[key]["errors"] = merged[key].get("errors", []) + r.get("errors", [])
-    rows = []
-    for r in merged.values():
-        row = dict(r)
-        row["median_us"] = {path: _median(v) for path, v in r.get("samples_us", {}).items()}
-        m = row["median_us"]
-        if r["symm"] == "op":
-            symm, gloo = m.get("symm"), m.get("gloo")
-            row["ratio"] = gloo / symm if symm and gloo else None
-            known = m.get("gloo_known")
-            row["ratio_known"] = known / symm if symm and known else None
-        elif r["symm"] == "moe":
-            t, mega, a2a = m.get("torch_symm"), m.get("mega"), m.get("a2a")
-            row["mega_over_torch_symm"] = t / mega if t and mega else None
-            row["a2a_over_torch_symm"] = a2a / t if t and a2a else None
-            row["a2a_over_mega"] = a2a / mega if a2a and mega else None
-        rows.append(row)
-    order = {op: i for i, op in enumerate(OPS)}
-    configs = {name: i for i, name in enumerate(CONFIGS)}
-    rows.sort(key=lambda row: (row["symm"] != "op", row["pes"], order.get(row.get("op"), 99),
-                               row.get("bytes") or 0, configs.get(row.get("config"), 99),
-                               row.get("config") or ""))
-    return rows
-
-
-def _us(value) -> str:
-    return "-" if value is None else (f"{value:.0f}" if value >= 100 else f"{value:.1f}")
-
-
-def _x(value) -> str:
-    return "-" if value is None else f"{value:.2f}x"
-
-
-def table(rows: list) -> str:
-    lines = ["torch symm_mem operators on HPS (CPU) against gloo, rank-max median us per call; "
-             "ratio: gloo / symm_mem (known: gloo without its split exchange)",
-             f"{'operator':<28}{'PEs':>4}{'size':>9}{'symm_mem':>10}{'gloo':>10}{'ratio':>8}"
-             f"{'known':>10}{'ratio':>8}  check / gloo's equivalent"]
-    for r in rows:
-        if r["symm"] != "op":
-            continue
-        m = r["median_us"]
-        check = "ok" if r.get("checked") else ("; ".join(r.get("errors", [])) or "not run")
-        lines.append(f"{r['op']:<28}{r['pes']:>4}{human(r['bytes']):>9}{_us(m.get('symm')):>10}"
-                     f"{_us(m.get('gloo')):>10}{_x(r['ratio']):>8}{_us(m.get('gloo_known')):>10}"
-                     f"{_x(r['ratio_known']):>8}  {check[:90]} / {GLOO_NAME[r['op']]}")
-    lines.append("")
-    lines.append("MoE layer forward (no_grad), rank-max median ms; torch_symm: the layer written "
-                 "against torch's symm_mem API; mega: MegaMoE; a2a: over gloo all_to_all_single")
-    lines.append(f"{'config':<10}{'PEs':>4}{'tokens':>7}{'torch_symm':>11}{'mega':>8}{'a2a':>8}"
-                 f"{'torch_symm/mega':>16}{'a2a/torch_symm':>15}{'a2a/mega':>9}  checks")
-    for r in rows:
-        if r["symm"] != "moe":
-            continue
-        m = r["median_us"]
-
-        def ms(path):
-            return "-" if m.get(path) is None else f"{m[path] / 1e3:.2f}"
-
-        checks = ", ".join(f"{k} {v}" for k, v in r.get("checks", {}).items())
-        if r.get("errors"):
-            checks += "; " + "; ".join(r["errors"])
-        lines.append(f"{r['config']:<10}{r['pes']:>4}{r['shape']['tokens']:>7}"
-                     f"{ms('torch_symm'):>11}{ms('mega'):>8}{ms('a2a'):>8}"
-                     f"{_x(r['mega_over_torch_symm']):>16}{_x(r['a2a_over_torch_symm']):>15}"
-                     f"{_x(r['a2a_over_mega']):>9}  {checks[:160]}")
-    return "\n".join(lines)
-
-
-# ---- the PE side --------------------------------------------------------------------------
 
 def _progress(rank: int, text: str) -> None:
     if rank == 0:
@@ -572,95 +472,6 @@ def bench_ops(size_bytes: int, args, rank: int, world: int, symm: bool) -> list:
         return records
     finally:
         s.release()
-
-
-# ---- the MoE layer written against torch's API --------------------------------------------
-
-class TorchSymmMemMoE:
-    """A routed-experts MoE layer as a torch user writes it on torch's symmetric-memory API
-    (torchtitan's token dispatcher, with a loop over the local experts for the grouped GEMM):
-
-      route     logits = x router^T (fp32), top-k, softmax over the k chosen
-      dispatch  rows sorted by global expert (rank-major) into a symmetric send buffer, the
-                per-expert counts into symmetric in_splits, all_to_all_vdev_2d: the splits are
-                exchanged inside the op and the rows land grouped by local expert, then source
-      experts   SwiGLU of each local expert on its block (offsets from out_splits_offsets),
-                written in place into a symmetric buffer of the same layout
-      combine   all_to_all_vdev_2d_offset with the dispatch's out_splits_offsets as its input
-                splits and offsets: the rows come back in the order they were sent
-      weighted  sum of each token's k results by its routing weights (fp32)
-
-    Every symmetric tensor is allocated once (collective: every PE builds the layer with the
-    same max_tokens) and freed by close()."""
-
-    def __init__(self, router, gate, up, down, top_k: int, max_tokens: int, group) -> None:
-        import torch
-        import torch.distributed._symmetric_memory as symm_mem
-        self.router, self.gate, self.up, self.down = router, gate, up, down
-        self.top_k = top_k
-        self.group_name = group.group_name
-        self.world = group.size()
-        self.local = gate.shape[0]
-        self.experts = self.world * self.local
-        hidden = router.shape[1]
-        send_rows = max_tokens * top_k
-        # Worst case: every PE's every row to one PE, and an empty expert's block of one row.
-        recv_rows = send_rows * self.world + self.local
-        self._buffers = []
-
-        def empty(*shape, dtype=torch.float32):
-            t = symm_mem.empty(*shape, dtype=dtype, device="cpu")
-            symm_mem.rendezvous(t, self.group_name)
-            self._buffers.append(t)
-            return t
-
-        self.send = empty(send_rows, hidden)
-        self.recv = empty(recv_rows, hidden)
-        self.expert_out = empty(recv_rows, hidden)
-        self.back = empty(send_rows, hidden)
-        self.in_splits = empty(self.experts, dtype=torch.int64)
-        self.dispatch_splits_offsets = empty(2, self.experts, dtype=torch.int64)
-        self.combine_splits_offsets = empty(2, self.experts, dtype=torch.int64)
-
-    def __call__(self, x):
-        import torch
-        import torch.nn.functional as F
-        ops = torch.ops.symm_mem
-        tokens, k = x.shape[0], self.top_k
-        top = (x.float() @ self.router.float().t()).topk(k, dim=-1)
-        ids, weights = top.indices, torch.softmax(top.values, dim=-1)
-        flat = ids.reshape(-1)
-        order = torch.argsort(flat, stable=True)
-        token = order // k
-        n = flat.numel()
-        self.in_splits.copy_(torch.bincount(flat, minlength=self.experts))
-        torch.index_select(x, 0, token, out=self.send[:n])
-        ops.all_to_all_vdev_2d(self.send, self.recv, self.in_splits,
-                               self.dispatch_splits_offsets, self.group_name)
-        splits, offsets = self.dispatch_splits_offsets.tolist()
-        W = self.world
-        for e in range(self.local):
-            start, rows = offsets[e * W], sum(splits[e * W:(e + 1) * W])
-            if rows:
-                block = self.recv[start:start + rows]
-                self.expert_out[start:start + rows] = (
-                    F.silu(block @ self.gate[e].t()) * (block @ self.up[e].t())) @ self.down[e].t()
-        ops.all_to_all_vdev_2d_offset(self.expert_out, self.back, self.dispatch_splits_offsets,
-                                      self.combine_splits_offsets, self.group_name)
-        w = weights.reshape(-1)[order].float()
-        out = torch.zeros(tokens, x.shape[1], dtype=torch.float32).index_add(
-            0, token, self.back[:n].float() * w[:, None])
-        return out.to(x.dtype)
-
-    def close(self) -> None:
-        """Drops the symmetric tensors, in allocation order (the same on every PE)."""
-        for name in ("send", "recv", "expert_out", "back", "in_splits",
-                     "dispatch_splits_offsets", "combine_splits_offsets"):
-            if hasattr(self, name):
-                delattr(self, name)
-        while self._buffers:
-            self._buffers.pop(0)
-        gc.collect()
 
 
 def parse_configs(text: str) -> list:
