@@ -42,9 +42,6 @@ LAYOUTS = {"2x1": 1, "2x2": 2}  # two hosts of this many PEs each
 PE_TIMEOUT_SEC = 20  # the runtime's bound on every wait (HYPER_PARALLEL_SHMEM_TIMEOUT_SEC)
 LAUNCH_TIMEOUT_S = 75  # a launch's bound, from the first PE's start to the last PE's exit
 
-# Cases that fail across hosts, with the reason (xfail, strict): a case name, or (layout, case).
-KNOWN_FAILURES: dict = {}
-
 CASES = [
     "placement_and_handle",
     "get_signal_pad_of_a_remote_peer_raises",
@@ -507,9 +504,7 @@ def _case_params():
     params = []
     for layout in LAYOUTS:
         for case in LAYOUT_CASES[layout]:
-            reason = KNOWN_FAILURES.get((layout, case)) or KNOWN_FAILURES.get(case)
-            marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
-            params.append(pytest.param(layout, case, marks=marks, id=f"{layout}-{case}"))
+            params.append(pytest.param(layout, case, id=f"{layout}-{case}"))
     return params
 
 

@@ -95,10 +95,6 @@ void Backoff(int attempt) {
   std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 10 * (attempt - 63))));
 }
 
-// A Status raised through torch's bindings keeps this project's text (torch raises it as the
-// class its binding picks).
-[[noreturn]] void Raise(Status status) { Throw(std::move(status)); }
-
 class HpsAllocator final : public symm::SymmetricMemoryAllocator {
  public:
   HpsAllocator(c10::DeviceType type, std::string name) : type_(type), name_(std::move(name)) {}
@@ -135,7 +131,7 @@ c10::Device HpsAllocator::DeviceFor(std::string_view operation) const {
   const bool npu_heap = heap_device.type == DeviceType::kNpu;
   if (type_ == c10::DeviceType::PrivateUse1) {
     if (!npu_heap || !NpuFrameworkLoaded()) {
-      Raise(Status::Assertion(ErrorCode::kUnsupportedCapability,
+      Throw(Status::Assertion(ErrorCode::kUnsupportedCapability,
                               "symm_mem on the npu needs the CANN backend's heap and torch_npu",
                               {{"heap_device", heap_device.ToString()}})
                 .At(operation, "validate"));
@@ -144,7 +140,7 @@ c10::Device HpsAllocator::DeviceFor(std::string_view operation) const {
                        static_cast<c10::DeviceIndex>(heap_device.index));
   }
   if (npu_heap && NpuFrameworkLoaded()) {
-    Raise(Status::Assertion(ErrorCode::kUnsupportedCapability,
+    Throw(Status::Assertion(ErrorCode::kUnsupportedCapability,
                             "the runtime's heap is NPU memory: allocate with device='npu' after "
                             "symm_mem.set_backend('HPS_NPU')",
                             {{"heap_device", heap_device.ToString()}})
@@ -265,7 +261,7 @@ c10::intrusive_ptr<symm::SymmetricMemory> HpsAllocator::rendezvous(
                 "(allocate it with symm_mem.empty)");
     block = it->second;
     if (block->released) {
-      Raise(Status::Assertion(ErrorCode::kUseAfterFree,
+      Throw(Status::Assertion(ErrorCode::kUseAfterFree,
                               "the allocation was released (its tensor is gone)",
                               {{"allocation_id", std::to_string(block->id)}})
                 .At(kOp, "validate"));
@@ -347,12 +343,12 @@ bool HpsSymmetricMemory::world_within_direct_access() {
 SymmetricView HpsSymmetricMemory::Slot(std::string_view operation, int channel, int rank) const {
   const int world = static_cast<int>(pes_.size());
   if (rank < 0 || rank >= world) {
-    Raise(Contract(operation, "rank", "a rank of the group, 0 to " + std::to_string(world - 1),
+    Throw(Contract(operation, "rank", "a rank of the group, 0 to " + std::to_string(world - 1),
                    std::to_string(rank)));
   }
   const std::uint64_t channels = block_->pad_bytes / 4 / static_cast<std::uint64_t>(world);
   if (channel < 0 || static_cast<std::uint64_t>(channel) >= channels) {
-    Raise(Contract(operation, "channel",
+    Throw(Contract(operation, "channel",
                    "0 to " + std::to_string(channels - 1) + " (the signal pad holds " +
                        std::to_string(channels) + " channels of " + std::to_string(world) +
                        " words)",
@@ -394,7 +390,7 @@ void Transition(std::string_view operation, const SymmetricView& slot, int pe,
       const char* what = expected == 0
                              ? "put_signal timed out waiting for the peer's signal slot to be 0"
                              : "wait_signal timed out waiting for the peer's signal";
-      Raise(Status::Assertion(ErrorCode::kTimeout, what, fields).At(operation, "wait"));
+      Throw(Status::Assertion(ErrorCode::kTimeout, what, fields).At(operation, "wait"));
     }
     Backoff(attempt);
   }
@@ -443,7 +439,7 @@ std::optional<SymmetricView> SymmMemView(std::string_view operation, std::string
   }
   if (block == nullptr) return std::nullopt;
   if (released) {
-    Raise(Status::Assertion(ErrorCode::kUseAfterFree,
+    Throw(Status::Assertion(ErrorCode::kUseAfterFree,
                             "tensor is in a symm_mem allocation that was released (its tensor "
                             "is gone)",
                             {{"operand", std::string(name)},
@@ -454,24 +450,6 @@ std::optional<SymmetricView> SymmMemView(std::string_view operation, std::string
   const auto* first = static_cast<const std::byte*>(data) +
                       static_cast<std::uint64_t>(tensor.storage_offset()) * tensor.element_size();
   return SymmetricView{block->id, first, ByteSize(tensor)};
-}
-
-c10::intrusive_ptr<HpsSymmetricMemory> HandleOf(std::string_view operation, std::string_view name,
-                                                const at::Tensor& tensor,
-                                                const std::string& group_name) {
-  bool ours = false;
-  if (tensor.defined() && tensor.has_storage()) {
-    Table& table = Blocks();
-    MutexLock lock(&table.mutex);
-    ours = table.blocks.count(Address(tensor.storage().data())) != 0;
-  }
-  TORCH_CHECK(ours, operation, ": ", name,
-              " must be symmetric memory from symm_mem.empty (the HPS backend), but got a tensor "
-              "outside it");
-  auto handle = c10::dynamic_intrusive_pointer_cast<HpsSymmetricMemory>(
-      symm::rendezvous(tensor, group_name));
-  TORCH_CHECK(handle, operation, ": ", name, " is not managed by the HPS symm_mem backend");
-  return handle;
 }
 
 void RegisterSymmMem(py::module_& m) {
@@ -504,16 +482,6 @@ void RegisterSymmMem(py::module_& m) {
     MutexLock lock(&table.mutex);
     Forget(table, reclaimed, std::nullopt);
     return reclaimed;
-  });
-  m.def("symm_mem_blocks", [] {
-    // This PE's allocations of the HPS allocators: (id, bytes, released).
-    Table& table = Blocks();
-    MutexLock lock(&table.mutex);
-    py::list out;
-    for (const auto& [base, block] : table.blocks) {
-      out.append(py::make_tuple(block->id, block->bytes, block->released));
-    }
-    return out;
   });
   m.def("symm_mem_forget_handles", [] {
     // At the runtime's close: the handles' teams end with it.

@@ -91,13 +91,6 @@ struct SymmGroup {
 /// makes its team: collective over the group's members.
 SymmGroup GroupNamed(std::string_view operation, const std::optional<std::string>& group_name);
 
-/// The handle of `tensor` (from symm_mem.empty) over group `group_name`, for operator
-/// `operation`: symm_mem.rendezvous's, made (collectively) on first use; torch's error shape
-/// for a tensor that is not symmetric memory of this backend.
-c10::intrusive_ptr<HpsSymmetricMemory> HandleOf(std::string_view operation,
-                                                std::string_view name, const at::Tensor& tensor,
-                                                const std::string& group_name);
-
 /// Where symm_mem's transfers go: the calling thread on the CPU (the host backend's default
 /// stream, which runs them before returning), torch's current stream on the NPU (the stream the
 /// framework's own kernels and the barriers are enqueued on).

@@ -22,7 +22,6 @@ from ._runtime import native
 _implicit: "_lifecycle.Handle | None" = None  # the handle symm_mem.empty acquired
 _group_teams: dict = {}  # torch group name -> the Team of a subgroup (this lifecycle)
 _workspaces: dict = {}  # torch group name -> a symm_mem buffer the Python operators stage in
-_registered_cpu = False
 
 
 def _ensure_runtime() -> None:
@@ -85,8 +84,7 @@ def shutdown() -> None:
 
 
 def _register() -> None:
-    global _registered_cpu
-    _registered_cpu = native.symm_mem_register(cpu_default=True)
+    native.symm_mem_register(cpu_default=True)
     _guard_signal_pads()
 
 
