@@ -598,33 +598,39 @@ def main() -> int:
     return (run_symm_mem(args) or code) if args.symm_mem else code
 
 
-def run_moe(args) -> int:
-    """The MegaMoE suite: runs, prints its tables and targets, writes moe_results.json and
-    moe.png into args.out."""
+def _run_suite(base: list, rounds: int, key: str, timeout_s: int) -> tuple:
+    """Runs a PE-side suite's launches (label, command) `rounds` times in alternating order,
+    pooled (each figure comes from several moments of the run), with a progress bar; returns
+    (records: its JSON lines holding `key`, notes: what failed, started: monotonic time)."""
+    if rounds < 1:
+        raise SystemExit(f"--rounds must be at least 1, but got {rounds}")
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
     env.pop("HYPER_PARALLEL_SHMEM_LOG_LEVEL", None)
-    rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
-    if rounds < 1:
-        raise SystemExit(f"--rounds must be at least 1, but got {rounds}")
-    base = moe.jobs(args.quick)
-    # Rounds in alternating order, pooled: each figure comes from several moments of the run.
     work = [job for r in range(rounds) for job in (base if r % 2 == 0 else base[::-1])]
     records, notes, started = [], [], time.monotonic()
     for index, (label, command) in enumerate(work):
         progress(index, len(work), label, started)
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=1800, env=env,
-                                  cwd=ROOT)
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
+                                  env=env, cwd=ROOT)
         except subprocess.TimeoutExpired:
-            notes.append(f"{label}: timed out after 1800 s")
+            notes.append(f"{label}: timed out after {timeout_s} s")
             continue
-        got, finished = moe.parse(done.stdout)
+        got, finished = moe.parse(done.stdout, key=key)
         records += got
         if done.returncode != 0 or not finished:
             tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
             notes.append(f"{label}: exit code {done.returncode}: " + " | ".join(tail))
     progress(len(work), len(work), "done", started)
+    return records, notes, started
+
+
+def run_moe(args) -> int:
+    """The MegaMoE suite: runs, prints its tables and targets, writes moe_results.json and
+    moe.png into args.out."""
+    rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
+    records, notes, started = _run_suite(moe.jobs(args.quick), rounds, "moe", 1800)
     rows = moe.summarise(records)
     goals = moe.targets(rows)
     machine = {"machine": platform.machine(), "cpus": os.cpu_count(), "processor": _cpu_model(),
@@ -652,29 +658,8 @@ def run_moe(args) -> int:
 def run_symm_mem(args) -> int:
     """The symm_mem suite: runs, prints its tables, writes symm_mem_results.json into
     args.out."""
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", "1")
-    env.pop("HYPER_PARALLEL_SHMEM_LOG_LEVEL", None)
     rounds = args.rounds if args.rounds is not None else 1
-    if rounds < 1:
-        raise SystemExit(f"--rounds must be at least 1, but got {rounds}")
-    base = symm_mem_report.jobs(args.quick)
-    work = [job for r in range(rounds) for job in (base if r % 2 == 0 else base[::-1])]
-    records, notes, started = [], [], time.monotonic()
-    for index, (label, command) in enumerate(work):
-        progress(index, len(work), label, started)
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env,
-                                  cwd=ROOT)
-        except subprocess.TimeoutExpired:
-            notes.append(f"{label}: timed out after 900 s")
-            continue
-        got, finished = moe.parse(done.stdout, key="symm")
-        records += got
-        if done.returncode != 0 or not finished:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-            notes.append(f"{label}: exit code {done.returncode}: " + " | ".join(tail))
-    progress(len(work), len(work), "done", started)
+    records, notes, started = _run_suite(symm_mem_report.jobs(args.quick), rounds, "symm", 900)
     backends = sorted({str(r.get("backend")) for r in records if r["symm"] == "backend"})
     rows = symm_mem_report.summarise([r for r in records if r["symm"] != "backend"])
     machine = {"machine": platform.machine(), "cpus": os.cpu_count(), "processor": _cpu_model(),
