@@ -30,7 +30,7 @@
 
 #include "backends/atomic_op.h"
 #include "backends/blocking_ops.h"
-#include "backends/collective.h"
+#include "backends/collective_descriptor.h"
 #include "data_plane/kernel_api.h"
 #include "base/config.h"
 #include "base/status.h"

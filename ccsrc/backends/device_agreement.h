@@ -29,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/collective.h"
+#include "backends/collective_descriptor.h"
 #include "base/status.h"
 #include "data_plane/collective.h"
 

@@ -71,7 +71,7 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "backends/collective.h"
+#include "backends/collective_descriptor.h"
 #include "backends/device_agreement.h"
 #include "backends/failure_latch.h"
 #include "base/mutex.h"

@@ -11,7 +11,7 @@
 #include <type_traits>
 
 #include "data_plane/elementwise.h"
-#include "data_plane/host_device.h"
+#include "data_plane/device_qualifiers.h"
 
 namespace hyper_parallel::shmem::data_plane {
 

@@ -17,7 +17,7 @@
 // its local checks takes the next number of this PE's collective sequence, and the backend
 // exchanges its descriptor with every PE before any data moves, so PEs whose calls disagree all
 // fail with COLLECTIVE_MISMATCH at once instead of using different memory or waiting for the
-// timeout (backends/collective.h). A call rejected by its local checks takes no number, so the
+// timeout (backends/collective_descriptor.h). A call rejected by its local checks takes no number, so the
 // PEs stay in step. The Runtime names no collective unit: it runs whichever one it is given
 // (data_plane/collective.h; the build's list is ops/collectives.h).
 //

@@ -127,7 +127,7 @@ Status Runtime::Shutdown() {
     return TerminalShutdown();
   }
   if (!agreed.ok()) return refuse(std::move(agreed), "agree");
-  // What every PE said, reduced (backends/collective.h, DescriptorFacts): the PEs that were
+  // What every PE said, reduced (backends/collective_descriptor.h, DescriptorFacts): the PEs that were
   // busy or hold allocations (the first few), and whether every PE leaked the same ones (each
   // PE's live count equals its leaked count, and both and the digest are the same everywhere).
   const DescriptorFacts& facts = agreement.facts;

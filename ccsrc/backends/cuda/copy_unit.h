@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "data_plane/host_device.h"
+#include "data_plane/device_qualifiers.h"
 
 namespace hyper_parallel::shmem::cuda {
 

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <new>
 
-#include "backends/collective.h"
+#include "backends/collective_descriptor.h"
 #include "backends/host/doorbell.h"
 
 namespace hyper_parallel::shmem::host {
@@ -38,7 +38,7 @@ struct alignas(64) PaddedCounter {
   std::atomic<std::uint64_t> value{0};
 };
 
-/// One published collective descriptor (see backends/collective.h), or one members-only
+/// One published collective descriptor (see backends/collective_descriptor.h), or one members-only
 /// exchange's words: `sequence` (word 0) is stored last (release) and read first (acquire). Its
 /// first cache line holds the core words every collective compares, so a barrier reads one line
 /// per peer.
@@ -47,7 +47,7 @@ struct alignas(64) CollectiveSlot {
   std::atomic<std::uint64_t> words[CollectiveDescriptor::kWords - 1] = {};
 };
 
-/// One published DescriptorSummary (backends/collective.h): `sequence` (word 0) stored last
+/// One published DescriptorSummary (backends/collective_descriptor.h): `sequence` (word 0) stored last
 /// (release) and read first (acquire).
 struct alignas(64) SummarySlot {
   std::atomic<std::uint64_t> sequence{0};

@@ -10,7 +10,7 @@
 // aligned to A. Put and get are one memcpy each into or out of a peer's mapping; signals are
 // C++ atomics with release order after the data (data before signal); waits spin briefly and
 // then sleep on the target PE's doorbell, bounded by the timeout. Collectives exchange their
-// descriptors through the control blocks before any data moves (backends/collective.h).
+// descriptors through the control blocks before any data moves (backends/collective_descriptor.h).
 //
 // Liveness: a PeerMonitor watches every peer's process from OpenPeers to DestroyHeap; a peer
 // that exits latches PEER_LOST and every wait of this backend gives up at once (liveness.h).

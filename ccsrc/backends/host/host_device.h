@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "backends/blocking_ops.h"
-#include "backends/collective.h"
+#include "backends/collective_descriptor.h"
 #include "backends/host/call_sites.h"
 #include "backends/host/control_block.h"
 #include "backends/host/doorbell.h"

@@ -1,4 +1,4 @@
-#include "backends/collective.h"
+#include "backends/collective_descriptor.h"
 
 #include <algorithm>
 #include <cstring>
