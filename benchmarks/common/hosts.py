@@ -1,9 +1,6 @@
-"""The scale-out benchmark's hosts and what every part of it shares (benchmarks/scale_out.py).
-
-The constants (KIB, MIB, LINK, ROOT), a measured row and a failed one (record, failure) and
-human() sizes; the two hosts made of namespaces (tests/python/netns_hosts.py), a PE's
-environment on them, waiting for their processes; and the Relay through which oshrun starts
-its daemon on the other host.
+"""The hosts made of network namespaces (tests/python/netns_hosts.py) that the benchmarks
+across hosts run on: the module itself, a PE's environment on them, and the Relay through which
+oshrun starts its daemon on the other host (docs/scale-out.md).
 """
 
 from __future__ import annotations
@@ -11,43 +8,14 @@ from __future__ import annotations
 import json
 import os
 import socket
-import statistics
-import subprocess
 import sys
 import threading
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-KIB, MIB = 1 << 10, 1 << 20
+from common import ROOT
+
 # The hosts' link, as the PEs see it; every system is told to use it and nothing else.
 LINK = "eth0"
 
-
-def human(size: int) -> str:
-    for unit, scale in (("MiB", MIB), ("KiB", KIB)):
-        if size >= scale and size % scale == 0:
-            return f"{size // scale} {unit}"
-    return f"{size} B"
-
-
-def record(system: str, test: str, size: int, samples_us: list, iters: int, **extra) -> dict:
-    """One measured row: the time per operation (us) of each repetition."""
-    row = {"system": system, "test": test, "bytes": size, "iters": iters,
-           "median_us": statistics.median(samples_us), "min_us": min(samples_us),
-           "max_us": max(samples_us), "samples_us": [round(s, 4) for s in samples_us]}
-    if test == "put_bw":
-        row["gbps"] = size / row["median_us"] / 1e3
-    row.update(extra)
-    return row
-
-
-def failure(system: str, test: str, sizes: list, code: str, message: str) -> dict:
-    return {"system": system, "test": test, "sizes": sizes, "error": code,
-            "message": message.strip()[-600:]}
-
-
-# ---- hosts ---------------------------------------------------------------------------------
 
 def import_netns_hosts():
     """tests/python/netns_hosts.py, the hosts made of namespaces."""
@@ -57,10 +25,12 @@ def import_netns_hosts():
     return netns_hosts
 
 
-def base_env(rank: int, hosts, port: int, extra: dict) -> dict:
-    """The environment of rank's PE (one per host): the rendezvous at host 0's address and
-    `port`, gloo on the link, one OpenMP thread, no one-host launcher's file; then `extra`."""
-    env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK="0",
+def base_env(rank: int, hosts, port: int, extra: dict, world: int = 2,
+             per_host: int = 1) -> dict:
+    """The environment of rank's PE (`per_host` on each host): the rendezvous at host 0's
+    address and `port`, gloo on the link, one OpenMP thread, no one-host launcher's file; then
+    `extra`."""
+    env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank % per_host),
                MASTER_ADDR=hosts.address(0), MASTER_PORT=str(port), GLOO_SOCKET_IFNAME=LINK,
                OMP_NUM_THREADS="1")
     env.pop("HYPER_PARALLEL_SHMEM_RENDEZVOUS_FILE", None)  # a one-host launcher's, not ours
@@ -68,20 +38,12 @@ def base_env(rank: int, hosts, port: int, extra: dict) -> dict:
     return env
 
 
-def wait_all(processes: list, timeout_s: float) -> list:
-    """communicate() on each; on a timeout every process is killed. [(rc, out, err)]."""
-    deadline = time.monotonic() + timeout_s
-    results = []
-    for process in processes:
-        try:
-            out, err = process.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            results.append((process.returncode, out, err))
-        except subprocess.TimeoutExpired:
-            for other in processes:
-                other.kill()
-            out, err = process.communicate()
-            results.append((None, out, err))
-    return results
+def write_hostfile(hosts, folder: str) -> str:
+    """The hosts by their eth0 addresses, one slot each (oshrun's --hostfile)."""
+    path = os.path.join(folder, "hostfile")
+    with open(path, "w") as sink:
+        sink.write("".join(f"{hosts.address(i)} slots=1\n" for i in range(hosts.count)))
+    return path
 
 
 # ---- oshrun's remote shell -----------------------------------------------------------------

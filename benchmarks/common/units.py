@@ -1,4 +1,4 @@
-"""Sizes as the reports print them, shared by run.py and the PE-side benchmarks."""
+"""Sizes as the reports print them, and as the benchmark programs take them."""
 
 from __future__ import annotations
 
@@ -11,3 +11,13 @@ def human(size: int) -> str:
         if size >= scale and size % scale == 0:
             return f"{size // scale} {unit}"
     return f"{size} B"
+
+
+def csv(values) -> str:
+    """[8, 4096] -> '8,4096': the --sizes of the benchmark programs."""
+    return ",".join(str(v) for v in values)
+
+
+def ints(text: str) -> list:
+    """'8,4096' -> [8, 4096]: --sizes as the programs read it."""
+    return [int(v) for v in str(text).split(",") if v]

@@ -1,7 +1,7 @@
 """MegaMoE's experts as DTensors against the same layer with plain local shards, in one run
 (docs/benchmarks.md, "MegaMoE: the experts as DTensors").
 
-    python benchmarks/experts_dtensor.py [--rounds 5] [--calls 100] [--out bench-results]
+    python benchmarks/moe/experts_dtensor.py [--rounds 5] [--calls 100] [--out bench-results]
 
 One PE (a world of 1 over gloo on loopback, one torch intra-op thread) builds two equal layers
 from one seed: "dtensor", the layer as it is (experts Shard(0) over the EP mesh), and "plain",
@@ -19,12 +19,15 @@ A round's figure is the least of --calls calls after warm-up; the table shows th
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
 import statistics
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
+from common import RESULTS  # noqa: E402
+from common.report import write_json  # noqa: E402
 
 H, I, E, TOP_K, TOKENS = 64, 128, 8, 2, 256
 
@@ -48,7 +51,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=100)
-    parser.add_argument("--out", default="bench-results")
+    parser.add_argument("--out", default=RESULTS)
     args = parser.parse_args(argv)
 
     import torch
@@ -122,12 +125,10 @@ def main(argv=None) -> int:
         d, p = results["dtensor"][case] * 1e3, results["plain"][case] * 1e3
         rows.append({"case": case, "dtensor_ms": d, "plain_ms": p, "ratio": d / p})
         print(f"| {case:22} | {d:13.3f} ms | {p:10.3f} ms | {d / p:5.2f}× |")
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "experts_dtensor.json")
-    with open(path, "w") as f:
-        json.dump({"shape": {"hidden": H, "intermediate": I, "experts": E, "top_k": TOP_K,
-                             "tokens": TOKENS},
-                   "rounds": args.rounds, "calls": args.calls, "rows": rows}, f, indent=1)
+    path = write_json(os.path.join(args.out, "experts_dtensor.json"),
+                      {"shape": {"hidden": H, "intermediate": I, "experts": E, "top_k": TOP_K,
+                                 "tokens": TOKENS},
+                       "rounds": args.rounds, "calls": args.calls, "rows": rows})
     print(f"wrote {path}")
     return 0
 

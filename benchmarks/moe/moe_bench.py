@@ -2,13 +2,13 @@
 
 Run by benchmarks/run.py (--moe) through the package's launcher, one process per PE:
 
-    python -m hyper_parallel.core.multicore.shmem.launch --nproc N benchmarks/moe_bench.py \
+    python -m hyper_parallel.core.multicore.shmem.launch --nproc N benchmarks/moe/moe_bench.py \
         --test step --configs NAME:H:I:IS:E:K:LAYERS:SEQ:BATCH[,...] [--warmup 3] [--steps 7]
-    python -m hyper_parallel.core.multicore.shmem.launch --nproc N benchmarks/moe_bench.py \
+    python -m hyper_parallel.core.multicore.shmem.launch --nproc N benchmarks/moe/moe_bench.py \
         --test memory --configs ...
-    python -m hyper_parallel.core.multicore.shmem.launch --nproc N benchmarks/moe_bench.py \
+    python -m hyper_parallel.core.multicore.shmem.launch --nproc N benchmarks/moe/moe_bench.py \
         --test comm --configs NAME:H:I:IS:E:K:LAYERS:SEQ:BATCH[,...] [--reps 30]
-    python -m hyper_parallel.core.multicore.shmem.launch --nproc N benchmarks/moe_bench.py \
+    python -m hyper_parallel.core.multicore.shmem.launch --nproc N benchmarks/moe/moe_bench.py \
         --test compiled --configs ... [--warmup 3] [--steps 7]
     (any of them) [--device cpu|cuda]
 
@@ -71,7 +71,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import gc
-import json
 import os
 import re
 import sys
@@ -88,6 +87,9 @@ from hyper_parallel.core.multicore.mega_moe.model import (DecoderConfig, MoEDeco
                                                           train_step)
 from hyper_parallel.core.multicore.mega_moe.reference import all_to_all
 from hyper_parallel.core.multicore.shmem.launch import init_process_group_from_environment
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
+from common.results import emit_on, session  # noqa: E402
 
 PATHS = ("shmem", "a2a")
 ROUNDS = 4  # comm: blocks per path
@@ -482,22 +484,15 @@ def main() -> int:
     torch.set_num_threads(1)  # one PE per core
     init_process_group_from_environment(backend=backend)
     rank, size = dist.get_rank(), dist.get_world_size()
-    try:
-        with shmem.acquire_shmem():
-            for name, config in parse_configs(args.configs):
-                if config.num_experts % size:
-                    raise SystemExit(f"{name}: {config.num_experts} experts do not split over "
-                                     f"{size} PEs")
-                bench = {"step": bench_step, "memory": bench_memory, "comm": bench_comm,
-                         "compiled": bench_compiled}[args.test]
-                record = bench(name, config, args, rank, size)
-                if rank == 0:
-                    print(json.dumps(record), flush=True)
-            shmem.barrier()
-        if rank == 0:
-            print(json.dumps({"done": True}), flush=True)
-    finally:
-        dist.destroy_process_group()
+    with session(rank), shmem.acquire_shmem():
+        for name, config in parse_configs(args.configs):
+            if config.num_experts % size:
+                raise SystemExit(f"{name}: {config.num_experts} experts do not split over "
+                                 f"{size} PEs")
+            bench = {"step": bench_step, "memory": bench_memory, "comm": bench_comm,
+                     "compiled": bench_compiled}[args.test]
+            emit_on(rank, bench(name, config, args, rank, size))
+        shmem.barrier()
     return 0
 
 

@@ -2,11 +2,11 @@
 beside the same step reduced over gloo, in one run (docs/benchmarks.md, "Reductions and
 broadcast").
 
-    python benchmarks/moe_reductions.py [--steps 9] [--rounds 5] [--out DIR]
+    python benchmarks/moe/moe_reductions.py [--steps 9] [--rounds 5] [--out DIR]
 
 One job of 4 PEs through the package's launcher, one torch thread per PE. Two decoders of the
 MoE suite's "small" shape (hidden 64, intermediate 128, shared 64, 8 experts, top-2, 2 layers,
-sequence 128, batch 4; benchmarks/moe.py), both on the SHMEM path over EP groups of 2 and their
+sequence 128, batch 4; benchmarks/moe/suite.py), both on the SHMEM path over EP groups of 2 and their
 DP groups, from the same seed. Rounds alternate them; in a round each runs --steps training
 steps (zero_grad, forward, backward, reduce_gradients, AdamW): one with the default reduction
 (shmem.all_reduce over the world and the DP group's team), the other with over="gloo". A PE's
@@ -17,15 +17,16 @@ moe_reductions.json to --out and prints the ratio (SHMEM reductions' step / gloo
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
+from common.launch import pe_or_drive, run_pes  # noqa: E402
+from common.report import when, write_json  # noqa: E402
+from common.results import emit_on  # noqa: E402
+
 TARGET = 0.9  # the step with SHMEM reductions at most this fraction of gloo's
 
 
@@ -33,7 +34,6 @@ def _pe(args) -> None:
     import torch
     import torch.distributed as dist
 
-    sys.path.insert(0, ROOT)
     from hyper_parallel.core.multicore import shmem
     from hyper_parallel.core.multicore.mega_moe.model import (DecoderConfig, MoEDecoder,
                                                               expert_data_parallel_groups,
@@ -75,10 +75,9 @@ def _pe(args) -> None:
                                    dtype=torch.float64)
             dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
             samples[over].append(elapsed.item())
-    if rank == 0:
-        print("RESULT " + json.dumps({over: {"median_ms": statistics.median(values),
-                                             "samples_ms": [round(v, 3) for v in values]}
-                                      for over, values in samples.items()}), flush=True)
+    emit_on(rank, {over: {"median_ms": statistics.median(values),
+                          "samples_ms": [round(v, 3) for v in values]}
+                   for over, values in samples.items()})
     for model in models.values():
         model.close()
     for group in (ep_group, dp_group):
@@ -87,39 +86,25 @@ def _pe(args) -> None:
     dist.destroy_process_group()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=9, help="training steps per round")
-    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per side")
-    parser.add_argument("--out", default="bench-results")
-    parser.add_argument("--pe", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.pe:
-        _pe(args)
-        return 0
-    command = [sys.executable, "-m", "hyper_parallel.core.multicore.shmem.launch", "--nproc", "4",
-               "--timeout", "900", os.path.abspath(__file__), "--pe", "--steps", str(args.steps),
-               "--rounds", str(args.rounds)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
-    if done.returncode != 0:
-        sys.stderr.write(done.stdout + done.stderr)
-        raise SystemExit(f"the job failed (exit {done.returncode})")
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if not lines:
-        raise SystemExit("the job printed no result")
-    result = json.loads(lines[0][len("RESULT "):])
+def _drive(args) -> int:
+    result = run_pes(4, [os.path.abspath(__file__), "--pe", "--steps", str(args.steps),
+                         "--rounds", str(args.rounds)], key="shmem")[0]
     ratio = result["shmem"]["median_ms"] / result["gloo"]["median_ms"]
     print(f"MegaMoE EP 2 x DP 2, 4 PEs, small shape: step with SHMEM reductions "
           f"{result['shmem']['median_ms']:.2f} ms, with gloo's {result['gloo']['median_ms']:.2f} "
           f"ms: {ratio:.2f}x (target <= {TARGET}x: {'met' if ratio <= TARGET else 'missed'})")
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "moe_reductions.json")
-    with open(path, "w") as handle:
-        json.dump({"when": time.strftime("%Y-%m-%d %H:%M"), "cores": os.cpu_count(),
-                   "steps": args.steps, "rounds": args.rounds, "ratio": ratio, **result},
-                  handle, indent=1)
+    path = write_json(os.path.join(args.out, "moe_reductions.json"),
+                      {"when": when(), "cores": os.cpu_count(), "steps": args.steps,
+                       "rounds": args.rounds, "ratio": ratio, **result})
     print(f"wrote {path}")
     return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=9, help="training steps per round")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per side")
+    return pe_or_drive(parser, _pe, _drive)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """One MegaMoE step under torch.profiler, drawn as a timeline (docs/mega_moe_trace.png).
 
-    python benchmarks/moe_trace.py [--pes 2] [--out docs/mega_moe_trace.png]
+    python benchmarks/moe/moe_trace.py [--pes 2] [--out bench-results/mega_moe_trace.png]
+
+(benchmarks/publish.py copies the drawing to docs/mega_moe_trace.png.)
 
 Starts --pes PEs through the package's launcher; each runs a layer's forward and backward
 (H 256, I 512, 8 experts, top 2, 512 tokens per PE, the combine on a stream of its own) twice
@@ -17,6 +19,11 @@ import argparse
 import os
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
+from common import RESULTS  # noqa: E402
+from common.launch import LAUNCHER  # noqa: E402
+from common.plots import pyplot, save  # noqa: E402
 
 PHASE_COLOURS = {"count_exchange": "tab:purple", "dispatch": "tab:blue",
                  "wait_rows": "tab:gray", "expert": "tab:green", "combine": "tab:orange",
@@ -60,9 +67,9 @@ def _step(args) -> None:
 
 
 def _draw(events, out: str, pes: int) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
+    if plt is None:
+        return
     from matplotlib.patches import Patch
 
     ranges = [e for e in events if e.name.startswith("hps_moe::")]
@@ -93,23 +100,19 @@ def _draw(events, out: str, pes: int) -> None:
     ax.legend(handles=[Patch(color=c, label=p.replace("_", " ")) for p, c in PHASE_COLOURS.items()]
               + [Patch(color="0.88", label="other torch work")], ncol=7, fontsize=7,
               loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(threads) > 1 else -0.6))
-    fig.tight_layout()
-    fig.savefig(out, dpi=130)
-    print(f"wrote {out}")
+    print(f"wrote {save(plt, fig, out, dpi=130)}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pes", type=int, default=2)
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs",
-                                                      "mega_moe_trace.png"))
+    parser.add_argument("--out", default=os.path.join(RESULTS, "mega_moe_trace.png"))
     parser.add_argument("--pe", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.pe:
         _step(args)
         return 0
-    command = [sys.executable, "-m", "hyper_parallel.core.multicore.shmem.launch", "--nproc",
-               str(args.pes), os.path.abspath(__file__), "--pe", "--out",
+    command = LAUNCHER + ["--nproc", str(args.pes), os.path.abspath(__file__), "--pe", "--out",
                os.path.abspath(args.out)]
     return subprocess.call(command)
 

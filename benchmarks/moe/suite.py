@@ -1,6 +1,6 @@
 """The MegaMoE part of the benchmark suite (benchmarks/run.py --moe, or --moe-only).
 
-Runs benchmarks/moe_bench.py through the package's launcher at 2 and 4 PEs:
+Runs benchmarks/moe/moe_bench.py through the package's launcher at 2 and 4 PEs:
   step   the full training step of the small decoder on SHMEM and on all-to-all (gloo), in
          alternating order in the same run, routers frozen: three model sizes (SIZES), and a
          sweep of the expert intermediate size at a fixed hidden size (SWEEP);
@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
-import sys
+
+from common.launch import pes_command
+from common.plots import pyplot, save
+from common.stats import median as _median
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "moe_bench.py")
@@ -40,45 +42,25 @@ def sweep_config(intermediate: int) -> str:
 
 def jobs(quick: bool) -> list:
     """(label, command) of the MoE measurements."""
-    launch = [sys.executable, "-m", "hyper_parallel.core.multicore.shmem.launch"]
     steps = ["--warmup", "3", "--steps", "5" if quick else "9"]
     sizes = ["tiny", "small"] if quick else list(SIZES)
     sweep = QUICK_SWEEP if quick else SWEEP
     out = []
     for pes in (2, 4):
         configs = ",".join(_config(name, SIZES[name]) for name in sizes)
-        common = launch + ["--nproc", str(pes), "--timeout", "1500", SCRIPT]
-        out.append((f"moe comm x{pes}", common + ["--test", "comm", "--configs", configs,
-                                                   "--reps", "20" if quick else "60"]))
-        out.append((f"moe step x{pes}", common + ["--test", "step", "--configs", configs] + steps))
-        out.append((f"moe memory x{pes}", common + ["--test", "memory", "--configs", configs]))
+        def job(what: str, *program) -> tuple:
+            return (f"moe {what} x{pes}", pes_command(pes, 1500, [SCRIPT, *program]))
+
+        out.append(job("comm", "--test", "comm", "--configs", configs,
+                       "--reps", "20" if quick else "60"))
+        out.append(job("step", "--test", "step", "--configs", configs, *steps))
+        out.append(job("memory", "--test", "memory", "--configs", configs))
         if pes == 2:  # compiling costs minutes per path on the 2-core machine: one size
-            out.append(("moe compiled x2", common + ["--test", "compiled", "--configs",
-                                                     _config("tiny", SIZES["tiny"])] + steps))
-        out.append((f"moe sweep x{pes}", common + ["--test", "step", "--configs",
-                                                    ",".join(sweep_config(i) for i in sweep)]
-                    + steps))
+            out.append(job("compiled", "--test", "compiled", "--configs",
+                           _config("tiny", SIZES["tiny"]), *steps))
+        out.append(job("sweep", "--test", "step", "--configs",
+                       ",".join(sweep_config(i) for i in sweep), *steps))
     return out
-
-
-def parse(stdout: str, key: str = "moe") -> tuple:
-    """(records, finished) from a PE-side benchmark's output: its JSON lines holding `key`
-    (moe_bench's "moe", symm_mem_bench's "symm"), and whether its "done" line came."""
-    records, finished = [], False
-    for line in stdout.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        record = json.loads(line)
-        if record.get("done"):
-            finished = True
-        elif key in record:
-            records.append(record)
-    return records, finished
-
-
-def _median(values: list) -> float:
-    return statistics.median(values) if values else float("nan")
 
 
 def merge(records: list) -> list:
@@ -244,12 +226,8 @@ def table(rows: list) -> str:
 
 
 def plot(rows: list, out_dir: str) -> str | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot(quiet=True)
+    if plt is None:
         return None
     steps = [r for r in rows if r["test"] == "step" and not r["config"].startswith("sweep")]
     sweep = [r for r in rows if r["test"] == "step" and r["config"].startswith("sweep")]
@@ -310,8 +288,4 @@ def plot(rows: list, out_dir: str) -> str | None:
     ax.set(title="dispatch + combine alone (us per call, rank-max median)", yscale="log")
     ax.legend(fontsize=8)
     ax.grid(True, axis="y", which="both", alpha=0.3)
-    fig.tight_layout()
-    path = os.path.join(out_dir, "moe.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(plt, fig, os.path.join(out_dir, "moe.png"))

@@ -1,6 +1,6 @@
 """Two builds of the native benchmark against each other on one host, in alternating rounds.
 
-    python3 benchmarks/ab_native.py --before OLD/shmem_bench --after NEW/shmem_bench \
+    python3 benchmarks/native/ab_native.py --before OLD/shmem_bench --after NEW/shmem_bench \
         [--rounds 3] [--out FILE]
 
 Each round runs every case (barrier on 2, 4 and 8 PEs; all_gather with 8 B, 64 KiB and 1 MiB
@@ -16,10 +16,14 @@ checkout of it (`git worktree add`).
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import statistics
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
+from common.report import write_json  # noqa: E402
+from common.results import records  # noqa: E402
 
 CASES = (("barrier", 2, "8"), ("barrier", 4, "8"), ("barrier", 8, "8"),
          ("allgather", 2, "8,65536,1048576"), ("allgather", 4, "8,65536,1048576"),
@@ -51,11 +55,9 @@ def main() -> int:
                 if done.returncode != 0:
                     print(done.stderr, file=sys.stderr)
                     return 1
-                for line in done.stdout.splitlines():
-                    record = json.loads(line) if line.startswith("{") else {}
-                    if "samples_us" in record:
-                        found.setdefault((test, pes, record["bytes"], which), []).append(
-                            statistics.median(record["samples_us"]))
+                for record in records(done.stdout):
+                    found.setdefault((test, pes, record["bytes"], which), []).append(
+                        statistics.median(record["samples_us"]))
     rows = []
     print(f"{'case':<30}{'before us [spread]':>28}{'after us [spread]':>28}{'after/before':>14}")
     for (test, pes, size, which), after in sorted(found.items()):
@@ -70,8 +72,7 @@ def main() -> int:
               f"{statistics.median(after):>12.2f} [{min(after):.2f}-{max(after):.2f}]"
               f"{row['ratio']:>14.2f}")
     if args.out:
-        with open(args.out, "w") as sink:
-            json.dump({"rounds": args.rounds, "rows": rows}, sink, indent=1)
+        write_json(args.out, {"rounds": args.rounds, "rows": rows})
     return 0
 
 

@@ -1,6 +1,6 @@
 """all_gather's algorithms among hosts against each other, with hosts made over loopback.
 
-    python3 benchmarks/all_gather_algorithms.py --bench BUILD/shmem_bench [--rounds 3]
+    python3 benchmarks/native/all_gather_algorithms.py --bench BUILD/shmem_bench [--rounds 3]
         [--out FILE] [--plot FILE] [--quick]
 
 Every PE of a layout reaches the PEs of other "hosts" through UCX over loopback
@@ -21,13 +21,16 @@ says what that does and does not tell about a cluster.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 
-from plots import pyplot
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
+from common import RESULTS  # noqa: E402
+from common.plots import pyplot, save  # noqa: E402
+from common.report import write_json  # noqa: E402
+from common.results import records  # noqa: E402
 
 ALGORITHMS = ("direct", "bruck", "ring", "auto")
 LAYOUTS = (("all", 4), ("all", 8), ("all", 16), ("blocks:2", 8))
@@ -50,12 +53,8 @@ def run_once(bench: str, remote_peers: str, pes: int, algorithm: str, sizes: str
                           capture_output=True, text=True, timeout=900, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{layout_name(remote_peers, pes)} {algorithm}:\n{done.stderr}")
-    found = {}
-    for line in done.stdout.splitlines():
-        record = json.loads(line) if line.startswith("{") else {}
-        if "samples_us" in record:
-            found[record["bytes"]] = statistics.median(record["samples_us"])
-    return found
+    return {record["bytes"]: statistics.median(record["samples_us"])
+            for record in records(done.stdout)}
 
 
 def plot(rows: list[dict], path: str) -> None:
@@ -78,8 +77,7 @@ def plot(rows: list[dict], path: str) -> None:
     axes[0][0].set_ylabel("all_gather, us (median of rounds)")
     axes[0][0].legend()
     figure.suptitle("all_gather among hosts over UCX loopback, 2-core machine")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    save(plt, figure, path)
     print(f"plot: {path}", file=sys.stderr)
 
 
@@ -88,7 +86,7 @@ def main() -> int:
     parser.add_argument("--bench", required=True, help="shmem_bench of the build to measure")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="8-PE layouts only, one round")
-    parser.add_argument("--out", default="bench-results/all_gather_algorithms.json")
+    parser.add_argument("--out", default=os.path.join(RESULTS, "all_gather_algorithms.json"))
     parser.add_argument("--plot", help="the plot's path (default: beside --out, .png)")
     args = parser.parse_args()
     layouts = [l for l in LAYOUTS if l[1] == 8] if args.quick else list(LAYOUTS)
@@ -123,9 +121,7 @@ def main() -> int:
                              "rounds_us": times, "median_us": statistics.median(times)})
                 line += f"{statistics.median(times):>12.1f} [{min(times):.0f}-{max(times):.0f}]"
             print(line)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as sink:
-        json.dump({"rounds": rounds, "rows": rows}, sink, indent=1)
+    write_json(args.out, {"rounds": rounds, "rows": rows})
     plot(rows, args.plot or os.path.splitext(args.out)[0] + ".png")
     return 0
 

@@ -3,7 +3,7 @@
 Run by benchmarks/run.py through the package's launcher, one process per PE:
 
     python -m hyper_parallel.core.multicore.shmem.launch --nproc N \
-        benchmarks/python_bench.py --test T --sizes S1,S2 --reps R --min-time-us U
+        benchmarks/one_host/python_bench.py --test T --sizes S1,S2 --reps R --min-time-us U
 
 Every pattern warms up, agrees on an iteration count chosen by PE 0 (so a repetition lasts at
 least U microseconds), and PE 0 prints one JSON line per size with the mean time per iteration
@@ -13,9 +13,8 @@ of each repetition, in the same shape as the native programs.
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -24,18 +23,14 @@ from hyper_parallel.core.multicore import shmem
 from hyper_parallel.core.multicore.shmem import _ops
 from hyper_parallel.core.multicore.shmem.launch import init_process_group_from_environment
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
+from common.results import emit  # noqa: E402
+from common.stats import mean_us as _mean_us  # noqa: E402
+from common.units import ints  # noqa: E402
+
 TESTS = ("put", "get", "put_overhead", "pingpong", "gloo_sendrecv", "gloo_pingpong", "barrier",
          "gloo_barrier", "allgather", "gloo_allgather", "alltoall", "gloo_alltoall", "overlap",
          "empty_free", "fill")
-
-
-def _mean_us(body, iters: int, finish=None) -> float:
-    start = time.perf_counter()
-    for _ in range(iters):
-        body()
-    if finish is not None:
-        finish()
-    return (time.perf_counter() - start) / iters * 1e6
 
 
 def _agree(iters: int) -> int:
@@ -87,7 +82,7 @@ def _emit(impl: str, test: str, size: int, iters: int, samples: list, **extra) -
     record = {"impl": impl, "test": test, "pes": dist.get_world_size(), "bytes": size,
               "iters": iters, "samples_us": [round(s, 4) for s in samples]}
     record.update(extra)
-    print(json.dumps(record), flush=True)
+    emit(record)
 
 
 def _measure(body, args, collective: bool, finish=None) -> tuple:
@@ -256,8 +251,7 @@ def _overlap(args, rank, size, peer) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--test", choices=TESTS, required=True)
-    parser.add_argument("--sizes", default="8",
-                        type=lambda text: [int(item) for item in text.split(",")])
+    parser.add_argument("--sizes", default="8", type=ints)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--min-time-us", type=float, default=20000)
     args = parser.parse_args()

@@ -1,6 +1,6 @@
 """Reductions and broadcast on one host: ours beside gloo and the machine bound, in one run.
 
-    python benchmarks/reductions.py [--pes 2,4] [--bytes 1048576] [--rounds 9] [--out DIR]
+    python benchmarks/one_host/reductions.py [--pes 2,4] [--bytes 1048576] [--rounds 9] [--out DIR]
 
 For each PE count the driver starts one job through the package's launcher, one process per PE,
 one torch intra-op thread each. Every PE joins a gloo group and acquires the runtime; then, for
@@ -20,15 +20,19 @@ against the targets of docs/benchmarks.md, writes reductions.json and reductions
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
+from common.launch import pe_or_drive, run_pes  # noqa: E402
+from common.plots import bars, pyplot  # noqa: E402
+from common.progress import step  # noqa: E402
+from common.report import when, write_json, wrote  # noqa: E402
+from common.results import emit_on  # noqa: E402
+from common.stats import alternating  # noqa: E402
+
 OPS = ("all_reduce", "reduce_scatter", "broadcast")
 # Targets (issue text, docs/benchmarks.md): speed against gloo by PE count, and the bound.
 GLOO_TARGET = {2: 3.0, 4: 2.0}
@@ -41,7 +45,6 @@ def _pe(args) -> None:
     import torch
     import torch.distributed as dist
 
-    sys.path.insert(0, ROOT)
     from hyper_parallel.core.multicore import shmem
     from hyper_parallel.core.multicore.shmem.launch import init_process_group_from_environment
 
@@ -95,17 +98,14 @@ def _pe(args) -> None:
                 bodies[(op, system)]()  # warm-up: pages, endpoints
         probe = timed(bodies[(op, "gloo")], 3)
         iters = max(3, min(2000, int(args.min_time_us / max(probe, 1.0))))
-        samples = {system: [] for system in systems}
-        for index in range(args.rounds):
-            order = systems if index % 2 == 0 else systems[::-1]
-            for system in order:
-                samples[system].append(timed(bodies[(op, system)], iters))
+        samples = alternating(systems, args.rounds,
+                              lambda system: timed(bodies[(op, system)], iters))
         if rank == 0:
             rows.append({"op": op, "pes": size, "bytes": args.bytes, "iters": iters,
                          **{f"{s}_us": statistics.median(v) for s, v in samples.items()},
                          **{f"{s}_samples": [round(x, 2) for x in v] for s, v in samples.items()}})
-    if rank == 0:
-        print("ROWS " + json.dumps(rows), flush=True)
+    for row in rows:
+        emit_on(rank, row)
     shmem.free(part)
     shmem.free(out)
     handle.close()
@@ -115,42 +115,21 @@ def _pe(args) -> None:
 # ---- driver -------------------------------------------------------------------------------
 
 def _launch(pes: int, args) -> list:
-    command = [sys.executable, "-m", "hyper_parallel.core.multicore.shmem.launch", "--nproc",
-               str(pes), "--timeout", "900", os.path.abspath(__file__), "--pe", "--rounds",
-               str(args.rounds), "--bytes", str(args.bytes), "--min-time-us",
-               str(args.min_time_us)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
-    if done.returncode != 0:
-        sys.stderr.write(done.stdout + done.stderr)
-        raise SystemExit(f"the {pes}-PE job failed (exit {done.returncode})")
-    for line in done.stdout.splitlines():
-        if line.startswith("ROWS "):
-            return json.loads(line[len("ROWS "):])
-    raise SystemExit(f"the {pes}-PE job printed no results")
+    return run_pes(pes, [os.path.abspath(__file__), "--pe", "--rounds", str(args.rounds),
+                         "--bytes", str(args.bytes), "--min-time-us", str(args.min_time_us)],
+                   key="op")
 
 
-def _plot(rows: list, path: str) -> bool:
-    sys.path.insert(0, HERE)
-    from plots import pyplot
-
+def _plot(rows: list, path: str) -> str | None:
     plt = pyplot()
     if plt is None:
-        return False
-    figure, axis = plt.subplots(figsize=(8, 3.8))
-    labels = [f"{row['op']}\n{row['pes']} PEs" for row in rows]
-    xs = range(len(rows))
-    axis.bar([x - 0.2 for x in xs], [row["gloo_us"] / row["hps_us"] for row in rows], 0.4,
-             label="gloo's time / ours")
-    axis.bar([x + 0.2 for x in xs], [row["bound_us"] / row["hps_us"] for row in rows], 0.4,
-             label="the machine bound's time / ours")
-    axis.axhline(1.0, color="grey", linewidth=0.8)
-    axis.set_xticks(list(xs), labels, fontsize=8)
-    axis.set_ylabel("ratio (above 1: ours faster)")
-    axis.set_title(f"float32, {rows[0]['bytes'] >> 10} KiB per PE, one host, medians")
-    axis.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    return True
+        return None
+    return bars(plt, [f"{row['op']}\n{row['pes']} PEs" for row in rows],
+                [("gloo's time / ours", [row["gloo_us"] / row["hps_us"] for row in rows]),
+                 ("the machine bound's time / ours",
+                  [row["bound_us"] / row["hps_us"] for row in rows])],
+                f"float32, {rows[0]['bytes'] >> 10} KiB per PE, one host, medians",
+                "ratio (above 1: ours faster)", path)
 
 
 def _drive(args) -> int:
@@ -158,7 +137,7 @@ def _drive(args) -> int:
     rows = []
     pes_list = [int(p) for p in args.pes.split(",")]
     for index, pes in enumerate(pes_list, 1):
-        print(f"[{index}/{len(pes_list)}] {pes} PEs ...", file=sys.stderr, flush=True)
+        step(index, len(pes_list), f"{pes} PEs")
         rows += _launch(pes, args)
     cores = os.cpu_count() or 1
     print(f"float32, {args.bytes} bytes per PE, {cores} cores; µs per call (slowest PE, median "
@@ -181,15 +160,10 @@ def _drive(args) -> int:
             line += f"; >= {BOUND_TARGET} of the bound: {fraction:.2f}, " \
                     f"{'met' if fraction >= BOUND_TARGET else 'missed'}"
         print(line)
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "reductions.json")
-    with open(path, "w") as handle:
-        json.dump({"when": time.strftime("%Y-%m-%d %H:%M"), "cores": cores,
-                   "rounds": args.rounds, "rows": rows,
-                   "seconds": round(time.monotonic() - start, 1)}, handle, indent=1)
-    figure = os.path.join(args.out, "reductions.png")
-    print(f"wrote {path}" + (f", {figure}" if _plot(rows, figure) else " (no plot: matplotlib "
-                                                                      "is missing)"))
+    path = write_json(os.path.join(args.out, "reductions.json"),
+                      {"when": when(), "cores": cores, "rounds": args.rounds, "rows": rows,
+                       "seconds": round(time.monotonic() - start, 1)})
+    print(wrote(path, _plot(rows, os.path.join(args.out, "reductions.png"))))
     return 0
 
 
@@ -200,13 +174,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=9, help="alternating rounds per system")
     parser.add_argument("--min-time-us", type=float, default=20000,
                         help="the least time one round's loop takes")
-    parser.add_argument("--out", default="bench-results")
-    parser.add_argument("--pe", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.pe:
-        _pe(args)
-        return 0
-    return _drive(args)
+    return pe_or_drive(parser, _pe, _drive)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ beside gloo, and a MoE layer written against that API beside MegaMoE, in one run
 Run by benchmarks/run.py (--symm-mem, --symm-mem-only) through the package's launcher, one
 process per PE, or by hand:
 
-    python -m hyper_parallel.core.multicore.shmem.launch --nproc N benchmarks/symm_mem_bench.py \
+    python -m hyper_parallel.core.multicore.shmem.launch --nproc N benchmarks/one_host/symm_mem_bench.py \
         [--test ops,moe] [--sizes 4096,262144,4194304] [--reps 48] [--warmup 2] \
         [--configs NAME:H:I:E:K:T[,...]] [--moe-reps 32]
 
@@ -54,15 +54,16 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import sys
 import time
 
-from symm_mem_gloo import (ALIGN, OpsSize, expected_offsets, gloo_a2a, gloo_combine,
-                           gloo_dispatch)
-from symm_mem_moe import TorchSymmMemMoE
-from units import KIB, MIB, human
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
+from common.results import emit_on, session  # noqa: E402
+from common.units import KIB, MIB, csv, human, ints  # noqa: E402
+from one_host.symm_mem_gloo import (ALIGN, OpsSize, expected_offsets, gloo_a2a,  # noqa: E402
+                                    gloo_combine, gloo_dispatch)
+from one_host.symm_mem_moe import TorchSymmMemMoE  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.abspath(__file__)
@@ -420,7 +421,7 @@ def _gather_flags(flag: bool) -> list:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--test", default="ops,moe", help="ops, moe or both (default)")
-    parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES),
+    parser.add_argument("--sizes", default=csv(SIZES),
                         help="bytes of each PE's input, comma separated")
     parser.add_argument("--ops", default=",".join(OPS), help="the operators to measure")
     parser.add_argument("--configs", default=",".join(config_text(n) for n in CONFIGS),
@@ -450,33 +451,24 @@ def main() -> int:
     except Exception as exc:  # noqa: BLE001
         backend = f"error: {exc}"
     symm = backend == "HPS"
-    if rank == 0:
-        print(json.dumps({"symm": "backend", "pes": world, "backend": backend,
-                          "torch": torch.__version__}), flush=True)
-        if not symm:
-            print(f"symm_mem_bench: symm_mem.get_backend('cpu') is {backend!r}, not 'HPS': the "
-                  "symm_mem paths are skipped", file=sys.stderr, flush=True)
-    try:
-        with shmem.acquire_shmem():
-            if "ops" in tests:
-                for size in (int(v) for v in args.sizes.split(",")):
-                    for record in bench_ops(size, args, rank, world, symm):
-                        if rank == 0:
-                            print(json.dumps(record), flush=True)
-            if "moe" in tests:
-                for name, shape in parse_configs(args.configs):
-                    record = bench_moe(name, shape, args, rank, world, symm)
-                    if rank == 0:
-                        print(json.dumps(record), flush=True)
-            gc.collect()  # every symm_mem tensor is gone: then end the symm_mem use
-            shutdown = getattr(shmem, "symm_mem_shutdown", None)
-            if symm and shutdown is not None:
-                shutdown()  # collective: gives back the allocations every PE released
-            shmem.barrier()
-        if rank == 0:
-            print(json.dumps({"done": True}), flush=True)
-    finally:
-        dist.destroy_process_group()
+    emit_on(rank, {"symm": "backend", "pes": world, "backend": backend,
+                   "torch": torch.__version__})
+    if rank == 0 and not symm:
+        print(f"symm_mem_bench: symm_mem.get_backend('cpu') is {backend!r}, not 'HPS': the "
+              "symm_mem paths are skipped", file=sys.stderr, flush=True)
+    with session(rank), shmem.acquire_shmem():
+        if "ops" in tests:
+            for size in ints(args.sizes):
+                for record in bench_ops(size, args, rank, world, symm):
+                    emit_on(rank, record)
+        if "moe" in tests:
+            for name, shape in parse_configs(args.configs):
+                emit_on(rank, bench_moe(name, shape, args, rank, world, symm))
+        gc.collect()  # every symm_mem tensor is gone: then end the symm_mem use
+        shutdown = getattr(shmem, "symm_mem_shutdown", None)
+        if symm and shutdown is not None:
+            shutdown()  # collective: gives back the allocations every PE released
+        shmem.barrier()
     return 0
 
 

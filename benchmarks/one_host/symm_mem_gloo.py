@@ -1,5 +1,5 @@
 """The operators' inputs (OpsSize: the symmetric tensors, the splits, what torch's semantics
-say comes out) and the gloo side a torch user writes instead, for benchmarks/symm_mem_bench.py."""
+say comes out) and the gloo side a torch user writes instead, for benchmarks/one_host/symm_mem_bench.py."""
 
 from __future__ import annotations
 

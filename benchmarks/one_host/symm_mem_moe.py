@@ -1,5 +1,5 @@
 """A routed-experts MoE layer written only against torch's symmetric-memory API, the baseline a
-torch user would write (benchmarks/symm_mem_bench.py times it beside MegaMoE)."""
+torch user would write (benchmarks/one_host/symm_mem_bench.py times it beside MegaMoE)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The driver side of benchmarks/symm_mem_bench.py for benchmarks/run.py (--symm-mem): the
+"""The driver side of benchmarks/one_host/symm_mem_bench.py for benchmarks/run.py (--symm-mem): the
 launches per PE count, the rows summarised from the PEs' JSON lines, and the report's tables.
 Imports no torch."""
 
@@ -6,23 +6,21 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 
-from symm_mem_bench import CONFIGS, GLOO_NAME, OPS, SCRIPT, SIZES, config_text
-from units import human
+from common.launch import pes_command
+from common.units import csv, human
+from one_host.symm_mem_bench import CONFIGS, GLOO_NAME, OPS, SCRIPT, SIZES, config_text
 
 
 def jobs(quick: bool) -> list:
     """(label, command) of the measurements: one launch per PE count."""
-    launch = [sys.executable, "-m", "hyper_parallel.core.multicore.shmem.launch"]
     reps = ["--reps", "16" if quick else "48", "--moe-reps", "8" if quick else "32"]
     configs = ["small"] if quick else list(CONFIGS)
     out = []
     for pes in (2, 4):
-        out.append((f"symm_mem x{pes}", launch + [
-            "--nproc", str(pes), "--timeout", "600", SCRIPT, "--sizes",
-            ",".join(str(s) for s in SIZES), "--configs",
-            ",".join(config_text(name) for name in configs)] + reps))
+        out.append((f"symm_mem x{pes}", pes_command(pes, 600, [
+            SCRIPT, "--sizes", csv(SIZES), "--configs",
+            ",".join(config_text(name) for name in configs)] + reps)))
     return out
 
 

@@ -1,7 +1,7 @@
 """Teams: collectives over two disjoint teams of 2 running at once, beside one team alone, the
 world of 2, and gloo subgroups, in one run (docs/benchmarks.md, "Teams").
 
-    python benchmarks/teams.py [--reps 15] [--calls 20] [--bytes 1048576] [--out bench-results]
+    python benchmarks/one_host/teams.py [--reps 15] [--calls 20] [--bytes 1048576] [--out bench-results]
 
 The driver starts two jobs through the package's launcher, one process per PE, each PE with
 one torch intra-op thread:
@@ -19,14 +19,17 @@ driver prints a table with the ratios taken in this run, writes teams.json and t
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
+from common.launch import pe_or_drive, run_pes  # noqa: E402
+from common.plots import bars, pyplot  # noqa: E402
+from common.report import write_json, wrote  # noqa: E402
+from common.results import emit_on  # noqa: E402
+
 OPS = ("barrier", "all_gather", "all_to_all")
 
 
@@ -97,9 +100,8 @@ def _pe(args) -> None:
             figures = {"world": measure(shmem_call(op), True),
                        "gloo_world": measure(gloo_call(op), True)}
         results.append({"op": op, "pes": size, "bytes": args.bytes, **figures})
-    if rank == 0:
-        for line in results:
-            print("RESULT " + json.dumps(line), flush=True)
+    for line in results:
+        emit_on(rank, line)
     shmem.free(out)
     if size == 4:
         row.destroy()
@@ -111,40 +113,21 @@ def _pe(args) -> None:
 # ---- driver -------------------------------------------------------------------------------
 
 def _launch(pes: int, args) -> list:
-    command = [sys.executable, "-m", "hyper_parallel.core.multicore.shmem.launch", "--nproc",
-               str(pes), "--timeout", "900", os.path.abspath(__file__), "--pe", "--reps",
-               str(args.reps), "--calls", str(args.calls), "--bytes", str(args.bytes)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
-    if done.returncode != 0:
-        sys.stderr.write(done.stdout + done.stderr)
-        raise SystemExit(f"the {pes}-PE job failed (exit {done.returncode})")
-    return [json.loads(line[len("RESULT "):]) for line in done.stdout.splitlines()
-            if line.startswith("RESULT ")]
+    return run_pes(pes, [os.path.abspath(__file__), "--pe", "--reps", str(args.reps), "--calls",
+                         str(args.calls), "--bytes", str(args.bytes)], key="op")
 
 
-def _plot(rows: list, path: str) -> bool:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
+def _plot(rows: list, path: str) -> str | None:
+    plt = pyplot(quiet=True)
+    if plt is None:
+        return None
     series = {"world": "shmem, world of 2", "gloo_world": "gloo, world of 2",
               "alone": "shmem, one team of 2", "teams": "shmem, two teams at once",
               "gloo": "gloo, two subgroups at once"}
-    figure, axis = plt.subplots(figsize=(7, 3.6))
-    width = 0.16
-    for i, (name, label) in enumerate(series.items()):
-        axis.bar([x + i * width for x in range(len(rows))], [row[name] for row in rows], width,
-                 label=label)
-    axis.set_xticks([x + 2 * width for x in range(len(rows))], [row["op"] for row in rows])
-    axis.set_yscale("log")
-    axis.set_ylabel("µs per call (log)")
-    axis.set_title(f"teams of 2, {rows[0]['bytes'] >> 10} KiB per PE (lower is better)")
-    axis.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    return True
+    return bars(plt, [row["op"] for row in rows],
+                [(label, [row[name] for row in rows]) for name, label in series.items()],
+                f"teams of 2, {rows[0]['bytes'] >> 10} KiB per PE (lower is better)",
+                "µs per call (log)", path, size=(7, 3.6), fontsize=None, log=True, one=False)
 
 
 def _drive(args) -> int:
@@ -172,14 +155,10 @@ def _drive(args) -> int:
           f"4 PEs on {cores} cores " +
           ("share them, so two busy teams cannot run beside each other without slowing down"
            if cores < 4 else "each have a core"))
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "teams.json")
-    with open(path, "w") as handle:
-        json.dump({"cores": cores, "reps": args.reps, "calls": args.calls, "rows": rows,
-                   "seconds": round(time.monotonic() - start, 1)}, handle, indent=1)
-    figure = os.path.join(args.out, "teams.png")
-    print(f"wrote {path}" + (f", {figure}" if _plot(rows, figure) else " (no plot: matplotlib "
-                                                                      "is missing)"))
+    path = write_json(os.path.join(args.out, "teams.json"),
+                      {"cores": cores, "reps": args.reps, "calls": args.calls, "rows": rows,
+                       "seconds": round(time.monotonic() - start, 1)})
+    print(wrote(path, _plot(rows, os.path.join(args.out, "teams.png"))))
     return 0
 
 
@@ -188,13 +167,7 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--bytes", type=int, default=1 << 20, help="bytes per PE and call")
-    parser.add_argument("--out", default="bench-results")
-    parser.add_argument("--pe", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.pe:
-        _pe(args)
-        return 0
-    return _drive(args)
+    return pe_or_drive(parser, _pe, _drive)
 
 
 if __name__ == "__main__":

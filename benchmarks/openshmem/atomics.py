@@ -1,6 +1,6 @@
 """Atomics and non-blocking puts from C++, ours against Open MPI's OSHMEM in the same run.
 
-    python3 benchmarks/atomics.py [--quick] [--rounds R] [--out FILE.json] [--no-hosts]
+    python3 benchmarks/openshmem/atomics.py [--quick] [--rounds R] [--out FILE.json] [--no-hosts]
 
 Four patterns, 2 PEs, PE 0 acting on PE 1 (docs/benchmarks.md, "Atomics and non-blocking puts"):
   fetch_add         shmem_long_atomic_fetch_add / Runtime::Atomic(kAdd), per call (latency)
@@ -12,7 +12,7 @@ Four patterns, 2 PEs, PE 0 acting on PE 1 (docs/benchmarks.md, "Atomics and non-
 on one host (shmem_bench forks its PEs, run twice: by default and with
 HYPER_PARALLEL_SHMEM_WAIT=spin, whose waits only spin as OSHMEM's do; oshrun -np 2) and, unless
 --no-hosts, across two
-namespace hosts over UCX tcp on a veth link (root; as benchmarks/scale_out.py). Each round runs
+namespace hosts over UCX tcp on a veth link (root; as benchmarks/scale_out/scale_out.py). Each round runs
 every pattern for ours and then OSHMEM's, so the two alternate; a pattern's figure is the median
 of every repetition of every round. Writes FILE.json and, beside it, atomics.png (ours over
 OSHMEM's time per pattern: below 1 is faster).
@@ -21,7 +21,6 @@ OSHMEM's time per pattern: below 1 is faster).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -29,10 +28,14 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from run import BUILD, build_native, build_oshmem  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
+from common import RESULTS  # noqa: E402
+from common.build import build_native, build_oshmem, native_binary, oshrun  # noqa: E402
+from common.hosts import Relay, import_netns_hosts  # noqa: E402
+from common.plots import pyplot, save  # noqa: E402
+from common.progress import progress  # noqa: E402
+from common.report import write_json  # noqa: E402
+from common.results import records  # noqa: E402
 
 TESTS = ("fetch_add", "compare_swap", "put_nbi", "put_signal_quiet")
 # The issue's targets, ours / OSHMEM's time (docs/benchmarks.md): on one host, latency of the
@@ -41,22 +44,10 @@ ONE_HOST_GOALS = {"fetch_add": 1.0, "compare_swap": 1.0, "put_nbi": 1.0}
 HOSTS_GOALS = {"put_signal_quiet": 1.0}
 
 
-def progress(done: int, total: int, label: str, started: float) -> None:
-    width = 30
-    filled = int(width * done / max(total, 1))
-    sys.stderr.write(f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-                     f"{time.monotonic() - started:5.0f}s {label}\n")
-    sys.stderr.flush()
-
-
 def samples(out: str) -> tuple:
     """(samples_us, iters) of the first record of a benchmark's output."""
-    for line in out.splitlines():
-        if line.startswith("{"):
-            data = json.loads(line)
-            if "samples_us" in data:
-                return data["samples_us"], data["iters"]
-    return [], 0
+    got = records(out)
+    return (got[0]["samples_us"], got[0]["iters"]) if got else ([], 0)
 
 
 def one_host(native: str, oshmem: str | None, test: str, p: dict) -> dict:
@@ -71,10 +62,7 @@ def one_host(native: str, oshmem: str | None, test: str, p: dict) -> dict:
                               env=dict(os.environ, HYPER_PARALLEL_SHMEM_WAIT=wait))
         got[impl] = samples(ours.stdout)[0] if ours.returncode == 0 else []
     if oshmem:
-        launcher = ["oshrun", "--oversubscribe", "-np", "2"]
-        if os.geteuid() == 0:
-            launcher.insert(1, "--allow-run-as-root")
-        theirs = subprocess.run(launcher + [oshmem, "--test", test] + common, capture_output=True,
+        theirs = subprocess.run(oshrun(2) + [oshmem, "--test", test] + common, capture_output=True,
                                 text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
         got["oshmem"] = samples(theirs.stdout)[0]  # its crash at finalize is a known bug
     return got
@@ -82,9 +70,9 @@ def one_host(native: str, oshmem: str | None, test: str, p: dict) -> dict:
 
 def across_hosts(hosts, relay, folder: str, native: str, oshmem: str | None, test: str, p: dict,
                  port: int) -> dict:
-    from scale_out_native import run_native
-    from scale_out_peers import run_oshmem
-    from scale_out_python import hps_env
+    from scale_out.native import run_native
+    from scale_out.peers import run_oshmem
+    from scale_out.pes import hps_env
 
     got = {}
     lines, problem = run_native(hosts, native, test, [8], p, port,
@@ -119,11 +107,9 @@ def summarise(collected: dict, goals: dict) -> list:
 
 
 def plot(results: dict, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
+    if plt is None:
+        return
     figure, axis = plt.subplots(figsize=(8, 4))
     width = 0.38
     for shift, (layout, rows) in zip((-width / 2, width / 2), results.items()):
@@ -142,31 +128,27 @@ def plot(results: dict, path: str) -> None:
     axis.set_ylabel("ours / OSHMEM's time per operation (lower is better)")
     axis.set_title("2 PEs, 8 B, medians (ours / OSHMEM us above each bar)")
     axis.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    save(plt, figure, path, dpi=120)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one round, fewer repetitions")
     parser.add_argument("--rounds", type=int, default=None, help="alternating rounds (default 3)")
-    parser.add_argument("--out", default=os.path.join(os.getcwd(), "bench-results",
-                                                      "atomics.json"))
+    parser.add_argument("--out", default=os.path.join(RESULTS, "atomics.json"))
     parser.add_argument("--no-hosts", action="store_true", help="one host only")
     args = parser.parse_args()
     p = {"reps": 3 if args.quick else 5, "min_us": 10000 if args.quick else 20000}
     rounds = args.rounds or (1 if args.quick else 3)
     build_native()
-    native = os.path.join(BUILD, "shmem_bench")
+    native = native_binary()
     oshmem, problem = build_oshmem()
     if problem:
         print(f"atomics: OSHMEM skipped: {problem}", file=sys.stderr)
     layouts = ["one host"]
     hosts_problem = None
     if not args.no_hosts:
-        sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "python"))
-        import netns_hosts
-
+        netns_hosts = import_netns_hosts()
         hosts_problem = netns_hosts.available()
         if hosts_problem:
             print(f"atomics: across hosts skipped: {hosts_problem}", file=sys.stderr)
@@ -186,8 +168,6 @@ def main() -> int:
             step += 1
             progress(step, total, f"one host: {test}", started)
     if "two hosts" in layouts:
-        from scale_out_hosts import Relay
-
         with tempfile.TemporaryDirectory(prefix="atomics-") as folder, \
                 netns_hosts.NetnsHosts(2) as hosts:
             relay = Relay(hosts, folder) if oshmem else None
@@ -206,10 +186,8 @@ def main() -> int:
     results = {layout: summarise(collected[layout],
                                  ONE_HOST_GOALS if layout == "one host" else HOSTS_GOALS)
                for layout in layouts}
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as out:
-        json.dump({"rounds": rounds, "params": p, "oshmem": oshmem is not None,
-                   "hosts_skipped": hosts_problem, "results": results}, out, indent=1)
+    write_json(args.out, {"rounds": rounds, "params": p, "oshmem": oshmem is not None,
+                          "hosts_skipped": hosts_problem, "results": results})
     plot(results, os.path.join(os.path.dirname(os.path.abspath(args.out)), "atomics.png"))
     for layout, rows in results.items():
         for row in rows:

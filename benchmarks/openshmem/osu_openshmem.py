@@ -1,6 +1,6 @@
 """OSU's OpenSHMEM benchmarks, ours beside Open MPI's OSHMEM, in one run on one host.
 
-    python benchmarks/osu_openshmem.py [--suites DIR] [--rounds 3] [--out DIR] [--hosts]
+    python benchmarks/openshmem/osu_openshmem.py [--suites DIR] [--rounds 3] [--out DIR] [--hosts]
 
 Builds the OSU micro-benchmarks 7.4's OpenSHMEM programs (unchanged, from --suites, default the
 suites' folder beside the checkout, docs/openshmem.md; they are not part of the project) twice: with
@@ -12,12 +12,13 @@ their _nb forms, atomics, the collectives) or messages per second (put_mr, put_m
 get_mr_nb). Its ratio says how many times better ours is: OSHMEM's latency / ours, or our rate
 / OSHMEM's. The summary is the median ratio over the rows OSHMEM completes and the lowest row
 (targets in docs/benchmarks.md: median >= 1.0, no row below 0.9). Writes osu_openshmem.json and
-osu_openshmem.png to --out (default docs/benchmarks).
+osu_openshmem.png to --out (default bench-results/; benchmarks/publish.py copies them into
+docs/benchmarks/).
 
 --hosts: across two hosts made of network namespaces (root; tests/python/netns_hosts.py), one PE
 on each: ours started with torchrun's variables on each host, UCX over TCP on the link; OSHMEM
 by oshrun from host 0 with its daemon started on host 1 through the scale-out benchmark's relay
-(benchmarks/scale_out_peers.py). Point-to-point programs and the collectives at 2 PEs; writes
+(benchmarks/scale_out/peers.py). Point-to-point programs and the collectives at 2 PEs; writes
 osu_openshmem_hosts.json and .png.
 """
 
@@ -32,8 +33,13 @@ import subprocess
 import sys
 import sysconfig
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
+from common import RESULTS, ROOT  # noqa: E402
+from common.build import oshrun  # noqa: E402
+from common.hosts import LINK, Relay, import_netns_hosts, write_hostfile  # noqa: E402
+from common.launch import wait_all  # noqa: E402
+from common.plots import pyplot, save  # noqa: E402
+from common.report import markdown, write_json  # noqa: E402
 P2P = ("put", "get", "put_nb", "get_nb", "put_mr", "put_mr_nb", "get_mr_nb", "atomics")
 COLLECTIVES = ("barrier", "broadcast", "collect", "fcollect", "reduce")
 RATES = ("put_mr", "put_mr_nb", "get_mr_nb")
@@ -88,7 +94,7 @@ def run(impl: str, exe: str, pes: int, prog: str) -> dict[str, float]:
     if impl == "hps":
         cmd, env = [os.path.join(scripts, "hps-oshrun"), "-np", str(pes), exe] + args, os.environ
     else:
-        cmd = ["oshrun", "--oversubscribe", "-np", str(pes), exe] + args
+        cmd = oshrun(pes) + [exe] + args
         env = dict(os.environ, **OSHMEM_ENV)
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env,
                             cwd=os.path.dirname(exe))
@@ -99,9 +105,7 @@ def run(impl: str, exe: str, pes: int, prog: str) -> dict[str, float]:
 
 def run_across_hosts(built: dict, rounds: int, work: str, samples: dict) -> None:
     """Fills `samples` as main's loop does, with one PE on each of two namespace hosts."""
-    sys.path.insert(0, HERE)
-    from scale_out_hosts import Relay, import_netns_hosts, wait_all  # noqa: E402
-    from scale_out_peers import oshrun_command, write_hostfile  # noqa: E402
+    from scale_out.peers import oshrun_command
 
     netns = import_netns_hosts()
     problem = netns.available()
@@ -123,7 +127,7 @@ def run_across_hosts(built: dict, rounds: int, work: str, samples: dict) -> None
                     for rank in range(2):
                         env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2",
                                    MASTER_ADDR=hosts.address(0), MASTER_PORT=str(port),
-                                   UCX_TLS="tcp,self", UCX_NET_DEVICES="eth0")
+                                   UCX_TLS="tcp,self", UCX_NET_DEVICES=LINK)
                         for name in ("HYPER_PARALLEL_SHMEM_BOOTSTRAP_NAME", "HPS_OSHRUN_CONTROL_FD"):
                             env.pop(name, None)
                         pes.append(hosts.popen(rank, [built["hps"][prog]] + args, env=env,
@@ -152,7 +156,7 @@ def main() -> int:
         "HPS_PEER_SUITES", os.path.join(ROOT, "..", "shared", "peer-suites")))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--work", default="/tmp/hps-osu-openshmem")
-    parser.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks"))
+    parser.add_argument("--out", default=RESULTS)
     parser.add_argument("--hosts", action="store_true",
                         help="one PE on each of two namespace hosts (root)")
     args = parser.parse_args()
@@ -192,19 +196,13 @@ def main() -> int:
     for r in rows:
         if r["ratio"] is not None:
             by_program.setdefault(f"{r['program']}@{r['pes']}", []).append(r["ratio"])
-    print("| program | PEs | rows | median ratio | lowest |")
-    print("|---|---|---|---|---|")
-    for key, values in by_program.items():
-        prog, pes = key.split("@")
-        print(f"| {prog} | {pes} | {len(values)} | {statistics.median(values):.2f}x | {min(values):.2f}x |")
+    print(markdown(["program", "PEs", "rows", "median ratio", "lowest"],
+                   [[*key.split("@"), len(values), f"{statistics.median(values):.2f}x",
+                     f"{min(values):.2f}x"] for key, values in by_program.items()]))
     print(json.dumps(summary, indent=1))
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, name + ".json"), "w") as f:
-        json.dump({"summary": summary, "rows": rows}, f, indent=1)
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+    write_json(os.path.join(args.out, name + ".json"), {"summary": summary, "rows": rows})
+    plt = pyplot()
+    if plt is not None:
         keys = list(by_program)
         fig, ax = plt.subplots(figsize=(10, 4.5))
         ax.boxplot([by_program[k] for k in keys])
@@ -215,10 +213,7 @@ def main() -> int:
         ax.set_ylabel("ours vs OSHMEM (x, higher is better)")
         ax.set_title(f"OSU OpenSHMEM benchmarks, {summary['where']}: ratio per message size")
         plt.setp(ax.get_xticklabels(), rotation=45, ha="right")
-        fig.tight_layout()
-        fig.savefig(os.path.join(args.out, name + ".png"), dpi=110)
-    except ImportError:
-        print("matplotlib is missing: no plot", file=sys.stderr)
+        save(plt, fig, os.path.join(args.out, name + ".png"))
     return 0
 
 

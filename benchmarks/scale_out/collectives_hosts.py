@@ -13,12 +13,12 @@ exchanging the same bytes over one plain TCP socket pair (each sends what the co
 to the other PE, both directions at once; for broadcast the root's bytes one way, then a
 one-byte acknowledgement).
 
-    python3 benchmarks/collectives_hosts.py                 # 2x1 and 2x2, 64 KiB and 1 MiB
-    python3 benchmarks/collectives_hosts.py --layouts 2x1 --rounds 5 --sizes 65536
+    python3 benchmarks/scale_out/collectives_hosts.py                 # 2x1 and 2x2, 64 KiB and 1 MiB
+    python3 benchmarks/scale_out/collectives_hosts.py --layouts 2x1 --rounds 5 --sizes 65536
 
-Needs root (network namespaces) and UCX. Writes docs/benchmarks/collectives_hosts.json (or
+Needs root (network namespaces) and UCX. Writes bench-results/collectives_hosts.json (or
 --out) and .png (or --plot), and prints a table of speed ratios (gloo's time / ours: above 1,
-ours is faster).
+ours is faster); benchmarks/publish.py copies them into docs/benchmarks/.
 """
 
 from __future__ import annotations
@@ -31,14 +31,16 @@ import statistics
 import subprocess
 import sys
 import threading
-import time
 
-from plots import pyplot
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-LINK = "eth0"
-MIB = 1 << 20
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
+from common import RESULTS  # noqa: E402
+from common.hosts import LINK, base_env, import_netns_hosts  # noqa: E402
+from common.plots import bars, pyplot  # noqa: E402
+from common.progress import step  # noqa: E402
+from common.report import markdown, when, write_json  # noqa: E402
+from common.results import emit_on, records  # noqa: E402
+from common.stats import alternating, mean_us  # noqa: E402
+from common.units import MIB, human, ints  # noqa: E402
 
 
 # ---- inside a PE ---------------------------------------------------------------------------
@@ -71,7 +73,6 @@ def pe_main(args) -> int:
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    sys.path.insert(0, ROOT)
     from hyper_parallel.core.multicore import shmem
     from hyper_parallel.core.multicore.shmem.launch import init_process_group_from_environment
 
@@ -96,10 +97,7 @@ def pe_main(args) -> int:
 
     def timed(body, iters: int) -> float:
         dist.barrier()
-        start = time.perf_counter()
-        for _ in range(iters):
-            body()
-        return (time.perf_counter() - start) / iters * 1e6
+        return mean_us(body, iters)
 
     rows = []
     for n in args.sizes:
@@ -145,19 +143,15 @@ def pe_main(args) -> int:
             count = torch.tensor([max(3, min(2000, int(args.min_time_us / max(probe, 1.0))))])
             dist.broadcast(count, 0)
             iters = int(count.item())
-            samples = {s: [] for s in systems}
-            for round_index in range(args.rounds):
-                # Alternate which system goes first, so neither always follows the other.
-                order = systems if round_index % 2 == 0 else systems[::-1]
-                for system in order:
-                    samples[system].append(timed(bodies[(test, system)], iters))
+            samples = alternating(systems, args.rounds,
+                                  lambda system: timed(bodies[(test, system)], iters))
             if rank == 0:
                 for system in systems:
                     rows.append({"test": test, "system": system, "bytes": n, "pes": size,
                                  "iters": iters, "median_us": statistics.median(samples[system]),
                                  "samples_us": [round(s, 2) for s in samples[system]]})
-    if rank == 0:
-        print("ROWS " + json.dumps(rows), flush=True)
+    for row in rows:
+        emit_on(rank, row)
     if tcp is not None:
         tcp.close()
     shmem.free(out_hps)
@@ -177,14 +171,10 @@ def run_layout(netns_hosts, per_host: int, args) -> list:
     with netns_hosts.NetnsHosts(2) as hosts:
         processes = []
         for rank in range(world):
-            env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world),
-                       LOCAL_RANK=str(rank % per_host), LOCAL_WORLD_SIZE=str(per_host),
-                       MASTER_ADDR=hosts.address(0), MASTER_PORT="29610",
-                       GLOO_SOCKET_IFNAME=LINK, OMP_NUM_THREADS="1", UCX_TLS="tcp,self",
-                       UCX_NET_DEVICES=LINK,
-                       HYPER_PARALLEL_SHMEM_HEAP_SIZE=str(max(256 * MIB,
-                                                              4 * world * max(args.sizes))))
-            env.pop("HYPER_PARALLEL_SHMEM_RENDEZVOUS_FILE", None)
+            env = base_env(rank, hosts, 29610, {
+                "LOCAL_WORLD_SIZE": str(per_host), "UCX_TLS": "tcp,self", "UCX_NET_DEVICES": LINK,
+                "HYPER_PARALLEL_SHMEM_HEAP_SIZE": str(max(256 * MIB, 4 * world * max(args.sizes)))},
+                world=world, per_host=per_host)
             env.pop("HYPER_PARALLEL_SHMEM_BACKEND", None)
             env.update(args.pe_env)
             processes.append(hosts.popen(rank // per_host, argv, env=env, stdout=subprocess.PIPE,
@@ -200,28 +190,25 @@ def run_layout(netns_hosts, per_host: int, args) -> list:
             if process.returncode != 0:
                 raise SystemExit(f"{per_host} PEs per host: PE {rank} exited "
                                  f"{process.returncode}:\n{out[-3000:]}")
-            for line in out.splitlines():
-                if line.startswith("ROWS "):
-                    rows += json.loads(line[5:])
+            rows += records(out, "test")
     for row in rows:
         row["layout"] = f"2x{per_host}"
     return rows
 
 
 def table(rows: list) -> str:
-    lines = ["| layout | collective | bytes per PE | ours (ms) | gloo (ms) | gloo/ours | "
-             "TCP floor (ms) | floor/ours |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     keyed = {(r["layout"], r["test"], r["bytes"], r["system"]): r for r in rows}
+    lines = []
     for layout, test, n in sorted({(r["layout"], r["test"], r["bytes"]) for r in rows}):
         ours = keyed[(layout, test, n, "hps")]["median_us"] / 1e3
         gloo = keyed[(layout, test, n, "gloo")]["median_us"] / 1e3
         tcp = keyed.get((layout, test, n, "tcp"))
-        floor = f"{tcp['median_us'] / 1e3:.3f} | {tcp['median_us'] / 1e3 / ours:.2f}x" \
-            if tcp else "- | -"
-        size = f"{n // MIB} MiB" if n % MIB == 0 else f"{n // 1024} KiB"
-        lines.append(f"| {layout} | {test} | {size} | {ours:.3f} | {gloo:.3f} | "
-                     f"{gloo / ours:.2f}x | {floor} |")
-    return "\n".join(lines)
+        floor = [f"{tcp['median_us'] / 1e3:.3f}", f"{tcp['median_us'] / 1e3 / ours:.2f}x"] \
+            if tcp else ["-", "-"]
+        lines.append([layout, test, human(n), f"{ours:.3f}", f"{gloo:.3f}", f"{gloo / ours:.2f}x",
+                      *floor])
+    return markdown(["layout", "collective", "bytes per PE", "ours (ms)", "gloo (ms)",
+                     "gloo/ours", "TCP floor (ms)", "floor/ours"], lines, "llrrrrrr")
 
 
 def plot(rows: list, path: str) -> None:
@@ -237,18 +224,10 @@ def plot(rows: list, path: str) -> None:
         labels.append(f"{layout}\n{test}\n{n // 1024} KiB")
         ratios.append(keyed[(layout, test, n, "gloo")] / ours)
         floors.append(keyed.get((layout, test, n, "tcp"), float("nan")) / ours)
-    figure, axes = plt.subplots(figsize=(10, 4))
-    xs = range(len(cases))
-    axes.bar([x - 0.2 for x in xs], ratios, 0.4, label="gloo's time / ours")
-    axes.bar([x + 0.2 for x in xs], floors, 0.4, label="one TCP socket pair's time / ours")
-    axes.axhline(1.0, color="grey", linewidth=0.8)
-    axes.set_xticks(list(xs))
-    axes.set_xticklabels(labels, fontsize=7)
-    axes.set_ylabel("speed ratio (above 1: ours faster)")
-    axes.set_title("collectives across two namespace hosts, same processes, medians")
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    bars(plt, labels, [("gloo's time / ours", ratios),
+                       ("one TCP socket pair's time / ours", floors)],
+         "collectives across two namespace hosts, same processes, medians",
+         "speed ratio (above 1: ours faster)", path, size=(10, 4), fontsize=7)
     print(f"wrote {path}", file=sys.stderr)
 
 
@@ -265,16 +244,15 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=15, help="alternating rounds per system")
     parser.add_argument("--min-time-us", type=float, default=20000,
                         help="the least time one round's loop takes")
-    parser.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks",
-                                                      "collectives_hosts.json"))
+    parser.add_argument("--out", default=os.path.join(RESULTS, "collectives_hosts.json"))
     parser.add_argument("--plot", help="the plot's file (default: --out's, ending .png)")
     parser.add_argument("--plot-only", metavar="JSON", help="redraw the plot from a result file")
     parser.add_argument("--pe-env", action="append", default=[], metavar="KEY=VALUE",
                         help="an environment variable for every PE (repeatable)")
     args = parser.parse_args()
-    if args.plot is None:  # beside the results: a trial run elsewhere leaves docs/ alone
+    if args.plot is None:  # beside the results
         args.plot = os.path.splitext(args.out)[0] + ".png"
-    args.sizes = [int(s) for s in str(args.sizes).split(",")]
+    args.sizes = ints(args.sizes)
     args.tests = str(args.tests).split(",")
     args.pe_env = dict(item.split("=", 1) for item in args.pe_env)
     if args.pe:
@@ -283,23 +261,17 @@ def main() -> int:
         with open(args.plot_only) as source:
             plot(json.load(source)["rows"], args.plot)
         return 0
-    sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
-    import netns_hosts
-
+    netns_hosts = import_netns_hosts()
     if netns_hosts.available() is not None:
         print(f"cannot make hosts here: {netns_hosts.available()}", file=sys.stderr)
         return 2
     rows = []
     layouts = [int(layout.split("x")[1]) for layout in args.layouts.split(",")]
     for index, per_host in enumerate(layouts, 1):
-        print(f"[{index}/{len(layouts)}] 2 hosts x {per_host} PEs ...", file=sys.stderr,
-              flush=True)
+        step(index, len(layouts), f"2 hosts x {per_host} PEs")
         rows += run_layout(netns_hosts, per_host, args)
-    result = {"when": time.strftime("%Y-%m-%d %H:%M"), "rounds": args.rounds,
-              "cores": os.cpu_count(), "rows": rows}
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
+    write_json(args.out, {"when": when(), "rounds": args.rounds, "cores": os.cpu_count(),
+                          "rows": rows})
     print(table(rows))
     print(f"written: {args.out}", file=sys.stderr)
     plot(rows, args.plot)

@@ -1,5 +1,5 @@
-"""The scale-out benchmark's MegaMoE rows (benchmarks/scale_out.py): the training step of
-benchmarks/moe_bench.py across the two hosts, and for reference on one host over UCX loopback
+"""The scale-out benchmark's MegaMoE rows (benchmarks/scale_out/scale_out.py): the training step
+of benchmarks/moe/moe_bench.py across the two hosts, and for reference on one host over UCX loopback
 and over shared memory.
 """
 
@@ -9,8 +9,12 @@ import os
 import subprocess
 import sys
 
-from scale_out_hosts import HERE, base_env, failure, wait_all
-from scale_out_python import hps_env
+from common.hosts import base_env
+from common.launch import pes_command, wait_all
+from common.report import failure
+from common.results import parse
+from moe import suite as moe
+from scale_out.pes import hps_env
 
 # Where the two PEs of the MoE step run: both hosts (one PE each, every byte over eth0), and
 # for reference on this machine alone, through the package's launcher: every peer through UCX
@@ -20,28 +24,19 @@ MOE_LOOPBACK_ENV = {"HYPER_PARALLEL_SHMEM_REMOTE_PEERS": "all", "UCX_TLS": "tcp,
                     "UCX_NET_DEVICES": "lo"}
 
 
-def _moe():
-    sys.path.insert(0, HERE)
-    import moe
-
-    return moe
-
-
 def moe_program(p: dict) -> list:
-    """benchmarks/moe_bench.py --test step (the suite's MoE step: zero_grad, forward,
+    """benchmarks/moe/moe_bench.py --test step (the suite's MoE step: zero_grad, forward,
     backward, dense all-reduce, AdamW of the small decoder, MegaMoE on SHMEM and AllToAllMoE on
     gloo's all_to_all_single built from the same seed, routers frozen, alternating order, one
-    torch thread per PE, rank max) on the suite's model sizes (benchmarks/moe.py SIZES)."""
-    moe = _moe()
+    torch thread per PE, rank max) on the suite's model sizes (benchmarks/moe/suite.py SIZES)."""
     configs = ",".join(moe._config(name, moe.SIZES[name]) for name in p["moe"])
-    return [os.path.join(HERE, "moe_bench.py"), "--test", "step", "--configs", configs,
+    return [moe.SCRIPT, "--test", "step", "--configs", configs,
             "--warmup", "3", "--steps", str(p["moe_steps"])]
 
 
 def moe_rows(stdout: str, placement: str) -> tuple:
     """(rows, finished) from PE 0's output of moe_bench.py: one row per model size."""
-    moe = _moe()
-    records, finished = moe.parse(stdout)
+    records, finished = parse(stdout, "moe")
     rows = []
     for r in moe.summarise(records):
         if r["test"] != "step":
@@ -77,8 +72,6 @@ def measure_moe(hosts, p: dict, port: int, extra_env: dict) -> tuple:
     if bad or not finished:
         rc, out, err = bad[0] if bad else results[0]
         failures.append(_moe_failure(MOE_PLACEMENTS[0], rc, out, err))
-    launch = [sys.executable, "-m", "hyper_parallel.core.multicore.shmem.launch", "--nproc",
-              "2", "--timeout", "1500"]
     for placement, knob in ((MOE_PLACEMENTS[1], MOE_LOOPBACK_ENV), (MOE_PLACEMENTS[2], {})):
         env = dict(os.environ, OMP_NUM_THREADS="1")
         for key in ("HYPER_PARALLEL_SHMEM_REMOTE_PEERS", "UCX_TLS", "UCX_NET_DEVICES", "RANK",
@@ -86,7 +79,7 @@ def measure_moe(hosts, p: dict, port: int, extra_env: dict) -> tuple:
             env.pop(key, None)
         env.update(knob)
         try:
-            done = subprocess.run(launch + program, env=env, capture_output=True, text=True,
+            done = subprocess.run(pes_command(2, 1500, program), env=env, capture_output=True, text=True,
                                   timeout=1600)
             rc, out, err = done.returncode, done.stdout, done.stderr
         except subprocess.TimeoutExpired as expired:

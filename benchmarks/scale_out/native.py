@@ -1,4 +1,4 @@
-"""The scale-out benchmark's native side (benchmarks/scale_out.py): shmem_bench, the runtime from
+"""The scale-out benchmark's native side (benchmarks/scale_out/scale_out.py): shmem_bench, the runtime from
 C++ without Python, as one PE on each host over a TCP bootstrap, and the wire's own floor
 (shmem_bench's tcp_pingpong: one TCP connection, no runtime); then the breakdown of a
 cross-host ping-pong (docs/scale-out.md, "Where a ping-pong's time goes"): the same 8-byte
@@ -8,12 +8,15 @@ asleep, each stage the difference between two layers measured in the same run.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 
-from scale_out_hosts import failure, record, wait_all
-from scale_out_python import hps_env, run_pes
+from common.build import build_native, native_binary as built_binary
+from common.launch import wait_all
+from common.report import failure
+from common.results import records
+from common.stats import record
+from scale_out.pes import hps_env, run_pes
 
 
 def native_binary(given: str | None) -> tuple:
@@ -21,13 +24,11 @@ def native_binary(given: str | None) -> tuple:
     built into build/bench/ first."""
     if given:
         return (given, None) if os.access(given, os.X_OK) else (None, f"{given} is not executable")
-    from run import BUILD, build_native
-
     try:
         build_native()
     except subprocess.CalledProcessError as error:
         return None, f"building shmem_bench failed: {(error.stderr or b'')[-400:]!r}"
-    return os.path.join(BUILD, "shmem_bench"), None
+    return built_binary(), None
 
 
 def run_native(hosts, binary: str, test: str, sizes: list, p: dict, port: int, env: dict,
@@ -47,7 +48,7 @@ def run_native(hosts, binary: str, test: str, sizes: list, p: dict, port: int, e
         if rc != 0:
             what = "timed out" if rc is None else f"exit code {rc}"
             return {}, f"rank {rank} {what}: " + " | ".join((err or out).strip().splitlines()[-3:])
-        lines[rank] = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        lines[rank] = records(out, "impl")
     return lines, None
 
 
@@ -178,27 +179,26 @@ def breakdown_stages(rows: list) -> list:
     py = median("breakdown", "Python put_signal")
     py_asleep = delivery("Python put_signal, waiter asleep")
     py_awake = delivery("Python put_signal")
-    stages = []
-
-    def add(stage, more, less, how):  # more - less, when both were measured
-        if more is not None and less is not None:
-            stages.append({"stage": stage, "us": more - less, "how": how})
-
-    add("the kernel's TCP over the link (polled)", tcp, 0.0,
-        "tcp_pingpong: 8 B each way, busy recv")
-    add("UCX's active-message layer", am, tcp, "ucp_am_lat -E poll - tcp_pingpong")
-    add("the runtime's send, handler, signal and wait", cpp, am,
-        "C++ put_signal ping-pong - ucp_am_lat")
-    add("Python: put_signal and wait_signal calls", py, cpp,
-        "Python ping-pong (stamped) - C++ ping-pong")
-    add("a second message (put, then signal)", two, cpp, "C++ put + signal - put_signal")
-    add("UCX's emulated RMA instead (put, fence, atomic)", rma, cpp,
-        "C++ rma path - messages path")
-    add("a sleeping waiter's wake-up, C++", asleep, awake,
-        "delivery to a waiter asleep - to one spinning")
-    add("a sleeping waiter's wake-up, Python", py_asleep, py_awake,
-        "delivery to a waiter asleep - to one spinning")
-    add("UCX's own wake-up from sleep", am_sleep, am, "ucp_am_lat -E sleep - -E poll")
-    add("the kernel's wake-up of a blocked recv", tcp_block, tcp,
-        "tcp_pingpong blocking - polled")
-    return stages
+    # (stage, the larger median, the smaller one, how): each stage their difference.
+    layers = [
+        ("the kernel's TCP over the link (polled)", tcp, 0.0,
+         "tcp_pingpong: 8 B each way, busy recv"),
+        ("UCX's active-message layer", am, tcp, "ucp_am_lat -E poll - tcp_pingpong"),
+        ("the runtime's send, handler, signal and wait", cpp, am,
+         "C++ put_signal ping-pong - ucp_am_lat"),
+        ("Python: put_signal and wait_signal calls", py, cpp,
+         "Python ping-pong (stamped) - C++ ping-pong"),
+        ("a second message (put, then signal)", two, cpp, "C++ put + signal - put_signal"),
+        ("UCX's emulated RMA instead (put, fence, atomic)", rma, cpp,
+         "C++ rma path - messages path"),
+        ("a sleeping waiter's wake-up, C++", asleep, awake,
+         "delivery to a waiter asleep - to one spinning"),
+        ("a sleeping waiter's wake-up, Python", py_asleep, py_awake,
+         "delivery to a waiter asleep - to one spinning"),
+        ("UCX's own wake-up from sleep", am_sleep, am, "ucp_am_lat -E sleep - -E poll"),
+        ("the kernel's wake-up of a blocked recv", tcp_block, tcp,
+         "tcp_pingpong blocking - polled"),
+    ]
+    # Only where both were measured.
+    return [{"stage": stage, "us": more - less, "how": how} for stage, more, less, how in layers
+            if more is not None and less is not None]

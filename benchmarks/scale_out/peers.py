@@ -1,48 +1,28 @@
-"""The scale-out benchmark's peers (benchmarks/scale_out.py): OSHMEM, built with oshcc and
+"""The scale-out benchmark's peers (benchmarks/scale_out/scale_out.py): OSHMEM, built with oshcc and
 launched by oshrun across the two hosts, and UCX's ucx_perftest, server on host 1 and client on
 host 0.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 import time
 
-from scale_out_hosts import HERE, LINK, MIB, ROOT, Relay, failure, record, wait_all
-
-BUILD = os.path.join(ROOT, "build", "bench")
+from common.build import build_oshmem
+from common.hosts import LINK, Relay, write_hostfile
+from common.launch import wait_all
+from common.report import failure
+from common.results import parse
+from common.stats import record
+from common.units import MIB
 
 
 # ---- OSHMEM across the two hosts -----------------------------------------------------------
 
-def build_oshmem() -> tuple:
-    if shutil.which("oshcc") is None or shutil.which("oshrun") is None:
-        return None, ("OpenMPI's OSHMEM is not installed (oshcc/oshrun missing); install "
-                      "Debian's openmpi-bin and libopenmpi-dev")
-    os.makedirs(BUILD, exist_ok=True)
-    binary = os.path.join(BUILD, "oshmem_bench")
-    built = subprocess.run(["oshcc", "-O2", "-o", binary,
-                            os.path.join(HERE, "native", "oshmem_bench.c")],
-                           capture_output=True, text=True)
-    if built.returncode != 0:
-        return None, "building oshmem_bench failed: " + built.stderr.strip()[-300:]
-    return binary, None
-
-
-def write_hostfile(hosts, folder: str) -> str:
-    """The hosts by their eth0 addresses, one slot each."""
-    path = os.path.join(folder, "hostfile")
-    with open(path, "w") as sink:
-        sink.write("".join(f"{hosts.address(i)} slots=1\n" for i in range(hosts.count)))
-    return path
-
-
 def oshrun_command(hosts, relay: Relay, hostfile: str, program: list) -> list:
     """oshrun from host 0: one PE per host, the daemon on host 1 through the relay, MPI's own
-    traffic and UCX's on eth0 over tcp (the settings of SCALE_OUT.md section 6 with the link
+    traffic and UCX's on eth0 over tcp (the settings of docs/scale-out.md with the link
     in place of lo)."""
     root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     # --bind-to none: each host's daemon would bind its PE to core 0 of the (shared) machine,
@@ -68,16 +48,9 @@ def run_oshmem(hosts, relay: Relay, binary: str, folder: str, test: str, sizes: 
                           env=dict(os.environ, OMP_NUM_THREADS="1"))
     rc, out, err = wait_all([process], 900)[0]
     name = {"put": "put_bw"}.get(test, test)
-    rows, finished = [], False
-    for line in out.splitlines():
-        if not line.startswith("{"):
-            continue
-        data = json.loads(line)
-        if data.get("done"):
-            finished = True
-        elif "samples_us" in data:
-            rows.append(record("oshmem", name, data["bytes"], data["samples_us"], data["iters"],
-                               hosts=2))
+    got, finished = parse(out)
+    rows = [record("oshmem", name, data["bytes"], data["samples_us"], data["iters"], hosts=2)
+            for data in got]
     if rc == 0 or (finished and rc == 139):
         return rows, []
     what = "timed out" if rc is None else f"exit code {rc}"

@@ -1,4 +1,4 @@
-"""The scale-out benchmark's Python PEs (benchmarks/scale_out.py): gloo's collectives and ours
+"""The scale-out benchmark's Python PEs (benchmarks/scale_out/scale_out.py): gloo's collectives and ours
 (put bandwidth, put_signal, ping-pong, all_gather, all_to_all).
 
 run_pes starts one PE on each host as `scale_out.py --pe TEST ...` (SCRIPT, the entry point,
@@ -8,14 +8,20 @@ whose hidden --pe option calls pe_main here); pe_main is the code that runs insi
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import statistics
 import subprocess
 import sys
 import time
 
-from scale_out_hosts import HERE, LINK, MIB, base_env, failure, record, wait_all
+from common.hosts import LINK, base_env
+from common.launch import wait_all
+from common.report import failure
+from common.results import emit, emit_on, records
+from common.stats import mean_us, percentiles, record
+from common.units import MIB
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 PE_TESTS = ("gloo_allgather", "gloo_alltoall", "hps_put_bw", "hps_put_signal", "hps_pingpong",
             "hps_pingpong_trace", "hps_allgather", "hps_alltoall")
@@ -38,13 +44,9 @@ def run_pes(hosts, test: str, sizes: list, p: dict, port: int, extra_env: dict,
     system, name = test.split("_", 1)
     rows, errors = [], []
     for rank, (rc, out, err) in enumerate(results):
-        for line in out.splitlines():
-            if not line.startswith("{"):
-                continue
-            data = json.loads(line)
-            if "error" in data:
-                errors.append((rank, data["error"], data["message"]))
-            elif rank == 0 and "samples_us" in data:
+        errors += [(rank, data["error"], data["message"]) for data in records(out, "error")]
+        for data in (records(out) if rank == 0 else []):
+            if "error" not in data:
                 extra = {k: data[k] for k in ("round_trips", "per_rank") if k in data}
                 rows.append(record(system, name, data["bytes"], data["samples_us"], data["iters"],
                                    **extra))
@@ -59,16 +61,6 @@ def run_pes(hosts, test: str, sizes: list, p: dict, port: int, extra_env: dict,
         return rows, [failure(system, name, [s for s in sizes if not any(
             r["bytes"] == s for r in rows)], code, f"PE {rank}: {message}")]
     return rows, []
-
-
-def stats(values: list) -> dict | None:
-    """Median, mean and tails of per-call times (us), as shmem_bench reports them."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    at = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return {"median": at(0.5), "mean": sum(ordered) / len(ordered), "p90": at(0.9),
-            "p99": at(0.99), "count": len(ordered)}
 
 
 def pingpong(shmem, dist, args, rank: int, dst, src, flag, trace: bool) -> None:
@@ -138,13 +130,12 @@ def pingpong(shmem, dist, args, rank: int, dst, src, flag, trace: bool) -> None:
         if rank == 0:
             rep_medians.append(statistics.median(half[before:]))
     dist.barrier()
-    mine = {"send_us": stats(send), "one_way_us": stats(one_way)}
+    mine = {"send_us": percentiles(send), "one_way_us": percentiles(one_way)}
     everyone = [None, None]
     dist.all_gather_object(everyone, mine)
-    if rank == 0:
-        print(json.dumps({"test": "pingpong_trace" if trace else "pingpong", "bytes": dst.numel(),
-                          "iters": iters, "samples_us": samples, "round_trips": stats(half),
-                          "rep_medians_us": rep_medians, "per_rank": everyone}), flush=True)
+    emit_on(rank, {"test": "pingpong_trace" if trace else "pingpong", "bytes": dst.numel(),
+                   "iters": iters, "samples_us": samples, "round_trips": percentiles(half),
+                   "rep_medians_us": rep_medians, "per_rank": everyone})
 
 
 def pe_main(args) -> int:
@@ -159,18 +150,8 @@ def pe_main(args) -> int:
     rank = dist.get_rank()
     system, test = args.pe.split("_", 1)
 
-    def emit(size, iters, samples):
-        if rank == 0:
-            print(json.dumps({"test": test, "bytes": size, "iters": iters,
-                              "samples_us": samples}), flush=True)
-
-    def mean_us(body, iters, finish=None):
-        start = time.perf_counter()
-        for _ in range(iters):
-            body()
-        if finish is not None:
-            finish()
-        return (time.perf_counter() - start) / iters * 1e6
+    def emit_row(size, iters, samples):
+        emit_on(rank, {"test": test, "bytes": size, "iters": iters, "samples_us": samples})
 
     def measure(body, finish=None, scale=1.0):
         """Warm-up, an iteration count from PE 0's probe (every PE runs the probe, so the
@@ -200,7 +181,7 @@ def pe_main(args) -> int:
             else:
                 output = torch.empty(n, dtype=torch.uint8)
                 body = lambda: dist.all_to_all_single(output, source)  # noqa: E731
-            emit(n, *measure(body))
+            emit_row(n, *measure(body))
         dist.destroy_process_group()
         return 0
 
@@ -209,7 +190,7 @@ def pe_main(args) -> int:
     try:
         handle = shmem.acquire_shmem()
     except shmem.ShmemError as error:
-        print(json.dumps({"error": error.error_code, "message": str(error)}), flush=True)
+        emit({"error": error.error_code, "message": str(error)})
         dist.destroy_process_group()
         return 3
     peer = 1 - rank
@@ -225,13 +206,13 @@ def pe_main(args) -> int:
                 if test == "put_bw":
                     # PE 0 puts, then the barrier: every put has landed on PE 1.
                     body = (lambda: shmem.put(dst, src, peer)) if rank == 0 else (lambda: None)
-                    emit(n, *measure(body, finish=shmem.barrier))
+                    emit_row(n, *measure(body, finish=shmem.barrier))
                 elif test == "put_signal":
                     # put + signal add, one call; the closing barrier makes the repetition
                     # count only delivered calls (its cost is spread over the iterations).
                     body = ((lambda: shmem.put_signal(dst, src, flag, 1, peer, operation="add"))
                             if rank == 0 else (lambda: None))
-                    emit(n, *measure(body, finish=shmem.barrier))
+                    emit_row(n, *measure(body, finish=shmem.barrier))
                 else:
                     pingpong(shmem, dist, args, rank, dst, src, flag, test == "pingpong_trace")
             shmem.free(flag)
@@ -246,10 +227,10 @@ def pe_main(args) -> int:
                 else:
                     out, inp = output[:n], source[:n]
                     body = lambda: shmem.all_to_all(out, inp)  # noqa: E731
-                emit(n, *measure(body))
+                emit_row(n, *measure(body))
             shmem.free(output)
     except shmem.ShmemError as error:
-        print(json.dumps({"error": error.error_code, "message": str(error)}), flush=True)
+        emit({"error": error.error_code, "message": str(error)})
         return 3
     finally:
         try:

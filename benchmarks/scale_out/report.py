@@ -1,4 +1,4 @@
-"""The scale-out benchmark's results (benchmarks/scale_out.py): the ratios against the peers,
+"""The scale-out benchmark's results (benchmarks/scale_out/scale_out.py): the ratios against the peers,
 the table, the scale-out targets, the MoE table, the plots and the report on stdout.
 """
 
@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 
-from scale_out_hosts import MIB, human
-from scale_out_moe import MOE_PLACEMENTS
+from common.plots import pyplot, save
+from common.units import MIB, human
+from scale_out.moe import MOE_PLACEMENTS
 
 
 # What our rows are compared with: (our test, peer system, peer test, label).
@@ -186,12 +187,8 @@ STYLE = {"oshmem": ("OSHMEM (UCX tcp)", "tab:red"), "ucx_perftest": ("ucx_perfte
 def plots(results: dict, folder: str) -> list:
     """scale_out_put_bw.png (bandwidth vs size, a line per system) and scale_out_latency.png
     (a bar per system and latency pattern) into `folder`; [] without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot(quiet=True)
+    if plt is None:
         return []
     rows = results["rows"]
     os.makedirs(folder, exist_ok=True)
@@ -244,11 +241,7 @@ def _plot_breakdown(plt, results: dict, folder: str) -> str | None:
 
 
 def _save(plt, fig, folder: str, name: str) -> str:
-    fig.tight_layout()
-    path = os.path.join(folder, name)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(plt, fig, os.path.join(folder, name))
 
 
 def _plot_put_bw(plt, rows: list, folder: str) -> str:

@@ -1,9 +1,9 @@
 """Scale-out benchmark: two hosts, one PE on each, over a network link; the runtime beside its peers.
 
-    sudo python benchmarks/scale_out.py [--quick] [--only SYSTEM,...] [--out DIR]
+    sudo python benchmarks/scale_out/scale_out.py [--quick] [--only SYSTEM,...] [--out DIR]
                                         [--pe-env KEY=VALUE ...] [--plots DIR]
-    sudo python benchmarks/scale_out.py --smoke        # ucx_perftest across the link, seconds
-    python benchmarks/scale_out.py --plot-only DIR/scale_out.json [--plots DIR]
+    sudo python benchmarks/scale_out/scale_out.py --smoke        # ucx_perftest across the link, seconds
+    python benchmarks/scale_out/scale_out.py --plot-only DIR/scale_out.json [--plots DIR]
 
 The two hosts are Linux namespaces joined by a bridge (tests/python/netns_hosts.py): each has
 its own network stack with one veth link, eth0, its own hostname, process ids and /dev/shm, so
@@ -14,7 +14,7 @@ every byte between the two PEs crosses eth0 over TCP. Needs root. The systems me
                 the remote daemon (orted) through a launch agent (--mca plm_rsh_agent) instead
                 of ssh: a small script that hands its argv and its stdin/stdout/stderr (as file
                 descriptors over a Unix socket) to this process, which starts the command
-                inside host 1's namespaces; see Relay (scale_out_hosts.py).
+                inside host 1's namespaces; see Relay (common/hosts.py).
                 put_bw: putmem x iters + quiet; put_signal: 8 B putmem, fence, atomic add on a
                 flag, quiet (time per call; the target waits in shmem_wait_until, which
                 drives its progress); pingpong: 8 B putmem + fence + atomic set,
@@ -28,12 +28,12 @@ every byte between the two PEs crosses eth0 over TCP. Needs root. The systems me
                 barrier closing each repetition), pingpong (put_signal + wait_signal),
                 all_gather, all_to_all. A build without the UCX transport fails every row with
                 UNSUPPORTED_CAPABILITY; the failure is recorded per row and the run goes on.
-  moe           the MegaMoE training step (benchmarks/moe_bench.py --test step: zero_grad,
+  moe           the MegaMoE training step (benchmarks/moe/moe_bench.py --test step: zero_grad,
                 forward, backward, dense all-reduce, AdamW of the suite's small decoder;
                 MegaMoE with EP over both PEs against AllToAllMoE, the same layer over gloo's
                 all_to_all_single, built from the same seed, routers frozen, alternating
                 order, one torch thread per PE, a step's time the slower PE's) on the suite's
-                model sizes (benchmarks/moe.py SIZES): across the two hosts, and for reference
+                model sizes (benchmarks/moe/suite.py SIZES): across the two hosts, and for reference
                 on one host through the package's launcher, every peer through UCX over lo
                 (HYPER_PARALLEL_SHMEM_REMOTE_PEERS=all) and over shared memory.
 
@@ -47,7 +47,7 @@ The machine is shared by both hosts (same cores, same kernel): treat the figures
 machine, busy-polling PEs wait for a scheduler tick (milliseconds) now and then.
 
 Our side with settings of its own, e.g.:
-    sudo python benchmarks/scale_out.py --only hps,moe --pe-env UCX_TLS=tcp,self
+    sudo python benchmarks/scale_out/scale_out.py --only hps,moe --pe-env UCX_TLS=tcp,self
 """
 
 from __future__ import annotations
@@ -55,18 +55,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
 import time
 
-from scale_out_hosts import KIB, LINK, MIB, ROOT, failure, import_netns_hosts
-from scale_out_moe import measure_moe
-from scale_out_peers import measure_oshmem, perftest_once, run_perftest
-from scale_out_native import breakdown_stages, measure_breakdown, measure_native
-from scale_out_python import PE_TESTS, measure_gloo, measure_hps, pe_main
-from scale_out_report import plots, ratios, report, targets
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
+from common import RESULTS  # noqa: E402
+from common.hosts import LINK, import_netns_hosts  # noqa: E402
+from common.report import failure, machine, write_json, wrote  # noqa: E402
+from common.units import KIB, MIB, ints  # noqa: E402
+from scale_out.moe import measure_moe  # noqa: E402
+from scale_out.native import breakdown_stages, measure_breakdown, measure_native  # noqa: E402
+from scale_out.peers import measure_oshmem, perftest_once, run_perftest  # noqa: E402
+from scale_out.pes import PE_TESTS, measure_gloo, measure_hps, pe_main  # noqa: E402
+from scale_out.report import plots, ratios, report, targets  # noqa: E402
 
 SYSTEMS = ("oshmem", "ucx_perftest", "gloo", "hps", "native", "breakdown", "moe")
 
@@ -108,19 +111,6 @@ def smoke() -> int:
     return 0
 
 
-def machine(started: float, quick: bool) -> dict:
-    processor = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo") as info:
-            processor = next(line.split(":", 1)[1].strip() for line in info
-                             if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"cpus": os.cpu_count(), "processor": processor, "system": platform.platform(),
-            "python": platform.python_version(), "quick": quick,
-            "seconds": round(time.monotonic() - started, 1)}
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two sizes, fewer repetitions")
@@ -128,11 +118,11 @@ def main() -> int:
                         help="only a small ucx_perftest across the two hosts (seconds)")
     parser.add_argument("--only", default=",".join(SYSTEMS),
                         help=f"comma list of systems to run (default: {','.join(SYSTEMS)})")
-    parser.add_argument("--out", default=os.path.join(ROOT, "bench-results"),
+    parser.add_argument("--out", default=RESULTS,
                         help="folder for scale_out.json (default: bench-results/)")
     parser.add_argument("--plots",
-                        help="folder for the PNGs (default: --out's folder, so a trial run "
-                             "leaves docs/ alone; docs/benchmarks for a recorded run)")
+                        help="folder for the PNGs (default: --out's folder; "
+                             "benchmarks/publish.py copies a recorded run into docs/benchmarks)")
     parser.add_argument("--plot-only", metavar="JSON", help="redraw the plots from a result file")
     parser.add_argument("--pe-env", action="append", default=[], metavar="KEY=VALUE",
                         help="an environment variable for the PEs (ours, native and Python, "
@@ -141,7 +131,7 @@ def main() -> int:
                         help="the shmem_bench to run for native and breakdown (default: build "
                              "the repository's into build/bench/)")
     parser.add_argument("--pe", choices=PE_TESTS, help=argparse.SUPPRESS)
-    parser.add_argument("--sizes", type=lambda t: [int(v) for v in t.split(",")],
+    parser.add_argument("--sizes", type=ints,
                         help=argparse.SUPPRESS)
     parser.add_argument("--reps", type=int, default=5, help=argparse.SUPPRESS)
     parser.add_argument("--min-time-us", type=float, default=200000, help=argparse.SUPPRESS)
@@ -200,18 +190,15 @@ def main() -> int:
         residue = hosts
     if residue.residue():
         notes.append(f"namespaces left behind: {residue.residue()}")
-    results = {"machine": machine(started, args.quick), "hosts": 2, "pes_per_host": 1,
+    results = {"machine": machine(started, quick=args.quick), "hosts": 2, "pes_per_host": 1,
                "link": f"{LINK} (veth pair through a bridge, tcp)", "rows": rows,
                "failures": failures, "ratios": ratios(rows), "moe": moe_steps, "notes": notes,
                "breakdown": breakdown_stages(rows), **info}
     results["targets"] = targets(results)
-    path = os.path.join(args.out, "scale_out.json")
-    with open(path, "w") as sink:
-        json.dump(results, sink, indent=1)
+    path = write_json(os.path.join(args.out, "scale_out.json"), results)
     written = plots(results, args.plots or args.out)
     report(results)
-    print(f"wrote {path}" + "".join(f", {w}" for w in written)
-          + ("" if written else " (no plots: matplotlib is missing)"))
+    print(wrote(path, written) + ("" if written else " (no plots: matplotlib is missing)"))
     return 0 if rows or moe_steps else 1
 
 

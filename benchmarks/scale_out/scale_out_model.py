@@ -1,6 +1,6 @@
 """A scaling model of the runtime with every peer remote: latency and state per PE against N.
 
-    python benchmarks/scale_out_model.py [--pes 2,4,8,16] [--reps 5] [--min-time-us 20000]
+    python benchmarks/scale_out/scale_out_model.py [--pes 2,4,8,16] [--reps 5] [--min-time-us 20000]
                                          [--predict 64,1024] [--out FILE]
 
 On this one machine, every peer of every PE goes through the UCX transport over loopback
@@ -8,8 +8,8 @@ On this one machine, every peer of every PE goes through the UCX transport over 
 network path's software cost for each peer, as it would with one PE per host. At each PE count
 N it runs, through the package's launcher:
 
-  benchmarks/python_bench.py --test barrier              shmem.barrier()
-  benchmarks/python_bench.py --test allgather --sizes 8,1048576
+  benchmarks/one_host/python_bench.py --test barrier              shmem.barrier()
+  benchmarks/one_host/python_bench.py --test allgather --sizes 8,1048576
                                                          shmem.all_gather, 8 B and 1 MiB per PE
   this script --pe-check                                 every peer's transport is "ucx", the UCX
                                                          endpoints of each PE, and the remote
@@ -26,7 +26,8 @@ PE's segment carries (per-team and per-peer arrays, ccsrc/backends/host/control_
 ControlLayout) and its UCX endpoints at init (one per watch partner: the PEs at distance 2^k
 either way, docs/scale-out.md, "Liveness") are computed for the same counts; the check reports
 the endpoints each PE had at init and after the measured calls.
-Output: a table on stdout and FILE (default docs/benchmarks/scale_out_model.json).
+Output: a table on stdout and FILE (default bench-results/scale_out_model.json, its plot
+beside it; benchmarks/publish.py copies them into docs/benchmarks/).
 
 Caveats: the PEs share this machine's cores (16 PEs on 2 cores wait for each other's
 timeslices, and every PE has a UCX progress thread), so b carries the oversubscription as well
@@ -39,17 +40,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 
-from plots import pyplot
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-MIB = 1 << 20
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
+from common import BENCH, RESULTS  # noqa: E402
+from common.launch import pes_command  # noqa: E402
+from common.plots import pyplot, save  # noqa: E402
+from common.report import machine, write_json  # noqa: E402
+from common.results import emit_on, records  # noqa: E402
+from common.stats import record as measured  # noqa: E402
+from common.units import MIB, ints  # noqa: E402
 LOOPBACK = {"HYPER_PARALLEL_SHMEM_REMOTE_PEERS": "all", "UCX_TLS": "tcp,self",
             "UCX_NET_DEVICES": "lo"}
 # (test, label, bytes, the fit's x: "log2" for ceil(log2 N), "peers" for N - 1)
@@ -137,8 +140,7 @@ def plot(results: dict, path: str) -> None:
     right.set_ylabel("KiB per PE")
     right.set_title(f"control block per PE, {teams} team slots (line: 1 MiB)")
     right.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    save(plt, figure, path)
     print(f"wrote {path}", file=sys.stderr)
 
 
@@ -202,8 +204,7 @@ def pe_check() -> int:
                 "per_call": per_call}
         gathered = [None] * size
         dist.all_gather_object(gathered, mine)
-        if rank == 0:
-            print(json.dumps({
+        emit_on(rank, {
                 "pes": size, "transports": sorted({t for g in gathered for t in g["transports"]}),
                 "endpoints": [g["endpoints"] for g in gathered],
                 "endpoints_after": [g["endpoints_after"] for g in gathered],
@@ -213,7 +214,7 @@ def pe_check() -> int:
                 "remote_ops_per_call": {name: {key: max(g["per_call"][name][key]
                                                         for g in gathered)
                                                for key in per_call[name]}
-                                        for name in per_call}}), flush=True)
+                                        for name in per_call}})
     finally:
         handle.close()
         dist.destroy_process_group()
@@ -227,20 +228,14 @@ def launch(pes: int, program: list, timeout_s: int = 900) -> tuple:
     env = dict(os.environ, OMP_NUM_THREADS="1", **LOOPBACK)
     for key in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK"):
         env.pop(key, None)
-    command = [sys.executable, "-m", "hyper_parallel.core.multicore.shmem.launch", "--nproc",
-               str(pes), "--timeout", str(timeout_s), *program]
-    done = subprocess.run(command, env=env, capture_output=True, text=True,
+    done = subprocess.run(pes_command(pes, timeout_s, program), env=env, capture_output=True, text=True,
                           timeout=timeout_s + 60)
     return done.returncode, done.stdout, done.stderr
 
 
-def json_lines(text: str) -> list:
-    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
-
-
 def measure(pes: int, args) -> tuple:
     """(points {measurement: row}, check, problems) at `pes` PEs."""
-    bench = os.path.join(HERE, "python_bench.py")
+    bench = os.path.join(BENCH, "one_host", "python_bench.py")
     common = ["--reps", str(args.reps), "--min-time-us", str(args.min_time_us)]
     points, problems = {}, []
     for test, sizes in (("barrier", None), ("allgather", "8,1048576")):
@@ -249,15 +244,15 @@ def measure(pes: int, args) -> tuple:
         if rc != 0:
             problems.append(f"{test} x{pes}: exit {rc}: "
                             + " | ".join(err.strip().splitlines()[-4:]))
-        for record in json_lines(out):
+        for record in records(out):
             name = next(label for t, label, size, _ in MEASUREMENTS
                         if t == record["test"] and size == record["bytes"])
-            points[name] = {"pes": pes, "median_us": statistics.median(record["samples_us"]),
-                            "min_us": min(record["samples_us"]),
-                            "max_us": max(record["samples_us"]),
-                            "samples_us": record["samples_us"], "iters": record["iters"]}
+            row = measured("hps_python", record["test"], record["bytes"], record["samples_us"],
+                           record["iters"])
+            points[name] = {"pes": pes, **{key: row[key] for key in (
+                "median_us", "min_us", "max_us", "iters")}, "samples_us": record["samples_us"]}
     rc, out, err = launch(pes, [os.path.abspath(__file__), "--pe-check"])
-    check = (json_lines(out) or [None])[0]
+    check = (records(out, "transports") or [None])[0]
     if rc != 0 or check is None:
         problems.append(f"check x{pes}: exit {rc}: " + " | ".join(err.strip().splitlines()[-4:]))
     elif check["transports"] != ["ucx"] or any(
@@ -268,21 +263,18 @@ def measure(pes: int, args) -> tuple:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pes", default="2,4,8,16",
-                        type=lambda t: [int(v) for v in t.split(",")])
+    parser.add_argument("--pes", default="2,4,8,16", type=ints)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--min-time-us", type=float, default=20000)
-    parser.add_argument("--predict", default="64,1024",
-                        type=lambda t: [int(v) for v in t.split(",")])
+    parser.add_argument("--predict", default="64,1024", type=ints)
     parser.add_argument("--teams", type=int, default=DEFAULT_TEAMS,
                         help="team slots for the control block (HYPER_PARALLEL_SHMEM_MAX_TEAMS)")
-    parser.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks",
-                                                      "scale_out_model.json"))
-    parser.add_argument("--plot", default=os.path.join(ROOT, "docs", "benchmarks",
-                                                       "scale_out_model.png"))
+    parser.add_argument("--out", default=os.path.join(RESULTS, "scale_out_model.json"))
+    parser.add_argument("--plot", help="the plot's file (default: --out's, ending .png)")
     parser.add_argument("--plot-only", metavar="JSON", help="redraw the plot from a result file")
     parser.add_argument("--pe-check", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.plot = args.plot or os.path.splitext(args.out)[0] + ".png"
     if args.pe_check:
         return pe_check()
     if args.plot_only:
@@ -317,10 +309,7 @@ def main() -> int:
         models[label] = {"points": rows, **model, "of_min": least}
     counts = sorted(set(args.pes) | set(args.predict))
     results = {
-        "machine": {"cpus": os.cpu_count(), "system": platform.platform(),
-                    "python": platform.python_version(),
-                    "load_average": os.getloadavg(),
-                    "seconds": round(time.monotonic() - started, 1)},
+        "machine": machine(started, load_average=os.getloadavg()),
         "setting": {**LOOPBACK, "launcher": "hyper_parallel.core.multicore.shmem.launch",
                     "reps": args.reps, "min_time_us": args.min_time_us,
                     "statistic": "median over repetitions of PE 0's mean time per call"},
@@ -335,9 +324,7 @@ def main() -> int:
                           "by_pes": [control_block(n, args.teams) for n in counts]},
         "problems": problems,
     }
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as sink:
-        json.dump(results, sink, indent=1)
+    write_json(args.out, results)
     print(f"{'measurement':<26}" + "".join(f"{'N=' + str(n):>11}" for n in args.pes)
           + f"{'a us':>10}{'b us':>11}{'r2':>6}"
           + "".join(f"{'@' + str(n):>12}" for n in args.predict))
