@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: c
 from common import RESULTS  # noqa: E402
 from common.build import build_native, build_oshmem  # noqa: E402
 from common.launch import bench_env, run_capture, run_jobs, suite_job, tail  # noqa: E402
-from common.report import closing, machine, targets_table, write_json, wrote  # noqa: E402
+from common.report import machine, print_report, write_json  # noqa: E402
 from common.results import parse  # noqa: E402
 from common.stats import rounds_of  # noqa: E402
 from moe import suite as moe  # noqa: E402
@@ -131,12 +131,7 @@ def run_one_host(args) -> None:
     path = write_json(os.path.join(args.out, "results.json"),
                       {"machine": info, "rows": rows, "targets": goals, "notes": notes})
     written = plots(rows, args.out)
-    print(summary.table(rows))
-    print()
-    print(targets_table(goals, 48, 14))
-    print()
-    print(closing(info, notes))
-    print(wrote(path, written))
+    print_report(summary.table(rows), info, notes, path, written, goals, (48, 14))
     if not written:
         print("no plots: matplotlib is not installed (pip install matplotlib)")
 
@@ -158,12 +153,7 @@ def run_moe(args) -> int:
     path = write_json(os.path.join(args.out, "moe_results.json"),
                       {"machine": info, "rows": rows, "targets": goals, "notes": notes})
     figure = moe.plot(rows, args.out)
-    print(moe.table(rows))
-    print()
-    print(targets_table(goals, 22, 10))
-    print()
-    print(closing(info, notes))
-    print(wrote(path, figure))
+    print_report(moe.table(rows), info, notes, path, figure, goals, (22, 10))
     return 1 if notes and not rows else 0
 
 
@@ -186,10 +176,7 @@ def run_symm_mem(args) -> int:
         notes.append(f"FAILED {where}: " + "; ".join(row["errors"]))
     path = write_json(os.path.join(args.out, "symm_mem_results.json"),
                       {"machine": info, "rows": rows, "notes": notes})
-    print(symm_mem_report.table(rows))
-    print()
-    print(closing(info, notes))
-    print(f"wrote {path}")
+    print_report(symm_mem_report.table(rows), info, notes, path)
     return 1 if failed or (notes and not rows) else 0
 
 

@@ -135,3 +135,18 @@ def pe_or_drive(parser: argparse.ArgumentParser, pe, drive) -> int:
         pe(args)
         return 0
     return drive(args)
+
+
+def start_pe(**init) -> tuple:
+    """Inside a PE the launcher started: one torch intra-op thread, the process group from the
+    launcher's environment (init: init_process_group_from_environment's arguments), the runtime
+    acquired. (rank, size, the runtime's handle)."""
+    import torch
+    import torch.distributed as dist
+
+    from hyper_parallel.core.multicore import shmem
+    from hyper_parallel.core.multicore.shmem.launch import init_process_group_from_environment
+
+    torch.set_num_threads(1)
+    init_process_group_from_environment(**init)
+    return dist.get_rank(), dist.get_world_size(), shmem.acquire_shmem()

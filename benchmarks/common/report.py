@@ -81,3 +81,23 @@ def markdown(header: list, rows: list, align: str = "") -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(marks) + "|"]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def print_report(tables: str, info: dict, notes: list, path: str, figures=(),
+                 goals: list | None = None, widths: tuple = (48, 14)) -> None:
+    """A suite's report on stdout: its tables, the targets (when it has goals), the machine
+    and the notes, then what it wrote (`figures` as wrote() takes them)."""
+    print(tables)
+    print()
+    if goals is not None:
+        print(targets_table(goals, *widths))
+        print()
+    print(closing(info, notes))
+    print(wrote(path, figures))
+
+
+def header(*cells) -> str:
+    """A fixed-width table's header: cells (title, width), right-aligned, left-aligned where
+    the width is negative; the rows below use the same widths."""
+    return "".join(f"{title:<{-width}}" if width < 0 else f"{title:>{width}}"
+                   for title, width in cells)

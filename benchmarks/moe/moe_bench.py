@@ -90,6 +90,7 @@ from hyper_parallel.core.multicore.shmem.launch import init_process_group_from_e
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
 from common.results import emit_on, session  # noqa: E402
+from common.units import shapes  # noqa: E402
 
 PATHS = ("shmem", "a2a")
 ROUNDS = 4  # comm: blocks per path
@@ -99,11 +100,8 @@ SKIP = 77  # exit status: this machine cannot run the measurement (--device cuda
 def parse_configs(text: str) -> list:
     """NAME:H:I:IS:E:K:LAYERS:SEQ:BATCH entries, comma separated -> [(name, DecoderConfig)]."""
     out = []
-    for entry in text.split(","):
-        fields = entry.split(":")
-        if len(fields) != 9:
-            raise SystemExit(f"--configs entry {entry!r}: expected NAME:H:I:IS:E:K:LAYERS:SEQ:BATCH")
-        name, (h, i, shared, e, k, layers, seq, batch) = fields[0], map(int, fields[1:])
+    for name, (h, i, shared, e, k, layers, seq, batch) in shapes(
+            text, "NAME:H:I:IS:E:K:LAYERS:SEQ:BATCH"):
         heads = max(1, h // 32)
         out.append((name, DecoderConfig(vocab_size=4 * h, hidden_size=h, layers=layers,
                                         heads=heads, kv_heads=max(1, heads // 2), num_experts=e,

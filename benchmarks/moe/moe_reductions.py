@@ -23,7 +23,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
-from common.launch import pe_or_drive, run_pes  # noqa: E402
+from common.launch import pe_or_drive, run_pes, start_pe  # noqa: E402
 from common.report import when, write_json  # noqa: E402
 from common.results import emit_on  # noqa: E402
 
@@ -34,17 +34,12 @@ def _pe(args) -> None:
     import torch
     import torch.distributed as dist
 
-    from hyper_parallel.core.multicore import shmem
     from hyper_parallel.core.multicore.mega_moe.model import (DecoderConfig, MoEDecoder,
                                                               expert_data_parallel_groups,
                                                               make_optimizer, reduce_gradients,
                                                               synthetic_tokens)
-    from hyper_parallel.core.multicore.shmem.launch import init_process_group_from_environment
 
-    torch.set_num_threads(1)
-    init_process_group_from_environment()
-    rank = dist.get_rank()
-    handle = shmem.acquire_shmem()
+    rank, _, handle = start_pe()
     ep_group, dp_group = expert_data_parallel_groups(2)
     config = DecoderConfig(hidden_size=64, intermediate_size=128, shared_intermediate_size=64,
                            num_experts=8, top_k=2, layers=2, sequence=128, batch=4)

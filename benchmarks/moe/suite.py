@@ -19,7 +19,9 @@ import os
 
 from common.launch import pes_command
 from common.plots import pyplot, save
+from common.report import header
 from common.stats import median as _median
+from common.units import shape_text
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "moe_bench.py")
@@ -33,7 +35,7 @@ QUICK_SWEEP = (32, 512)
 
 
 def _config(name: str, shape: tuple) -> str:
-    return ":".join([name] + [str(v) for v in shape])
+    return shape_text(name, shape)
 
 
 def sweep_config(intermediate: int) -> str:
@@ -180,9 +182,10 @@ def table(rows: list) -> str:
              "CPU floor (its PEs' CPU time over the cores: the least wall time it could take); at "
              "floor: what removed would be with the shmem step at its floor; overlap: experts "
              "that started while a later expert's rows were still arriving",
-             f"{'config':<14}{'PEs':>4}{'params':>9}{'a2a ms':>9}{'shmem ms':>10}{'ratio':>7}"
-             f"{'comm ms':>9}{'share':>7}{'removed':>9}{'left':>6}{'floor':>7}{'at floor':>9}"
-             f"{'peak MiB a2a/shmem':>20}{'heap MiB':>10}{'overlap':>10}"]
+             header(("config", -14), ("PEs", 4), ("params", 9), ("a2a ms", 9), ("shmem ms", 10),
+                    ("ratio", 7), ("comm ms", 9), ("share", 7), ("removed", 9), ("left", 6),
+                    ("floor", 7), ("at floor", 9), ("peak MiB a2a/shmem", 20), ("heap MiB", 10),
+                    ("overlap", 10))]
     for r in rows:
         if r["test"] != "step":
             continue

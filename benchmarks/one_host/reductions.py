@@ -26,12 +26,13 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
-from common.launch import pe_or_drive, run_pes  # noqa: E402
+from common.launch import pe_or_drive, run_pes, start_pe  # noqa: E402
 from common.plots import bars, pyplot  # noqa: E402
 from common.progress import step  # noqa: E402
-from common.report import when, write_json, wrote  # noqa: E402
+from common.report import header, when, write_json, wrote  # noqa: E402
 from common.results import emit_on  # noqa: E402
 from common.stats import alternating  # noqa: E402
+from common.units import ints  # noqa: E402
 
 OPS = ("all_reduce", "reduce_scatter", "broadcast")
 # Targets (issue text, docs/benchmarks.md): speed against gloo by PE count, and the bound.
@@ -46,12 +47,8 @@ def _pe(args) -> None:
     import torch.distributed as dist
 
     from hyper_parallel.core.multicore import shmem
-    from hyper_parallel.core.multicore.shmem.launch import init_process_group_from_environment
 
-    torch.set_num_threads(1)
-    init_process_group_from_environment()
-    rank, size = dist.get_rank(), dist.get_world_size()
-    handle = shmem.acquire_shmem()
+    rank, size, handle = start_pe()
     n = args.bytes // 4
     block = n // size
     out = shmem.empty(n, dtype=torch.float32)
@@ -135,15 +132,15 @@ def _plot(rows: list, path: str) -> str | None:
 def _drive(args) -> int:
     start = time.monotonic()
     rows = []
-    pes_list = [int(p) for p in args.pes.split(",")]
+    pes_list = ints(args.pes)
     for index, pes in enumerate(pes_list, 1):
         step(index, len(pes_list), f"{pes} PEs")
         rows += _launch(pes, args)
     cores = os.cpu_count() or 1
     print(f"float32, {args.bytes} bytes per PE, {cores} cores; µs per call (slowest PE, median "
           f"of {args.rounds} alternating rounds)")
-    print(f"{'op':<15} {'PEs':>3} {'ours':>9} {'gloo':>9} {'bound':>9} {'gloo/ours':>10} "
-          f"{'bound/ours':>11}")
+    print(header(("op", -15), ("PEs", 4), ("ours", 10), ("gloo", 10), ("bound", 10),
+                 ("gloo/ours", 11), ("bound/ours", 12)))
     for row in rows:
         print(f"{row['op']:<15} {row['pes']:>3} {row['hps_us']:>9.1f} {row['gloo_us']:>9.1f} "
               f"{row['bound_us']:>9.1f} {row['gloo_us'] / row['hps_us']:>9.2f}x "

@@ -60,7 +60,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
 from common.results import emit_on, session  # noqa: E402
-from common.units import KIB, MIB, csv, human, ints  # noqa: E402
+from common.units import KIB, MIB, csv, human, ints, shape_text, shapes  # noqa: E402
 from one_host.symm_mem_gloo import (ALIGN, OpsSize, expected_offsets, gloo_a2a,  # noqa: E402
                                     gloo_combine, gloo_dispatch)
 from one_host.symm_mem_moe import TorchSymmMemMoE  # noqa: E402
@@ -83,7 +83,7 @@ GLOO_NAME = {"one_shot_all_reduce": "dist.all_reduce", "two_shot_all_reduce_": "
 
 def config_text(name: str) -> str:
     """NAME:H:I:E:K:T, the --configs form of CONFIGS[name]."""
-    return ":".join([name] + [str(v) for v in CONFIGS[name]])
+    return shape_text(name, CONFIGS[name])
 
 
 def _progress(rank: int, text: str) -> None:
@@ -302,45 +302,39 @@ def bench_ops(size_bytes: int, args, rank: int, world: int, symm: bool) -> list:
                 if op in results:
                     mine = {"symm": got[path]} if path in got else {}
                     record(op, {"gloo": got["gloo"], **mine})
-        if "reduce_scatter_out" in results:
-            record("reduce_scatter_out", timed("reduce_scatter_out", {
-                "symm": (None, lambda: ops.reduce_scatter_out(s.s_reduce, g, False,
-                                                              s.s_reduce_out)),
-                "gloo": (None, lambda: dist.reduce_scatter_single(rs_out, s.reduce_in))}))
-        if "all_to_all_vdev" in results:
-            record("all_to_all_vdev", timed("all_to_all_vdev", {
-                "symm": (None, lambda: ops.all_to_all_vdev(s.s_in, s.s_out, s.s_splits,
-                                                           s.s_out_so, g)),
-                "gloo": (None, lambda: gloo_a2a(s, exchange=True)),
-                "gloo_known": (None, lambda: gloo_a2a(s, exchange=False))}))
-        if "all_to_all_vdev_2d" in results:
-            record("all_to_all_vdev_2d", timed("all_to_all_vdev_2d", {
-                "symm": (None, lambda: ops.all_to_all_vdev_2d(s.s_in, s.s_out, s.s_splits2d,
-                                                              s.s_out_so2d, g)),
-                "gloo": (None, lambda: gloo_dispatch(s, exchange=True)),
-                "gloo_known": (None, lambda: gloo_dispatch(s, exchange=False))}))
-        if "all_to_all_vdev_2d_offset" in results:
-            if ok["all_to_all_vdev_2d_offset"]:
+        # The other operators, in this order: each path's call (no refill between calls).
+        paths = {
+            "reduce_scatter_out": {
+                "symm": lambda: ops.reduce_scatter_out(s.s_reduce, g, False, s.s_reduce_out),
+                "gloo": lambda: dist.reduce_scatter_single(rs_out, s.reduce_in)},
+            "all_to_all_vdev": {
+                "symm": lambda: ops.all_to_all_vdev(s.s_in, s.s_out, s.s_splits, s.s_out_so, g),
+                "gloo": lambda: gloo_a2a(s, exchange=True),
+                "gloo_known": lambda: gloo_a2a(s, exchange=False)},
+            "all_to_all_vdev_2d": {
+                "symm": lambda: ops.all_to_all_vdev_2d(s.s_in, s.s_out, s.s_splits2d,
+                                                       s.s_out_so2d, g),
+                "gloo": lambda: gloo_dispatch(s, exchange=True),
+                "gloo_known": lambda: gloo_dispatch(s, exchange=False)},
+            "all_to_all_vdev_2d_offset": {
+                "symm": lambda: ops.all_to_all_vdev_2d_offset(s.s_out, s.s_back, s.s_out_so2d,
+                                                              s.s_back_so, g),
+                "gloo": lambda: gloo_combine(s, ref_grouped, ref_by_source)},
+        }
+        for op, calls in paths.items():
+            if op not in results:
+                continue
+            if op == "all_to_all_vdev_2d_offset" and ok[op]:
                 # The input layout the timed combines read: one default dispatch.
                 ops.all_to_all_vdev_2d(s.s_in, s.s_out, s.s_splits2d, s.s_out_so2d, g)
-            record("all_to_all_vdev_2d_offset", timed("all_to_all_vdev_2d_offset", {
-                "symm": (None, lambda: ops.all_to_all_vdev_2d_offset(s.s_out, s.s_back,
-                                                                     s.s_out_so2d, s.s_back_so,
-                                                                     g)),
-                "gloo": (None, lambda: gloo_combine(s, ref_grouped, ref_by_source))}))
+            record(op, timed(op, {path: (None, call) for path, call in calls.items()}))
         return records
     finally:
         s.release()
 
 
 def parse_configs(text: str) -> list:
-    out = []
-    for entry in text.split(","):
-        fields = entry.split(":")
-        if len(fields) != 6:
-            raise SystemExit(f"--configs entry {entry!r}: expected NAME:H:I:E:K:T")
-        out.append((fields[0], tuple(int(v) for v in fields[1:])))
-    return out
+    return shapes(text, "NAME:H:I:E:K:T")
 
 
 def bench_moe(name: str, shape: tuple, args, rank: int, world: int, symm: bool) -> dict:

@@ -8,6 +8,7 @@ import json
 import statistics
 
 from common.launch import pes_command
+from common.report import header
 from common.units import csv, human
 from one_host.symm_mem_bench import CONFIGS, GLOO_NAME, OPS, SCRIPT, SIZES, config_text
 
@@ -74,8 +75,8 @@ def _x(value) -> str:
 def table(rows: list) -> str:
     lines = ["torch symm_mem operators on HPS (CPU) against gloo, rank-max median us per call; "
              "ratio: gloo / symm_mem (known: gloo without its split exchange)",
-             f"{'operator':<28}{'PEs':>4}{'size':>9}{'symm_mem':>10}{'gloo':>10}{'ratio':>8}"
-             f"{'known':>10}{'ratio':>8}  check / gloo's equivalent"]
+             header(("operator", -28), ("PEs", 4), ("size", 9), ("symm_mem", 10), ("gloo", 10),
+                    ("ratio", 8), ("known", 10), ("ratio", 8)) + "  check / gloo's equivalent"]
     for r in rows:
         if r["symm"] != "op":
             continue

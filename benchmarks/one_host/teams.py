@@ -25,9 +25,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
-from common.launch import pe_or_drive, run_pes  # noqa: E402
+from common.launch import pe_or_drive, run_pes, start_pe  # noqa: E402
 from common.plots import bars, pyplot  # noqa: E402
-from common.report import write_json, wrote  # noqa: E402
+from common.report import header, write_json, wrote  # noqa: E402
 from common.results import emit_on  # noqa: E402
 
 OPS = ("barrier", "all_gather", "all_to_all")
@@ -40,12 +40,8 @@ def _pe(args) -> None:
     import torch.distributed as dist
 
     from hyper_parallel.core.multicore import shmem
-    from hyper_parallel.core.multicore.shmem.launch import init_process_group_from_environment
 
-    torch.set_num_threads(1)
-    init_process_group_from_environment()
-    rank, size = dist.get_rank(), dist.get_world_size()
-    handle = shmem.acquire_shmem()
+    rank, size, handle = start_pe()
     elements = args.bytes // 4
     if size == 4:
         row, _column = shmem.team_split_2d(shmem.TEAM_WORLD, 2)
@@ -58,19 +54,15 @@ def _pe(args) -> None:
     inp = torch.full((n * elements,), float(rank), dtype=torch.float32)
     gloo_out = torch.empty(n * elements, dtype=torch.float32)
 
-    def shmem_call(op):
-        if op == "barrier":
-            return lambda: shmem.barrier(team=team)
-        if op == "all_gather":
-            return lambda: shmem.all_gather(out, inp[:elements], team=team)
-        return lambda: shmem.all_to_all(out, inp, team=team)
-
-    def gloo_call(op):
-        if op == "barrier":
-            return lambda: dist.barrier(group=gloo_group)
-        if op == "all_gather":
-            return lambda: dist.all_gather_into_tensor(gloo_out, inp[:elements], group=gloo_group)
-        return lambda: dist.all_to_all_single(gloo_out, inp, group=gloo_group)
+    # Each op's call, ours over the team and gloo's over the subgroup.
+    shmem_call = {"barrier": lambda: shmem.barrier(team=team),
+                  "all_gather": lambda: shmem.all_gather(out, inp[:elements], team=team),
+                  "all_to_all": lambda: shmem.all_to_all(out, inp, team=team)}.get
+    gloo_call = {"barrier": lambda: dist.barrier(group=gloo_group),
+                 "all_gather": lambda: dist.all_gather_into_tensor(gloo_out, inp[:elements],
+                                                                   group=gloo_group),
+                 "all_to_all": lambda: dist.all_to_all_single(gloo_out, inp,
+                                                              group=gloo_group)}.get
 
     def sample(call, active: bool) -> float:
         shmem.barrier()
@@ -139,8 +131,9 @@ def _drive(args) -> int:
     cores = os.cpu_count() or 1
     print(f"teams of 2 on 4 PEs, {args.bytes} bytes per PE, {cores} cores; "
           f"µs per call (slowest PE, median of {args.reps} samples of {args.calls} calls)")
-    print(f"{'op':<11} {'world of 2':>11} {'gloo world':>11} {'one team':>9} {'two teams':>10}"
-          f" {'gloo subgr.':>11} {'two/one':>8} {'gloo/teams':>10} {'gloo/world':>10}")
+    print(header(("op", -11), ("world of 2", 12), ("gloo world", 12), ("one team", 10),
+                 ("two teams", 11), ("gloo subgr.", 12), ("two/one", 9), ("gloo/teams", 11),
+                 ("gloo/world", 11)))
     for row in rows:
         print(f"{row['op']:<11} {row['world']:>11.1f} {row['gloo_world']:>11.1f}"
               f" {row['alone']:>9.1f} {row['teams']:>10.1f} {row['gloo']:>11.1f}"
