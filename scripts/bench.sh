@@ -9,7 +9,8 @@
 #   bash scripts/bench.sh --moe-only     the MegaMoE suite alone: training step on SHMEM against
 #                                        all-to-all, dispatch + combine, expert-size sweep
 #                                        (about 6 minutes; --moe adds it to a full run)
-# Other arguments go to benchmarks/run.py (--help lists them).
+# Other arguments go to benchmarks/run.py (--help lists them). Results go to bench-results/;
+# python3 benchmarks/publish.py copies a run to record into docs/benchmarks/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}

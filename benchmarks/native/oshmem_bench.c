@@ -310,44 +310,39 @@ static long agree_long(struct bench *b, long v)
 
 /* Each batch returns elapsed microseconds; only the initiator's is used. */
 
-static double batch_put(struct bench *b, long n)
-{
-    double t0;
+/* PE 0's batch of one-sided calls: n times `call`, then `finish` (the quiet
+ * that completes them, where they need one); elapsed microseconds. */
+#define PE0_BATCH(name, call, finish)               \
+    static double name(struct bench *b, long n)     \
+    {                                               \
+        double t0;                                  \
+                                                    \
+        if (b->me != 0)                             \
+            return 0.0;                             \
+        t0 = now_us();                              \
+        for (long i = 0; i < n; i++)                \
+            call;                                   \
+        finish;                                     \
+        return now_us() - t0;                       \
+    }
 
-    if (b->me != 0)
-        return 0.0;
-    t0 = now_us();
-    for (long i = 0; i < n; i++)
-        shmem_putmem(b->sym_dst, b->local, b->bytes, 1);
-    shmem_quiet();
-    return now_us() - t0;
-}
+PE0_BATCH(batch_put, shmem_putmem(b->sym_dst, b->local, b->bytes, 1), shmem_quiet())
 
 /* Many messages in flight and one quiet per batch: time per message, the
  * inverse of the message rate. */
-static double batch_put_nbi(struct bench *b, long n)
+PE0_BATCH(batch_put_nbi, shmem_putmem_nbi(b->sym_dst, b->local, b->bytes, 1), shmem_quiet())
+
+PE0_BATCH(batch_get, shmem_getmem(b->local, b->sym_src, b->bytes, 1), (void)0)
+
+/* The start of a batch whose end PE 1 waits for on the flag: the batch's calls
+ * added to the sequence, PE 1 waiting in shmem_long_wait_until (which drives
+ * its progress) for PE 0's last one.  True on PE 0, which runs the batch. */
+static int flagged_batch(struct bench *b, long n)
 {
-    double t0;
-
-    if (b->me != 0)
-        return 0.0;
-    t0 = now_us();
-    for (long i = 0; i < n; i++)
-        shmem_putmem_nbi(b->sym_dst, b->local, b->bytes, 1);
-    shmem_quiet();
-    return now_us() - t0;
-}
-
-static double batch_get(struct bench *b, long n)
-{
-    double t0;
-
-    if (b->me != 0)
-        return 0.0;
-    t0 = now_us();
-    for (long i = 0; i < n; i++)
-        shmem_getmem(b->local, b->sym_src, b->bytes, 1);
-    return now_us() - t0;
+    b->seq += n;
+    if (b->me == 1)
+        shmem_long_wait_until(b->flag, SHMEM_CMP_GE, b->seq);
+    return b->me == 0;
 }
 
 /* OpenSHMEM 1.4 has no put-with-signal: the payload, a fence, a remote add on
@@ -362,10 +357,7 @@ static double batch_put_signal(struct bench *b, long n)
 {
     double t0;
 
-    b->seq += n;
-    if (b->me == 1)
-        shmem_long_wait_until(b->flag, SHMEM_CMP_GE, b->seq);
-    if (b->me != 0)
+    if (!flagged_batch(b, n))
         return 0.0;
     t0 = now_us();
     for (long i = 0; i < n; i++) {
@@ -397,10 +389,7 @@ static double batch_atomic(struct bench *b, long n)
     long base = b->seq;
     double t0, t;
 
-    b->seq += n;
-    if (b->me == 1)
-        shmem_long_wait_until(b->flag, SHMEM_CMP_GE, b->seq);
-    if (b->me != 0)
+    if (!flagged_batch(b, n))
         return 0.0;
     t0 = now_us();
     if (b->test == TEST_FETCH_ADD) {
