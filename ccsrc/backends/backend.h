@@ -109,6 +109,7 @@ struct HeapSpec {
   std::string remote_peers = "other-hosts";
   std::string ucx_library;
   std::string remote_path = "auto";
+  std::string remote_transport = "ucx";  ///< "ucx" or "reordering" (tests)
   std::chrono::milliseconds peer_silence{3000};
   /// A collective all-gather over every PE (the bootstrap's), usable during OpenPeers only:
   /// every PE calls it the same number of times, decided from the handles alone.
@@ -116,10 +117,15 @@ struct HeapSpec {
 };
 
 /// Where a PE is and how this PE reaches it, as debug_state() shows it.
+/// How this PE reaches a peer (the host backend's PeerAccess): itself, a mapping of the peer's
+/// segment (a PE of this host), or the remote transport.
+enum class PeerRoute : std::uint8_t { kSelf, kMapped, kRemote };
+
 struct PeerPlacement {
   std::string host;       ///< the host's label ("host1 (net:[4026532])")
-  std::string transport;  ///< "self", "shared memory" or "ucx"
-  std::string path;       ///< for "ucx": "messages" or "rma" (docs/scale-out.md); else empty
+  PeerRoute route = PeerRoute::kSelf;
+  std::string transport;  ///< for debug_state(): "self", "shared memory" or the transport's name
+  std::string path;       ///< remote: "messages" or "rma" (docs/scale-out.md); else empty
 };
 
 /// The network transport in use, as debug_state() shows it (empty provider: none).

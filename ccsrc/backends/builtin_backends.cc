@@ -3,7 +3,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/host/host_backend.h"
 #include "backends/host/host_stream_provider.h"
-#include "backends/host/wait_policy.h"
+#include "backends/wait/wait_policy.h"
 #include "backends/registry.h"
 
 namespace hyper_parallel::shmem {

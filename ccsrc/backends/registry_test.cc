@@ -5,7 +5,7 @@
 #include <atomic>
 #include <chrono>
 
-#include "backends/host/wait_policy.h"
+#include "backends/wait/wait_policy.h"
 
 namespace hyper_parallel::shmem {
 namespace {

@@ -116,6 +116,12 @@ Status Config::FromEnvironment(const EnvLookup& env, Config* out) {
     }
     config.remote_path = *text;
   }
+  if (auto text = env(kEnvRemoteTransport)) {
+    if (*text != "ucx" && *text != "reordering") {
+      return InvalidConfig(kEnvRemoteTransport, "one of ucx, reordering", *text);
+    }
+    config.remote_transport = *text;
+  }
   if (auto text = env(kEnvPeerSilenceMs)) {
     HPS_RETURN_IF_ERROR(ParsePositiveDecimal(kEnvPeerSilenceMs, *text, kMaxPeerSilenceMs,
                                              &config.peer_silence_ms));

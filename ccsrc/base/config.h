@@ -5,7 +5,7 @@
 // leading zeros, within range; anything else is INVALID_CONFIG naming the variable and value.
 // base/ knows no backend: the backend's name and the host backend's wait setting are kept as
 // given, and the backends check them when a Runtime initialises (backends/backend_kind.h,
-// backends/host/wait_policy.h), with errors of the same shape (InvalidConfig).
+// backends/wait/wait_policy.h), with errors of the same shape (InvalidConfig).
 // Config is a plain value; the parsers are pure functions and safe to call from any thread.
 #pragma once
 
@@ -38,6 +38,7 @@ inline constexpr std::string_view kEnvMaxPes = "HYPER_PARALLEL_SHMEM_MAX_PES";
 inline constexpr std::string_view kEnvRemotePeers = "HYPER_PARALLEL_SHMEM_REMOTE_PEERS";
 inline constexpr std::string_view kEnvUcxLibrary = "HYPER_PARALLEL_SHMEM_UCX_LIBRARY";
 inline constexpr std::string_view kEnvRemotePath = "HYPER_PARALLEL_SHMEM_REMOTE_PATH";
+inline constexpr std::string_view kEnvRemoteTransport = "HYPER_PARALLEL_SHMEM_REMOTE_TRANSPORT";
 inline constexpr std::string_view kEnvPeerSilenceMs = "HYPER_PARALLEL_SHMEM_PEER_SILENCE_MS";
 // Which algorithm a collective runs (docs/architecture.md, "Algorithms").
 inline constexpr std::string_view kEnvAlgorithms = "HYPER_PARALLEL_SHMEM_ALGORITHMS";
@@ -107,6 +108,11 @@ struct Config {
   /// How remote peers are reached (HYPER_PARALLEL_SHMEM_REMOTE_PATH): "auto" (active messages
   /// unless UCX has hardware RMA to the peer), "messages" or "rma" for every peer.
   std::string remote_path = "auto";
+  /// Which transport reaches remote peers (HYPER_PARALLEL_SHMEM_REMOTE_TRANSPORT): "ucx"
+  /// (default) or "reordering", UCX behind a layer that delays and reorders what it sends
+  /// between ordering points (for tests: the host code must rely on the transport's ordering
+  /// guarantees alone; docs/scale-out.md).
+  std::string remote_transport = "ucx";
   /// How long a remote peer's heartbeats may stay away before it counts as lost.
   std::uint64_t peer_silence_ms = kDefaultPeerSilenceMs;
   /// HYPER_PARALLEL_SHMEM_ALGORITHMS as pairs (collective, algorithm), in the order given

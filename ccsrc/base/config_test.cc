@@ -165,6 +165,15 @@ TEST(Config, ScaleOutSettings) {
   ASSERT_TRUE(Config::FromEnvironment(Env({{"HYPER_PARALLEL_SHMEM_REMOTE_PATH", "rma"}}), &config)
                   .ok());
   EXPECT_EQ(config.remote_path, "rma");
+  EXPECT_EQ(config.remote_transport, "ucx");
+  ASSERT_TRUE(Config::FromEnvironment(
+                  Env({{"HYPER_PARALLEL_SHMEM_REMOTE_TRANSPORT", "reordering"}}), &config)
+                  .ok());
+  EXPECT_EQ(config.remote_transport, "reordering");
+  const Status transport = Config::FromEnvironment(
+      Env({{"HYPER_PARALLEL_SHMEM_REMOTE_TRANSPORT", "efa"}}), &config);
+  EXPECT_EQ(transport.code(), ErrorCode::kInvalidConfig);
+  EXPECT_NE(transport.message().find("one of ucx, reordering"), std::string::npos);
   const Status path = Config::FromEnvironment(
       Env({{"HYPER_PARALLEL_SHMEM_REMOTE_PATH", "am"}}), &config);
   EXPECT_EQ(path.code(), ErrorCode::kInvalidConfig);

@@ -22,7 +22,7 @@
 
 #include "fuzz/fuzz_check.h"
 #include "backends/backend_kind.h"
-#include "backends/host/wait_policy.h"
+#include "backends/wait/wait_policy.h"
 #include "base/config.h"
 #include "base/status.h"
 
@@ -36,9 +36,9 @@ constexpr std::array<std::string_view, 8> kVariables = {
 // Read by Config but not fuzzed here (the input format has one bit per variable above): the
 // scale-out settings (docs/scale-out.md) and the reductions' workspace, always unset in this
 // harness; their parsing has unit tests of its own.
-constexpr std::array<std::string_view, 7> kUnfuzzed = {
-    kEnvRemotePeers, kEnvUcxLibrary, kEnvPeerSilenceMs, kEnvRemotePath, kEnvMaxPes,
-    kEnvAlgorithms, kEnvReduceWorkspace};
+constexpr std::array<std::string_view, 8> kUnfuzzed = {
+    kEnvRemotePeers,     kEnvUcxLibrary, kEnvPeerSilenceMs, kEnvRemotePath,     kEnvRemoteTransport,
+    kEnvMaxPes,          kEnvAlgorithms, kEnvReduceWorkspace};
 
 struct FuzzEnvironment {
   std::array<std::optional<std::string>, kVariables.size()> values;
@@ -93,7 +93,7 @@ std::optional<LogLevel> ReferenceLogLevel(std::string_view text) {
 }
 
 // The backends' own tables are the reference for their names (backends/backend_kind.h,
-// backends/host/wait_policy.h): the harness checks that parsing agrees with them and
+// backends/wait/wait_policy.h): the harness checks that parsing agrees with them and
 // round-trips, without restating the names.
 std::optional<BackendKind> ReferenceBackend(std::string_view text) {
   for (const auto& [kind, name] : kBackendNames) {

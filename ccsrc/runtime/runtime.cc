@@ -25,7 +25,8 @@ std::string InitRecord(const Config& config, std::string_view backend, const Dev
        << ";quarantine_bytes=" << config.quarantine() << ";max_teams=" << config.max_teams
        << ";reduce_workspace=" << config.reduce_workspace << ";max_pes=" << config.max_pes
        << ";size=" << size << ";global_ranks=" << JoinInts(global_ranks)
-       << ";remote_peers=" << config.remote_peers << ";remote_path=" << config.remote_path << ";peer_silence_ms=" << config.peer_silence_ms;
+       << ";remote_peers=" << config.remote_peers << ";remote_path=" << config.remote_path
+       << ";remote_transport=" << config.remote_transport << ";peer_silence_ms=" << config.peer_silence_ms;
   text << ";algorithms=";
   for (const auto& [collective, algorithm] : config.algorithms) text << collective << '=' << algorithm << ',';
   return text.str();
@@ -54,7 +55,8 @@ std::vector<Field> ConfigDifference(const std::string& theirs, const std::string
       {"backend", kEnvBackend},               {"quarantine_bytes", kEnvQuarantineBytes},
       {"max_teams", kEnvMaxTeams},            {"reduce_workspace", kEnvReduceWorkspace},
       {"max_pes", kEnvMaxPes},                {"remote_peers", kEnvRemotePeers},
-      {"remote_path", kEnvRemotePath},        {"peer_silence_ms", kEnvPeerSilenceMs},
+      {"remote_path", kEnvRemotePath},        {"remote_transport", kEnvRemoteTransport},
+      {"peer_silence_ms", kEnvPeerSilenceMs},
       {"algorithms", kEnvAlgorithms}};
   const auto mine = settings(ours);
   const auto other = settings(theirs);
@@ -390,6 +392,7 @@ Status Runtime::Init(InitOptions options) {
   spec.remote_peers = config.remote_peers;
   spec.ucx_library = config.ucx_library;
   spec.remote_path = config.remote_path;
+  spec.remote_transport = config.remote_transport;
   spec.peer_silence = std::chrono::milliseconds(config.peer_silence_ms);
   // A backend that learns from the handles that it needs a second round (the host backend's
   // network addresses, once it knows some peer is remote) gathers it through the bootstrap.

@@ -13,7 +13,7 @@
 #include <new>
 
 #include "backends/collective_descriptor.h"
-#include "backends/host/doorbell.h"
+#include "backends/wait/doorbell.h"
 
 namespace hyper_parallel::shmem::host {
 

@@ -23,7 +23,7 @@ Status HostBackend::CompleteNbi() const {
 Status HostBackend::Atomic(StreamRef stream, const AtomicRequest& request, int pe, void* fetched,
                            KeepAlive keep_alive) {
   if (device_->IsRemote(pe)) {
-    UcxTransport* transport = transport_.get();
+    RemoteTransport* transport = transport_.get();
     return Submit(stream, "atomic", [transport, request, pe, fetched,
                                      hold = std::move(keep_alive)]<CallSite kSite>() {
       RequireCallable<HostCall::kAtomicSignal, kSite>();
@@ -47,7 +47,7 @@ Status HostBackend::Atomic(StreamRef stream, const AtomicRequest& request, int p
 }
 
 Status HostBackend::Fence(StreamRef stream) {
-  UcxTransport* transport = transport_.get();
+  RemoteTransport* transport = transport_.get();
   return Submit(stream, "fence", [transport]<CallSite kSite>() {
     RequireCallable<HostCall::kAtomicSignal, kSite>();
     std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -56,7 +56,7 @@ Status HostBackend::Fence(StreamRef stream) {
 }
 
 Status HostBackend::Quiet(StreamRef stream) {
-  UcxTransport* transport = transport_.get();
+  RemoteTransport* transport = transport_.get();
   const FailureLatch* latch = &latch_;
   return Submit(stream, "quiet", [transport, latch]<CallSite kSite>() {
     RequireCallable<HostCall::kAtomicSignal, kSite>();

@@ -15,6 +15,7 @@
 
 #include "backends/host/host_kernel_api.h"
 #include "backends/host/host_stream.h"
+#include "backends/transport/transport.h"
 #include "base/config.h"
 #include "data_plane/pe_address.h"
 
@@ -67,52 +68,11 @@ Status MapAligned(int fd, std::uint64_t bytes, std::byte** out) {
   return Status::Ok();
 }
 
-template <CallSite kSite>
-void CopyBytes(void* destination, const void* source, std::uint64_t bytes) {
-  RequireCallable<HostCall::kCopyBytes, kSite>();
-  const auto* s = static_cast<const std::byte*>(source);
-  auto* d = static_cast<std::byte*>(destination);
-  if (d < s + bytes && s < d + bytes) {
-    std::memmove(d, s, bytes);  // a PE copying within its own heap
-  } else {
-    std::memcpy(d, s, bytes);
-  }
-}
-
-// Signal words are written and read seq_cst: that orders the data before the signal (a
-// seq_cst write is also a release, a seq_cst read an acquire) and, with the doorbell's
-// sleeper count, lets the writer skip a separate fence (RingAfterSeqCst).
+// Signal words are read seq_cst, as they are written (peer_access.h).
 template <class Word>
 Word LoadSignal(const std::byte* address) {
   return std::atomic_ref<Word>(*reinterpret_cast<Word*>(const_cast<std::byte*>(address)))
       .load(std::memory_order_seq_cst);
-}
-
-template <CallSite kSite, class Word>
-void ApplySignal(std::byte* address, SignalOp op, Word value) {
-  RequireCallable<HostCall::kAtomicSignal, kSite>();
-  std::atomic_ref<Word> word(*reinterpret_cast<Word*>(address));
-  if (op == SignalOp::kSet) {
-    word.exchange(value, std::memory_order_seq_cst);  // an exchange: one locked instruction
-  } else {
-    word.fetch_add(value, std::memory_order_seq_cst);
-  }
-}
-
-RemoteSignal ToRemote(std::uint64_t offset, SignalWidth width, SignalOp op, std::int64_t value) {
-  return RemoteSignal{offset, static_cast<std::uint8_t>(width == SignalWidth::k32 ? 4 : 8),
-                      op == SignalOp::kSet ? SignalAction::kSet : SignalAction::kAdd, value};
-}
-
-template <CallSite kSite>
-void SignalAndRing(std::byte* address, Doorbell* bell, SignalWidth width, SignalOp op,
-                   std::int64_t value) {
-  if (width == SignalWidth::k32) {
-    ApplySignal<kSite, std::int32_t>(address, op, static_cast<std::int32_t>(value));
-  } else {
-    ApplySignal<kSite, std::int64_t>(address, op, value);
-  }
-  RingAfterSeqCst<kSite>(bell);
 }
 
 }  // namespace
@@ -292,7 +252,9 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
     // A block of blocks:K is a host of its own, for TEAM_NODE too.
     placement_[pe].host = decoded[pe].host.Label();
     if (block > 1) placement_[pe].host += "/block" + std::to_string(pe / block);
-    placement_[pe].transport = pe == spec_.rank ? "self" : remote[pe] ? "ucx" : "shared memory";
+    placement_[pe].route = pe == spec_.rank ? PeerRoute::kSelf
+                           : remote[pe]      ? PeerRoute::kRemote
+                                             : PeerRoute::kMapped;
   }
   // The peers on other hosts this PE watches (heartbeats, endpoints made at init); the others
   // get an endpoint when first used.
@@ -366,7 +328,10 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
                                          std::move(heaps), std::move(controls), workers_.get(),
                                          &latch_, spec_.blocking_ops);
   if (transport_) {
-    device_->AttachRemote(transport_.get(), heap_region_bytes_, std::move(hosts), [this](int pe) {
+    std::vector<PeerRoute> routes(spec_.size);
+    for (int pe = 0; pe < spec_.size; ++pe) routes[pe] = placement_[pe].route;
+    device_->AttachRemote(transport_.get(), std::move(routes), heap_region_bytes_,
+                          std::move(hosts), [this](int pe) {
       Lost(pe, Status::Assertion(ErrorCode::kPeerLost, "a peer PE was lost",
                                  {{"pe", std::to_string(pe)},
                                   {"host", placement_[pe].host},
@@ -451,9 +416,9 @@ void HostBackend::Lost(int pe, Status status) {
   }
   if (passed_on_[pe].exchange(true, std::memory_order_acq_rel)) return;
   transport_->ReportLost(pe);
-  if (placement_[pe].transport != "ucx") return;  // this host's PEs watch its processes
+  if (placement_[pe].route != PeerRoute::kRemote) return;  // this host's PEs watch its processes
   for (int peer = 0; peer < spec_.size; ++peer) {
-    if (placement_[peer].transport != "shared memory" || peer == pe) continue;
+    if (placement_[peer].route != PeerRoute::kMapped || peer == pe) continue;
     ControlBlock* control = PeerControl(peer);
     std::int32_t none = -1;
     control->told_lost.compare_exchange_strong(none, pe, std::memory_order_acq_rel);
@@ -470,11 +435,12 @@ Status HostBackend::ConnectRemotes(const std::vector<SegmentHandle>& handles,
   }
   // Every PE takes part in the exchange, also one that could not load UCX: then every PE
   // fails alike, naming those that could not.
-  UcxTransport::Options options;
-  options.library = spec_.ucx_library;
+  transport::TransportOptions options;
+  options.kind = spec_.remote_transport;
+  options.ucx_library = spec_.ucx_library;
   options.timeout = spec_.timeout;
   options.path = spec_.remote_path;
-  Status loaded = UcxTransport::Load(options, &transport_);
+  Status loaded = transport::OpenRemoteTransport(options, &transport_);
   std::string blob;
   if (loaded.ok()) {
     RequireCallable<HostCall::kOpenPeerSegment, CallSite::kHostThread>();
@@ -516,7 +482,7 @@ Status HostBackend::ConnectRemotes(const std::vector<SegmentHandle>& handles,
 Status HostBackend::StartRemotes(const std::vector<bool>& watched) {
   ControlBlock* own = PeerControl(spec_.rank);
   const ControlLayout layout(spec_.teams, spec_.size);
-  UcxTransport::Liveness liveness;
+  RemoteTransport::Liveness liveness;
   liveness.silence = spec_.peer_silence;
   const std::uint64_t control = heap_region_bytes_;
   const int rank = spec_.rank;
@@ -557,10 +523,20 @@ Status HostBackend::StartRemotes(const std::vector<bool>& watched) {
 
 std::vector<PeerPlacement> HostBackend::Placement() const {
   std::vector<PeerPlacement> placement = placement_;
-  // The path is chosen when the endpoint is made ("not connected" before).
-  for (std::size_t pe = 0; transport_ && pe < placement.size(); ++pe) {
-    if (placement[pe].transport == "ucx") {
-      placement[pe].path = std::string(transport_->PathName(static_cast<int>(pe)));
+  const std::string remote_name = transport_ ? transport_->name() : "";
+  for (std::size_t pe = 0; pe < placement.size(); ++pe) {
+    switch (placement[pe].route) {
+      case PeerRoute::kSelf:
+        placement[pe].transport = "self";
+        break;
+      case PeerRoute::kMapped:
+        placement[pe].transport = "shared memory";
+        break;
+      case PeerRoute::kRemote:
+        placement[pe].transport = remote_name;
+        // The path is chosen when the endpoint is made ("not connected" before).
+        if (transport_) placement[pe].path = transport_->PathName(static_cast<int>(pe));
+        break;
     }
   }
   return placement;
@@ -569,16 +545,12 @@ std::vector<PeerPlacement> HostBackend::Placement() const {
 NetworkInfo HostBackend::Network() const {
   NetworkInfo info;
   if (!transport_) return info;
-  info.provider = "ucx";
+  info.provider = transport_->name();
   info.version = transport_->version();
   info.endpoints = transport_->endpoints();
-  const RemoteCounters counters = transport_->counters();
-  info.counters = {{"puts", counters.puts},           {"gets", counters.gets},
-                   {"atomics", counters.atomics},     {"bytes_put", counters.bytes_put},
-                   {"bytes_got", counters.bytes_got}, {"messages", counters.messages},
-                   {"heartbeats", counters.heartbeats},
-                   {"flushes", counters.flushes},     {"rejected", counters.rejected},
-                   {"event_sleeps", counters.event_sleeps}};
+  transport_->counters().ForEach([&info](std::string_view name, std::uint64_t value) {
+    info.counters.emplace_back(std::string(name), value);
+  });
   return info;
 }
 
@@ -636,84 +608,45 @@ Status HostBackend::Quiesce() {
 
 StreamRef HostBackend::CurrentStream() const { return StreamRef{host::CurrentStream()}; }
 
+// Put, get and signal follow PE `pe`'s route (PeerAccess): a copy into its mapping or the
+// remote transport's call, on the stream's executor.
 Status HostBackend::Put(StreamRef stream, std::uint64_t offset, const void* source,
                         std::uint64_t bytes, int pe, KeepAlive keep_alive) {
   if (bytes == 0) return Status::Ok();
-  if (device_->IsRemote(pe)) {
-    UcxTransport* transport = transport_.get();
-    return Submit(stream, "put", [transport, offset, source, bytes, pe,
-                                  hold = std::move(keep_alive)]<CallSite kSite>() {
-      RequireCallable<HostCall::kCopyBytes, kSite>();
-      return transport->Put(pe, offset, source, bytes);
-    });
-  }
-  std::byte* destination = PeerHeapAddress(pe) + offset;
-  return Submit(stream, "put", [destination, source, bytes, hold = std::move(keep_alive)]<CallSite kSite>() {
-    CopyBytes<kSite>(destination, source, bytes);
-    return Status::Ok();
+  const PeerAccess* access = &device_->access();
+  return Submit(stream, "put", [access, offset, source, bytes, pe,
+                                hold = std::move(keep_alive)]<CallSite kSite>() {
+    return access->Put<kSite>(pe, offset, source, bytes);
   });
 }
 
 Status HostBackend::Get(StreamRef stream, void* destination, std::uint64_t offset,
                         std::uint64_t bytes, int pe, KeepAlive keep_alive) {
   if (bytes == 0) return Status::Ok();
-  if (device_->IsRemote(pe)) {
-    UcxTransport* transport = transport_.get();
-    return Submit(stream, "get", [transport, destination, offset, bytes, pe,
-                                  hold = std::move(keep_alive)]<CallSite kSite>() {
-      RequireCallable<HostCall::kCopyBytes, kSite>();
-      return transport->Get(pe, destination, offset, bytes);
-    });
-  }
-  const std::byte* source = PeerHeapAddress(pe) + offset;
-  return Submit(stream, "get", [destination, source, bytes, hold = std::move(keep_alive)]<CallSite kSite>() {
-    CopyBytes<kSite>(destination, source, bytes);
-    return Status::Ok();
+  const PeerAccess* access = &device_->access();
+  return Submit(stream, "get", [access, destination, offset, bytes, pe,
+                                hold = std::move(keep_alive)]<CallSite kSite>() {
+    return access->Get<kSite>(pe, destination, offset, bytes);
   });
 }
 
 Status HostBackend::Signal(StreamRef stream, std::uint64_t offset, SignalWidth width, SignalOp op,
                            std::int64_t value, int pe) {
-  if (device_->IsRemote(pe)) {
-    UcxTransport* transport = transport_.get();
-    const RemoteSignal signal = ToRemote(offset, width, op, value);
-    return Submit(stream, "signal", [transport, signal, pe]<CallSite kSite>() {
-      RequireCallable<HostCall::kAtomicSignal, kSite>();
-      return transport->PutSignal(pe, 0, nullptr, 0, signal);
-    });
-  }
-  std::byte* address = PeerHeapAddress(pe) + offset;
-  Doorbell* bell = &PeerControl(pe)->doorbell;
-  return Submit(stream, "signal", [address, bell, width, op, value]<CallSite kSite>() {
-    SignalAndRing<kSite>(address, bell, width, op, value);
-    return Status::Ok();
-  });
+  return PutSignal(stream, 0, nullptr, 0, offset, width, op, value, pe, nullptr);
 }
 
 Status HostBackend::PutSignal(StreamRef stream, std::uint64_t offset, const void* source,
                               std::uint64_t bytes, std::uint64_t signal_offset,
                               SignalWidth width, SignalOp op, std::int64_t value, int pe,
                               KeepAlive keep_alive) {
-  if (device_->IsRemote(pe)) {
-    UcxTransport* transport = transport_.get();
-    const RemoteSignal signal = ToRemote(signal_offset, width, op, value);
-    return Submit(stream, "put_signal",
-                  [transport, offset, source, bytes, signal, pe,
-                   hold = std::move(keep_alive)]<CallSite kSite>() {
-                    RequireCallable<HostCall::kCopyBytes, kSite>();
-                    // Data before signal: one message, or a put, a fence and an atomic.
-                    return transport->PutSignal(pe, offset, source, bytes, signal);
-                  });
-  }
-  std::byte* destination = PeerHeapAddress(pe) + offset;
-  std::byte* address = PeerHeapAddress(pe) + signal_offset;
-  Doorbell* bell = &PeerControl(pe)->doorbell;
-  return Submit(stream, "put_signal",
-                [destination, source, bytes, address, bell, width, op, value,
+  const PeerAccess* access = &device_->access();
+  const RemoteSignal signal = ToRemoteSignal(signal_offset, width, op, value);
+  // Data before signal: a copy then a seq_cst write, or one message (a put, a fence and an
+  // atomic on UCX's rma path).
+  return Submit(stream, bytes == 0 ? "signal" : "put_signal",
+                [access, offset, source, bytes, signal, pe,
                  hold = std::move(keep_alive)]<CallSite kSite>() {
-                  CopyBytes<kSite>(destination, source, bytes);
-                  SignalAndRing<kSite>(address, bell, width, op, value);  // data before signal
-                  return Status::Ok();
+                  return access->PutSignal<kSite>(pe, offset, source, bytes, signal);
                 });
 }
 

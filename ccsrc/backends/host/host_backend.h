@@ -16,10 +16,11 @@
 // that exits latches PEER_LOST and every wait of this backend gives up at once (liveness.h).
 //
 // Several hosts: a PE on another host (every peer, with HYPER_PARALLEL_SHMEM_REMOTE_PEERS=all)
-// cannot be mapped. OpenPeers then loads UCX, registers the segment, gathers every PE's UCX
-// address through the bootstrap and reaches those peers through UcxTransport (puts, gets,
-// atomics into their segment; a progress thread; heartbeats and endpoint errors for liveness),
-// while same-host peers stay mapped (docs/scale-out.md).
+// cannot be mapped. OpenPeers then opens the remote transport (backends/transport/: UCX),
+// registers the segment, gathers every PE's address through the bootstrap and reaches those
+// peers through it (puts, gets, atomics into their segment; progress; heartbeats and endpoint
+// errors for liveness), while same-host peers stay mapped. Each PE's route, mapped or remote,
+// is decided there once (peer_access.h; docs/scale-out.md).
 //
 // Closing: DestroyHeap releases every segment, but leaves the local heap's addresses reserved
 // for the rest of the process as private zero pages, so a stale alias of a heap tensor reads
@@ -36,13 +37,13 @@
 
 #include "backends/backend.h"
 #include "backends/host/affinity.h"
-#include "backends/host/call_sites.h"
+#include "backends/wait/call_sites.h"
 #include "backends/host/control_block.h"
 #include "backends/host/host_device.h"
 #include "backends/host/host_stream.h"
 #include "backends/host_identity.h"
 #include "backends/host/liveness.h"
-#include "backends/host/ucx_transport.h"
+#include "backends/transport/remote_transport.h"
 
 namespace hyper_parallel::shmem::host {
 
@@ -176,7 +177,7 @@ class HostBackend final : public Backend {
   ThreadPin pin_;
   std::unique_ptr<CopyWorkers> workers_;
   std::unique_ptr<HostDevice> device_;
-  std::unique_ptr<UcxTransport> transport_;  // null: every peer is mapped
+  std::unique_ptr<RemoteTransport> transport_;  // null: every peer is mapped
   std::vector<PeerPlacement> placement_;
   // By PE: this PE already passed on its loss (Lost); sized with the peers, before any thread
   // that reports a loss starts.

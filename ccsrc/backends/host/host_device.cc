@@ -86,7 +86,7 @@ Status HostDevice::ReadSummary(const SummarySlot& slot, std::uint64_t sequence,
 
 Status HostDevice::ReadOwn(int pe, const data_plane::CollectiveGroup& group,
                            std::uint64_t sequence, CollectiveDescriptor* descriptor) const {
-  const CollectiveSlot& theirs = layout_.Collective(controls_[pe], group.sync_slot, sequence);
+  const CollectiveSlot& theirs = layout_.Collective(access_.control(pe), group.sync_slot, sequence);
   std::array<std::uint64_t, CollectiveDescriptor::kWords> words{};
   words[0] = theirs.sequence.load(std::memory_order_acquire);
   for (int i = 1; i < CollectiveDescriptor::kWords; ++i) {
@@ -138,7 +138,7 @@ Status HostDevice::ReadDescriptors(const data_plane::CollectiveGroup& group,
 }
 
 std::string HostDevice::CounterText(std::uint64_t offset, std::int64_t target) const {
-  return Hex(heap_bases_[rank_] + offset) + ", expected>=" + std::to_string(target) +
+  return Hex(access_.heap(rank_) + offset) + ", expected>=" + std::to_string(target) +
          ", observed=" + std::to_string(ReadCounter(rank_, offset));
 }
 
@@ -148,7 +148,7 @@ bool HostDevice::CoreWordsMatch(const data_plane::CollectiveGroup& group,
   for (int member = 0; member < group.size(); ++member) {
     const int pe = group.pe(member);
     if (pe == rank_) continue;
-    const CollectiveSlot& theirs = layout_.Collective(controls_[pe], group.sync_slot, mine.sequence);
+    const CollectiveSlot& theirs = layout_.Collective(access_.control(pe), group.sync_slot, mine.sequence);
     if (theirs.sequence.load(std::memory_order_acquire) != mine.sequence) return false;
     for (int i = 1; i < CollectiveDescriptor::kCoreWords; ++i) {
       if (theirs.words[i - 1].load(std::memory_order_relaxed) != words[i]) return false;

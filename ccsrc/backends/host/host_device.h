@@ -37,11 +37,11 @@
 
 #include "backends/blocking_ops.h"
 #include "backends/collective_descriptor.h"
-#include "backends/host/call_sites.h"
+#include "backends/wait/call_sites.h"
 #include "backends/host/control_block.h"
-#include "backends/host/doorbell.h"
+#include "backends/wait/doorbell.h"
 #include "backends/host/liveness.h"
-#include "backends/host/ucx_transport.h"
+#include "backends/host/peer_access.h"
 #include "base/mutex.h"
 #include "base/status.h"
 
@@ -61,8 +61,7 @@ class HostDevice {
         layout_(teams, size),
         timeout_(timeout),
         wait_policy_(wait_policy),
-        heap_bases_(std::move(heap_bases)),
-        controls_(std::move(controls)),
+        access_(std::move(heap_bases), std::move(controls)),
         workers_(workers),
         latch_(latch),
         blocking_ops_(blocking_ops),
@@ -76,15 +75,19 @@ class HostDevice {
   /// Called once, before any kernel runs.
   /// `told(pe)` is called (from a waiting thread) when this PE's control block says a PE of
   /// this host learned that `pe` is lost (ControlBlock::told_lost).
-  void AttachRemote(UcxTransport* transport, std::uint64_t control_offset,
-                    std::vector<int> hosts, std::function<void(int)> told) {
+  void AttachRemote(RemoteTransport* transport, std::vector<PeerRoute> routes,
+                    std::uint64_t control_offset, std::vector<int> hosts,
+                    std::function<void(int)> told) {
+    access_.AttachRemote(transport, std::move(routes));
     remote_ = transport;
     control_offset_ = control_offset;
     hosts_ = std::move(hosts);
     told_ = std::move(told);
   }
+  /// How every PE is reached (peer_access.h).
+  const PeerAccess& access() const { return access_; }
   /// Whether PE `pe` is reached through the network transport.
-  bool IsRemote(int pe) const { return remote_ != nullptr && remote_->remote(pe); }
+  bool IsRemote(int pe) const { return access_.IsRemote(pe); }
   /// Whether any PE is.
   bool HasRemote() const { return remote_ != nullptr; }
   /// PE `pe`'s host as its lowest PE number (0 for every PE when none is remote).
@@ -94,7 +97,7 @@ class HostDevice {
   int size() const { return size_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   /// Address of heap offset 0 of PE `pe` in this process.
-  std::byte* heap(int pe) const { return heap_bases_[pe]; }
+  std::byte* heap(int pe) const { return access_.heap(pe); }
   /// How many copy workers (the caller included) RunParallel uses.
   int workers() const;
 
@@ -106,16 +109,11 @@ class HostDevice {
 
   /// Copies `bytes` from local `source` to heap offset `offset` of PE `pe`: a memcpy into its
   /// mapping, or a UCX put to a remote PE (a failure is latched: the lifecycle cannot go on).
-  /// `audience`: whether a later flush (a barrier) must wait for it (ucx_transport.h).
+  /// `audience`: whether a later flush (a barrier) must wait for it (remote_transport.h).
   template <CallSite kSite>
   void PutTo(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes,
              Audience audience = Audience::kAnyone) const {
-    RequireCallable<HostCall::kCopyBytes, kSite>();
-    if (IsRemote(pe)) {
-      Check<kSite>(remote_->Put(pe, offset, source, bytes, audience));
-      return;
-    }
-    CopyBytes(heap_bases_[pe] + offset, source, bytes);
+    Check<kSite>(access_.Put<kSite>(pe, offset, source, bytes, audience));
   }
 
   /// PutTo, then adds `value` to the 64-bit counter at heap offset `counter_offset` of the same
@@ -123,14 +121,8 @@ class HostDevice {
   template <CallSite kSite>
   void PutThenAdd(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes,
                   std::uint64_t counter_offset, std::int64_t value) const {
-    RequireCallable<HostCall::kCopyBytes, kSite>();
-    if (IsRemote(pe)) {
-      Check<kSite>(remote_->PutSignal(pe, offset, source, bytes,
-                                      RemoteSignal{counter_offset, 8, SignalAction::kAdd, value}));
-      return;
-    }
-    if (bytes > 0) CopyBytes(heap_bases_[pe] + offset, source, bytes);
-    AddCounter<kSite>(pe, counter_offset, value);
+    Check<kSite>(access_.PutSignal<kSite>(
+        pe, offset, source, bytes, RemoteSignal{counter_offset, 8, SignalAction::kAdd, value}));
   }
 
   /// PutTo, then Publish(pe, slot, epoch): one message to a remote PE. The data is the
@@ -145,20 +137,20 @@ class HostDevice {
           ArrivalSignal(slot, epoch), Audience::kTarget));
       return;
     }
-    if (bytes > 0) CopyBytes(heap_bases_[pe] + offset, source, bytes);
+    if (bytes > 0) CopyBytes(access_.heap(pe) + offset, source, bytes);
     Publish<kSite>(pe, slot, epoch);
   }
 
   /// The signal that publishes `epoch` on `slot` to a remote PE (one arrival; Publish).
   RemoteSignal ArrivalSignal(int slot, std::uint64_t epoch) const {
-    return RemoteSignal{RemoteOffset(&layout_.Arrivals(controls_[rank_], slot, epoch,
+    return RemoteSignal{RemoteOffset(&layout_.Arrivals(access_.control(rank_), slot, epoch,
                                                        kArrivalLanes)),
                         8, SignalAction::kAdd, 1};
   }
-  /// A put and `signal` to a remote PE without waiting (UcxTransport::Begin): on its way when
+  /// A put and `signal` to a remote PE without waiting (RemoteTransport::Begin): on its way when
   /// this returns, its `source` the caller's until FinishRemote(out).
   template <CallSite kSite>
-  void BeginRemote(UcxTransport::Outbound* out, int pe, std::uint64_t offset,
+  void BeginRemote(Outbound* out, int pe, std::uint64_t offset,
                    const void* source, std::uint64_t bytes, const RemoteSignal& signal,
                    Audience audience) const {
     RequireCallable<HostCall::kCopyBytes, kSite>();
@@ -166,7 +158,7 @@ class HostDevice {
   }
   /// Waits until every message begun on `out` has left (a failure is latched).
   template <CallSite kSite>
-  void FinishRemote(UcxTransport::Outbound* out) const {
+  void FinishRemote(Outbound* out) const {
     RequireCallable<HostCall::kCopyBytes, kSite>();
     Check<kSite>(remote_->Finish(out));
   }
@@ -185,14 +177,14 @@ class HostDevice {
     if (IsRemote(pe)) {
       Check<kSite>(remote_->PutSignal(
           pe, offset, source, bytes,
-          RemoteSignal{RemoteOffset(&layout_.Step(controls_[rank_], slot, word)), 8,
+          RemoteSignal{RemoteOffset(&layout_.Step(access_.control(rank_), slot, word)), 8,
                        SignalAction::kSet, static_cast<std::int64_t>(value)},
           Audience::kTarget));
       return;
     }
-    if (bytes > 0) CopyBytes(heap_bases_[pe] + offset, source, bytes);
-    layout_.Step(controls_[pe], slot, word).value.store(value, std::memory_order_seq_cst);
-    RingAfterSeqCst<kSite>(&controls_[pe]->doorbell);
+    if (bytes > 0) CopyBytes(access_.heap(pe) + offset, source, bytes);
+    layout_.Step(access_.control(pe), slot, word).value.store(value, std::memory_order_seq_cst);
+    RingAfterSeqCst<kSite>(&access_.control(pe)->doorbell);
   }
 
   /// Waits until this PE's round word `word` of `slot` holds at least `value` (set by PE
@@ -203,7 +195,7 @@ class HostDevice {
                    std::string_view operation, std::string_view waiting_for,
                    const HostStream* stream) const {
     RequireCallable<HostCall::kBoundedWait, kSite>();
-    const PaddedCounter& round = layout_.Step(controls_[rank_], slot, word);
+    const PaddedCounter& round = layout_.Step(access_.control(rank_), slot, word);
     auto ready = [&] { return round.value.load(std::memory_order_acquire) >= value; };
     auto describe = [&round, value, word, source, what = std::string(waiting_for)] {
       return "waiting_for=" + what + ", round_word=" + std::to_string(word) +
@@ -226,20 +218,20 @@ class HostDevice {
 
   /// Waits on this PE's doorbell until `ready()`, the timeout or the latch (WaitUntil with the
   /// PE's policy). With remote peers the waiter drives the network itself: it progresses while
-  /// it spins and sleeps on the network's events when it can (ucx_transport.h).
+  /// it spins and sleeps on the network's events when it can (remote_transport.h).
   template <CallSite kSite, class Ready, class Notice>
   WaitOutcome Await(Ready&& ready, Notice&& notice) const {
-    Doorbell* bell = &controls_[rank_]->doorbell;
+    Doorbell* bell = &access_.control(rank_)->doorbell;
     if (remote_ == nullptr) {
       return WaitUntil<kSite>(bell, ready, timeout_, wait_policy_, latch_->flag(), notice);
     }
     if (ready()) return WaitOutcome::kReady;
-    UcxTransport::Waiting waiting(remote_);
+    RemoteTransport::Waiting waiting(remote_);
     return WaitUntil<kSite>(
         bell,
         [&] {
           remote_->Poll();
-          const int told = controls_[rank_]->told_lost.load(std::memory_order_relaxed);
+          const int told = access_.control(rank_)->told_lost.load(std::memory_order_relaxed);
           if (told >= 0 && told_) [[unlikely]] told_(told);
           return ready();
         },
@@ -251,7 +243,7 @@ class HostDevice {
   void Check(const Status& status) const {
     if (status.ok()) [[likely]] return;
     latch_->Set(status);
-    Ring<kSite>(&controls_[rank_]->doorbell);
+    Ring<kSite>(&access_.control(rank_)->doorbell);
   }
 
   /// Publishes `epoch` on `slot` to PE `pe` (one arrival), after every write this thread made
@@ -266,23 +258,17 @@ class HostDevice {
                                       Audience::kTarget));
       return;
     }
-    layout_.Arrivals(controls_[pe], slot, epoch, rank_ % kArrivalLanes)
+    layout_.Arrivals(access_.control(pe), slot, epoch, rank_ % kArrivalLanes)
         .value.fetch_add(1, std::memory_order_seq_cst);
-    RingAfterSeqCst<kSite>(&controls_[pe]->doorbell);
+    RingAfterSeqCst<kSite>(&access_.control(pe)->doorbell);
   }
 
   /// Adds `value` to the 64-bit counter at heap offset `offset` of PE `pe` (seq_cst: after
   /// every write this thread made before) and wakes a sleeper there.
   template <CallSite kSite>
   void AddCounter(int pe, std::uint64_t offset, std::int64_t value) const {
-    RequireCallable<HostCall::kAtomicSignal, kSite>();
-    if (IsRemote(pe)) {
-      Check<kSite>(remote_->PutSignal(pe, 0, nullptr, 0,
-                                      RemoteSignal{offset, 8, SignalAction::kAdd, value}));
-      return;
-    }
-    Counter(pe, offset).fetch_add(value, std::memory_order_seq_cst);
-    RingAfterSeqCst<kSite>(&controls_[pe]->doorbell);
+    Check<kSite>(access_.PutSignal<kSite>(pe, 0, nullptr, 0,
+                                          RemoteSignal{offset, 8, SignalAction::kAdd, value}));
   }
 
   /// Waits until this PE's 64-bit counter at heap offset `offset` is at least `target`. TIMEOUT
@@ -315,12 +301,12 @@ class HostDevice {
   /// mapping PEs or (`remote`) through the network.
   std::uint64_t Arrived(int slot, std::uint64_t epoch, bool remote) const {
     if (remote) {
-      return layout_.Arrivals(controls_[rank_], slot, epoch, kArrivalLanes)
+      return layout_.Arrivals(access_.control(rank_), slot, epoch, kArrivalLanes)
           .value.load(std::memory_order_acquire);
     }
     std::uint64_t sum = 0;
     for (int lane = 0; lane < kArrivalLanes; ++lane) {
-      sum += layout_.Arrivals(controls_[rank_], slot, epoch, lane).value.load(std::memory_order_acquire);
+      sum += layout_.Arrivals(access_.control(rank_), slot, epoch, lane).value.load(std::memory_order_acquire);
     }
     return sum;
   }
@@ -488,7 +474,7 @@ class HostDevice {
     };
     if (local.front() != rank_) {  // a member: the leader's verdict
       const int leader = local.front();
-      const SummarySlot& verdict = layout_.Verdict(controls_[leader], team, sequence);
+      const SummarySlot& verdict = layout_.Verdict(access_.control(leader), team, sequence);
       HPS_RETURN_IF_ERROR(AwaitSlot<kSite>(verdict, sequence, operation, stream, describe,
                                            leader, "the host leader's verdict"));
       return ReadSummary(verdict, sequence, group, leader, summary);
@@ -520,7 +506,7 @@ class HostDevice {
       const int from =
           leaders[static_cast<std::size_t>(((my_leader - (1 << round)) % hosts + hosts) % hosts)];
       SendSummary<kSite>(to, team, round, *summary);
-      const SummarySlot& slot = layout_.Round(controls_[rank_], team, round, sequence);
+      const SummarySlot& slot = layout_.Round(access_.control(rank_), team, round, sequence);
       HPS_RETURN_IF_ERROR(AwaitSlot<kSite>(slot, sequence, operation, stream, describe, from,
                                            "round " + std::to_string(round) + " of " +
                                                std::to_string(DisseminationRounds(
@@ -529,10 +515,10 @@ class HostDevice {
       HPS_RETURN_IF_ERROR(ReadSummary(slot, sequence, group, from, &received));
       summary->Combine(received);
     }
-    SummarySlot& verdict = layout_.Verdict(controls_[rank_], team, sequence);
+    SummarySlot& verdict = layout_.Verdict(access_.control(rank_), team, sequence);
     StoreSummary(verdict, *summary);
     for (int pe : local) {
-      if (pe != rank_) Ring<kSite>(&controls_[pe]->doorbell);
+      if (pe != rank_) Ring<kSite>(&access_.control(pe)->doorbell);
     }
     return Status::Ok();
   }
@@ -549,7 +535,7 @@ class HostDevice {
       if (IsRemote(peer.pe)) {
         // Into the peer's mailbox through UCX: the words, then the round (after them; one
         // message on the messages path).
-        const CollectiveSlot& box = layout_.Offer(controls_[rank_], rank_, peer.round);
+        const CollectiveSlot& box = layout_.Offer(access_.control(rank_), rank_, peer.round);
         Check<kSite>(remote_->PutSignal(
             peer.pe, RemoteOffset(&box.words[0]), &mine[1],
             (CollectiveDescriptor::kWords - 1) * sizeof(std::uint64_t),
@@ -558,15 +544,15 @@ class HostDevice {
             Audience::kTarget));
         continue;
       }
-      CollectiveSlot& box = layout_.Offer(controls_[peer.pe], rank_, peer.round);
+      CollectiveSlot& box = layout_.Offer(access_.control(peer.pe), rank_, peer.round);
       for (int i = 1; i < CollectiveDescriptor::kWords; ++i) {
         box.words[i - 1].store(mine[i], std::memory_order_relaxed);
       }
       box.sequence.store(peer.round, std::memory_order_release);
-      Ring<kSite>(&controls_[peer.pe]->doorbell);
+      Ring<kSite>(&access_.control(peer.pe)->doorbell);
     }
     auto arrived = [&](const PeerRound& peer) {
-      return layout_.Offer(controls_[rank_], peer.pe, peer.round)
+      return layout_.Offer(access_.control(rank_), peer.pe, peer.round)
                  .sequence.load(std::memory_order_acquire) >= peer.round;
     };
     auto everyone = [&] {
@@ -598,7 +584,7 @@ class HostDevice {
     }
     theirs->assign(peers.size(), ExchangeWords{});
     for (std::size_t i = 0; i < peers.size(); ++i) {
-      const CollectiveSlot& box = layout_.Offer(controls_[rank_], peers[i].pe, peers[i].round);
+      const CollectiveSlot& box = layout_.Offer(access_.control(rank_), peers[i].pe, peers[i].round);
       ExchangeWords& words = (*theirs)[i];
       words[0] = box.sequence.load(std::memory_order_acquire);
       for (int w = 1; w < CollectiveDescriptor::kWords; ++w) {
@@ -633,21 +619,21 @@ class HostDevice {
   // The sequence number in PE `pe`'s own descriptor slot of team slot `team`, call
   // `sequence`'s parity (`pe` maps into this process).
   std::uint64_t PublishedSequence(int pe, int team, std::uint64_t sequence) const {
-    return layout_.Collective(controls_[pe], team, sequence).sequence.load(std::memory_order_acquire);
+    return layout_.Collective(access_.control(pe), team, sequence).sequence.load(std::memory_order_acquire);
   }
   // Writes `mine` into this PE's own slot of the group's team slot (the words, then the
   // sequence, release) and rings the members that map it.
   template <CallSite kSite>
   void StoreOwn(const data_plane::CollectiveGroup& group, const CollectiveDescriptor& mine) const {
     const auto words = mine.Pack();
-    CollectiveSlot& own = layout_.Collective(controls_[rank_], group.sync_slot, mine.sequence);
+    CollectiveSlot& own = layout_.Collective(access_.control(rank_), group.sync_slot, mine.sequence);
     for (int i = 1; i < CollectiveDescriptor::kWords; ++i) {
       own.words[i - 1].store(words[i], std::memory_order_relaxed);
     }
     own.sequence.store(mine.sequence, std::memory_order_release);
     for (int member = 0; member < group.size(); ++member) {
       const int pe = group.pe(member);
-      if (pe != rank_ && !IsRemote(pe)) Ring<kSite>(&controls_[pe]->doorbell);
+      if (pe != rank_ && !IsRemote(pe)) Ring<kSite>(&access_.control(pe)->doorbell);
     }
   }
   // Waits (bounded, abortable) until `slot` holds call `sequence`, which PE `from` sends;
@@ -679,12 +665,12 @@ class HostDevice {
   template <CallSite kSite>
   void SendSummary(int to, int team, int round, const DescriptorSummary& summary) const {
     if (!IsRemote(to)) {
-      StoreSummary(layout_.Round(controls_[to], team, round, summary.sequence), summary);
-      Ring<kSite>(&controls_[to]->doorbell);
+      StoreSummary(layout_.Round(access_.control(to), team, round, summary.sequence), summary);
+      Ring<kSite>(&access_.control(to)->doorbell);
       return;
     }
     const auto words = summary.Pack();
-    const SummarySlot& box = layout_.Round(controls_[rank_], team, round, summary.sequence);
+    const SummarySlot& box = layout_.Round(access_.control(rank_), team, round, summary.sequence);
     Check<kSite>(remote_->PutSignal(
         to, RemoteOffset(&box.words[0]), &words[1],
         (DescriptorSummary::kWords - 1) * sizeof(std::uint64_t),
@@ -704,7 +690,7 @@ class HostDevice {
                  CollectiveDescriptor* descriptor) const;
   // The segment offset, at any PE, of `field` (a field of this PE's control block).
   std::uint64_t RemoteOffset(const void* field) const {
-    return control_offset_ + ControlLayout::OffsetIn(controls_[rank_], field);
+    return control_offset_ + ControlLayout::OffsetIn(access_.control(rank_), field);
   }
   // The arrivals this PE expects in total on `slot`'s counter for `epoch`'s parity (`remote`:
   // the network's), after the last wait.
@@ -717,7 +703,7 @@ class HostDevice {
   Status ReadDescriptors(const data_plane::CollectiveGroup& group, std::uint64_t sequence,
                          std::vector<CollectiveDescriptor>* all) const;
   std::atomic_ref<std::int64_t> Counter(int pe, std::uint64_t offset) const {
-    return std::atomic_ref<std::int64_t>(*reinterpret_cast<std::int64_t*>(heap_bases_[pe] + offset));
+    return std::atomic_ref<std::int64_t>(*reinterpret_cast<std::int64_t*>(access_.heap(pe) + offset));
   }
   // "0x40 expected>=3 observed=2" for diagnostics.
   std::string CounterText(std::uint64_t offset, std::int64_t target) const;
@@ -742,12 +728,11 @@ class HostDevice {
   ControlLayout layout_;
   std::chrono::milliseconds timeout_;
   WaitPolicy wait_policy_;
-  std::vector<std::byte*> heap_bases_;
-  std::vector<ControlBlock*> controls_;
+  PeerAccess access_;
   CopyWorkers* workers_;  // may be null: the caller alone
   FailureLatch* latch_;
   BlockingOpTable* blocking_ops_;  // may be null: waits are not registered
-  UcxTransport* remote_ = nullptr;  // null: every peer is mapped
+  RemoteTransport* remote_ = nullptr;  // access_.transport(): null when every peer is mapped
   std::uint64_t control_offset_ = 0;
   std::vector<int> hosts_;  // with remote_: each PE's host, as its lowest PE number
   std::function<void(int)> told_;  // with remote_: a loss a PE of this host passed on

@@ -67,7 +67,7 @@ class HostKernelApi final : public data_plane::KernelApi {
   // begun first, in the batch's order (which each PE's messages keep), without waiting for
   // each, and the blocks to this host's PEs are copied while they travel.
   void PutBlocksSignalled(std::span<const data_plane::SignalledPut> puts) override {
-    UcxTransport::Outbound outbound;
+    Outbound outbound;
     if (device_.HasRemote()) {
       for (const data_plane::SignalledPut& put : puts) {
         if (!device_.IsRemote(put.pe)) continue;
@@ -107,7 +107,7 @@ class HostKernelApi final : public data_plane::KernelApi {
     for (std::size_t i = 0; i < puts.size(); ++i) {
       if (remote_peer[puts[i].pe] && puts[i].bytes > 0) carrier[puts[i].pe] = i;
     }
-    UcxTransport::Outbound outbound;
+    Outbound outbound;
     std::vector<data_plane::BlockPut> local;
     local.reserve(puts.size());
     for (std::size_t i = 0; i < puts.size(); ++i) {

@@ -1,6 +1,6 @@
 #include "backends/host/host_stream.h"
 
-#include "backends/host/doorbell.h"
+#include "backends/wait/doorbell.h"
 
 #include <atomic>
 #include <cstdio>

@@ -23,7 +23,7 @@
 #include <memory>
 #include <thread>
 
-#include "backends/host/call_sites.h"
+#include "backends/wait/call_sites.h"
 #include "base/mutex.h"
 #include "base/status.h"
 

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "backends/failure_latch.h"
-#include "backends/host/doorbell.h"
+#include "backends/wait/doorbell.h"
 #include "base/status.h"
 
 namespace hyper_parallel::shmem::host {

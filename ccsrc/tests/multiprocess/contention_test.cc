@@ -13,7 +13,7 @@
 #include <atomic>
 #include <thread>
 
-#include "backends/host/doorbell.h"
+#include "backends/wait/doorbell.h"
 #include "tests/multiprocess/pe_helpers.h"
 
 namespace hyper_parallel::shmem::testing {

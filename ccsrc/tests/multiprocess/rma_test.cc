@@ -1,6 +1,7 @@
 // Put/get/signal/wait/barrier across real PE processes on the host backend.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <thread>
@@ -145,6 +146,50 @@ TEST_P(RmaTest, DataBeforeSignal) {
                          (payload.size() - 1)),
                "last word of round " + std::to_string(round));
       CHECK_PE_OK(ctx, Barrier(Rt(), {}));  // the peer may overwrite only after we read
+    }
+    FreeAllAndShutdown(ctx);
+    return 0;
+  }));
+}
+
+// Puts to one PE may land in any order; a fence orders them (docs/scale-out.md, "Transports").
+// Each round, every PE puts 32 words to the next PE, fences, then puts a flag word (a plain
+// put, no signal): once the flag shows the round, every word must too. Under
+// HYPER_PARALLEL_SHMEM_REMOTE_TRANSPORT=reordering the puts before the fence were held and
+// sent shuffled, which the transport's counters must show.
+TEST_P(RmaTest, FenceOrdersPutsToEachPe) {
+  EXPECT_ALL_PES_PASS(RunPes(Launch(GetParam()), [](PeContext& ctx) {
+    CHECK_PE_OK(ctx, ctx.InitRuntime());
+    constexpr int kWords = 32;
+    Allocation words = MustAllocate(ctx, kWords * 8);
+    Allocation flag = MustAllocate(ctx, 8);
+    *As<std::int64_t>(flag) = 0;
+    CHECK_PE_OK(ctx, Barrier(Rt(), {}));
+    const int next = (ctx.rank + 1) % ctx.size;
+    for (std::int64_t round = 1; round <= 30; ++round) {
+      for (int i = 0; i < kWords; ++i) {
+        const std::int64_t value = round * 1000 + i;
+        CHECK_PE_OK(ctx, Rt().Put(Sub(words, i * 8, 8), &value, next, {}));
+      }
+      CHECK_PE_OK(ctx, Rt().Fence({}));
+      CHECK_PE_OK(ctx, Rt().Put(View(flag), &round, next, {}));
+      CHECK_PE_OK(ctx, Rt().WaitSignal(View(flag), SignalWidth::k64, round, Comparison::kGe, {}));
+      for (int i = 0; i < kWords; ++i) {
+        if (As<std::int64_t>(words)[i] != round * 1000 + i) {
+          CHECK_PE(ctx, false, "word " + std::to_string(i) + " of round " +
+                                   std::to_string(round) + " is stale after the fenced flag");
+          break;
+        }
+      }
+      CHECK_PE_OK(ctx, Barrier(Rt(), {}));  // the peer writes round+1 only after we read
+    }
+    const char* transport = std::getenv("HYPER_PARALLEL_SHMEM_REMOTE_TRANSPORT");
+    if (transport != nullptr && std::string(transport) == "reordering") {
+      std::uint64_t reordered = 0;
+      for (const auto& [name, value] : Rt().Snapshot().network.counters) {
+        if (name == "reordered") reordered = value;
+      }
+      CHECK_PE(ctx, reordered > 0, "the reordering transport sent nothing out of order");
     }
     FreeAllAndShutdown(ctx);
     return 0;

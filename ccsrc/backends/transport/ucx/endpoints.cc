@@ -1,13 +1,13 @@
 // UcxTransport's endpoints (ucx_transport.h): made at init to the watch partners, and to any
 // other peer when first used (a hello first); the path each takes; the errors they report; the
 // losses this PE passes on (docs/scale-out.md, "How it works" and "Liveness").
-#include "backends/host/ucx_library.h"
+#include "backends/transport/ucx/library.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
-namespace hyper_parallel::shmem::host {
+namespace hyper_parallel::shmem::transport {
 
 #if HPS_HAVE_UCX_HEADERS
 
@@ -134,7 +134,7 @@ Status UcxTransport::CreateEndpoint(Peer& peer, bool hello) {
     send.user_data = posted;
     void* request = l.am_send_nbx(ep, kUcxMessageId, &posted->header, sizeof posted->header,
                                   nullptr, 0, &send);
-    heartbeats_.fetch_add(1, std::memory_order_relaxed);
+    counters_.heartbeats.fetch_add(1, std::memory_order_relaxed);
     if (request == nullptr || UCS_PTR_IS_ERR(request)) delete posted;
   }
   peer.ep.store(ep, std::memory_order_release);
@@ -175,7 +175,7 @@ void UcxTransport::ReportLost(int pe) {
   }
 }
 
-std::string_view UcxTransport::PathName(int pe) const {
+std::string UcxTransport::PathName(int pe) const {
   if (peers_[pe].ep.load(std::memory_order_acquire) == nullptr) return "not connected";
   return peers_[pe].path == Path::kMessages ? "messages" : "rma";
 }
@@ -194,4 +194,4 @@ int UcxTransport::endpoints() const {
 
 #endif
 
-}  // namespace hyper_parallel::shmem::host
+}  // namespace hyper_parallel::shmem::transport

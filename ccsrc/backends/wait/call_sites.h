@@ -80,7 +80,7 @@ template <HostCall call, CallSite site>
 constexpr void RequireCallable() {
   static_assert(IsCallable(call, site),
                 "this host-backend call is not callable from this call site "
-                "(see kAllowedSites in backends/host/call_sites.h)");
+                "(see kAllowedSites in backends/wait/call_sites.h)");
 }
 
 }  // namespace hyper_parallel::shmem::host

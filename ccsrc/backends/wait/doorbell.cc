@@ -1,4 +1,4 @@
-#include "backends/host/doorbell.h"
+#include "backends/wait/doorbell.h"
 
 #include <linux/futex.h>
 #include <sched.h>

@@ -1,7 +1,7 @@
 // UcxTransport: loading UCX, registering the segment, the operations a PE issues, closing
 // (ucx_transport.h). Endpoints and their paths, and losses passed on: ucx_endpoints.cc;
 // progress and waiting: ucx_progress.cc; what arrives on the messages path: ucx_messages.cc.
-#include "backends/host/ucx_library.h"
+#include "backends/transport/ucx/library.h"
 
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include <cstring>
 #include <utility>
 
-namespace hyper_parallel::shmem::host {
+namespace hyper_parallel::shmem::transport {
 
 #if HPS_HAVE_UCX_HEADERS
 
@@ -80,7 +80,7 @@ bool UcxTransport::LanesHaveHardwareRma(std::string_view info) {
 
 #if HPS_HAVE_UCX_HEADERS
 
-Status UcxTransport::Load(const Options& options, std::unique_ptr<UcxTransport>* out) {
+Status UcxTransport::Load(const Options& options, std::unique_ptr<RemoteTransport>* out) {
   const std::string path = options.library.empty() ? "libucp.so.0" : options.library;
   auto lib = std::make_unique<Library>();
   lib->handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
@@ -283,7 +283,7 @@ Status UcxTransport::Send(int pe, const WireHeader& header, const void* data,
   void* request =
       lib_->am_send_nbx(static_cast<ucp_ep_h>(peers_[pe].ep.load(std::memory_order_acquire)),
                         kUcxMessageId, &sent, sizeof sent, data, bytes, &params);
-  (heartbeat ? heartbeats_ : messages_).fetch_add(1, std::memory_order_relaxed);
+  (heartbeat ? counters_.heartbeats : counters_.messages).fetch_add(1, std::memory_order_relaxed);
   // The header and the data stay ours until the request completes; a bulk one streams.
   const bool bulk = request != nullptr && !UCS_PTR_IS_ERR(request) && bytes >= kBulkBytes;
   if (bulk) streaming_.fetch_add(1, std::memory_order_relaxed);
@@ -312,17 +312,17 @@ void UcxTransport::Post(int pe, const WireHeader& header, const void* data,
   // `data` is this PE's segment, which outlives every posted message (Close flushes first).
   void* request = lib_->am_send_nbx(static_cast<ucp_ep_h>(ep), kUcxMessageId, &posted->header,
                                     sizeof posted->header, data, bytes, &params);
-  (heartbeat ? heartbeats_ : messages_).fetch_add(1, std::memory_order_relaxed);
+  (heartbeat ? counters_.heartbeats : counters_.messages).fetch_add(1, std::memory_order_relaxed);
   if (request == nullptr || UCS_PTR_IS_ERR(request)) delete posted;
 }
 
 void UcxTransport::CountOperation(std::uint64_t bytes, const RemoteSignal& signal) {
   // One operation, whatever it carries (RemoteCounters).
   if (bytes > 0) {
-    puts_.fetch_add(1, std::memory_order_relaxed);
-    bytes_put_.fetch_add(bytes, std::memory_order_relaxed);
+    counters_.puts.fetch_add(1, std::memory_order_relaxed);
+    counters_.bytes_put.fetch_add(bytes, std::memory_order_relaxed);
   } else if (signal.action != SignalAction::kNone) {
-    atomics_.fetch_add(1, std::memory_order_relaxed);
+    counters_.atomics.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
@@ -345,7 +345,7 @@ Status UcxTransport::Transmit(int pe, std::uint64_t offset, const void* source,
     return Status::Ok();
   }
   Library& l = *lib_;
-  if (heartbeat) heartbeats_.fetch_add(1, std::memory_order_relaxed);  // Send counts its own
+  if (heartbeat) counters_.heartbeats.fetch_add(1, std::memory_order_relaxed);  // Send counts its own
   if (bytes > 0) {
     HPS_RETURN_IF_ERROR(CheckPeer(pe, "ucp_put_nbx"));
     ucp_request_param_t params{};
@@ -408,12 +408,12 @@ struct UcxTransport::Sending {
 
 Status UcxTransport::Begin(Outbound* out, int pe, std::uint64_t offset, const void* source,
                            std::uint64_t bytes, const RemoteSignal& signal, Audience audience) {
-  if (!out->failed_.ok()) return out->failed_;
+  if (!out->failed.ok()) return out->failed;
   HPS_RETURN_IF_ERROR(Connected(pe));
   if (peers_[pe].path != Path::kMessages) {
     return PutSignal(pe, offset, source, bytes, signal, audience);
   }
-  while (out->sending_.size() - out->finished_ >= Outbound::kMaxInFlight) {
+  while (out->in_flight.size() - out->finished >= Outbound::kMaxInFlight) {
     HPS_RETURN_IF_ERROR(FinishOldest(out));
   }
   HPS_RETURN_IF_ERROR(CheckPeer(pe, "ucp_am_send_nbx"));
@@ -441,12 +441,12 @@ Status UcxTransport::Begin(Outbound* out, int pe, std::uint64_t offset, const vo
   void* request = lib_->am_send_nbx(
       static_cast<ucp_ep_h>(peers_[pe].ep.load(std::memory_order_acquire)), kUcxMessageId,
       &sending->header, sizeof sending->header, source, bytes, &params);
-  messages_.fetch_add(1, std::memory_order_relaxed);
+  counters_.messages.fetch_add(1, std::memory_order_relaxed);
   if (request == nullptr || UCS_PTR_IS_ERR(request)) {  // done at once: no callback
     delete held;
     if (request != nullptr) {
-      out->failed_ = Failure(pe, UCS_PTR_STATUS(request), "ucp_am_send_nbx");
-      return out->failed_;
+      out->failed = Failure(pe, UCS_PTR_STATUS(request), "ucp_am_send_nbx");
+      return out->failed;
     }
     sending->done.store(true, std::memory_order_release);
   } else if (bytes >= kBulkBytes) {
@@ -454,12 +454,12 @@ Status UcxTransport::Begin(Outbound* out, int pe, std::uint64_t offset, const vo
     streaming_.fetch_add(1, std::memory_order_relaxed);
   }
   if (audience == Audience::kAnyone) unconfirmed_[pe].store(true, std::memory_order_release);
-  out->sending_.push_back(std::move(sending));
+  out->in_flight.push_back(std::move(sending));
   return Status::Ok();
 }
 
 Status UcxTransport::FinishOldest(Outbound* out) {
-  const std::shared_ptr<Sending> sending = out->sending_[out->finished_++];
+  const auto sending = std::static_pointer_cast<Sending>(out->in_flight[out->finished++]);
   Status waited = Await([&] { return sending->done.load(std::memory_order_acquire); },
                         sending->pe, "ucp_am_send_nbx");
   if (sending->bulk) streaming_.fetch_sub(1, std::memory_order_relaxed);
@@ -467,16 +467,16 @@ Status UcxTransport::FinishOldest(Outbound* out) {
     const int status = sending->status.load(std::memory_order_relaxed);
     if (status != UCS_OK) waited = Failure(sending->pe, status, "ucp_am_send_nbx");
   }
-  if (!waited.ok() && out->failed_.ok()) out->failed_ = waited;
+  if (!waited.ok() && out->failed.ok()) out->failed = waited;
   return waited;
 }
 
 Status UcxTransport::Finish(Outbound* out) {
   // Every one is waited for, also after a failure: a bulk one still counts as streaming.
-  while (out->finished_ < out->sending_.size()) (void)FinishOldest(out);
-  out->sending_.clear();
-  out->finished_ = 0;
-  return out->failed_;
+  while (out->finished < out->in_flight.size()) (void)FinishOldest(out);
+  out->in_flight.clear();
+  out->finished = 0;
+  return out->failed;
 }
 
 Status UcxTransport::Put(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes,
@@ -486,8 +486,8 @@ Status UcxTransport::Put(int pe, std::uint64_t offset, const void* source, std::
 
 Status UcxTransport::Get(int pe, void* destination, std::uint64_t offset, std::uint64_t bytes) {
   Peer& peer = peers_[pe];
-  gets_count_.fetch_add(1, std::memory_order_relaxed);
-  bytes_got_.fetch_add(bytes, std::memory_order_relaxed);
+  counters_.gets.fetch_add(1, std::memory_order_relaxed);
+  counters_.bytes_got.fetch_add(bytes, std::memory_order_relaxed);
   HPS_RETURN_IF_ERROR(Connected(pe));
   if (peer.path == Path::kRma) {
     HPS_RETURN_IF_ERROR(CheckPeer(pe, "ucp_get_nbx"));
@@ -560,7 +560,7 @@ Status UcxTransport::Flush() {
       header.kind = WireKind::kFlush;
       header.source = rank_;
       header.token = flush_sent_[peer.pe].fetch_add(1, std::memory_order_acq_rel) + 1;
-      flushes_.fetch_add(1, std::memory_order_relaxed);
+      counters_.flushes.fetch_add(1, std::memory_order_relaxed);
       HPS_RETURN_IF_ERROR(Send(peer.pe, header, nullptr, 0));
       awaited.emplace_back(peer.pe, header.token);
     } else {
@@ -697,78 +697,19 @@ void UcxTransport::Close() {
   lib_.reset();
 }
 
-RemoteCounters UcxTransport::counters() const {
-  RemoteCounters counters;
-  counters.puts = puts_.load(std::memory_order_relaxed);
-  counters.gets = gets_count_.load(std::memory_order_relaxed);
-  counters.atomics = atomics_.load(std::memory_order_relaxed);
-  counters.bytes_put = bytes_put_.load(std::memory_order_relaxed);
-  counters.bytes_got = bytes_got_.load(std::memory_order_relaxed);
-  counters.messages = messages_.load(std::memory_order_relaxed);
-  counters.heartbeats = heartbeats_.load(std::memory_order_relaxed);
-  counters.flushes = flushes_.load(std::memory_order_relaxed);
-  counters.rejected = rejected_.load(std::memory_order_relaxed);
-  counters.event_sleeps = event_sleeps_.load(std::memory_order_relaxed);
-  return counters;
-}
+RemoteCounters UcxTransport::counters() const { return counters_.Snapshot(); }
 
 #else  // !HPS_HAVE_UCX_HEADERS
 
-struct UcxTransport::Library {};
-struct UcxTransport::PendingGet {};
-
-UcxTransport::~UcxTransport() = default;
-
-Status UcxTransport::Load(const Options&, std::unique_ptr<UcxTransport>*) {
+// Without UCX's headers there is no UcxTransport to make: Load fails, naming the cause, and
+// nothing else of the class exists (no operation can pretend to have sent anything).
+Status UcxTransport::Load(const Options&, std::unique_ptr<RemoteTransport>*) {
   return Status::Assertion(ErrorCode::kUnsupportedCapability,
                            "this build has no UCX support (it was compiled without UCX's headers, "
                            "libucx-dev); PEs on other hosts cannot be reached",
                            {});
 }
-Status UcxTransport::Register(void*, std::uint64_t, std::string*) { return Status::Ok(); }
-Status UcxTransport::Connect(int, const std::vector<std::string>&, const std::vector<bool>&,
-                             const std::vector<bool>&, LostFn) {
-  return Status::Ok();
-}
-Status UcxTransport::Start(Liveness, const std::atomic<bool>*, Doorbell*, WaitPolicy) {
-  return Status::Ok();
-}
-void UcxTransport::Close() {}
-void UcxTransport::ReportLost(int) {}
-struct UcxTransport::Sending {};
-Status UcxTransport::Begin(Outbound*, int, std::uint64_t, const void*, std::uint64_t,
-                           const RemoteSignal&, Audience) {
-  return Status::Ok();
-}
-Status UcxTransport::Finish(Outbound*) { return Status::Ok(); }
-Status UcxTransport::Put(int, std::uint64_t, const void*, std::uint64_t, Audience) {
-  return Status::Ok();
-}
-Status UcxTransport::PutSignal(int, std::uint64_t, const void*, std::uint64_t,
-                               const RemoteSignal&, Audience) {
-  return Status::Ok();
-}
-Status UcxTransport::Get(int, void*, std::uint64_t, std::uint64_t) { return Status::Ok(); }
-Status UcxTransport::Atomic(int, const AtomicRequest&, std::uint64_t*) { return Status::Ok(); }
-Status UcxTransport::Fence() { return Status::Ok(); }
-Status UcxTransport::PutNbi(int, std::uint64_t, const void*, std::uint64_t,
-                            std::shared_ptr<const void>) {
-  return Status::Ok();
-}
-Status UcxTransport::GetNbi(int, void*, std::uint64_t, std::uint64_t,
-                            std::shared_ptr<const void>) {
-  return Status::Ok();
-}
-Status UcxTransport::CompleteNbi() { return Status::Ok(); }
-Status UcxTransport::Quiet() { return Status::Ok(); }
-Status UcxTransport::Flush() { return Status::Ok(); }
-bool UcxTransport::Poll() { return false; }
-EventSleeper::Armed UcxTransport::Arm(Doorbell*) { return Armed::kTaken; }
-void UcxTransport::Sleep(Doorbell*, std::chrono::nanoseconds) {}
-std::string_view UcxTransport::PathName(int) const { return "rma"; }
-RemoteCounters UcxTransport::counters() const { return {}; }
-int UcxTransport::endpoints() const { return 0; }
 
 #endif
 
-}  // namespace hyper_parallel::shmem::host
+}  // namespace hyper_parallel::shmem::transport

@@ -1,15 +1,15 @@
 // The network transport's pure parts: the messages path's header checks (remote_wire.h) and the
 // choice of a path per peer (ucx_transport.h). What crosses a network is tested by the
 // ucx_loopback ctest and tests/python/test_scale_out.py (docs/scale-out.md, "Tests").
-#include "backends/host/ucx_transport.h"
+#include "backends/transport/ucx/ucx_transport.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 
-#include "backends/host/remote_wire.h"
+#include "backends/transport/ucx/wire.h"
 
-namespace hyper_parallel::shmem::host {
+namespace hyper_parallel::shmem::transport {
 namespace {
 
 constexpr std::uint64_t kSegment = 1 << 20;
@@ -182,4 +182,4 @@ TEST(ApplyAtomic, EveryOpOnBothWidthsReturnsTheOldValue) {
 }
 
 }  // namespace
-}  // namespace hyper_parallel::shmem::host
+}  // namespace hyper_parallel::shmem::transport

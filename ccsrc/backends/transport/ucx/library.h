@@ -15,9 +15,9 @@
 #include <string>
 #include <thread>
 
-#include "backends/host/ucx_transport.h"
+#include "backends/transport/ucx/ucx_transport.h"
 
-namespace hyper_parallel::shmem::host {
+namespace hyper_parallel::shmem::transport {
 
 #if HPS_HAVE_UCX_HEADERS
 
@@ -150,4 +150,4 @@ Status UcxTransport::Await(Done&& done, int pe, const char* what) {
 
 #endif
 
-}  // namespace hyper_parallel::shmem::host
+}  // namespace hyper_parallel::shmem::transport

@@ -1,4 +1,4 @@
-#include "backends/host/wait_policy.h"
+#include "backends/wait/wait_policy.h"
 
 #include "base/config.h"
 

@@ -8,13 +8,13 @@
 // put is copied in, a rendezvous put starts receiving straight into the segment, several at a
 // time (the chunks of a large put: ucx_transport.cc). So a signal, a control word or a flush's
 // answer never overtakes data that was sent before it, and bulk data overlaps.
-#include "backends/host/ucx_library.h"
+#include "backends/transport/ucx/library.h"
 
 #include <cstring>
 
 #include "base/log.h"
 
-namespace hyper_parallel::shmem::host {
+namespace hyper_parallel::shmem::transport {
 
 #if HPS_HAVE_UCX_HEADERS
 
@@ -77,7 +77,7 @@ int UcxTransport::OnMessage(const void* header_bytes, std::size_t header_length,
   }
   if (!problem.empty()) {
     // A peer that does not speak this protocol, or a bug: nothing lands, the count says so.
-    rejected_.fetch_add(1, std::memory_order_relaxed);
+    counters_.rejected.fetch_add(1, std::memory_order_relaxed);
     HPS_LOG_ERROR("refused a message from a remote peer: reason=" + std::string(problem));
     if (rendezvous) lib_->am_data_release(worker, data);
     return UCS_OK;
@@ -328,4 +328,4 @@ void UcxTransport::OnGetReply(const WireHeader& header, void* data, std::size_t 
 
 #endif
 
-}  // namespace hyper_parallel::shmem::host
+}  // namespace hyper_parallel::shmem::transport

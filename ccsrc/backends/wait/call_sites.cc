@@ -1,4 +1,4 @@
-#include "backends/host/call_sites.h"
+#include "backends/wait/call_sites.h"
 
 namespace hyper_parallel::shmem::host {
 

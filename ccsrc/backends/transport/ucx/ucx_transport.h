@@ -62,44 +62,23 @@
 #include <utility>
 #include <vector>
 
-#include "backends/host/doorbell.h"
-#include "backends/host/remote_wire.h"
+#include "backends/wait/doorbell.h"
+#include "backends/transport/ucx/wire.h"
 #include "base/mutex.h"
 #include "base/status.h"
 
-namespace hyper_parallel::shmem::host {
+namespace hyper_parallel::shmem::transport {
 
-/// What remote operations a PE made, for debug_state() (per transport, since init).
-struct RemoteCounters {
-  // Every operation this PE sends to a remote PE counts once, in one of the first three: a put
-  // (data, with or without a signal after it: one message), a get, or an atomic (a signal
-  // alone). Liveness traffic counts apart, in `heartbeats`.
-  std::uint64_t puts = 0;
-  std::uint64_t gets = 0;
-  std::uint64_t atomics = 0;
-  std::uint64_t bytes_put = 0;
-  std::uint64_t bytes_got = 0;
-  std::uint64_t messages = 0;  ///< active messages sent (the messages path), heartbeats apart
-  std::uint64_t heartbeats = 0;  ///< heartbeats and farewells sent
-  std::uint64_t flushes = 0;   ///< flush requests sent to peers with unconfirmed writes
-  std::uint64_t rejected = 0;  ///< arriving messages refused (malformed or out of bounds)
-  std::uint64_t event_sleeps = 0;  ///< waits that slept on the network's events
-};
+// The host's waiting primitives this transport waits and rings with (backends/wait/).
+using host::NoBlockingNotice;
+using host::Ring;
+using host::RingAfterSeqCst;
+using host::WaitOutcome;
+using host::WaitUntil;
+using host::WakeSocket;
 
-/// Who must see a remote write after a flush (UcxTransport::Flush).
-enum class Audience : std::uint8_t {
-  kAnyone,  ///< user data and signals: a flush (a barrier, a quiet) waits until it landed
-  kTarget,  ///< a control word or a collective's data that the target itself waits for
-};
-
-class UcxTransport final : public EventSleeper {
+class UcxTransport final : public RemoteTransport {
  public:
-  /// Called (from any thread) when peer `pe` is lost; `reason` says how it was noticed.
-  using LostFn = std::function<void(int pe, const std::string& reason)>;
-
-  /// The heartbeat word's value once its writer closed normally (it says farewell).
-  static constexpr std::uint64_t kFarewell = ~0ull;
-
   /// How a remote peer is reached (see the file comment).
   enum class Path : std::uint8_t { kMessages, kRma };
 
@@ -120,39 +99,31 @@ class UcxTransport final : public EventSleeper {
     std::string path = "auto";  ///< auto, messages or rma (HYPER_PARALLEL_SHMEM_REMOTE_PATH)
   };
 
-  struct Liveness {
-    std::chrono::milliseconds silence{3000};
-    /// The segment offset, at peer `pe`, of the word this PE's heartbeats add to.
-    std::function<std::uint64_t(int pe)> remote_beat_offset;
-    /// This PE's word that peer `pe`'s heartbeats add to.
-    std::function<std::uint64_t(int pe)> observed_beat;
-  };
-
-  ~UcxTransport();
+  ~UcxTransport() override;
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
 
   /// Loads UCX and creates a context and a worker. UNSUPPORTED_CAPABILITY names what is
   /// missing (the library, a symbol, a too old version); INVALID_CONFIG a bad path setting.
-  static Status Load(const Options& options, std::unique_ptr<UcxTransport>* out);
+  static Status Load(const Options& options, std::unique_ptr<RemoteTransport>* out);
 
-  /// The loaded library's version ("1.13.1").
-  const std::string& version() const { return version_; }
+  std::string name() const override { return "ucx"; }
+  std::string version() const override { return version_; }
 
   /// Registers this PE's segment [base, base + bytes) and returns what a peer needs to reach
   /// it: the worker address, the packed remote key and the base address.
-  Status Register(void* base, std::uint64_t bytes, std::string* blob);
+  Status Register(void* base, std::uint64_t bytes, std::string* blob) override;
 
   /// Keeps every PE with remote[pe] reachable from its blob, creates the endpoints of the PEs
   /// with watched[pe] (all of them where some PE cannot take active messages) and picks each
   /// one's path. `lost` is called for a loss this transport notices or is told of (kLost).
   /// No traffic yet.
   Status Connect(int rank, const std::vector<std::string>& blobs, const std::vector<bool>& remote,
-                 const std::vector<bool>& watched, LostFn lost);
+                 const std::vector<bool>& watched, LostFn lost) override;
 
   /// Tells every watched peer but `pe` that PE `pe` is lost (one kLost message each, counted
   /// with the heartbeats); never waits. The caller does so once per lost PE.
-  void ReportLost(int pe);
+  void ReportLost(int pe) override;
 
   /// Starts the progress thread (and the heartbeats) and publishes this PE's wake socket in
   /// `own_bell`, which is rung whenever progress handled something (a remote write may have
@@ -160,45 +131,29 @@ class UcxTransport final : public EventSleeper {
   /// latch: a lost peer's operations never complete). Waits of the transport itself (a
   /// request, a get's reply, a flush's answers) follow `policy` on `own_bell`.
   Status Start(Liveness liveness, const std::atomic<bool>* abort, Doorbell* own_bell,
-               WaitPolicy policy);
+               WaitPolicy policy) override;
 
   /// Stops the progress thread, flushes (bounded) and releases every UCX object. Idempotent.
-  void Close();
+  void Close() override;
 
   /// Copies `bytes` from `source` to segment offset `offset` of `pe`; returns once `source`
   /// may be reused (the data is on its way; Flush waits for it to land).
   Status Put(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes,
-             Audience audience = Audience::kAnyone);
+             Audience audience) override;
   /// Put (when bytes > 0), then `signal` on a word of the same PE, which lands after the data
   /// and after every earlier write of this PE to `pe`. One message on the messages path; a put,
   /// a fence and an atomic on the rma path. Returns once `source` may be reused.
   Status PutSignal(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes,
-                   const RemoteSignal& signal, Audience audience = Audience::kAnyone);
+                   const RemoteSignal& signal, Audience audience) override;
   struct Sending;
-  /// Messages started together and finished together (Begin, Finish): a collective's blocks to
-  /// several peers travel at once, and the caller copies its local blocks meanwhile. At most
-  /// kMaxInFlight at a time; Begin waits for the oldest beyond that. Finish before it goes.
-  class Outbound {
-   public:
-    static constexpr std::size_t kMaxInFlight = 8;
-    Outbound() = default;
-    Outbound(const Outbound&) = delete;
-    Outbound& operator=(const Outbound&) = delete;
-
-   private:
-    friend class UcxTransport;
-    std::vector<std::shared_ptr<Sending>> sending_;
-    std::size_t finished_ = 0;  // sending_[0 .. finished_) were waited for
-    Status failed_;             // the first failure
-  };
   /// PutSignal without waiting: the message to `pe` is on its way when this returns (the rma
   /// path, which has no such message, puts and waits as PutSignal). `source` stays the
   /// caller's until Finish. Messages to one PE land in the order they were begun.
   Status Begin(Outbound* out, int pe, std::uint64_t offset, const void* source,
-               std::uint64_t bytes, const RemoteSignal& signal, Audience audience);
+               std::uint64_t bytes, const RemoteSignal& signal, Audience audience) override;
   /// Waits until every message begun on `out` has left (its source may be reused); the first
   /// failure, if any.
-  Status Finish(Outbound* out);
+  Status Finish(Outbound* out) override;
 
   /// `request` on the word of `pe` (docs/atomics.md): one kAtomic message, applied by the
   /// target's progress with the CPU's atomics (so it is atomic with the target's own and its
@@ -206,60 +161,45 @@ class UcxTransport final : public EventSleeper {
   /// waits for the answer; otherwise the atomic counts as a write a flush waits for. The rma
   /// path takes the same message after a worker fence; a peer whose UCX takes no messages:
   /// UNSUPPORTED_CAPABILITY.
-  Status Atomic(int pe, const AtomicRequest& request, std::uint64_t* old);
+  Status Atomic(int pe, const AtomicRequest& request, std::uint64_t* old) override;
   /// This PE's next message to every peer lands after every earlier one's data (a message
-  /// that orders: remote_wire.h's kWireOrdered; the rma path: a worker fence).
-  Status Fence();
+  /// that orders: wire.h's kWireOrdered; the rma path: a worker fence).
+  Status Fence() override;
   /// Put and Get that return before the copy completed (the rma path: as Put and Get).
   /// CompleteNbi completes them and then drops `hold`, which owns the local side.
   Status PutNbi(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes,
-                std::shared_ptr<const void> hold);
+                std::shared_ptr<const void> hold) override;
   Status GetNbi(int pe, void* destination, std::uint64_t offset, std::uint64_t bytes,
-                std::shared_ptr<const void> hold);
+                std::shared_ptr<const void> hold) override;
   /// Waits until every PutNbi and GetNbi begun before has completed (a put's source may be
   /// reused, a get's data is there); the first failure. Cheap when none is pending.
-  Status CompleteNbi();
+  Status CompleteNbi() override;
   /// CompleteNbi, then Flush: everything this PE issued is complete and visible at its target.
-  Status Quiet();
+  Status Quiet() override;
 
   /// Copies `bytes` from segment offset `offset` of `pe` to `destination`; returns once there.
   /// It sees every earlier write of this PE to `pe`.
-  Status Get(int pe, void* destination, std::uint64_t offset, std::uint64_t bytes);
+  Status Get(int pe, void* destination, std::uint64_t offset, std::uint64_t bytes) override;
   /// Waits until every kAnyone write this PE issued (before the call) has landed at its
   /// target, and every operation has left this PE.
-  Status Flush();
+  Status Flush() override;
   /// Progresses the worker unless another thread does right now; true when something
   /// happened. Never blocks for long.
-  bool Poll();
-
-  /// A thread that waits in the library and drives progress itself (its predicate polls):
-  /// while any does, the progress thread leaves the worker alone.
-  class Waiting {
-   public:
-    explicit Waiting(UcxTransport* transport) : transport_(transport) {
-      transport_->waiters_.fetch_add(1, std::memory_order_relaxed);
-    }
-    ~Waiting() { transport_->waiters_.fetch_sub(1, std::memory_order_release); }
-    Waiting(const Waiting&) = delete;
-    Waiting& operator=(const Waiting&) = delete;
-
-   private:
-    UcxTransport* transport_;
-  };
+  bool Poll() override;
 
   // EventSleeper: the worker's event fd plus this PE's wake socket.
   Armed Arm(Doorbell* bell) override;
   void Sleep(Doorbell* bell, std::chrono::nanoseconds timeout) override;
 
   /// Whether `pe` is reached through this transport.
-  bool remote(int pe) const {
+  bool remote(int pe) const override {
     return pe >= 0 && pe < static_cast<int>(peers_.size()) && peers_[pe].reachable;
   }
   /// "messages" or "rma", for debug_state()'s peers; "not connected" while this PE has no
   /// endpoint to `pe` (the path is chosen when it is made).
-  std::string_view PathName(int pe) const;
-  RemoteCounters counters() const;
-  int endpoints() const;
+  std::string PathName(int pe) const override;
+  RemoteCounters counters() const override;
+  int endpoints() const override;
 
  private:
   struct Library;
@@ -416,7 +356,6 @@ class UcxTransport final : public EventSleeper {
   // Progress: one thread at a time drives the worker; waiters count themselves; one waiter at a
   // time sleeps on the event fd.
   std::atomic<bool> progressing_{false};
-  std::atomic<int> waiters_{0};
   // Bulk transfers in flight, either way (rendezvous receives, large sends): while any are,
   // waiters keep polling instead of sleeping, so the data keeps streaming (ucx_progress.cc).
   std::atomic<int> streaming_{0};
@@ -431,8 +370,7 @@ class UcxTransport final : public EventSleeper {
   std::atomic<bool> stopping_{false};
   int stop_fd_ = -1;
   std::thread thread_;
-  std::atomic<std::uint64_t> puts_{0}, gets_count_{0}, atomics_{0}, bytes_put_{0},
-      bytes_got_{0}, messages_{0}, heartbeats_{0}, flushes_{0}, rejected_{0}, event_sleeps_{0};
+  LiveCounters counters_;
 };
 
-}  // namespace hyper_parallel::shmem::host
+}  // namespace hyper_parallel::shmem::transport

@@ -8,7 +8,7 @@
 //     message from another host wakes it directly; a ring from this host kicks the socket.
 //   - The progress thread: while any thread waits it leaves the worker to them and only sends
 //     heartbeats; while none does, it sleeps on the event fd and progresses whatever arrives.
-#include "backends/host/ucx_library.h"
+#include "backends/transport/ucx/library.h"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -17,7 +17,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace hyper_parallel::shmem::host {
+namespace hyper_parallel::shmem::transport {
 
 #if HPS_HAVE_UCX_HEADERS
 
@@ -76,7 +76,7 @@ EventSleeper::Armed UcxTransport::Arm(Doorbell* bell) {
       Now() - last_activity_.load(std::memory_order_relaxed) <
           std::chrono::nanoseconds(kStayAwake).count()) {
     Poll();
-    internal::Yield();
+    host::internal::Yield();
     return Armed::kBusy;
   }
   if (event_role_.load(std::memory_order_relaxed) ||
@@ -97,7 +97,7 @@ EventSleeper::Armed UcxTransport::Arm(Doorbell* bell) {
 
 void UcxTransport::Sleep(Doorbell* bell, std::chrono::nanoseconds timeout) {
   if (timeout.count() > 0) {
-    event_sleeps_.fetch_add(1, std::memory_order_relaxed);
+    counters_.event_sleeps.fetch_add(1, std::memory_order_relaxed);
     epoll_event events[2];
     (void)::epoll_wait(sleep_epoll_, events, 2, Milliseconds(timeout));
   }
@@ -191,7 +191,7 @@ void UcxTransport::Run() {
   const auto beat_every = std::max(std::chrono::milliseconds(10), liveness_.silence / 8);
   auto next_beat = std::chrono::steady_clock::now();
   while (!stopping_.load(std::memory_order_acquire)) {
-    const bool waited_on = waiters_.load(std::memory_order_acquire) > 0;
+    const bool waited_on = waiters() > 0;
     if (!waited_on) {
       while (Poll()) {
       }
@@ -222,4 +222,4 @@ void UcxTransport::Run() {
 
 #endif
 
-}  // namespace hyper_parallel::shmem::host
+}  // namespace hyper_parallel::shmem::transport

@@ -2,11 +2,11 @@
 // docs/atomics.md). Every atomic on a remote word is one kAtomic message that the target's
 // progress applies with the CPU's atomics (ApplyAtomic), the one mechanism for every atomic on
 // the heap: RDMA atomics of a NIC would not be atomic with the CPU's of the target's own host.
-#include "backends/host/ucx_library.h"
+#include "backends/transport/ucx/library.h"
 
 #include <cstring>
 
-namespace hyper_parallel::shmem::host {
+namespace hyper_parallel::shmem::transport {
 
 #if HPS_HAVE_UCX_HEADERS
 
@@ -31,7 +31,7 @@ Status UcxTransport::Fence() {
 
 Status UcxTransport::Atomic(int pe, const AtomicRequest& request, std::uint64_t* old) {
   Peer& peer = peers_[pe];
-  atomics_.fetch_add(1, std::memory_order_relaxed);
+  counters_.atomics.fetch_add(1, std::memory_order_relaxed);
   HPS_RETURN_IF_ERROR(Connected(pe));
   if (!peer.accepts_messages) {
     return Status::Assertion(ErrorCode::kUnsupportedCapability,
@@ -85,7 +85,7 @@ void UcxTransport::OnAtomicReply(const WireHeader& header) {
 Status UcxTransport::PutNbi(int pe, std::uint64_t offset, const void* source,
                             std::uint64_t bytes, std::shared_ptr<const void> hold) {
   HPS_RETURN_IF_ERROR(Connected(pe));
-  if (peers_[pe].path != Path::kMessages) return Put(pe, offset, source, bytes);
+  if (peers_[pe].path != Path::kMessages) return Put(pe, offset, source, bytes, Audience::kAnyone);
   auto out = std::make_unique<Outbound>();
   Status begun = Begin(out.get(), pe, offset, source, bytes, RemoteSignal{}, Audience::kAnyone);
   if (!begun.ok()) {
@@ -116,8 +116,8 @@ Status UcxTransport::GetNbi(int pe, void* destination, std::uint64_t offset, std
                             std::shared_ptr<const void> hold) {
   HPS_RETURN_IF_ERROR(Connected(pe));
   if (peers_[pe].path != Path::kMessages) return Get(pe, destination, offset, bytes);
-  gets_count_.fetch_add(1, std::memory_order_relaxed);
-  bytes_got_.fetch_add(bytes, std::memory_order_relaxed);
+  counters_.gets.fetch_add(1, std::memory_order_relaxed);
+  counters_.bytes_got.fetch_add(bytes, std::memory_order_relaxed);
   auto pending = std::make_shared<PendingGet>();
   pending->destination = destination;
   pending->bytes = bytes;
@@ -164,4 +164,4 @@ Status UcxTransport::Quiet() {
 
 #endif
 
-}  // namespace hyper_parallel::shmem::host
+}  // namespace hyper_parallel::shmem::transport

@@ -1,5 +1,4 @@
-// The messages the host backend's network transport sends on its messages path
-// (UcxTransport; docs/scale-out.md, "The messages path").
+// The messages UcxTransport sends on its messages path (ucx_transport.h; docs/scale-out.md, "The messages path").
 //
 // Every operation on a remote peer is one UCX active message: a fixed header (WireHeader) and,
 // for a put, its data. The target's handler checks the header (Validate), lands the data in its
@@ -19,19 +18,9 @@
 #include <vector>
 
 #include "backends/atomic_op.h"
+#include "backends/transport/remote_transport.h"
 
-namespace hyper_parallel::shmem::host {
-
-/// What a message's signal does to its word.
-enum class SignalAction : std::uint8_t { kNone = 0, kSet = 1, kAdd = 2 };
-
-/// A signal on a remote word: `action` `value` on the `width`-byte word at segment `offset`.
-struct RemoteSignal {
-  std::uint64_t offset = 0;
-  std::uint8_t width = 8;  ///< 4 or 8
-  SignalAction action = SignalAction::kNone;
-  std::int64_t value = 0;
-};
+namespace hyper_parallel::shmem::transport {
 
 enum class WireKind : std::uint8_t {
   kPut = 1,         ///< data (possibly none) to `offset`, then the signal if any
@@ -136,4 +125,4 @@ struct DeferredMessage {
   void* rendezvous = nullptr;   ///< a rendezvous message's UCX data descriptor
 };
 
-}  // namespace hyper_parallel::shmem::host
+}  // namespace hyper_parallel::shmem::transport

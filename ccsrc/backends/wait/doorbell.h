@@ -25,8 +25,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "backends/host/call_sites.h"
-#include "backends/host/wait_policy.h"
+#include "backends/wait/call_sites.h"
+#include "backends/wait/wait_policy.h"
 #include "base/config.h"
 #include "base/status.h"
 
