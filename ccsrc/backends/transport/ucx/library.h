@@ -100,6 +100,13 @@ inline void ReleasePosted(void* request, ucs_status_t, void* user_data) {
 /// The active message id of the messages path (one handler, remote_wire.h's kinds).
 inline constexpr unsigned kUcxMessageId = 0x4853;  // "HS"
 
+// A send at least this large streams while it is in flight (Arm keeps waiters polling).
+inline constexpr std::uint64_t kBulkBytes = 16 << 10;
+// A collective's or a kernel's block (Begin) up to this size goes eager: a rendezvous would hold
+// the sender until the target's progress pulls it (docs/scale-out.md, "The messages path").
+inline constexpr std::uint64_t kEagerBlockBytes = 256 << 10;
+
+
 inline std::string UcxStatusText(ucs_status_t status, const char* (*name)(ucs_status_t)) {
   return name != nullptr ? std::string(name(status)) : std::to_string(static_cast<int>(status));
 }
