@@ -150,39 +150,29 @@ HPS_SHMEM_TO_ALL_ORDERED_TYPES(HPS_DEFINE_TO_ALL_ORDERED)
 
 // The complex types: C's _Complex (a GCC extension in C++) in the signatures, std::complex
 // (the same layout) in the arithmetic.
+#define HPS_DEFINE_COMPLEX_REDUCE(CT, ST, N, OP, CODE)                                           \
+  int shmem_##N##_##OP##_reduce(shmem_team_t team, CT* dest, const CT* source, size_t nreduce) {  \
+    return Reduce<ST>("shmem_" #N "_" #OP "_reduce",                                              \
+                      TeamArg("shmem_" #N "_" #OP "_reduce", team), CODE,                         \
+                      reinterpret_cast<ST*>(dest), reinterpret_cast<const ST*>(source), nreduce); \
+  }                                                                                               \
+  void shmem_##N##_##OP##_to_all(CT* dest, const CT* source, int nreduce, int PE_start,           \
+                                 int logPE_stride, int PE_size, CT* pWrk, long* pSync) {          \
+    (void)pWrk, (void)pSync;                                                                      \
+    Reduce<ST>("shmem_" #N "_" #OP "_to_all",                                                     \
+               ActiveSet("shmem_" #N "_" #OP "_to_all", PE_start, logPE_stride, PE_size), CODE,   \
+               reinterpret_cast<ST*>(dest), reinterpret_cast<const ST*>(source),                  \
+               static_cast<std::size_t>(std::max(0, nreduce)));                                   \
+  }
 #define HPS_DEFINE_COMPLEX(CT, ST, N)                                                             \
   void shmem_##N##_put(CT* dest, const CT* source, size_t nelems, int pe) {                       \
-    shmem_putmem(dest, source, Bytes("shmem_" #N, nelems, sizeof(CT)), pe);                                          \
+    shmem_putmem(dest, source, Bytes("shmem_" #N, nelems, sizeof(CT)), pe);                       \
   }                                                                                               \
   void shmem_##N##_get(CT* dest, const CT* source, size_t nelems, int pe) {                       \
-    shmem_getmem(dest, source, Bytes("shmem_" #N, nelems, sizeof(CT)), pe);                                          \
+    shmem_getmem(dest, source, Bytes("shmem_" #N, nelems, sizeof(CT)), pe);                       \
   }                                                                                               \
-  int shmem_##N##_sum_reduce(shmem_team_t team, CT* dest, const CT* source, size_t nreduce) {     \
-    return Reduce<ST>("shmem_" #N "_sum_reduce", TeamArg("shmem_" #N "_sum_reduce", team),       \
-                      ops::ReduceOp::kSum, reinterpret_cast<ST*>(dest),                           \
-                      reinterpret_cast<const ST*>(source), nreduce);                              \
-  }                                                                                               \
-  int shmem_##N##_prod_reduce(shmem_team_t team, CT* dest, const CT* source, size_t nreduce) {    \
-    return Reduce<ST>("shmem_" #N "_prod_reduce", TeamArg("shmem_" #N "_prod_reduce", team),     \
-                      ops::ReduceOp::kProd, reinterpret_cast<ST*>(dest),                          \
-                      reinterpret_cast<const ST*>(source), nreduce);                              \
-  }                                                                                               \
-  void shmem_##N##_sum_to_all(CT* dest, const CT* source, int nreduce, int PE_start,              \
-                              int logPE_stride, int PE_size, CT* pWrk, long* pSync) {             \
-    (void)pWrk, (void)pSync;                                                                      \
-    Reduce<ST>("shmem_" #N "_sum_to_all",                                                         \
-               ActiveSet("shmem_" #N "_sum_to_all", PE_start, logPE_stride, PE_size),             \
-               ops::ReduceOp::kSum, reinterpret_cast<ST*>(dest),                                  \
-               reinterpret_cast<const ST*>(source), static_cast<std::size_t>(std::max(0, nreduce))); \
-  }                                                                                               \
-  void shmem_##N##_prod_to_all(CT* dest, const CT* source, int nreduce, int PE_start,             \
-                               int logPE_stride, int PE_size, CT* pWrk, long* pSync) {            \
-    (void)pWrk, (void)pSync;                                                                      \
-    Reduce<ST>("shmem_" #N "_prod_to_all",                                                        \
-               ActiveSet("shmem_" #N "_prod_to_all", PE_start, logPE_stride, PE_size),            \
-               ops::ReduceOp::kProd, reinterpret_cast<ST*>(dest),                                 \
-               reinterpret_cast<const ST*>(source), static_cast<std::size_t>(std::max(0, nreduce))); \
-  }
+  HPS_DEFINE_COMPLEX_REDUCE(CT, ST, N, sum, ops::ReduceOp::kSum)                                  \
+  HPS_DEFINE_COMPLEX_REDUCE(CT, ST, N, prod, ops::ReduceOp::kProd)
 HPS_DEFINE_COMPLEX(float _Complex, std::complex<float>, complexf)
 HPS_DEFINE_COMPLEX(double _Complex, std::complex<double>, complexd)
 

@@ -19,13 +19,19 @@
 
 namespace hyper_parallel::shmem::openshmem {
 
-/// A copy of `bytes` from local `source` to symmetric `dest` at world PE `pe` (rma_put.cc);
-/// `nbi`: it may complete at the next quiet.
-void Put(std::string_view call, void* dest, const void* source, std::uint64_t bytes, int pe,
-         bool nbi);
-/// A copy of `bytes` from symmetric `source` at world PE `pe` to local `dest` (rma_get.cc).
-void Get(std::string_view call, void* dest, const void* source, std::uint64_t bytes, int pe,
-         bool nbi);
+/// A copy of `bytes` between local memory and symmetric memory at world PE `pe` (rma_put.cc):
+/// a put from local `source` to symmetric `dest`, or a get from symmetric `source` to local
+/// `dest`; `nbi`: it may complete at the next quiet.
+void Copy(std::string_view call, bool put, void* dest, const void* source, std::uint64_t bytes,
+          int pe, bool nbi);
+inline void Put(std::string_view call, void* dest, const void* source, std::uint64_t bytes,
+                int pe, bool nbi) {
+  Copy(call, true, dest, source, bytes, pe, nbi);
+}
+inline void Get(std::string_view call, void* dest, const void* source, std::uint64_t bytes,
+                int pe, bool nbi) {
+  Copy(call, false, dest, source, bytes, pe, nbi);
+}
 /// The data, then the 64-bit signal word (rma_signal.cc).
 void PutSignal(std::string_view call, void* dest, const void* source, std::uint64_t bytes,
                std::uint64_t* sig_addr, std::uint64_t signal, int sig_op, int pe);

@@ -2,29 +2,6 @@
 // shmem_<T>_g, shmem_getmem and shmem_get<BITS>.
 #include "bindings/openshmem/rma.h"
 
-namespace hyper_parallel::shmem::openshmem {
-
-void Get(std::string_view call, void* dest, const void* source, std::uint64_t bytes, int pe,
-         bool nbi) {
-  if (bytes == 0) {
-    Ready(call);
-    CheckPe(call, pe);
-    return;
-  }
-  SymmetricView view;
-  if (const void* direct = Target(call, "source", source, bytes, pe, &view)) {
-    std::memmove(dest, direct, bytes);
-    return;
-  }
-  NoteRuntimeRma();
-  Runtime& runtime = Runtime::Process();
-  const Status s = nbi ? runtime.GetNbi(dest, view, pe, kDefaultStream)
-                       : runtime.Get(dest, view, pe, kDefaultStream);
-  if (!s.ok()) Fail(call, s);
-}
-
-}  // namespace hyper_parallel::shmem::openshmem
-
 using namespace hyper_parallel::shmem;
 using namespace hyper_parallel::shmem::openshmem;
 

@@ -1,25 +1,33 @@
 // The OpenSHMEM C library's blocking puts (docs/openshmem.md, "What is there"): shmem_<T>_put,
-// shmem_<T>_p, shmem_putmem and shmem_put<BITS>.
+// shmem_<T>_p, shmem_putmem and shmem_put<BITS>; and Copy, every put's and get's one path.
 #include "bindings/openshmem/rma.h"
 
 namespace hyper_parallel::shmem::openshmem {
 
-void Put(std::string_view call, void* dest, const void* source, std::uint64_t bytes, int pe,
-         bool nbi) {
+void Copy(std::string_view call, bool put, void* dest, const void* source, std::uint64_t bytes,
+          int pe, bool nbi) {
   if (bytes == 0) {
     Ready(call);
     CheckPe(call, pe);
     return;
   }
   SymmetricView view;
-  if (void* direct = Target(call, "dest", dest, bytes, pe, &view)) {
-    std::memmove(direct, source, bytes);  // a PE of this host: a copy into its mapping
+  const void* symmetric = put ? dest : source;
+  if (void* direct = Target(call, put ? "dest" : "source", symmetric, bytes, pe, &view)) {
+    // A PE of this host: a copy into or out of its mapping.
+    std::memmove(put ? direct : dest, put ? source : direct, bytes);
     return;
   }
   NoteRuntimeRma();
   Runtime& runtime = Runtime::Process();
-  const Status s = nbi ? runtime.PutNbi(view, source, pe, kDefaultStream)
-                       : runtime.Put(view, source, pe, kDefaultStream);
+  Status s;
+  if (put) {
+    s = nbi ? runtime.PutNbi(view, source, pe, kDefaultStream)
+            : runtime.Put(view, source, pe, kDefaultStream);
+  } else {
+    s = nbi ? runtime.GetNbi(dest, view, pe, kDefaultStream)
+            : runtime.Get(dest, view, pe, kDefaultStream);
+  }
   if (!s.ok()) Fail(call, s);
 }
 

@@ -9,11 +9,10 @@ namespace {
 // both strides are 1; else the puts are non-blocking, then one quiet completes them.
 void Strided(std::string_view call, bool put, void* dest, const void* source, std::ptrdiff_t dst,
              std::ptrdiff_t sst, std::size_t nelems, std::size_t size, int pe) {
-  auto copy = put ? &Put : &Get;
-  if (dst == 1 && sst == 1) return copy(call, dest, source, Bytes(call, nelems, size), pe, false);
+  if (dst == 1 && sst == 1) return Copy(call, put, dest, source, Bytes(call, nelems, size), pe, false);
   for (std::size_t i = 0; i < nelems; ++i) {
     const auto at = static_cast<std::ptrdiff_t>(i);
-    copy(call, static_cast<char*>(dest) + at * dst * static_cast<std::ptrdiff_t>(size),
+    Copy(call, put, static_cast<char*>(dest) + at * dst * static_cast<std::ptrdiff_t>(size),
          static_cast<const char*>(source) + at * sst * static_cast<std::ptrdiff_t>(size), size, pe,
          put);
   }
