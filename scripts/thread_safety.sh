@@ -4,8 +4,9 @@
 # fails on any access the annotations do not allow. Only the analysis runs (-fsyntax-only: no
 # objects, no link), over every product source that has annotations to check: base/,
 # backends/ (the CUDA runtime layer too where the CUDA headers are found), runtime/, ops/,
-# data_plane/ and tools/. First it proves the analysis is on: ccsrc/base/mutex_misuse.cc must
-# be refused. Installs clang first when missing (as root).
+# data_plane/, tools/ and the OpenSHMEM C library (bindings/openshmem/). First it proves the
+# analysis is on: ccsrc/base/mutex_misuse.cc must be refused. Installs clang first when
+# missing (as root).
 #
 #   bash scripts/thread_safety.sh
 set -euo pipefail
@@ -36,7 +37,8 @@ if ! grep -q "requires holding mutex" <<<"$misuse"; then
   exit 1
 fi
 
-sources=$(find base backends runtime ops data_plane tools -name '*.cc' ! -name '*_test.cc' \
+sources=$(find base backends runtime ops data_plane tools bindings/openshmem \
+  -name '*.cc' ! -name '*_test.cc' \
   ! -name 'mutex_misuse.cc' ! -name 'call_sites_forbidden.cc' ! -name 'real_headers_check.cc' \
   ! -name 'cuda_runtime_api.cc' | sort)
 cuda_include=""

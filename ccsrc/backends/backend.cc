@@ -1,5 +1,7 @@
 #include "backends/backend.h"
 
+#include "data_plane/comparison.h"
+
 namespace hyper_parallel::shmem {
 
 std::string DeviceId::ToString() const {
@@ -64,15 +66,7 @@ Status Backend::WaitSignals(StreamRef, const SignalSet&, std::uint8_t*, KeepAliv
 }
 
 bool Compare(std::int64_t observed, Comparison comparison, std::int64_t expected) {
-  switch (comparison) {
-    case Comparison::kEq: return observed == expected;
-    case Comparison::kNe: return observed != expected;
-    case Comparison::kGt: return observed > expected;
-    case Comparison::kGe: return observed >= expected;
-    case Comparison::kLt: return observed < expected;
-    case Comparison::kLe: return observed <= expected;
-  }
-  return false;
+  return data_plane::Satisfies(observed, comparison, expected);
 }
 
 }  // namespace hyper_parallel::shmem

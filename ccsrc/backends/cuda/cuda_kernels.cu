@@ -1,6 +1,7 @@
 #include "backends/cuda/cuda_kernels.h"
 
 #include "backends/cuda/copy_unit.h"
+#include "data_plane/comparison.h"
 
 #include <cuda/atomic>
 #include <cuda_runtime.h>
@@ -19,18 +20,6 @@ __device__ std::uint64_t GlobalTimerNs() {
   std::uint64_t now;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   return now;
-}
-
-__device__ bool Satisfied(std::int64_t word, WaitComparison comparison, std::int64_t value) {
-  switch (comparison) {
-    case WaitComparison::kEq: return word == value;
-    case WaitComparison::kNe: return word != value;
-    case WaitComparison::kGt: return word > value;
-    case WaitComparison::kGe: return word >= value;
-    case WaitComparison::kLt: return word < value;
-    case WaitComparison::kLe: return word <= value;
-  }
-  return false;
 }
 
 // The copy kernel's shape: a 64 KiB slice per thread block (its 512 threads move 16 bytes each
@@ -154,7 +143,7 @@ __global__ void WaitValue64Kernel(const std::int64_t* address, WaitComparison co
   SystemWord word(*const_cast<std::int64_t*>(address));
   const std::uint64_t start = GlobalTimerNs();
   std::int64_t observed = word.load(::cuda::memory_order_acquire);
-  while (!Satisfied(observed, comparison, value)) {
+  while (!data_plane::Satisfies(observed, comparison, value)) {
     // Unsigned difference: no overflow however large timeout_ns is.
     if (GlobalTimerNs() - start >= timeout_ns) {
       report->observed = observed;

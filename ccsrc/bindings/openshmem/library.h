@@ -9,6 +9,7 @@
 // (shmem_init_thread offers SHMEM_THREAD_MULTIPLE).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -132,20 +133,30 @@ inline constexpr StreamRef kDefaultStream{};
 /// Quiet on the default stream (everything this PE issued is complete), failing as `call`.
 void Quiet(std::string_view call);
 
-/// Waits (bounded by the Runtime's timeout) until `satisfied()` holds, polling with back-off
-/// so that waiting PEs leave the cores to those they wait for.
-template <class Predicate>
-void WaitUntil(std::string_view call, Predicate satisfied);
-/// The back-off step of WaitUntil: call with a growing `round`; fails as `call` after the
-/// timeout or when the Runtime failed (a peer lost).
-void Backoff(std::string_view call, std::uint64_t round, std::uint64_t started_ns);
-std::uint64_t NowNs();
+/// One bounded wait of the C API (docs/openshmem.md, "How it works"), paced by the Runtime's
+/// wait policy in force (HYPER_PARALLEL_SHMEM_WAIT, docs/api.md; the spin and yield bounds the
+/// host backend's own waits use): spin while the policy spins, then yield while it yields, then
+/// sleep briefly between checks (unless it never sleeps); fails as `call` after the Runtime's
+/// timeout or once the Runtime failed (a peer lost).
+class Waiter {
+ public:
+  explicit Waiter(std::string_view call);
+  /// Between two checks of the awaited condition.
+  void Pause();
 
+ private:
+  std::string_view call_;
+  std::chrono::steady_clock::time_point started_;
+  std::uint64_t round_ = 0;
+  bool spinning_ = true;  ///< still in the policy's spin (as of the last look at the clock)
+};
+
+/// Waits until `satisfied()` holds (Waiter).
 template <class Predicate>
 void WaitUntil(std::string_view call, Predicate satisfied) {
   if (satisfied()) return;
-  const std::uint64_t started = NowNs();
-  for (std::uint64_t round = 0; !satisfied(); ++round) Backoff(call, round, started);
+  Waiter waiter(call);
+  while (!satisfied()) waiter.Pause();
 }
 
 }  // namespace hyper_parallel::shmem::openshmem

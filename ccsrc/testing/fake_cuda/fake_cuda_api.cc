@@ -16,6 +16,7 @@
 #include <limits>
 #include <utility>
 
+#include "data_plane/comparison.h"
 #include "ops/reduce/element.h"
 
 namespace hyper_parallel::shmem::cuda {
@@ -69,18 +70,6 @@ std::string_view ComparisonName(WaitComparison comparison) {
     case WaitComparison::kLe: return "le";
   }
   return "unknown";
-}
-
-bool Satisfied(std::int64_t word, WaitComparison comparison, std::int64_t value) {
-  switch (comparison) {
-    case WaitComparison::kEq: return word == value;
-    case WaitComparison::kNe: return word != value;
-    case WaitComparison::kGt: return word > value;
-    case WaitComparison::kGe: return word >= value;
-    case WaitComparison::kLt: return word < value;
-    case WaitComparison::kLe: return word <= value;
-  }
-  return false;
 }
 
 std::atomic_ref<std::int64_t> Word(const void* address) {
@@ -519,7 +508,7 @@ Status FakeCudaApi::WaitValue64(void* stream, const void* address, WaitCompariso
   const std::atomic_ref<std::uint64_t> finished(report->finished);
   for (int polls = 0;; ++polls) {
     const std::int64_t observed = word.load(std::memory_order_seq_cst);
-    if (Satisfied(observed, comparison, value)) {
+    if (data_plane::Satisfies(observed, comparison, value)) {
       finished.store(1, std::memory_order_release);
       return Status::Ok();
     }
