@@ -17,7 +17,7 @@
 # on 2 and 4 PEs sharing GPU 0, operations on torch's current stream, the protection chain on
 # GPU tensors, MegaMoE on CUDA against the dense layer. Then, when `nvidia-smi -L` lists at
 # least 2 GPUs, MegaMoE against all_to_all_single over NCCL with 2 PEs, one GPU each
-# (benchmarks/moe_bench.py --device cuda: dispatch + combine alone, then the training step of a
+# (benchmarks/moe/moe_bench.py --device cuda: dispatch + combine alone, then the training step of a
 # small decoder); with fewer it says it skipped that, since NCCL refuses two ranks on one GPU
 # ("Duplicate GPU detected"). Every step is time-boxed within one deadline. The device tests
 # run with HPS_TEST_REQUIRE_CUDA=1: one that cannot reach a GPU fails rather than skips. It
@@ -188,7 +188,7 @@ else
     fi
     code=0
     PYTHONPATH="$PWD/build-gpu/py" boxed 60 python3 -m hyper_parallel.core.multicore.shmem.launch \
-      --nproc 2 --timeout 55 benchmarks/moe_bench.py --device cuda "${moe_args[@]}" \
+      --nproc 2 --timeout 55 benchmarks/moe/moe_bench.py --device cuda "${moe_args[@]}" \
       >> "$out/moe_cuda.jsonl" 2>> "$out/moe_cuda.log" || code=$?
     if ((code == 77)); then  # the benchmark's reason is in moe_cuda.log
       moe_note="MegaMoE vs NCCL: skipped by moe_bench (see moe_cuda.log)"
