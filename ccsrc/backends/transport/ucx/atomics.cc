@@ -21,7 +21,9 @@ Status UcxTransport::Fence() {
   bool rma = false;
   for (Peer& peer : peers_) {
     if (!peer.reachable) continue;
-    if (peer.path == Path::kRma && peer.ep.load(std::memory_order_acquire) != nullptr) rma = true;
+    if (peer.ep.load(std::memory_order_acquire) != nullptr && peer.path->OrderedByWorker()) {
+      rma = true;
+    }
     fenced_[peer.pe].store(true, std::memory_order_release);
   }
   if (!rma) return Status::Ok();
@@ -39,11 +41,7 @@ Status UcxTransport::Atomic(int pe, const AtomicRequest& request, std::uint64_t*
                              "UCX cannot take (docs/atomics.md)",
                              {{"pe", std::to_string(pe)}});
   }
-  if (peer.path == Path::kRma) {
-    // After this PE's puts to it, which went as RMA.
-    const ucs_status_t fenced = lib_->worker_fence(static_cast<ucp_worker_h>(worker_));
-    if (fenced != UCS_OK) return Failure(pe, fenced, "ucp_worker_fence");
-  }
+  HPS_RETURN_IF_ERROR(peer.path->BeforeAtomic(*this, peer));
   WireHeader header;
   header.kind = WireKind::kAtomic;
   header.source = rank_;
@@ -85,52 +83,13 @@ void UcxTransport::OnAtomicReply(const WireHeader& header) {
 Status UcxTransport::PutNbi(int pe, std::uint64_t offset, const void* source,
                             std::uint64_t bytes, std::shared_ptr<const void> hold) {
   HPS_RETURN_IF_ERROR(Connected(pe));
-  if (peers_[pe].path != Path::kMessages) return Put(pe, offset, source, bytes, Audience::kAnyone);
-  auto out = std::make_unique<Outbound>();
-  Status begun = Begin(out.get(), pe, offset, source, bytes, RemoteSignal{}, Audience::kAnyone);
-  if (!begun.ok()) {
-    (void)Finish(out.get());
-    return begun;
-  }
-  std::vector<NbiPut> oldest;
-  {
-    MutexLock lock(&nbi_mutex_);
-    nbi_puts_.push_back(NbiPut{std::move(out), std::move(hold)});
-    has_nbi_.store(true, std::memory_order_release);
-    // A bound on what is pending: the oldest half completes now, outside the lock.
-    if (nbi_puts_.size() > kMaxNbi) {
-      const auto half = nbi_puts_.begin() + static_cast<std::ptrdiff_t>(kMaxNbi / 2);
-      oldest.assign(std::make_move_iterator(nbi_puts_.begin()), std::make_move_iterator(half));
-      nbi_puts_.erase(nbi_puts_.begin(), half);
-    }
-  }
-  Status first;
-  for (NbiPut& put : oldest) {
-    Status finished = Finish(put.out.get());
-    if (first.ok()) first = std::move(finished);
-  }
-  return first;
+  return peers_[pe].path->PutNbi(*this, peers_[pe], offset, source, bytes, std::move(hold));
 }
 
 Status UcxTransport::GetNbi(int pe, void* destination, std::uint64_t offset, std::uint64_t bytes,
                             std::shared_ptr<const void> hold) {
   HPS_RETURN_IF_ERROR(Connected(pe));
-  if (peers_[pe].path != Path::kMessages) return Get(pe, destination, offset, bytes);
-  counters_.gets.fetch_add(1, std::memory_order_relaxed);
-  counters_.bytes_got.fetch_add(bytes, std::memory_order_relaxed);
-  auto pending = std::make_shared<PendingGet>();
-  pending->destination = destination;
-  pending->bytes = bytes;
-  std::uint64_t token = 0;
-  HPS_RETURN_IF_ERROR(Request(pe, GetHeader(offset, bytes), pending, &token));
-  bool complete_now = false;
-  {
-    MutexLock lock(&nbi_mutex_);
-    nbi_gets_.push_back(NbiGet{std::move(pending), token, pe, std::move(hold)});
-    has_nbi_.store(true, std::memory_order_release);
-    complete_now = nbi_gets_.size() > kMaxNbi;
-  }
-  return complete_now ? CompleteNbi() : Status::Ok();
+  return peers_[pe].path->GetNbi(*this, peers_[pe], destination, offset, bytes, std::move(hold));
 }
 
 Status UcxTransport::CompleteNbi() {

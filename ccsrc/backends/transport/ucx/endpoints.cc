@@ -2,6 +2,7 @@
 // other peer when first used (a hello first); the path each takes; the errors they report; the
 // losses this PE passes on (docs/scale-out.md, "How it works" and "Liveness").
 #include "backends/transport/ucx/library.h"
+#include "backends/transport/ucx/paths.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -118,9 +119,9 @@ Status UcxTransport::CreateEndpoint(Peer& peer, bool hello) {
   peer.rkey = key;
   const bool hardware = path_setting_ == "auto" && messages_supported_ &&
                         HardwareRma(l.ep_print_info, ep);
-  peer.path = ChoosePath(path_setting_, messages_supported_ ? "" : path_reason_,
-                         peer.accepts_messages, hardware)
-                  .first;
+  peer.path = &PathFor(ChoosePath(path_setting_, messages_supported_ ? "" : path_reason_,
+                                   peer.accepts_messages, hardware)
+                            .first);
   if (hello) {
     // The first message on the endpoint, whatever the path: the peer learns that this PE has
     // an endpoint to it, so it says farewell here when it closes (Close).
@@ -175,9 +176,16 @@ void UcxTransport::ReportLost(int pe) {
   }
 }
 
+const UcxTransport::PeerPath& UcxTransport::PathFor(Path path) {
+  static const MessagesPath messages;
+  static const RmaPath rma;
+  if (path == Path::kMessages) return messages;
+  return rma;
+}
+
 std::string UcxTransport::PathName(int pe) const {
   if (peers_[pe].ep.load(std::memory_order_acquire) == nullptr) return "not connected";
-  return peers_[pe].path == Path::kMessages ? "messages" : "rma";
+  return std::string(peers_[pe].path->name());
 }
 
 bool UcxTransport::Departed(int pe) const {

@@ -5,7 +5,7 @@
 #include <memory>
 #include <utility>
 
-#include "backends/transport/ucx/library.h"
+#include "backends/transport/ucx/paths.h"
 
 namespace hyper_parallel::shmem::transport {
 
@@ -31,126 +31,16 @@ Status UcxTransport::PutSignal(int pe, std::uint64_t offset, const void* source,
 Status UcxTransport::Transmit(int pe, std::uint64_t offset, const void* source,
                               std::uint64_t bytes, const RemoteSignal& signal,
                               Audience audience, bool heartbeat) {
-  Peer& peer = peers_[pe];
   HPS_RETURN_IF_ERROR(Connected(pe));
-  const bool signalled = signal.action != SignalAction::kNone;
-  if (peer.path == Path::kMessages) {
-    HPS_RETURN_IF_ERROR(Send(pe, PutHeader(rank_, offset, bytes, signal), source, bytes, heartbeat));
-    if (audience == Audience::kAnyone) unconfirmed_[pe].store(true, std::memory_order_release);
-    return Status::Ok();
-  }
-  Library& l = *lib_;
-  if (heartbeat) counters_.heartbeats.fetch_add(1, std::memory_order_relaxed);  // Send counts its own
-  if (bytes > 0) {
-    HPS_RETURN_IF_ERROR(CheckPeer(pe, "ucp_put_nbx"));
-    ucp_request_param_t params{};
-    void* request = l.put_nbx(static_cast<ucp_ep_h>(peer.ep.load(std::memory_order_acquire)), source, bytes, peer.base + offset,
-                              static_cast<ucp_rkey_h>(peer.rkey), &params);
-    HPS_RETURN_IF_ERROR(WaitRequest(request, pe, "ucp_put_nbx"));
-  }
-  if (!signalled) return Status::Ok();
-  HPS_RETURN_IF_ERROR(CheckPeer(pe, "ucp_atomic_op_nbx"));
-  const ucs_status_t fenced = l.worker_fence(static_cast<ucp_worker_h>(worker_));
-  if (fenced != UCS_OK) return Failure(pe, fenced, "ucp_worker_fence");
-  // A SWAP (a set) is a fetching operation: its target replies into posted->reply. It is not
-  // waited for either (that would add a round trip to every set); Close flushes before it
-  // closes the endpoints, so no reply outlives them (UCX 1.13 aborts a target whose reply
-  // endpoint is gone).
-  auto* posted = new Posted{WireHeader{}, 0, 0, l.request_free};
-  if (signal.width == 4) {
-    const auto word = static_cast<std::uint32_t>(static_cast<std::int32_t>(signal.value));
-    std::memcpy(&posted->operand, &word, sizeof word);
-  } else {
-    posted->operand = static_cast<std::uint64_t>(signal.value);
-  }
-  const bool set = signal.action == SignalAction::kSet;
-  ucp_request_param_t params{};
-  params.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_CALLBACK |
-                        UCP_OP_ATTR_FIELD_USER_DATA;
-  params.datatype = ucp_dt_make_contig(static_cast<std::size_t>(signal.width));
-  params.cb.send = ReleasePosted;
-  params.user_data = posted;
-  if (set) {
-    params.op_attr_mask |= UCP_OP_ATTR_FIELD_REPLY_BUFFER;
-    params.reply_buffer = &posted->reply;
-  }
-  void* request = l.atomic_op_nbx(static_cast<ucp_ep_h>(peer.ep.load(std::memory_order_acquire)),
-                                  set ? UCP_ATOMIC_OP_SWAP : UCP_ATOMIC_OP_ADD, &posted->operand,
-                                  1, peer.base + signal.offset,
-                                  static_cast<ucp_rkey_h>(peer.rkey), &params);
-  if (request == nullptr) {  // completed at once: the callback is not called
-    delete posted;
-    return Status::Ok();
-  }
-  if (UCS_PTR_IS_ERR(request)) {
-    delete posted;
-    return Failure(pe, UCS_PTR_STATUS(request), "ucp_atomic_op_nbx");
-  }
-  return Status::Ok();
+  return peers_[pe].path->Transmit(*this, peers_[pe], offset, source, bytes, signal, audience,
+                                   heartbeat);
 }
-
-// One message of an Outbound batch: its header (UCX reads it until the send completes) and
-// its completion, shared by the batch and the send's callback, so that neither outlives the
-// other's use (a batch given up on a failure leaves it to the callback).
-struct UcxTransport::Sending {
-  WireHeader header;
-  std::atomic<bool> done{false};
-  std::atomic<int> status{UCS_OK};
-  int pe = -1;
-  bool bulk = false;
-  void (*request_free)(void*) = nullptr;
-};
 
 Status UcxTransport::Begin(Outbound* out, int pe, std::uint64_t offset, const void* source,
                            std::uint64_t bytes, const RemoteSignal& signal, Audience audience) {
   if (!out->failed.ok()) return out->failed;
   HPS_RETURN_IF_ERROR(Connected(pe));
-  if (peers_[pe].path != Path::kMessages) {
-    return PutSignal(pe, offset, source, bytes, signal, audience);
-  }
-  while (out->in_flight.size() - out->finished >= Outbound::kMaxInFlight) {
-    HPS_RETURN_IF_ERROR(FinishOldest(out));
-  }
-  HPS_RETURN_IF_ERROR(CheckPeer(pe, "ucp_am_send_nbx"));
-  CountOperation(bytes, signal);
-  auto sending = std::make_shared<Sending>();
-  sending->header = PutHeader(rank_, offset, bytes, signal);
-  MarkFenced(pe, &sending->header);
-  sending->pe = pe;
-  sending->request_free = lib_->request_free;
-  auto* held = new std::shared_ptr<Sending>(sending);  // the callback's share
-  ucp_request_param_t params{};
-  params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  params.cb.send = [](void* request, ucs_status_t status, void* user_data) {
-    auto* share = static_cast<std::shared_ptr<Sending>*>(user_data);
-    (*share)->status.store(status, std::memory_order_relaxed);
-    (*share)->done.store(true, std::memory_order_release);
-    (*share)->request_free(request);
-    delete share;
-  };
-  params.user_data = held;
-  if (bytes <= kEagerBlockBytes) {
-    params.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
-    params.flags = UCP_AM_SEND_FLAG_EAGER;
-  }
-  void* request = lib_->am_send_nbx(
-      static_cast<ucp_ep_h>(peers_[pe].ep.load(std::memory_order_acquire)), kUcxMessageId,
-      &sending->header, sizeof sending->header, source, bytes, &params);
-  counters_.messages.fetch_add(1, std::memory_order_relaxed);
-  if (request == nullptr || UCS_PTR_IS_ERR(request)) {  // done at once: no callback
-    delete held;
-    if (request != nullptr) {
-      out->failed = Failure(pe, UCS_PTR_STATUS(request), "ucp_am_send_nbx");
-      return out->failed;
-    }
-    sending->done.store(true, std::memory_order_release);
-  } else if (bytes >= kBulkBytes) {
-    sending->bulk = true;  // a waiter keeps progressing while it streams
-    streaming_.fetch_add(1, std::memory_order_relaxed);
-  }
-  if (audience == Audience::kAnyone) unconfirmed_[pe].store(true, std::memory_order_release);
-  out->in_flight.push_back(std::move(sending));
-  return Status::Ok();
+  return peers_[pe].path->Begin(*this, out, peers_[pe], offset, source, bytes, signal, audience);
 }
 
 Status UcxTransport::FinishOldest(Outbound* out) {
@@ -180,24 +70,10 @@ Status UcxTransport::Put(int pe, std::uint64_t offset, const void* source, std::
 }
 
 Status UcxTransport::Get(int pe, void* destination, std::uint64_t offset, std::uint64_t bytes) {
-  Peer& peer = peers_[pe];
   counters_.gets.fetch_add(1, std::memory_order_relaxed);
   counters_.bytes_got.fetch_add(bytes, std::memory_order_relaxed);
   HPS_RETURN_IF_ERROR(Connected(pe));
-  if (peer.path == Path::kRma) {
-    HPS_RETURN_IF_ERROR(CheckPeer(pe, "ucp_get_nbx"));
-    ucp_request_param_t params{};
-    void* request = lib_->get_nbx(static_cast<ucp_ep_h>(peer.ep.load(std::memory_order_acquire)),
-                                  destination, bytes,
-                                  peer.base + offset, static_cast<ucp_rkey_h>(peer.rkey), &params);
-    return WaitRequest(request, pe, "ucp_get_nbx");
-  }
-  auto pending = std::make_shared<PendingGet>();
-  pending->destination = destination;
-  pending->bytes = bytes;
-  std::uint64_t token = 0;
-  Status status = Request(pe, GetHeader(offset, bytes), pending, &token);
-  return status.ok() ? AwaitGet(pe, pending, token) : status;
+  return peers_[pe].path->Get(*this, peers_[pe], destination, offset, bytes);
 }
 
 WireHeader UcxTransport::GetHeader(std::uint64_t offset, std::uint64_t bytes) const {
@@ -246,7 +122,7 @@ Status UcxTransport::Flush() {
   bool rma = false;
   for (const Peer& peer : peers_) {
     if (peer.ep.load(std::memory_order_acquire) == nullptr) continue;
-    if (peer.path == Path::kRma) {
+    if (peer.path->OrderedByWorker()) {
       rma = true;
       continue;
     }

@@ -153,11 +153,7 @@ void UcxTransport::Heartbeat(std::chrono::steady_clock::time_point now) {
     if (Departed(peer.pe)) continue;
     // Never waited for: a silent host must not hold up the beats to the others.
     const RemoteSignal beat{liveness_.remote_beat_offset(peer.pe), 8, SignalAction::kAdd, 1};
-    if (peer.path == Path::kMessages) {
-      Post(peer.pe, PutHeader(rank_, 0, 0, beat), nullptr, 0, /*heartbeat=*/true);
-    } else {
-      (void)Transmit(peer.pe, 0, nullptr, 0, beat, Audience::kTarget, /*heartbeat=*/true);
-    }
+    if (peer.path != nullptr) peer.path->Beat(*this, peer, beat);
     const std::uint64_t observed = liveness_.observed_beat(peer.pe);
     if (observed != peer.last_beat) {
       peer.last_beat = observed;

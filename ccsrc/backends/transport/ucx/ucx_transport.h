@@ -12,7 +12,9 @@
 //   - rma (where UCX reports hardware RMA and atomics for the peer: InfiniBand, RoCE): ucp_put_nbx
 //     and ucp_get_nbx into the peer's registered segment, ucp_atomic_op_nbx for signals after a
 //     ucp_worker_fence, ucp_worker_flush_nbx for a flush.
-// HYPER_PARALLEL_SHMEM_REMOTE_PATH=messages|rma forces one path for every peer.
+// HYPER_PARALLEL_SHMEM_REMOTE_PATH=messages|rma forces one path for every peer. The two paths are
+// two implementations of PeerPath (paths.h: messages_path.cc, rma_path.cc), chosen per peer
+// when its endpoint is made; the rest of the transport does not ask which one a peer has.
 //
 // UCX is loaded at run time (dlopen of libucp.so.0, or HYPER_PARALLEL_SHMEM_UCX_LIBRARY): the
 // package builds, installs and runs without it, and only a job that has remote peers needs it.
@@ -203,6 +205,41 @@ class UcxTransport final : public RemoteTransport {
 
  private:
   struct Library;
+  struct Peer;
+  // How one peer is reached, once it has an endpoint: one implementation per path (the file
+  // comment), in messages_path.cc and rma_path.cc; Peer::path points at one of them. What
+  // differs between the paths is here and nowhere else.
+  class PeerPath {
+   public:
+    virtual ~PeerPath() = default;
+    virtual std::string_view name() const = 0;
+    /// PutSignal's work: the data (bytes > 0), then the signal (action kNone: none), counted
+    /// as liveness traffic when `heartbeat`. Returns once `source` may be reused.
+    virtual Status Transmit(UcxTransport& t, Peer& peer, std::uint64_t offset,
+                            const void* source, std::uint64_t bytes, const RemoteSignal& signal,
+                            Audience audience, bool heartbeat) const = 0;
+    /// Begin's work (at most Outbound::kMaxInFlight in flight is the caller's).
+    virtual Status Begin(UcxTransport& t, Outbound* out, Peer& peer, std::uint64_t offset,
+                         const void* source, std::uint64_t bytes, const RemoteSignal& signal,
+                         Audience audience) const = 0;
+    virtual Status Get(UcxTransport& t, Peer& peer, void* destination, std::uint64_t offset,
+                       std::uint64_t bytes) const = 0;
+    virtual Status PutNbi(UcxTransport& t, Peer& peer, std::uint64_t offset, const void* source,
+                          std::uint64_t bytes, std::shared_ptr<const void> hold) const = 0;
+    virtual Status GetNbi(UcxTransport& t, Peer& peer, void* destination, std::uint64_t offset,
+                          std::uint64_t bytes, std::shared_ptr<const void> hold) const = 0;
+    /// What orders an atomic message after this PE's earlier writes to the peer.
+    virtual Status BeforeAtomic(UcxTransport& t, Peer& peer) const = 0;
+    /// One heartbeat, never waited for.
+    virtual void Beat(UcxTransport& t, Peer& peer, const RemoteSignal& beat) const = 0;
+    /// Whether fences and flushes to this peer go through the worker (ucp_worker_fence and
+    /// ucp_worker_flush_nbx) rather than through messages of their own.
+    virtual bool OrderedByWorker() const = 0;
+  };
+  class MessagesPath;
+  class RmaPath;
+  // The implementation of `path`.
+  static const PeerPath& PathFor(Path path);
   struct Peer {
     // Set once (CreateEndpoint, with release; rkey and path before it), cleared at Close.
     std::atomic<void*> ep{nullptr};  // ucp_ep_h
@@ -216,7 +253,7 @@ class UcxTransport final : public RemoteTransport {
     std::string rkey_buffer;  // its packed remote key
     // It made an endpoint to this PE (its first message, a hello, came): it hears farewell.
     std::atomic<bool> contacted{false};
-    Path path = Path::kMessages;
+    const PeerPath* path = nullptr;  // set with the endpoint (PathFor)
     UcxTransport* owner = nullptr;
     std::uint64_t last_beat = 0;
     std::chrono::steady_clock::time_point last_change{};
