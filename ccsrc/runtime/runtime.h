@@ -435,6 +435,16 @@ class Runtime {
   // Waits (bounded, releasing the mutex meanwhile) until no entry executes outside it.
   bool WaitForCallsToEnd() REQUIRES(mutex_);
   void RollBackInit() REQUIRES(mutex_);
+  // Init's steps under the mutex (runtime.cc): BeginInit refuses an Init in the wrong state or
+  // without a bootstrap, else marks the Runtime Initializing; AbandonInit ends a failed attempt
+  // (destroying `backend`'s heap, Uninitialized again) and returns `status`, tagged; CommitInit
+  // makes the agreed lifecycle Ready.
+  Status BeginInit(const InitOptions& options) EXCLUDES(mutex_);
+  Status AbandonInit(Status status, std::string_view phase, std::unique_ptr<Backend> backend)
+      EXCLUDES(mutex_);
+  void CommitInit(const Config& config, const DeviceId& device, int rank,
+                  std::vector<int> global_ranks, std::shared_ptr<Bootstrap> bootstrap,
+                  std::unique_ptr<Backend> backend) REQUIRES(mutex_);
   // Moves orphans reported since the last entry into the leak table.
   void AdoptOrphans() REQUIRES(mutex_) EXCLUDES(orphan_mutex_);
 
