@@ -373,9 +373,14 @@ class Runtime {
   Status RunOrRefuse(const TeamHandle& team, const data_plane::Collective* collective,
                      std::string_view op, const CollectiveOperands* operands, Status refused,
                      StreamRef stream, KeepAlive keep_alive) EXCLUDES(mutex_);
+  // The local checks every split starts with: Ready, a `parent` this PE is in (resolved from
+  // `parent_handle`), no other team change in progress (then marked: the caller clears
+  // creating_team_). A refusal comes back kept.
+  Status BeginSplit(std::string_view operation, const TeamHandle& parent_handle,
+                    std::shared_ptr<TeamState>* parent) REQUIRES(mutex_);
   // The parent-collective part of a split: agrees on the kind and arguments across `parent`.
-  Status AgreeSplit(TeamState& parent, std::string_view operation,
-                    std::array<std::uint64_t, 3> arguments) REQUIRES(mutex_);
+  Status AgreeSplit(TeamState& parent, std::string_view operation, std::array<int, 3> arguments)
+      REQUIRES(mutex_);
 
   // The failure helpers, by what they conclude and where they run. Each returns `status`; on
   // failure it is tagged with where it happened and kept as the latest failure. Inline so the
@@ -432,6 +437,9 @@ class Runtime {
   // Shutdown of a Failed Runtime: waits (bounded) for calls in flight to end, drains the
   // streams, releases the heap; returns the terminal failure.
   Status TerminalShutdown() REQUIRES(mutex_);
+  // Drains this PE's queued and outstanding work (Backend::Quiesce) outside the mutex,
+  // counted as a call in flight (Free, ReclaimReleased). Holds the mutex on entry and on return.
+  Status QuiesceOutside() REQUIRES(mutex_);
   // Waits (bounded, releasing the mutex meanwhile) until no entry executes outside it.
   bool WaitForCallsToEnd() REQUIRES(mutex_);
   void RollBackInit() REQUIRES(mutex_);
