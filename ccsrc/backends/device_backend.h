@@ -80,6 +80,26 @@
 
 namespace hyper_parallel::shmem {
 
+/// `value` rounded up to a multiple of `to` (the vendors' heap and control-block sizes).
+constexpr std::uint64_t RoundUp(std::uint64_t value, std::uint64_t to) {
+  return (value + to - 1) / to * to;
+}
+
+/// A vendor's own value for `comparison`, given its values in Comparison's order.
+template <class Vendor>
+constexpr Vendor VendorComparison(Comparison comparison, Vendor eq, Vendor ne, Vendor gt,
+                                  Vendor ge, Vendor lt, Vendor le) {
+  switch (comparison) {
+    case Comparison::kEq: return eq;
+    case Comparison::kNe: return ne;
+    case Comparison::kGt: return gt;
+    case Comparison::kGe: return ge;
+    case Comparison::kLt: return lt;
+    case Comparison::kLe: return le;
+  }
+  return eq;
+}
+
 struct DeviceControlLayout {
   static constexpr std::uint64_t kLine = 64;
   static constexpr std::uint64_t kRowBytes = CollectiveDescriptor::kWords * sizeof(std::uint64_t);

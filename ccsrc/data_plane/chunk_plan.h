@@ -88,4 +88,14 @@ class ChunkPlan {
   std::uint64_t tail_second_ = 0;
 };
 
+/// How the collectives that push blocks (all_gather, all_to_all, broadcast) cut each message:
+/// 256 KiB chunks, none under 64 KiB unless the message is, split at 64-byte granules.
+inline constexpr std::uint64_t kCollectiveChunkBytes = 256ull << 10;
+inline constexpr std::uint64_t kCollectiveMinChunkBytes = 64ull << 10;
+inline constexpr std::uint64_t kCollectiveGranule = 64;
+
+constexpr ChunkPlan CollectiveChunks(std::uint64_t total) {
+  return ChunkPlan(total, kCollectiveChunkBytes, kCollectiveMinChunkBytes, kCollectiveGranule);
+}
+
 }  // namespace hyper_parallel::shmem::data_plane

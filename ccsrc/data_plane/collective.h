@@ -169,6 +169,15 @@ inline std::string_view SizeUnit(const CollectiveCall& call) {
   return call.element_bytes > 0 ? "numel" : "byte size";
 }
 
+/// An output of the input's size (all_reduce, all_to_all, broadcast).
+inline Status CheckOutputSizeIsInput(const CollectiveCall& call) {
+  if (call.output_bytes == call.input_bytes) return Status::Ok();
+  const std::string unit(SizeUnit(call));
+  return Status::Contract(ErrorCode::kInvalidArgument, "output " + unit,
+                          "input " + unit + " (" + SizeText(call, call.input_bytes) + ")",
+                          SizeText(call, call.output_bytes));
+}
+
 /// A non-null input unless it is empty, and an input disjoint from the output.
 inline Status CheckInputBeside(const CollectiveCall& call, std::string_view collective) {
   const std::string what = std::string(collective) + " input";

@@ -110,6 +110,150 @@ Status CheckAlgorithms(const Config& config,
   return Status::Ok();
 }
 
+
+// Init's configuration: the environment's (or the options') settings, the backend they name,
+// and the algorithms they choose, each checked.
+Status ReadInitConfig(const InitOptions& options, Config* config, BackendKind* kind) {
+  HPS_RETURN_IF_ERROR(
+      Config::FromEnvironment(options.env ? options.env : ProcessEnvironment(), config));
+  HPS_RETURN_IF_ERROR(CheckBackendSettings(*config, kind));
+  return CheckAlgorithms(*config, options.collectives);
+}
+
+// Mismatch messages name the calls' arguments ("op: sum on PE 0, max on PE 1").
+void NoteInitArgumentNames(std::span<const data_plane::Collective* const> collectives) {
+  for (const data_plane::Collective* each : collectives) NoteArgumentNames(*each);
+  NoteArgumentNames("split_strided", {"start", "stride", "size"});
+  NoteArgumentNames("split_2d", {"xrange", "", ""});
+  NoteArgumentNames("team_destroy", {"handles left", "", ""});
+}
+
+// The Root WORLD's global ranks: `given`, or 0 .. size-1 when it is empty; `size` non-negative
+// ranks in increasing order.
+Status ResolveGlobalRanks(const std::vector<int>& given, int size, std::vector<int>* out) {
+  *out = given;
+  if (out->empty()) {
+    for (int r = 0; r < size; ++r) out->push_back(r);
+  }
+  const bool increasing = std::adjacent_find(out->begin(), out->end(), [](int a, int b) {
+                            return a >= b;
+                          }) == out->end();
+  if (static_cast<int>(out->size()) != size || !increasing || out->front() < 0) {
+    return Status::Contract(ErrorCode::kInvalidArgument, "global ranks",
+                            std::to_string(size) + " non-negative ranks in increasing order",
+                            JoinInts(*out));
+  }
+  return Status::Ok();
+}
+
+Status CheckWorldSize(const Config& config, int size) {
+  if (static_cast<std::uint64_t>(size) > config.max_pes) {
+    return Status::Contract(ErrorCode::kInvalidConfig, "world size",
+                            "at most " + std::to_string(config.max_pes) + " PEs (" +
+                                std::string(kEnvMaxPes) + ", at most " +
+                                std::to_string(Config::kMaxMaxPes) + ")",
+                            std::to_string(size));
+  }
+  return Status::Ok();
+}
+
+// Gathers every PE's InitRecord (`mine`) and fails on the first that differs. Each record also
+// says where its PE runs ("|host=..."), compared apart: `hosts` gets every PE's host.
+Status AgreeOnConfiguration(Bootstrap& bootstrap, std::chrono::milliseconds timeout,
+                            const std::string& mine, std::vector<HostIdentity>* hosts) {
+  std::vector<std::string> records;
+  const HostIdentity here = HostIdentity::Current();
+  const std::string where =
+      "|host=" + std::string(reinterpret_cast<const char*>(&here), sizeof here);
+  HPS_RETURN_IF_ERROR(bootstrap.AllGather(mine + where, timeout, &records));
+  const int size = bootstrap.size();
+  hosts->assign(static_cast<std::size_t>(size), HostIdentity{});
+  for (int pe = 0; pe < size; ++pe) {
+    const std::size_t bar = records[pe].rfind("|host=");
+    if (bar != std::string::npos && records[pe].size() - bar - 6 == sizeof(HostIdentity)) {
+      std::memcpy(&(*hosts)[pe], records[pe].data() + bar + 6, sizeof(HostIdentity));
+      records[pe].resize(bar);
+    }
+    if (records[pe] != mine) {
+      return Status::Assertion(ErrorCode::kInvalidConfig, "PEs disagree on the configuration",
+                               ConfigDifference(records[pe], mine, pe));
+    }
+  }
+  return Status::Ok();
+}
+
+// A device backend maps its peers' memory (CUDA IPC, the CANN library's own heap): it reaches
+// one host only. The host backend reaches other hosts over UCX (docs/scale-out.md).
+Status CheckHostsReached(std::string_view backend, const std::vector<HostIdentity>& hosts,
+                         int rank) {
+  if (backend == "host") return Status::Ok();
+  const int size = static_cast<int>(hosts.size());
+  std::string layout, others;
+  for (int pe = 0; pe < size; ++pe) {
+    if (!hosts[pe].SameHost(hosts[rank])) others += (others.empty() ? "" : ",") + std::to_string(pe);
+  }
+  if (others.empty()) return Status::Ok();
+  for (int pe = 0; pe < size; ++pe) {
+    layout += (layout.empty() ? "" : "; ") + std::to_string(pe) + "@" + hosts[pe].Label();
+  }
+  return Status::Assertion(ErrorCode::kUnsupportedCapability,
+                           "this backend reaches PEs on its own host only; PEs on "
+                           "several hosts need the host backend (over UCX)",
+                           {{"backend", std::string(backend)},
+                            {"pe", std::to_string(rank)},
+                            {"other_host_pes", others},
+                            {"pes", layout}});
+}
+
+// What the backend's heap is made from: the configuration, this PE's place, and the bootstrap
+// (for a backend that gathers a second round, such as the host backend's network addresses).
+HeapSpec MakeHeapSpec(const Config& config, int rank, int size, Bootstrap& bootstrap,
+                      BlockingOpTable* blocking_ops) {
+  const auto timeout = config.timeout();
+  HeapSpec spec;
+  spec.rank = rank;
+  spec.size = size;
+  // The reductions' workspaces, one per team slot, lie past the allocator's heap.
+  spec.heap_bytes = config.heap_bytes + config.max_teams * config.reduce_workspace;
+  spec.timeout = timeout;
+  spec.copy_workers = static_cast<int>(config.copy_workers);
+  spec.blocking_ops = blocking_ops;
+  spec.wait = config.wait;
+  spec.teams = static_cast<int>(config.max_teams);
+  spec.remote_peers = config.remote_peers;
+  spec.ucx_library = config.ucx_library;
+  spec.remote_path = config.remote_path;
+  spec.remote_transport = config.remote_transport;
+  spec.peer_silence = std::chrono::milliseconds(config.peer_silence_ms);
+  // A backend that learns from the handles that it needs a second round (the host backend's
+  // network addresses, once it knows some peer is remote) gathers it through the bootstrap.
+  spec.all_gather = [&bootstrap, timeout](std::string_view bytes, std::vector<std::string>* all) {
+    return bootstrap.AllGather(bytes, timeout, all);
+  };
+  return spec;
+}
+
+// One step of making the heaps: tells every PE this PE's outcome (`local`, with `payload` on
+// success) and learns theirs; `all` gets every PE's payload. A peer's failure fails here too.
+Status ExchangeOutcome(Bootstrap& bootstrap, std::chrono::milliseconds timeout,
+                       const Status& local, std::string_view step, const std::string& payload,
+                       std::vector<std::string>* all) {
+  const std::string message = local.ok() ? "K" + payload : "E" + local.message();
+  HPS_RETURN_IF_ERROR(bootstrap.AllGather(message, timeout, all));
+  if (!local.ok()) return local;
+  for (int pe = 0; pe < bootstrap.size(); ++pe) {
+    std::string& outcome = (*all)[pe];
+    if (outcome.empty() || outcome[0] != 'K') {
+      return Status::Assertion(ErrorCode::kBackendError, "a peer failed to initialise",
+                               {{"pe", std::to_string(pe)},
+                                {"step", std::string(step)},
+                                {"reason", outcome.substr(std::min<std::size_t>(1, outcome.size()))}});
+    }
+    outcome.erase(0, 1);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string_view RuntimeStateName(RuntimeState state) {
@@ -225,200 +369,117 @@ void Runtime::RollBackInit() {
   state_ = RuntimeState::kUninitialized;
 }
 
+// Init, step by step (docs/architecture.md, "Lifecycle"). Every step past BeginInit runs
+// without the mutex, on locals, since it waits on peers; a failure abandons the attempt
+// (AbandonInit) and the outcome is committed under the mutex at the end (CommitInit).
 Status Runtime::Init(InitOptions options) {
-  constexpr std::string_view kOp = "init";
-  {
-    MutexLock lock(&mutex_);
-    if (state_ == RuntimeState::kFailed) {
-      return RejectLocked(terminal_.Retagged(kOp, "state"), kOp, "state");
-    }
-    if (state_ != RuntimeState::kUninitialized) {
-      return RejectLocked(
-          Status::Assertion(ErrorCode::kInvalidState,
-                            state_ == RuntimeState::kReady
-                                ? "runtime is already initialised"
-                                : "runtime is initialising or closing on another thread",
-                            {{"state", std::string(RuntimeStateName(state_))},
-                             {"rank", std::to_string(rank_)},
-                             {"lifecycle", std::to_string(registry_.lifecycle())}}),
-          kOp, "state");
-    }
-    if (!options.bootstrap) {
-      return RejectLocked(
-          Status::Contract(ErrorCode::kInvalidArgument, "bootstrap", "non-null", "null"), kOp,
-          "validate");
-    }
-    state_ = RuntimeState::kInitializing;  // other entries are refused until it is done
-  }
-  // Everything below waits on peers, so it runs without the mutex, on locals; the outcome is
-  // committed (or the state rolled back) under the mutex at the end.
-  auto fail = [&](Status status, std::string_view phase, std::unique_ptr<Backend> backend) {
-    if (backend) backend->DestroyHeap();
-    MutexLock lock(&mutex_);
-    state_ = RuntimeState::kUninitialized;
-    return RejectLocked(std::move(status), kOp, phase);
-  };
+  HPS_RETURN_IF_ERROR(BeginInit(options));
   Config config;
-  if (Status parsed = Config::FromEnvironment(options.env ? options.env : ProcessEnvironment(),
-                                              &config);
-      !parsed.ok()) {
-    return fail(parsed, "config", nullptr);
-  }
   BackendKind kind = BackendKind::kAuto;
-  if (Status checked = CheckBackendSettings(config, &kind); !checked.ok()) {
-    return fail(checked, "config", nullptr);
+  if (Status read = ReadInitConfig(options, &config, &kind); !read.ok()) {
+    return AbandonInit(read, "config", nullptr);
   }
-  if (Status checked = CheckAlgorithms(config, options.collectives); !checked.ok()) {
-    return fail(checked, "config", nullptr);
-  }
-  // Mismatch messages name the calls' arguments ("op: sum on PE 0, max on PE 1").
-  for (const data_plane::Collective* each : options.collectives) NoteArgumentNames(*each);
-  NoteArgumentNames("split_strided", {"start", "stride", "size"});
-  NoteArgumentNames("split_2d", {"xrange", "", ""});
-  NoteArgumentNames("team_destroy", {"handles left", "", ""});
+  NoteInitArgumentNames(options.collectives);
   const int rank = options.bootstrap->rank();
   const int size = options.bootstrap->size();
-  std::vector<int> global_ranks = options.global_ranks;
-  if (global_ranks.empty()) {
-    for (int r = 0; r < size; ++r) global_ranks.push_back(r);
+  std::vector<int> global_ranks;
+  if (Status ranks = ResolveGlobalRanks(options.global_ranks, size, &global_ranks); !ranks.ok()) {
+    return AbandonInit(ranks, "validate", nullptr);
   }
-  const bool increasing =
-      std::adjacent_find(global_ranks.begin(), global_ranks.end(),
-                         [](int a, int b) { return a >= b; }) == global_ranks.end();
-  if (static_cast<int>(global_ranks.size()) != size || !increasing || global_ranks.front() < 0) {
-    return fail(Status::Contract(ErrorCode::kInvalidArgument, "global ranks",
-                                 std::to_string(size) + " non-negative ranks in increasing order",
-                                 JoinInts(global_ranks)),
-                "validate", nullptr);
-  }
-
-  if (static_cast<std::uint64_t>(size) > config.max_pes) {
-    return fail(Status::Contract(ErrorCode::kInvalidConfig, "world size",
-                                 "at most " + std::to_string(config.max_pes) + " PEs (" +
-                                     std::string(kEnvMaxPes) + ", at most " +
-                                     std::to_string(Config::kMaxMaxPes) + ")",
-                                 std::to_string(size)),
-                "config", nullptr);
+  if (Status checked = CheckWorldSize(config, size); !checked.ok()) {
+    return AbandonInit(checked, "config", nullptr);
   }
 
   std::unique_ptr<Backend> backend;
   const BackendFactory& factory =
       options.backend_factory ? options.backend_factory : BackendFactory(DefaultBackendFactory);
   if (Status made = factory(kind, &backend); !made.ok()) {
-    return fail(made, "backend", nullptr);
+    return AbandonInit(made, "backend", nullptr);
   }
   log::SetLevel(config.log_level);
   log::SetRank(rank);
-  DeviceId device = backend->CurrentDevice();
   Bootstrap& bootstrap = *options.bootstrap;
   const auto timeout = config.timeout();
 
-  // 1. Every PE must run with the same configuration.
-  //    Each record also says where its PE runs ("|host=..."), compared apart.
-  std::vector<std::string> records;
-  const std::string mine = InitRecord(config, backend->name(), device, size, global_ranks);
-  const HostIdentity here = HostIdentity::Current();
-  const std::string where = "|host=" + std::string(reinterpret_cast<const char*>(&here), sizeof here);
-  if (Status gathered = bootstrap.AllGather(mine + where, timeout, &records); !gathered.ok()) {
-    return fail(gathered, "bootstrap", std::move(backend));
+  // 1. Every PE must run with the same configuration, and a device backend on one host.
+  std::vector<HostIdentity> hosts;
+  const std::string mine =
+      InitRecord(config, backend->name(), backend->CurrentDevice(), size, global_ranks);
+  if (Status agreed = AgreeOnConfiguration(bootstrap, timeout, mine, &hosts); !agreed.ok()) {
+    return AbandonInit(agreed, "bootstrap", std::move(backend));
   }
-  std::vector<HostIdentity> hosts(size);
-  for (int pe = 0; pe < size; ++pe) {
-    const std::size_t bar = records[pe].rfind("|host=");
-    if (bar != std::string::npos && records[pe].size() - bar - 6 == sizeof(HostIdentity)) {
-      std::memcpy(&hosts[pe], records[pe].data() + bar + 6, sizeof(HostIdentity));
-      records[pe].resize(bar);
-    }
-    if (records[pe] != mine) {
-      return fail(Status::Assertion(ErrorCode::kInvalidConfig,
-                                    "PEs disagree on the configuration",
-                                    ConfigDifference(records[pe], mine, pe)),
-                  "bootstrap", std::move(backend));
-    }
-  }
-
-  // A device backend maps its peers' memory (CUDA IPC, the CANN library's own heap): it
-  //    reaches one host only. The host backend reaches other hosts over UCX
-  //    (docs/scale-out.md).
-  if (const std::string backend_name(backend->name()); backend_name != "host") {
-    std::string layout, others;
-    for (int pe = 0; pe < size; ++pe) {
-      if (!hosts[pe].SameHost(hosts[rank])) others += (others.empty() ? "" : ",") + std::to_string(pe);
-    }
-    if (!others.empty()) {
-      for (int pe = 0; pe < size; ++pe) {
-        layout += (layout.empty() ? "" : "; ") + std::to_string(pe) + "@" + hosts[pe].Label();
-      }
-      return fail(Status::Assertion(ErrorCode::kUnsupportedCapability,
-                                    "this backend reaches PEs on its own host only; PEs on "
-                                    "several hosts need the host backend (over UCX)",
-                                    {{"backend", backend_name},
-                                     {"pe", std::to_string(rank)},
-                                     {"other_host_pes", others},
-                                     {"pes", layout}}),
-                  "bootstrap", std::move(backend));
-    }
+  if (Status reached = CheckHostsReached(backend->name(), hosts, rank); !reached.ok()) {
+    return AbandonInit(reached, "bootstrap", std::move(backend));
   }
 
   // 2. Create the local heap, publish it, map every peer's; each step tells every PE whether
   //    every other one succeeded, so a failure anywhere rolls back everywhere at once.
-  auto exchange_outcome = [&](const Status& local, std::string_view step,
-                              std::string payload, std::vector<std::string>* all) -> Status {
-    const std::string message = local.ok() ? "K" + payload : "E" + local.message();
-    HPS_RETURN_IF_ERROR(bootstrap.AllGather(message, timeout, all));
-    if (!local.ok()) return local;
-    for (int pe = 0; pe < size; ++pe) {
-      if ((*all)[pe].empty() || (*all)[pe][0] != 'K') {
-        return Status::Assertion(ErrorCode::kBackendError, "a peer failed to initialise",
-                                 {{"pe", std::to_string(pe)},
-                                  {"step", std::string(step)},
-                                  {"reason", (*all)[pe].substr(std::min<std::size_t>(1, (*all)[pe].size()))}});
-      }
-      (*all)[pe].erase(0, 1);
-    }
-    return Status::Ok();
-  };
-
-  HeapSpec spec;
-  spec.rank = rank;
-  spec.size = size;
-  // The reductions' workspaces, one per team slot, lie past the allocator's heap.
-  spec.heap_bytes = config.heap_bytes + config.max_teams * config.reduce_workspace;
-  spec.timeout = timeout;
-  spec.copy_workers = static_cast<int>(config.copy_workers);
-  spec.blocking_ops = &blocking_ops_;
-  spec.wait = config.wait;
-  spec.teams = static_cast<int>(config.max_teams);
-  spec.remote_peers = config.remote_peers;
-  spec.ucx_library = config.ucx_library;
-  spec.remote_path = config.remote_path;
-  spec.remote_transport = config.remote_transport;
-  spec.peer_silence = std::chrono::milliseconds(config.peer_silence_ms);
-  // A backend that learns from the handles that it needs a second round (the host backend's
-  // network addresses, once it knows some peer is remote) gathers it through the bootstrap.
-  spec.all_gather = [&bootstrap, timeout](std::string_view bytes, std::vector<std::string>* all) {
-    return bootstrap.AllGather(bytes, timeout, all);
-  };
+  const HeapSpec spec = MakeHeapSpec(config, rank, size, bootstrap, &blocking_ops_);
   std::string handle;
   std::vector<std::string> handles;
   Status created = backend->CreateHeap(spec, &handle);
-  if (Status step = exchange_outcome(created, "create_heap", handle, &handles); !step.ok()) {
-    return fail(step, "create_heap", std::move(backend));
+  if (Status step = ExchangeOutcome(bootstrap, timeout, created, "create_heap", handle, &handles);
+      !step.ok()) {
+    return AbandonInit(step, "create_heap", std::move(backend));
   }
   Status opened = backend->OpenPeers(handles);
   std::vector<std::string> outcomes;
-  if (Status step = exchange_outcome(opened, "open_peers", "", &outcomes); !step.ok()) {
-    return fail(step, "open_peers", std::move(backend));
+  if (Status step = ExchangeOutcome(bootstrap, timeout, opened, "open_peers", "", &outcomes);
+      !step.ok()) {
+    return AbandonInit(step, "open_peers", std::move(backend));
   }
-  // Frozen now: a device backend may have selected the device while it made the heap.
-  device = backend->CurrentDevice();
 
+  // 3. Frozen now: a device backend may have selected the device while it made the heap.
+  const DeviceId device = backend->CurrentDevice();
   MutexLock lock(&mutex_);
+  CommitInit(config, device, rank, std::move(global_ranks), std::move(options.bootstrap),
+             std::move(backend));
+  return Status::Ok();
+}
+
+Status Runtime::BeginInit(const InitOptions& options) {
+  constexpr std::string_view kOp = "init";
+  MutexLock lock(&mutex_);
+  if (state_ == RuntimeState::kFailed) {
+    return RejectLocked(terminal_.Retagged(kOp, "state"), kOp, "state");
+  }
+  if (state_ != RuntimeState::kUninitialized) {
+    return RejectLocked(
+        Status::Assertion(ErrorCode::kInvalidState,
+                          state_ == RuntimeState::kReady
+                              ? "runtime is already initialised"
+                              : "runtime is initialising or closing on another thread",
+                          {{"state", std::string(RuntimeStateName(state_))},
+                           {"rank", std::to_string(rank_)},
+                           {"lifecycle", std::to_string(registry_.lifecycle())}}),
+        kOp, "state");
+  }
+  if (!options.bootstrap) {
+    return RejectLocked(
+        Status::Contract(ErrorCode::kInvalidArgument, "bootstrap", "non-null", "null"), kOp,
+        "validate");
+  }
+  state_ = RuntimeState::kInitializing;  // other entries are refused until it is done
+  return Status::Ok();
+}
+
+Status Runtime::AbandonInit(Status status, std::string_view phase,
+                            std::unique_ptr<Backend> backend) {
+  if (backend) backend->DestroyHeap();
+  MutexLock lock(&mutex_);
+  state_ = RuntimeState::kUninitialized;
+  return RejectLocked(std::move(status), "init", phase);
+}
+
+void Runtime::CommitInit(const Config& config, const DeviceId& device, int rank,
+                         std::vector<int> global_ranks, std::shared_ptr<Bootstrap> bootstrap,
+                         std::unique_ptr<Backend> backend) {
+  const int size = static_cast<int>(global_ranks.size());
   config_ = config;
   device_ = device;
   rank_ = rank;
   size_ = size;
-  global_ranks_ = global_ranks;
+  global_ranks_ = std::move(global_ranks);
   {
     auto members = std::make_shared<std::vector<int>>(size);
     for (int pe = 0; pe < size; ++pe) (*members)[pe] = pe;
@@ -431,7 +492,7 @@ Status Runtime::Init(InitOptions options) {
     pair_rounds_.assign(static_cast<std::size_t>(size), 0);
     creating_team_ = false;
   }
-  bootstrap_ = std::move(options.bootstrap);
+  bootstrap_ = std::move(bootstrap);
   backend_ = std::move(backend);
   backend_name_ = std::string(backend_->name());
   heap_base_ = backend_->LocalHeapBase();
@@ -446,7 +507,6 @@ Status Runtime::Init(InitOptions options) {
                ", size=" + std::to_string(size) + ", backend=" + backend_name_ +
                ", device=" + device_.ToString() + ", heap_bytes=" +
                std::to_string(config.heap_bytes) + ", heap_base=" + Hex(heap_base_));
-  return Status::Ok();
 }
 
 }  // namespace hyper_parallel::shmem

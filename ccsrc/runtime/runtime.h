@@ -1,5 +1,6 @@
 // Runtime: the process-unique owner of the symmetric heap's lifecycle (docs/architecture.md,
-// "Lifecycle").
+// "Lifecycle"). The values its entries take and return (options, operands, handles, reports)
+// are runtime_types.h.
 //
 // States: Uninitialized --Init--> (Initializing) --> Ready --Shutdown--> (Closing) -->
 // Uninitialized. An Init that fails rolls back everything it made and leaves the Runtime
@@ -36,188 +37,24 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
-#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/backend.h"
-#include "backends/backend_kind.h"
 #include "backends/blocking_ops.h"
-#include "runtime/allocation_registry.h"
-#include "runtime/bootstrap.h"
 #include "base/config.h"
 #include "base/mutex.h"
 #include "base/status.h"
 #include "data_plane/collective.h"
+#include "runtime/allocation_registry.h"
+#include "runtime/bootstrap.h"
 #include "runtime/heap_allocator.h"
+#include "runtime/runtime_types.h"
 
 namespace hyper_parallel::shmem {
-
-enum class RuntimeState : std::uint8_t { kUninitialized, kInitializing, kReady, kClosing, kFailed };
-std::string_view RuntimeStateName(RuntimeState state);
-
-/// Makes the backend for a configured kind; UNSUPPORTED_CAPABILITY when the build lacks it.
-using BackendFactory = std::function<Status(BackendKind kind, std::unique_ptr<Backend>* out)>;
-
-/// The factory of this build: the backend registry's (backends/registry.h).
-Status DefaultBackendFactory(BackendKind kind, std::unique_ptr<Backend>* out);
-
-struct InitOptions {
-  std::shared_ptr<Bootstrap> bootstrap;  ///< required; its rank and size define the Root WORLD
-  std::vector<int> global_ranks;         ///< increasing; empty means 0 .. size-1
-  EnvLookup env;                         ///< empty means the process environment
-  BackendFactory backend_factory;        ///< empty means DefaultBackendFactory
-  /// The collectives HYPER_PARALLEL_SHMEM_ALGORITHMS may name, each with the algorithms it
-  /// offers (the binding passes the build's list); a name outside it fails init.
-  std::span<const data_plane::Collective* const> collectives;
-};
-
-/// A symmetric operand: an allocation id and a byte range given by address. `data` is an
-/// address in this PE's mapping of the heap.
-struct SymmetricView {
-  AllocationId id = 0;
-  const void* data = nullptr;
-  std::uint64_t bytes = 0;
-};
-
-/// The operands of one collective call: a symmetric output and a local input (all_gather,
-/// all_to_all), or none (barrier).
-struct CollectiveOperands {
-  SymmetricView output;
-  const void* input = nullptr;
-  std::uint64_t input_bytes = 0;
-  /// The caller's element size: its size rules are then phrased in elements (0: in bytes).
-  std::uint64_t element_bytes = 0;
-  /// The element type's name (up to 15 characters), compared across PEs where declared.
-  std::string_view dtype;
-  /// The collective's integer arguments (a root, an operator), compared across PEs where it
-  /// declares kAgreeArguments.
-  data_plane::CollectiveArguments arguments{};
-  /// Per-member sizes in bytes where the collective takes them (CollectiveCall::sizes).
-  std::vector<std::uint64_t> sizes{};
-  /// Filled by the kernel where the collective reports something (CollectivePlan::results);
-  /// on a queued stream, once the call has run.
-  std::shared_ptr<std::vector<std::uint64_t>> results{};
-};
-
-/// A handle of a team: a subset of the Root WORLD's PEs with collectives of its own
-/// (docs/teams.md). Plain data: the Runtime checks it at every use, so a handle of an older
-/// lifecycle, of a destroyed team, or a destroyed handle is refused there.
-struct TeamHandle {
-  /// The lifecycle the team belongs to; 0 for a predefined team (world, node), which stands for
-  /// the current lifecycle's.
-  std::uint64_t lifecycle = 0;
-  /// The team's slot: its sync words and sequence (0: the world). -1: no team (a PE outside a
-  /// split's new team gets this).
-  int slot = -1;
-  /// This handle's own number (handles of the same ranks share one team); 0: predefined.
-  std::uint64_t id = 0;
-
-  bool valid() const { return slot >= 0; }
-  bool operator==(const TeamHandle&) const = default;
-};
-
-/// The world team's handle, valid in every lifecycle.
-inline constexpr TeamHandle kWorldTeam{0, 0, 0};
-
-/// What a team is, as DescribeTeam reports it.
-struct TeamInfo {
-  int slot = -1;
-  std::vector<int> pes;        ///< world PE numbers, in team-PE order
-  int my_pe = -1;              ///< this PE's team PE number
-  std::uint64_t sequence = 0;  ///< number of the team's latest collective
-  std::uint64_t first_sequence = 0;  ///< the number its first collective followed
-  int handles = 0;             ///< this PE's live handles of it (0: predefined)
-  bool predefined = false;
-};
-
-/// A consumer's fused kernel as Launch runs it: the kernel-side API and the heap offsets of
-/// the symmetric operands it declared, in the order it declared them.
-using LaunchKernel =
-    std::function<Status(data_plane::KernelApi& api, const std::vector<std::uint64_t>& offsets)>;
-
-/// A new allocation as Allocate returns it.
-struct Allocation {
-  AllocationId id = 0;
-  std::uint64_t lifecycle = 0;
-  void* data = nullptr;  ///< in this PE's mapping
-  std::uint64_t bytes = 0;
-  std::uint64_t alignment = 0;
-};
-
-/// What a storage deleter knows about the allocation it held.
-struct OrphanReport {
-  AllocationId id = 0;
-  std::uint64_t lifecycle = 0;
-  const void* base = nullptr;
-  std::uint64_t bytes = 0;
-  int rank = -1;
-  /// Given up on purpose (Runtime::Release), not lost: no error, reclaimed when agreed.
-  bool released = false;
-};
-
-/// What a layer above may ask about the running backend (shmem.backend_info() in Python): the
-/// facts the backend and the heap decide, so that no consumer restates them or parses
-/// diagnostics (docs/api.md, Backend description).
-struct BackendDescription {
-  std::string name;                    ///< "host", "cuda", "cann", or a fake's name
-  /// This PE's thread was pinned to cores of its own (the host backend's automatic wait
-  /// setting, where the PEs fit the machine's cores); false where PEs share their cores or a
-  /// device backend runs the work.
-  bool own_core = false;
-  /// The heap is memory this process addresses from the host (the host backend, the fakes);
-  /// false for device memory (CUDA).
-  bool host_addressable_heap = true;
-  /// Every allocation reserves a multiple of this many bytes.
-  std::uint64_t granule_bytes = HeapAllocator::kGranule;
-  /// The bound on every wait in force (HYPER_PARALLEL_SHMEM_TIMEOUT_SEC).
-  std::chrono::milliseconds timeout{0};
-};
-
-/// A consistent picture of the Runtime for debug_state(); taken under the mutex (the blocked
-/// operations under the blocking-op table's own lock).
-struct Diagnostics {
-  RuntimeState state = RuntimeState::kUninitialized;
-  std::uint64_t lifecycle = 0;
-  int rank = -1;
-  int size = 0;
-  std::vector<int> global_ranks;
-  std::string device;
-  std::string backend;
-  Config config;
-  const void* heap_base = nullptr;
-  HeapUsage heap;
-  RegistryPeaks peaks;
-  std::vector<AllocationRecord> live;
-  std::vector<AllocationRecord> leaks;
-  Status latest_failure;
-  Status terminal_failure;               ///< why the Runtime is Failed (OK otherwise)
-  std::uint64_t collective_sequence = 0;  ///< number of the latest collective of this PE
-  int collectives_in_flight = 0;         ///< enqueued and not yet finished
-  std::string collective_stream;         ///< the stream they are on ("" when none)
-  int calls_in_flight = 0;               ///< entries executing outside the mutex right now
-  /// How often the backend blocked the host until a device stream ran its work (this
-  /// lifecycle's backend; Backend::HostSynchronizations).
-  std::uint64_t host_synchronizations = 0;
-  /// The teams this PE is in, by slot (the world first), with their collective state.
-  struct TeamRow {
-    TeamInfo info;
-    int in_flight = 0;       ///< its collectives enqueued and not yet finished
-    std::string stream;      ///< the stream they are on ("" when none)
-  };
-  std::vector<TeamRow> teams;
-  WaitInfo wait;                         ///< the wait policy in force
-  std::vector<PeerPlacement> peers;      ///< every PE's host and transport (empty: one host)
-  NetworkInfo network;                   ///< the network transport in use (empty: none)
-  std::vector<BlockingOp> blocking;      ///< operations blocked right now, oldest first
-};
-
-/// The byte Free writes over a freed allocation (a host-addressable heap): all bits set is NaN
-/// in every IEEE float dtype and -1 in every signed integer dtype.
-inline constexpr unsigned char kPoisonByte = 0xFF;
 
 class Runtime {
  public:
@@ -536,9 +373,14 @@ class Runtime {
   Status RunOrRefuse(const TeamHandle& team, const data_plane::Collective* collective,
                      std::string_view op, const CollectiveOperands* operands, Status refused,
                      StreamRef stream, KeepAlive keep_alive) EXCLUDES(mutex_);
+  // The local checks every split starts with: Ready, a `parent` this PE is in (resolved from
+  // `parent_handle`), no other team change in progress (then marked: the caller clears
+  // creating_team_). A refusal comes back kept.
+  Status BeginSplit(std::string_view operation, const TeamHandle& parent_handle,
+                    std::shared_ptr<TeamState>* parent) REQUIRES(mutex_);
   // The parent-collective part of a split: agrees on the kind and arguments across `parent`.
-  Status AgreeSplit(TeamState& parent, std::string_view operation,
-                    std::array<std::uint64_t, 3> arguments) REQUIRES(mutex_);
+  Status AgreeSplit(TeamState& parent, std::string_view operation, std::array<int, 3> arguments)
+      REQUIRES(mutex_);
 
   // The failure helpers, by what they conclude and where they run. Each returns `status`; on
   // failure it is tagged with where it happened and kept as the latest failure. Inline so the
@@ -595,9 +437,22 @@ class Runtime {
   // Shutdown of a Failed Runtime: waits (bounded) for calls in flight to end, drains the
   // streams, releases the heap; returns the terminal failure.
   Status TerminalShutdown() REQUIRES(mutex_);
+  // Drains this PE's queued and outstanding work (Backend::Quiesce) outside the mutex,
+  // counted as a call in flight (Free, ReclaimReleased). Holds the mutex on entry and on return.
+  Status QuiesceOutside() REQUIRES(mutex_);
   // Waits (bounded, releasing the mutex meanwhile) until no entry executes outside it.
   bool WaitForCallsToEnd() REQUIRES(mutex_);
   void RollBackInit() REQUIRES(mutex_);
+  // Init's steps under the mutex (runtime.cc): BeginInit refuses an Init in the wrong state or
+  // without a bootstrap, else marks the Runtime Initializing; AbandonInit ends a failed attempt
+  // (destroying `backend`'s heap, Uninitialized again) and returns `status`, tagged; CommitInit
+  // makes the agreed lifecycle Ready.
+  Status BeginInit(const InitOptions& options) EXCLUDES(mutex_);
+  Status AbandonInit(Status status, std::string_view phase, std::unique_ptr<Backend> backend)
+      EXCLUDES(mutex_);
+  void CommitInit(const Config& config, const DeviceId& device, int rank,
+                  std::vector<int> global_ranks, std::shared_ptr<Bootstrap> bootstrap,
+                  std::unique_ptr<Backend> backend) REQUIRES(mutex_);
   // Moves orphans reported since the last entry into the leak table.
   void AdoptOrphans() REQUIRES(mutex_) EXCLUDES(orphan_mutex_);
 

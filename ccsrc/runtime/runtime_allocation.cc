@@ -59,16 +59,8 @@ Status Runtime::Free(const SymmetricView& whole, std::string_view note) {
     // Refused in the call's place: the other PEs' free of this number fails too.
     return RefuseInPlaceLocked(World(), kOp, std::move(resolved), "validate");
   }
-  Backend* backend = backend_.get();
-  Status drained;
-  {
-    // Queued work may still touch the allocation: drain before any PE can reuse it.
-    CallScope call(this);
-    lock.Unlock();
-    drained = backend->Quiesce();
-    lock.Lock();
-  }
-  HPS_REJECT_IF_ERROR(drained, kOp, "quiesce");
+  // Queued work may still touch the allocation: drain before any PE can reuse it.
+  HPS_REJECT_IF_ERROR(QuiesceOutside(), kOp, "quiesce");
   HPS_REJECT_IF_ERROR(CheckReady(kOp), kOp, "state");
   HPS_REJECT_IF_ERROR(WaitForOtherCollectives(World(), kOp), kOp, "state");
   // Another thread may have freed it meanwhile.
@@ -92,6 +84,15 @@ Status Runtime::Free(const SymmetricView& whole, std::string_view note) {
                 " bytes=" + std::to_string(record.bytes) + (note.empty() ? "" : " ") +
                 std::string(note));
   return Status::Ok();
+}
+
+Status Runtime::QuiesceOutside() {
+  Backend* backend = backend_.get();
+  CallScope call(this);
+  mutex_.Unlock();
+  Status drained = backend->Quiesce();
+  mutex_.Lock();
+  return drained;
 }
 
 Status Runtime::RefuseInPlaceLocked(TeamState& team, std::string_view operation, Status why,
@@ -134,18 +135,10 @@ Status Runtime::ReclaimReleased(std::string_view operation,
   if (reclaimed != nullptr) reclaimed->clear();
   MutexLock lock(&mutex_);
   HPS_REJECT_IF_ERROR(CheckReady(operation), operation, "state");
-  Backend* backend = backend_.get();
   const std::shared_ptr<Bootstrap> bootstrap = bootstrap_;
   const auto timeout = config_.timeout();
-  Status drained;
-  {
-    // As Free: this PE's queued and outstanding work completes before any PE reuses the memory.
-    CallScope call(this);
-    lock.Unlock();
-    drained = backend->Quiesce();
-    lock.Lock();
-  }
-  HPS_REJECT_IF_ERROR(drained, operation, "quiesce");
+  // As Free: this PE's queued and outstanding work completes before any PE reuses the memory.
+  HPS_REJECT_IF_ERROR(QuiesceOutside(), operation, "quiesce");
   HPS_REJECT_IF_ERROR(CheckReady(operation), operation, "state");
   AdoptOrphans();
   std::vector<AllocationRecord> mine;

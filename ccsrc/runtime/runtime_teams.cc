@@ -257,11 +257,21 @@ Status Runtime::MakeTeam(const std::vector<int>& pes, std::string_view operation
   return Status::Ok();
 }
 
+Status Runtime::BeginSplit(std::string_view operation, const TeamHandle& parent_handle,
+                           std::shared_ptr<TeamState>* parent) {
+  HPS_REJECT_IF_ERROR(CheckReady(operation), operation, "state");
+  HPS_REJECT_IF_ERROR(ResolveTeam(parent_handle, parent), operation, "validate");
+  HPS_REJECT_IF_ERROR(BeginTeamChange(operation), operation, "state");
+  return Status::Ok();
+}
+
 Status Runtime::AgreeSplit(TeamState& parent, std::string_view operation,
-                           std::array<std::uint64_t, 3> arguments) {
+                           std::array<int, 3> arguments) {
   HPS_RETURN_IF_ERROR(WaitForOtherCollectives(parent, operation));
   CollectiveDescriptor mine = CollectiveDescriptor::Of(operation, data_plane::kAgreeArguments);
-  mine.extra = arguments;
+  for (std::size_t i = 0; i < arguments.size(); ++i) {
+    mine.extra[i] = static_cast<std::uint64_t>(static_cast<std::int64_t>(arguments[i]));
+  }
   HPS_RETURN_IF_ERROR(ClaimCollective(parent, OwnerOf({}, true), operation, &mine.sequence));
   return Agree(parent, operation, mine);
 }
@@ -325,16 +335,11 @@ Status Runtime::TeamSplitStrided(const TeamHandle& parent_handle, int start, int
   constexpr std::string_view kOp = "split_strided";
   *out = TeamHandle{};
   MutexLock lock(&mutex_);
-  HPS_REJECT_IF_ERROR(CheckReady(kOp), kOp, "state");
   std::shared_ptr<TeamState> parent;
-  HPS_REJECT_IF_ERROR(ResolveTeam(parent_handle, &parent), kOp, "validate");
-  HPS_REJECT_IF_ERROR(BeginTeamChange(kOp), kOp, "state");
+  HPS_RETURN_IF_ERROR(BeginSplit(kOp, parent_handle, &parent));
   // Agreement first: PEs with different arguments all get COLLECTIVE_MISMATCH; then every PE
   // judges the same triplet alike.
-  Status status = AgreeSplit(*parent, kOp,
-                             {static_cast<std::uint64_t>(static_cast<std::int64_t>(start)),
-                              static_cast<std::uint64_t>(static_cast<std::int64_t>(stride)),
-                              static_cast<std::uint64_t>(static_cast<std::int64_t>(size))});
+  Status status = AgreeSplit(*parent, kOp, {start, stride, size});
   std::vector<int> pes;
   if (status.ok()) status = StridedMembers(parent->group, start, stride, size, &pes);
   if (status.ok() && std::find(pes.begin(), pes.end(), rank_) != pes.end()) {
@@ -350,12 +355,9 @@ Status Runtime::TeamSplit2d(const TeamHandle& parent_handle, int xrange, TeamHan
   *xteam = TeamHandle{};
   *yteam = TeamHandle{};
   MutexLock lock(&mutex_);
-  HPS_REJECT_IF_ERROR(CheckReady(kOp), kOp, "state");
   std::shared_ptr<TeamState> parent;
-  HPS_REJECT_IF_ERROR(ResolveTeam(parent_handle, &parent), kOp, "validate");
-  HPS_REJECT_IF_ERROR(BeginTeamChange(kOp), kOp, "state");
-  Status status =
-      AgreeSplit(*parent, kOp, {static_cast<std::uint64_t>(static_cast<std::int64_t>(xrange)), 0, 0});
+  HPS_RETURN_IF_ERROR(BeginSplit(kOp, parent_handle, &parent));
+  Status status = AgreeSplit(*parent, kOp, {xrange, 0, 0});
   const int n = parent->group.size();
   if (status.ok() && (xrange < 1 || xrange > n)) {
     status = Status::Contract(ErrorCode::kInvalidArgument, "team_split_2d xrange",

@@ -17,18 +17,9 @@ namespace {
 
 constexpr std::uint64_t kLine = DeviceControlLayout::kLine;
 
-std::uint64_t RoundUp(std::uint64_t value, std::uint64_t to) { return (value + to - 1) / to * to; }
-
 AclshmemCmp VendorComparison(Comparison comparison) {
-  switch (comparison) {
-    case Comparison::kEq: return ACLSHMEM_CMP_EQ;
-    case Comparison::kNe: return ACLSHMEM_CMP_NE;
-    case Comparison::kGt: return ACLSHMEM_CMP_GT;
-    case Comparison::kGe: return ACLSHMEM_CMP_GE;
-    case Comparison::kLt: return ACLSHMEM_CMP_LT;
-    case Comparison::kLe: return ACLSHMEM_CMP_LE;
-  }
-  return ACLSHMEM_CMP_EQ;
+  return shmem::VendorComparison(comparison, ACLSHMEM_CMP_EQ, ACLSHMEM_CMP_NE, ACLSHMEM_CMP_GT,
+                                 ACLSHMEM_CMP_GE, ACLSHMEM_CMP_LT, ACLSHMEM_CMP_LE);
 }
 
 Status ThirtyTwoBit(std::string_view what, std::int64_t value) {

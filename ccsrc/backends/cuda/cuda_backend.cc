@@ -12,18 +12,10 @@ namespace {
 
 constexpr std::uint64_t kLine = DeviceControlLayout::kLine;
 
-std::uint64_t RoundUp(std::uint64_t value, std::uint64_t to) { return (value + to - 1) / to * to; }
-
 WaitComparison ToCuda(Comparison comparison) {
-  switch (comparison) {
-    case Comparison::kEq: return WaitComparison::kEq;
-    case Comparison::kNe: return WaitComparison::kNe;
-    case Comparison::kGt: return WaitComparison::kGt;
-    case Comparison::kGe: return WaitComparison::kGe;
-    case Comparison::kLt: return WaitComparison::kLt;
-    case Comparison::kLe: return WaitComparison::kLe;
-  }
-  return WaitComparison::kEq;
+  return VendorComparison(comparison, WaitComparison::kEq, WaitComparison::kNe,
+                          WaitComparison::kGt, WaitComparison::kGe, WaitComparison::kLt,
+                          WaitComparison::kLe);
 }
 
 Status SixtyFourBit(SignalWidth width) {

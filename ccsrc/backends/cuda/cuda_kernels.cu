@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <iterator>
 
 namespace hyper_parallel::shmem::cuda {
 namespace {
@@ -169,8 +170,16 @@ cudaLaunchConfig_t OneThreadOn(cudaStream_t stream) {
 
 }  // namespace
 
-cudaError_t LoadKernels() {
+cudaError_t LoadEach(const void* const* kernels, std::size_t count) {
   cudaFuncAttributes attributes = {};
+  for (std::size_t i = 0; i < count; ++i) {
+    const cudaError_t error = cudaFuncGetAttributes(&attributes, kernels[i]);
+    if (error != cudaSuccess) return error;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t LoadKernels() {
   const void* const kernels[] = {
       reinterpret_cast<const void*>(&CopyBlocksKernel),
       reinterpret_cast<const void*>(&AddValuesKernel),
@@ -178,9 +187,8 @@ cudaError_t LoadKernels() {
       reinterpret_cast<const void*>(&AddValue64Kernel),
       reinterpret_cast<const void*>(&WaitValue64Kernel),
   };
-  for (const void* kernel : kernels) {
-    const cudaError_t error = cudaFuncGetAttributes(&attributes, kernel);
-    if (error != cudaSuccess) return error;
+  if (const cudaError_t error = LoadEach(kernels, std::size(kernels)); error != cudaSuccess) {
+    return error;
   }
   return LoadReduceKernels();
 }

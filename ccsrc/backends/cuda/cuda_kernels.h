@@ -14,6 +14,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "backends/cuda/cuda_api.h"
@@ -27,6 +28,9 @@ namespace hyper_parallel::shmem::cuda {
 cudaError_t LoadKernels();
 /// The same for the reductions' kernels (cuda_reduce.cu); LoadKernels calls it.
 cudaError_t LoadReduceKernels();
+/// cudaFuncGetAttributes of each of the `count` kernels at `kernels` (what both loaders do):
+/// the first error, or cudaSuccess. (The .cu files are C++17: no std::span.)
+cudaError_t LoadEach(const void* const* kernels, std::size_t count);
 
 /// Enqueues one element-wise step of a reduction (data_plane/elementwise.h; cuda_reduce.cu):
 /// a grid-stride kernel over device-addressable memory whose pointers are aligned to their

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <iterator>
 
 namespace hyper_parallel::shmem::cuda {
 namespace {
@@ -74,6 +75,15 @@ cudaError_t LaunchCombine(cudaStream_t stream, const data_plane::ElementwiseStep
                             step.count);
 }
 
+// A widening or narrowing kernel over the step's `lower` into its `out`.
+template <typename From, typename To>
+cudaError_t LaunchConversion(const cudaLaunchConfig_t& config,
+                             void (*kernel)(const From*, To*, std::uint64_t),
+                             const data_plane::ElementwiseStep& step) {
+  return cudaLaunchKernelEx(&config, kernel, static_cast<const From*>(step.lower),
+                            static_cast<To*>(step.out), step.count);
+}
+
 std::uint64_t ElementBytes(ElementType type) {
   switch (type) {
     case ElementType::kInt8: case ElementType::kUInt8: return 1;
@@ -87,7 +97,6 @@ std::uint64_t ElementBytes(ElementType type) {
 }  // namespace
 
 cudaError_t LoadReduceKernels() {
-  cudaFuncAttributes attributes = {};
   const void* const kernels[] = {
       reinterpret_cast<const void*>(&CombineKernel<float>),
       reinterpret_cast<const void*>(&CombineKernel<double>),
@@ -104,11 +113,7 @@ cudaError_t LoadReduceKernels() {
       reinterpret_cast<const void*>(&NarrowHalfKernel),
       reinterpret_cast<const void*>(&NarrowBFloat16Kernel),
   };
-  for (const void* kernel : kernels) {
-    const cudaError_t error = cudaFuncGetAttributes(&attributes, kernel);
-    if (error != cudaSuccess) return error;
-  }
-  return cudaSuccess;
+  return LoadEach(kernels, std::size(kernels));
 }
 
 cudaError_t LaunchElementwise(cudaStream_t stream, const data_plane::ElementwiseStep& step) {
@@ -118,26 +123,12 @@ cudaError_t LaunchElementwise(cudaStream_t stream, const data_plane::Elementwise
   const cudaLaunchConfig_t config = GridFor(stream, step.count);
   switch (step.kind) {
     case Kind::kWiden:
-      if (half) {
-        return cudaLaunchKernelEx(&config, WidenHalfKernel, static_cast<const __half*>(step.lower),
-                                  static_cast<float*>(step.out), step.count);
-      }
-      if (bfloat) {
-        return cudaLaunchKernelEx(&config, WidenBFloat16Kernel,
-                                  static_cast<const __nv_bfloat16*>(step.lower),
-                                  static_cast<float*>(step.out), step.count);
-      }
+      if (half) return LaunchConversion(config, WidenHalfKernel, step);
+      if (bfloat) return LaunchConversion(config, WidenBFloat16Kernel, step);
       break;
     case Kind::kNarrow:
-      if (half) {
-        return cudaLaunchKernelEx(&config, NarrowHalfKernel, static_cast<const float*>(step.lower),
-                                  static_cast<__half*>(step.out), step.count);
-      }
-      if (bfloat) {
-        return cudaLaunchKernelEx(&config, NarrowBFloat16Kernel,
-                                  static_cast<const float*>(step.lower),
-                                  static_cast<__nv_bfloat16*>(step.out), step.count);
-      }
+      if (half) return LaunchConversion(config, NarrowHalfKernel, step);
+      if (bfloat) return LaunchConversion(config, NarrowBFloat16Kernel, step);
       break;
     case Kind::kCombine:
       switch (step.type) {

@@ -34,8 +34,7 @@ namespace {
 
 // How each member's block is cut for the copy workers.
 data_plane::ChunkPlan BlockChunks(const data_plane::CollectivePlan& plan) {
-  return data_plane::ChunkPlan(plan.input_bytes, kAllGatherChunkBytes, kAllGatherMinChunkBytes,
-                               kAllGatherGranule);
+  return data_plane::CollectiveChunks(plan.input_bytes);
 }
 
 // The heap offset of member `member`'s block in every member's output.

@@ -38,10 +38,6 @@
 
 namespace hyper_parallel::shmem::ops {
 
-inline constexpr std::uint64_t kAllGatherChunkBytes = 256ull << 10;
-inline constexpr std::uint64_t kAllGatherMinChunkBytes = 64ull << 10;
-inline constexpr std::uint64_t kAllGatherGranule = 64;
-
 class AllGather final : public data_plane::Collective {
  public:
   std::string_view name() const override { return "all_gather"; }

@@ -1,7 +1,8 @@
 // all_reduce: every member's output ends as the element-wise reduction (sum, prod, min, max,
 // and, or, xor) of every member's input, bitwise the same on every member and from run to run:
 // torch.distributed.all_reduce with a separate output, OpenSHMEM's team reductions. A collective
-// unit (data_plane/collective.h) over the reductions' kernel (ops/reduce/halving.h).
+// unit (data_plane/collective.h) over the reductions' kernel (ops/reduce/halving.h), as both
+// reductions are (ReductionUnit, ops/reduce/checks.h).
 //
 // Local checks: a dtype and an operator the reductions take (ops/reduce/element.h), an output
 // (symmetric) of the input's size, and an input that is the output itself (in place) or does
@@ -11,23 +12,17 @@
 // Thread-safety: immutable; Run runs on the launching stream.
 #pragma once
 
-#include "data_plane/collective.h"
+#include "ops/reduce/checks.h"
 
 namespace hyper_parallel::shmem::ops {
 
-class AllReduce final : public data_plane::Collective {
+class AllReduce final : public ReductionUnit {
  public:
+  constexpr AllReduce() : ReductionUnit(ReductionKind::kAllReduce) {}
   std::string_view name() const override { return "all_reduce"; }
-  Status Check(const data_plane::CollectiveCall& call) const override;
-  unsigned AgreedFields() const override {
-    return data_plane::kAgreeBytes | data_plane::kAgreeDtype | data_plane::kAgreeOffset |
-           data_plane::kAgreeArguments;
-  }
-  std::string_view ArgumentName(int index) const override {
-    return index == 0 ? "op" : "";
-  }
-  std::string ArgumentValue(int index, std::int64_t value) const override;
-  Status Run(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan) const override;
+
+ private:
+  Status CheckSizes(const data_plane::CollectiveCall& call) const override;
 };
 
 }  // namespace hyper_parallel::shmem::ops

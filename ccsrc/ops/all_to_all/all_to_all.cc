@@ -1,5 +1,6 @@
 #include "ops/all_to_all/all_to_all.h"
 
+#include <string>
 #include <vector>
 
 #include "data_plane/chunk_plan.h"
@@ -8,17 +9,12 @@
 namespace hyper_parallel::shmem::ops {
 
 Status AllToAll::Check(const data_plane::CollectiveCall& call) const {
-  const std::string unit(data_plane::SizeUnit(call));
-  if (call.output_bytes != call.input_bytes) {
-    return Status::Contract(ErrorCode::kInvalidArgument, "output " + unit,
-                            "input " + unit + " (" + data_plane::SizeText(call, call.input_bytes) +
-                                ")",
-                            data_plane::SizeText(call, call.output_bytes));
-  }
+  HPS_RETURN_IF_ERROR(data_plane::CheckOutputSizeIsInput(call));
   const auto size = static_cast<std::uint64_t>(call.group.size());
   const std::uint64_t unit_bytes = call.element_bytes > 0 ? call.element_bytes : 1;
   if (call.input_bytes % (size * unit_bytes) != 0) {
-    return Status::Contract(ErrorCode::kInvalidArgument, "input " + unit,
+    return Status::Contract(ErrorCode::kInvalidArgument,
+                            "input " + std::string(data_plane::SizeUnit(call)),
                             "divisible by the root size (" + std::to_string(size) + ")",
                             data_plane::SizeText(call, call.input_bytes));
   }
@@ -29,8 +25,7 @@ Status AllToAll::Run(data_plane::KernelApi& api, const data_plane::CollectivePla
   const data_plane::CollectiveGroup& group = plan.group;
   const int size = group.size();
   const std::uint64_t block = plan.input_bytes / static_cast<std::uint64_t>(size);
-  const data_plane::ChunkPlan chunks(block, kAllToAllChunkBytes, kAllToAllMinChunkBytes,
-                                     kAllToAllGranule);
+  const data_plane::ChunkPlan chunks = data_plane::CollectiveChunks(block);
   // Where this member's block lands in every member's output.
   const std::uint64_t slot = plan.output_offset + data_plane::SlotOffset(group.index, block);
   const auto* input = static_cast<const std::byte*>(plan.input);

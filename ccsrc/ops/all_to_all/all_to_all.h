@@ -24,10 +24,6 @@
 
 namespace hyper_parallel::shmem::ops {
 
-inline constexpr std::uint64_t kAllToAllChunkBytes = 256ull << 10;
-inline constexpr std::uint64_t kAllToAllMinChunkBytes = 64ull << 10;
-inline constexpr std::uint64_t kAllToAllGranule = 64;
-
 class AllToAll final : public data_plane::Collective {
  public:
   std::string_view name() const override { return "all_to_all"; }

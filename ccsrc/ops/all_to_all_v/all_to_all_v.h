@@ -15,18 +15,14 @@
 // Thread-safety: immutable; Run runs on the launching stream.
 #pragma once
 
-#include "data_plane/collective.h"
+#include "ops/exchange/records.h"
 
 namespace hyper_parallel::shmem::ops {
 
-class AllToAllV final : public data_plane::Collective {
+class AllToAllV final : public SizeExchangingUnit {
  public:
   std::string_view name() const override { return "all_to_all_v"; }
   Status Check(const data_plane::CollectiveCall& call) const override;
-  bool MovesNothing(const data_plane::CollectiveCall&) const override { return false; }
-  unsigned AgreedFields() const override {
-    return data_plane::kAgreeDtype | data_plane::kAgreeOffset;
-  }
   Status Run(data_plane::KernelApi& api, const data_plane::CollectivePlan& plan) const override;
 };
 

@@ -7,14 +7,6 @@
 #include "data_plane/chunk_plan.h"
 
 namespace hyper_parallel::shmem::ops {
-namespace {
-
-constexpr std::uint64_t kBroadcastChunkBytes = 256ull << 10;
-constexpr std::uint64_t kBroadcastMinChunkBytes = 64ull << 10;
-constexpr std::uint64_t kBroadcastGranule = 64;
-
-}  // namespace
-
 Status Broadcast::Check(const data_plane::CollectiveCall& call) const {
   const std::int64_t root = call.arguments[0];
   if (root < 0 || root >= call.group.size()) {
@@ -22,13 +14,7 @@ Status Broadcast::Check(const data_plane::CollectiveCall& call) const {
                             "a PE of the team, 0 to " + std::to_string(call.group.size() - 1),
                             std::to_string(root));
   }
-  const std::string unit(data_plane::SizeUnit(call));
-  if (call.output_bytes != call.input_bytes) {
-    return Status::Contract(ErrorCode::kInvalidArgument, "output " + unit,
-                            "input " + unit + " (" + data_plane::SizeText(call, call.input_bytes) +
-                                ")",
-                            data_plane::SizeText(call, call.output_bytes));
-  }
+  HPS_RETURN_IF_ERROR(data_plane::CheckOutputSizeIsInput(call));
   return data_plane::CheckInputInPlaceOrBeside(call, name());
 }
 
@@ -56,8 +42,7 @@ Status Broadcast::Run(data_plane::KernelApi& api, const data_plane::CollectivePl
       const bool fed_here = host[m] == host[feeder] ? m != root : feeder == root && leader[m] == m;
       if (fed_here) fed.push_back(group.pe(m));
     }
-    const data_plane::ChunkPlan chunks(plan.input_bytes, kBroadcastChunkBytes,
-                                       kBroadcastMinChunkBytes, kBroadcastGranule);
+    const data_plane::ChunkPlan chunks = data_plane::CollectiveChunks(plan.input_bytes);
     std::vector<data_plane::BlockPut> puts;
     for (std::uint64_t index = 0; index < chunks.count(); ++index) {
       const data_plane::Chunk chunk = chunks.At(index);

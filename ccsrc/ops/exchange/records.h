@@ -38,4 +38,16 @@ Status GatherRecords(data_plane::KernelApi& api, const data_plane::CollectivePla
                      std::span<const std::uint64_t> mine, std::vector<std::uint64_t>* all,
                      std::string_view operation);
 
+/// The collective unit each collective whose sizes differ from member to member is
+/// (all_gather_v, all_to_all_v): the sizes are gathered inside the call (GatherRecords), so
+/// peers agree on the dtype and the output's offset only, and a member with nothing to give
+/// still takes part (it receives the others').
+class SizeExchangingUnit : public data_plane::Collective {
+ public:
+  bool MovesNothing(const data_plane::CollectiveCall&) const final { return false; }
+  unsigned AgreedFields() const final {
+    return data_plane::kAgreeDtype | data_plane::kAgreeOffset;
+  }
+};
+
 }  // namespace hyper_parallel::shmem::ops

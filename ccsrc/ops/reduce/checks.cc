@@ -1,6 +1,9 @@
 #include "ops/reduce/checks.h"
 
+#include <optional>
 #include <string>
+
+#include "ops/reduce/element.h"
 
 namespace hyper_parallel::shmem::ops {
 
@@ -22,6 +25,40 @@ Status CheckReductionCall(const data_plane::CollectiveCall& call, std::string_vi
                             std::to_string(call.input_bytes));
   }
   return Status::Ok();
+}
+
+std::string ReductionUnit::ArgumentValue(int index, std::int64_t value) const {
+  const std::optional<ReduceOp> op = index == 0 ? ReduceOpOf(value) : std::nullopt;
+  return op ? std::string(ReduceOpName(*op)) : std::to_string(value);
+}
+
+std::uint64_t ReductionUnit::Elements(std::uint64_t input_bytes, int group_size,
+                                      ElementType type) const {
+  const std::uint64_t blocks =
+      kind_ == ReductionKind::kReduceScatter ? static_cast<std::uint64_t>(group_size) : 1;
+  return input_bytes / blocks / ElementBytes(type);
+}
+
+Status ReductionUnit::Check(const data_plane::CollectiveCall& call) const {
+  ElementType type;
+  ReduceOp op;
+  HPS_RETURN_IF_ERROR(CheckReductionCall(call, name(), &type, &op));
+  HPS_RETURN_IF_ERROR(CheckSizes(call));
+  ReductionLayout layout;
+  return PlanReduction(kind_, call.group.size(), call.group.index,
+                       Elements(call.input_bytes, call.group.size(), type), type,
+                       call.workspace_bytes, name(), &layout);
+}
+
+Status ReductionUnit::Run(data_plane::KernelApi& api,
+                          const data_plane::CollectivePlan& plan) const {
+  const ElementType type = *ElementTypeNamed(plan.dtype);
+  ReductionLayout layout;
+  HPS_RETURN_IF_ERROR(PlanReduction(kind_, plan.group.size(), plan.group.index,
+                                    Elements(plan.input_bytes, plan.group.size(), type), type,
+                                    plan.workspace_bytes, name(), &layout,
+                                    /*staged=*/!api.HostAddressable()));
+  return RunReduction(api, plan, layout, type, *ReduceOpOf(plan.arguments[0]), name());
 }
 
 }  // namespace hyper_parallel::shmem::ops

@@ -8,6 +8,7 @@
 
 #include "backends/host/host_backend.h"
 #include "backends/host/host_stream.h"
+#include "data_plane/chunk_plan.h"
 #include "ops/all_gather/all_gather.h"
 #include "tests/multiprocess/pe_helpers.h"
 
@@ -15,7 +16,7 @@ namespace hyper_parallel::shmem::testing {
 namespace {
 
 using namespace std::chrono_literals;
-constexpr std::uint64_t kChunk = ops::kAllGatherChunkBytes;
+constexpr std::uint64_t kChunk = data_plane::kCollectiveChunkBytes;
 
 // The byte pattern PE `pe` contributes in call `call`: distinct per PE, call and position.
 std::uint8_t Pattern(int pe, int call, std::uint64_t i) {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "backends/host/host_stream.h"
+#include "data_plane/chunk_plan.h"
 #include "ops/all_to_all/all_to_all.h"
 #include "tests/multiprocess/pe_helpers.h"
 
@@ -15,7 +16,7 @@ namespace hyper_parallel::shmem::testing {
 namespace {
 
 using namespace std::chrono_literals;
-constexpr std::uint64_t kChunk = ops::kAllToAllChunkBytes;
+constexpr std::uint64_t kChunk = data_plane::kCollectiveChunkBytes;
 
 // The byte at position `i` of the block PE `from` sends to PE `to` in call `call`.
 std::uint8_t Pattern(int from, int to, int call, std::uint64_t i) {

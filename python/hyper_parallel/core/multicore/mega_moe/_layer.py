@@ -415,19 +415,14 @@ class MegaMoE(nn.Module):
         gate, up, down = self.local_expert_weights()
         results, shared = expert_parallel(x, token, gate, up, down, resources, counts, layout,
                                           between=lambda: self._shared_expert(x), dtype=compute)
-        weights = topk_weights.reshape(-1)[order].float()
-        out = torch.zeros(tokens, self.hidden_size, dtype=torch.float32, device=x.device).index_add(
-            0, token, results.float() * weights[:, None])
-        if shared is not None:
-            out = out + shared
-        return out.to(x.dtype)
+        return self._combine(x, topk_weights, order, token, results, shared)
 
     def _forward_routed_traced(self, x, flat_ids, topk_weights):
         """forward_routed under torch.compile: the expert-parallel call is the custom ops
         hps_moe::forward / backward (_ops), whose kernels run this layer's pipeline; the rest
         is traced. The shared expert is computed in the graph, where the compiler places it,
         not between the call's halves (the overlap this buys on a device is eager-only)."""
-        tokens, k = x.shape[0], self.top_k
+        k = self.top_k
         self._check_experts()
         order = torch.argsort(flat_ids, stable=True)
         token = order // k
@@ -438,19 +433,24 @@ class MegaMoE(nn.Module):
         results, local_counts, counts = _ops.expert_call(self._op_number, rows, flat_ids, gate,
                                                          up, down, keep)
         self.tokens_per_expert, self.group_tokens_per_expert = local_counts, counts.sum(0)
-        weights = topk_weights.reshape(-1)[order].float()
-        out = torch.zeros(tokens, self.hidden_size, dtype=torch.float32, device=x.device).index_add(
-            0, token, results.float() * weights[:, None])
-        shared = self._shared_expert(x)
-        if shared is not None:
-            out = out + shared
-        return out.to(x.dtype)
+        return self._combine(x, topk_weights, order, token, results, self._shared_expert(x))
 
     def check_routes(self, flat_ids: torch.Tensor) -> None:
         """ValueError unless every routed expert id is in [0, num_experts) (reads the ids)."""
         if flat_ids.numel() and (int(flat_ids.min()) < 0 or int(flat_ids.max()) >= self.num_experts):
             raise value_error("mega_moe", "topk_ids", f"in [0, {self.num_experts})",
                                           (int(flat_ids.min()), int(flat_ids.max())))
+
+    def _combine(self, x, topk_weights, order, token, results, shared):
+        """The layer's output [T, H] in x's dtype: each routed row's result (rows in `order`,
+        of token `token`) weighted by its routing weight and summed per token in fp32, plus the
+        shared expert's output `shared` (None: none). Every forward path ends here."""
+        weights = topk_weights.reshape(-1)[order].float()
+        out = torch.zeros(x.shape[0], self.hidden_size, dtype=torch.float32,
+                          device=x.device).index_add(0, token, results.float() * weights[:, None])
+        if shared is not None:
+            out = out + shared
+        return out.to(x.dtype)
 
     def _shared_expert(self, x: torch.Tensor):
         """The shared expert's output [T, H] in fp32 (None without one). It computes in its

@@ -39,6 +39,7 @@ _SHARED = {"shared_gate_proj": "shared_expert.gate_proj.weight",
            "shared_up_proj": "shared_expert.up_proj.weight",
            "shared_down_proj": "shared_expert.down_proj.weight"}
 _SHARED_GATE = ("shared_expert_gate", "shared_expert_gate.weight")
+_SHARED_ALL = (*_SHARED.items(), _SHARED_GATE)  # (ours, theirs): the shared expert and its gate
 _EXPERT_KEY = re.compile(r"experts\.(\d+)\.(\w+)\.weight")
 _SHOWN = 8  # keys named in a message, at most
 
@@ -108,11 +109,9 @@ def _from_block(state: dict, family: str, block: str, shared: bool) -> dict:
         dense["gate_proj"], dense["up_proj"] = gate_up.chunk(2, dim=1)  # gate rows first
         dense["down_proj"] = down
     if shared:
-        for ours, theirs in _SHARED.items():
+        for ours, theirs in _SHARED_ALL:
             if theirs in state:
                 dense[ours] = state[theirs]
-        if _SHARED_GATE[1] in state:
-            dense[_SHARED_GATE[0]] = state[_SHARED_GATE[1]]
     return dense
 
 
@@ -140,11 +139,9 @@ def to_qwen2_moe(dense: dict, *, layout: str = "fused") -> dict:
     """A Qwen2-MoE (or Qwen3-MoE) sparse MoE block's state_dict from dense_weights(), in the
     fused (5.x) or the per-expert (4.x) layout."""
     state = _to_block(dense, "qwen", layout)
-    for ours, theirs in _SHARED.items():
+    for ours, theirs in _SHARED_ALL:
         if ours in dense:
             state[theirs] = dense[ours]
-    if _SHARED_GATE[0] in dense:
-        state[_SHARED_GATE[1]] = dense[_SHARED_GATE[0]]
     return state
 
 

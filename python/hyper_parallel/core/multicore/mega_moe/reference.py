@@ -113,7 +113,7 @@ class AllToAllMoE(MegaMoE):
         self.clock = CommClock()
 
     def forward_routed(self, x, topk_ids, topk_weights):
-        tokens, k, L, P = x.shape[0], self.top_k, self.local_experts, self.pes
+        k, L, P = self.top_k, self.local_experts, self.pes
         flat_ids = topk_ids.reshape(-1).to(torch.int64)
         order = torch.argsort(flat_ids, stable=True)
         token = order // k
@@ -154,13 +154,7 @@ class AllToAllMoE(MegaMoE):
         results = expert_out[torch.argsort(perm)]  # back to arrival order
         back = all_to_all(results, send_splits, recv_splits, self.group, self.clock)
         self.clock.seconds += CommClock.now(x) - started
-        weights = topk_weights.reshape(-1)[order].float()
-        out = torch.zeros(tokens, self.hidden_size, dtype=torch.float32, device=x.device).index_add(
-            0, token, back.float() * weights[:, None])
-        shared = self._shared_expert(x)
-        if shared is not None:
-            out = out + shared
-        return out.to(x.dtype)
+        return self._combine(x, topk_weights, order, token, back, self._shared_expert(x))
 
     def close(self) -> None:
         """Nothing to free: this layer holds no symmetric memory."""

@@ -28,19 +28,10 @@ import torch
 
 from . import _debug, _ops
 from ._runtime import ShmemError, assertion, native, type_error, value_error
+from ._runtime import require_int as _require_int, type_name as _type_name
 
 if TYPE_CHECKING:
     from ._teams import Team
-
-
-def _type_name(value: object) -> str:
-    return type(value).__name__
-
-
-def _require_int(operation: str, name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise type_error(operation, name, "an int", f"{_type_name(value)} {value!r}")
-    return value
 
 
 def _require_tensor(operation: str, name: str, value: object) -> torch.Tensor:

@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 
 from . import _ops
-from ._runtime import ShmemError, assertion, native, type_error, value_error
+from ._runtime import ShmemError, assertion, end_block, native, type_error, value_error
 
 _lock = threading.RLock()
 _count = 0
@@ -180,16 +180,8 @@ class Handle:
         return self
 
     def __exit__(self, exc_type, exc, traceback) -> None:
-        if exc is None:
-            self.close()
-            return
-        # Leaving the block by an exception: try to close, but never hide the original error
-        # behind a refused shutdown (the handle then stays open).
-        try:
-            self.close()
-        except ShmemError as close_error:
-            if hasattr(exc, "add_note"):
-                exc.add_note(f"closing the shmem handle also failed: {close_error}")
+        # A refused shutdown after an exception leaves the handle open.
+        end_block(self.close, exc, "closing the shmem handle")
 
     def __repr__(self) -> str:
         return f"Handle(closed={self._closed})"

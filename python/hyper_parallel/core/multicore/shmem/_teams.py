@@ -15,17 +15,8 @@ from __future__ import annotations
 
 import torch.distributed as dist
 
-from ._runtime import ShmemError, assertion, native, type_error, value_error
-
-
-def _type_name(value: object) -> str:
-    return type(value).__name__
-
-
-def _require_int(operation: str, name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise type_error(operation, name, "an int", f"{_type_name(value)} {value!r}")
-    return value
+from ._runtime import ShmemError, assertion, end_block, native, type_error, value_error
+from ._runtime import require_int as _require_int, type_name as _type_name
 
 
 class Team:
@@ -112,16 +103,8 @@ class Team:
     def __exit__(self, exc_type, exc, traceback) -> None:
         if self._destroyed:
             return  # destroyed inside the block
-        if exc is None:
-            self.destroy()
-            return
-        # Leaving the block by an exception: try to destroy (every PE of the team leaves the
-        # same way when they all raised alike), but never hide the original error.
-        try:
-            self.destroy()
-        except ShmemError as destroy_error:
-            if hasattr(exc, "add_note"):
-                exc.add_note(f"destroying the shmem team also failed: {destroy_error}")
+        # After an exception every PE of the team leaves the same way when they all raised alike.
+        end_block(self.destroy, exc, "destroying the shmem team")
 
     def __repr__(self) -> str:
         if self._name is not None:
