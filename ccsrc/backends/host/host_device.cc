@@ -1,12 +1,29 @@
 #include "backends/host/host_device.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 
 #include "backends/host/host_stream.h"
 
 namespace hyper_parallel::shmem::host {
+namespace {
+
+// Reads a slot's sequence word (acquire) and its other words into `words`, then checks the
+// sequence again after an acquire fence: true when the slot held call `sequence` throughout.
+template <std::size_t kWords, class Slot>
+bool ReadSequencedSlot(const Slot& slot, std::uint64_t sequence,
+                       std::array<std::uint64_t, kWords>* words) {
+  (*words)[0] = slot.sequence.load(std::memory_order_acquire);
+  for (std::size_t i = 1; i < kWords; ++i) {
+    (*words)[i] = slot.words[i - 1].load(std::memory_order_relaxed);
+  }
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return (*words)[0] == sequence && slot.sequence.load(std::memory_order_relaxed) == sequence;
+}
+
+}  // namespace
 
 int HostDevice::workers() const { return workers_ == nullptr ? 1 : workers_->workers(); }
 
@@ -72,12 +89,7 @@ Status HostDevice::ReadSummary(const SummarySlot& slot, std::uint64_t sequence,
                                const data_plane::CollectiveGroup& group, int from,
                                DescriptorSummary* summary) {
   std::array<std::uint64_t, DescriptorSummary::kWords> words{};
-  words[0] = slot.sequence.load(std::memory_order_acquire);
-  for (int i = 1; i < DescriptorSummary::kWords; ++i) {
-    words[i] = slot.words[i - 1].load(std::memory_order_relaxed);
-  }
-  std::atomic_thread_fence(std::memory_order_acquire);
-  if (words[0] != sequence || slot.sequence.load(std::memory_order_relaxed) != sequence) {
+  if (!ReadSequencedSlot(slot, sequence, &words)) {
     return AheadStatus(group, sequence, from, words[0]);
   }
   *summary = DescriptorSummary::Unpack(words);
@@ -88,14 +100,9 @@ Status HostDevice::ReadOwn(int pe, const data_plane::CollectiveGroup& group,
                            std::uint64_t sequence, CollectiveDescriptor* descriptor) const {
   const CollectiveSlot& theirs = layout_.Collective(access_.control(pe), group.sync_slot, sequence);
   std::array<std::uint64_t, CollectiveDescriptor::kWords> words{};
-  words[0] = theirs.sequence.load(std::memory_order_acquire);
-  for (int i = 1; i < CollectiveDescriptor::kWords; ++i) {
-    words[i] = theirs.words[i - 1].load(std::memory_order_relaxed);
-  }
   // A PE two or more calls ahead can only be one whose sequence left ours (it skipped a
   // collective this PE made): its slot no longer holds call `sequence`.
-  std::atomic_thread_fence(std::memory_order_acquire);
-  if (words[0] != sequence || theirs.sequence.load(std::memory_order_relaxed) != sequence) {
+  if (!ReadSequencedSlot(theirs, sequence, &words)) {
     return AheadStatus(group, sequence, pe, words[0]);
   }
   *descriptor = CollectiveDescriptor::Unpack(words);
