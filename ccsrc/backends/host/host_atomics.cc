@@ -3,7 +3,7 @@
 //
 // Every atomic on the heap is the CPU's (ApplyAtomic): on this PE's and its host's PEs' words
 // through the shared mapping, on another host's through a message its target applies the same
-// way (ucx_atomics.cc). A word that changed rings its owner's doorbell, so a wait_signal on it
+// way (backends/transport/ucx/atomics.cc). A word that changed rings its owner's doorbell, so a wait_signal on it
 // looks again. Same-host puts are stores that complete in the call; ordering them (fence) or
 // completing them (quiet) takes a seq_cst fence, and what went to other hosts takes the
 // transport's.

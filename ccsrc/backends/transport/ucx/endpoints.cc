@@ -31,21 +31,6 @@ bool HardwareRma(decltype(&ucp_ep_print_info) print_info, ucp_ep_h ep) {
 
 }  // namespace
 
-void UcxTransport::OnEndpointError(void* arg, void* /*ep*/, int status) {
-  auto* peer = static_cast<Peer*>(arg);
-  UcxTransport* self = peer->owner;
-  self->failed_[peer->pe].store(true, std::memory_order_release);
-  // Whoever waits on this PE's doorbell looks again (and finds the loss).
-  if (self->own_bell_ != nullptr) Ring<CallSite::kHostThread>(self->own_bell_);
-  // A peer that said farewell closed normally (its connections go with it): not a loss.
-  if (self->Departed(peer->pe)) return;
-  if (self->lost_ && !self->stopping_.load(std::memory_order_acquire)) {
-    self->lost_(peer->pe, "its UCX endpoint reported " +
-                              UcxStatusText(static_cast<ucs_status_t>(status),
-                                            self->lib_->status_string));
-  }
-}
-
 Status UcxTransport::Connect(int rank, const std::vector<std::string>& blobs,
                              const std::vector<bool>& remote, const std::vector<bool>& watched,
                              LostFn lost) {
@@ -164,18 +149,6 @@ void UcxTransport::SendQueued() {
   }
 }
 
-void UcxTransport::ReportLost(int pe) {
-  if (peers_.empty()) return;
-  WireHeader header;
-  header.kind = WireKind::kLost;
-  header.source = rank_;
-  header.value = pe;
-  for (const Peer& peer : peers_) {
-    if (!peer.watched || peer.pe == pe) continue;
-    Post(peer.pe, header, nullptr, 0, /*heartbeat=*/true);
-  }
-}
-
 const UcxTransport::PeerPath& UcxTransport::PathFor(Path path) {
   static const MessagesPath messages;
   static const RmaPath rma;
@@ -186,10 +159,6 @@ const UcxTransport::PeerPath& UcxTransport::PathFor(Path path) {
 std::string UcxTransport::PathName(int pe) const {
   if (peers_[pe].ep.load(std::memory_order_acquire) == nullptr) return "not connected";
   return std::string(peers_[pe].path->name());
-}
-
-bool UcxTransport::Departed(int pe) const {
-  return liveness_.observed_beat && liveness_.observed_beat(pe) == kFarewell;
 }
 
 int UcxTransport::endpoints() const {

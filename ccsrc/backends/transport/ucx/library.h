@@ -97,7 +97,7 @@ inline void ReleasePosted(void* request, ucs_status_t, void* user_data) {
   delete posted;
 }
 
-/// The active message id of the messages path (one handler, remote_wire.h's kinds).
+/// The active message id of the messages path (one handler, wire.h's kinds).
 inline constexpr unsigned kUcxMessageId = 0x4853;  // "HS"
 
 // A send at least this large streams while it is in flight (Arm keeps waiters polling).

@@ -1,4 +1,4 @@
-// UcxTransport: what arrives on the messages path (remote_wire.h; docs/scale-out.md, "The
+// UcxTransport: what arrives on the messages path (wire.h; docs/scale-out.md, "The
 // messages path"). Every handler runs inside worker progress, on whichever thread of this PE
 // progresses (a waiter, or the progress thread).
 //
@@ -38,7 +38,7 @@ bool Orders(const WireHeader& header) {
 }
 
 // A rendezvous receive in flight: what to do once its data has landed. While it is, the
-// transport counts as streaming (ucx_progress.cc).
+// transport counts as streaming (progress.cc).
 struct Receiving {
   UcxTransport* transport;
   WireHeader header;

@@ -145,30 +145,6 @@ Status UcxTransport::Start(Liveness liveness, const std::atomic<bool>* abort,
   return Status::Ok();
 }
 
-void UcxTransport::Heartbeat(std::chrono::steady_clock::time_point now) {
-  if (!liveness_.remote_beat_offset || !liveness_.observed_beat) return;
-  for (Peer& peer : peers_) {
-    // The watched peers only: a loss the others notice reaches this PE as a kLost.
-    if (!peer.watched || failed_[peer.pe].load(std::memory_order_acquire)) continue;
-    if (Departed(peer.pe)) continue;
-    // Never waited for: a silent host must not hold up the beats to the others.
-    const RemoteSignal beat{liveness_.remote_beat_offset(peer.pe), 8, SignalAction::kAdd, 1};
-    if (peer.path != nullptr) peer.path->Beat(*this, peer, beat);
-    const std::uint64_t observed = liveness_.observed_beat(peer.pe);
-    if (observed != peer.last_beat) {
-      peer.last_beat = observed;
-      peer.last_change = now;
-    } else if (now - peer.last_change > liveness_.silence) {
-      failed_[peer.pe].store(true, std::memory_order_release);
-      if (lost_) {
-        lost_(peer.pe, "no heartbeat from its host for " +
-                           std::to_string(liveness_.silence.count()) +
-                           " ms (HYPER_PARALLEL_SHMEM_PEER_SILENCE_MS)");
-      }
-    }
-  }
-}
-
 void UcxTransport::Run() {
   auto* worker = static_cast<ucp_worker_h>(worker_);
   // Two sets: with the worker's events (nobody waits) and without (waiters drive it).

@@ -4,7 +4,7 @@
 // another host (or every peer, with HYPER_PARALLEL_SHMEM_REMOTE_PEERS=all) is reached through
 // UCX's ucp API instead, over one of two paths, chosen per peer at connection:
 //   - messages (the default wherever UCX emulates RMA in software, e.g. TCP): every operation is
-//     one active message carrying its data and what to do with it (remote_wire.h). The
+//     one active message carrying its data and what to do with it (wire.h). The
 //     target's handler lands the data in its segment, then applies the signal or word that came
 //     with it, in the order the source sent them (rendezvous data included), so a put_signal is
 //     one message and a collective's data carries its flag. Get is a request answered by a
@@ -266,7 +266,7 @@ class UcxTransport final : public RemoteTransport {
     std::uint64_t bytes = 0;
     bool heartbeat = false;
   };
-  // What arrived from one source PE, delivered in the order it was sent (remote_wire.h).
+  // What arrived from one source PE, delivered in the order it was sent (wire.h).
   struct Inbound {
     int receiving = 0;  // rendezvous receives from this source in flight
     std::vector<DeferredMessage> deferred;  // what arrived meanwhile, in order
@@ -319,7 +319,7 @@ class UcxTransport final : public RemoteTransport {
   // as one, not as a message.
   void Post(int pe, const WireHeader& header, const void* data = nullptr,
             std::uint64_t bytes = 0, bool heartbeat = false);
-  // Inbound messages (ucx_messages.cc).
+  // Inbound messages (messages.cc).
   Status RegisterHandler();
   int OnMessage(const void* header, std::size_t header_length, void* data, std::size_t length,
                 bool rendezvous);
@@ -394,10 +394,10 @@ class UcxTransport final : public RemoteTransport {
   // time sleeps on the event fd.
   std::atomic<bool> progressing_{false};
   // Bulk transfers in flight, either way (rendezvous receives, large sends): while any are,
-  // waiters keep polling instead of sleeping, so the data keeps streaming (ucx_progress.cc).
+  // waiters keep polling instead of sleeping, so the data keeps streaming (progress.cc).
   std::atomic<int> streaming_{0};
   // When progress last handled something (steady clock, ns): messages come in runs, so a
-  // waiter that just saw one keeps polling a while rather than sleep (ucx_progress.cc).
+  // waiter that just saw one keeps polling a while rather than sleep (progress.cc).
   std::atomic<std::int64_t> last_activity_{0};
 
   std::atomic<bool> event_role_{false};

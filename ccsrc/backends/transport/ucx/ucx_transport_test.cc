@@ -1,4 +1,4 @@
-// The network transport's pure parts: the messages path's header checks (remote_wire.h) and the
+// The network transport's pure parts: the messages path's header checks (wire.h) and the
 // choice of a path per peer (ucx_transport.h). What crosses a network is tested by the
 // ucx_loopback ctest and tests/python/test_scale_out.py (docs/scale-out.md, "Tests").
 #include "backends/transport/ucx/ucx_transport.h"
