@@ -204,6 +204,8 @@ Status HostBackend::CreateHeap(const HeapSpec& spec, std::string* local_handle) 
   return Status::Ok();
 }
 
+// Opening the peers, in steps: the handles, each PE's host and route, the network where some
+// PE is on another host, the mappings of this host's PEs, the device surface, the monitor.
 Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
   RequireCallable<HostCall::kOpenPeerSegment, CallSite::kHostThread>();
   if (static_cast<int>(handles.size()) != spec_.size || mappings_.empty()) {
@@ -215,51 +217,17 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
   for (int pe = 0; pe < spec_.size; ++pe) {
     HPS_RETURN_IF_ERROR(DecodeSegmentHandle(handles[pe], &decoded[pe]));
   }
-  // Which peers this PE maps and which it reaches through the network. Every PE decides
-  // alike from the same handles whether the job needs the network at all, so either every PE
-  // takes part in the second exchange (ConnectRemotes) or none does.
-  // REMOTE_PEERS=all: every PE a host of its own; blocks:K: blocks of K consecutive PEs act
-  // as hosts within each machine (0: the machines themselves).
-  const std::uint64_t block = spec_.remote_peers == "all"
-                                  ? 1
-                                  : RemotePeerBlock(spec_.remote_peers).value_or(0);
-  const auto same_host = [&](int a, int b) {
-    const bool same_block =
-        block == 0 || static_cast<std::uint64_t>(a) / block == static_cast<std::uint64_t>(b) / block;
-    return same_block && decoded[a].host.SameHost(decoded[b].host);
-  };
   bool several_hosts = false;
-  for (int pe = 1; pe < spec_.size; ++pe) {
-    if (!same_host(pe, 0)) several_hosts = true;
-  }
+  const std::vector<int> hosts = PlacePeers(decoded, &several_hosts);
   std::vector<bool> remote(spec_.size, false);
-  // Each PE's host as its lowest PE number: the same on every PE (collectives across hosts
-  // go through each host's leader, HostDevice::AgreeAcrossHosts).
-  std::vector<int> hosts(spec_.size);
-  for (int pe = 0; pe < spec_.size; ++pe) {
-    hosts[pe] = pe;
-    for (int lower = 0; lower < pe; ++lower) {
-      if (hosts[lower] == lower && same_host(lower, pe)) {
-        hosts[pe] = lower;
-        break;
-      }
-    }
-  }
-  placement_.assign(spec_.size, PeerPlacement{});
-  for (int pe = 0; pe < spec_.size; ++pe) {
-    remote[pe] = pe != spec_.rank && !same_host(pe, spec_.rank);
-    // A block of blocks:K is a host of its own, for TEAM_NODE too.
-    placement_[pe].host = decoded[pe].host.Label();
-    if (block > 1) placement_[pe].host += "/block" + std::to_string(pe / block);
-    placement_[pe].route = pe == spec_.rank ? PeerRoute::kSelf
-                           : remote[pe]      ? PeerRoute::kRemote
-                                             : PeerRoute::kMapped;
-  }
+  for (int pe = 0; pe < spec_.size; ++pe) remote[pe] = placement_[pe].route == PeerRoute::kRemote;
   // The peers on other hosts this PE watches (heartbeats, endpoints made at init); the others
   // get an endpoint when first used.
   std::vector<bool> watched(spec_.size, false);
   for (int pe : WatchPartners(spec_.rank, spec_.size)) watched[pe] = remote[pe];
   passed_on_ = std::make_unique<std::atomic<bool>[]>(spec_.size);
+  // Every PE decides alike from the same handles whether the job needs the network at all, so
+  // either every PE takes part in the second exchange (ConnectRemotes) or none does.
   if (several_hosts) {
     HPS_RETURN_IF_ERROR(ConnectRemotes(decoded, remote, watched));
   }
@@ -276,43 +244,97 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
   std::vector<int> pids(spec_.size, static_cast<int>(::getpid()));
   for (int pe = 0; pe < spec_.size; ++pe) {
     if (pe == spec_.rank) continue;
-    const SegmentHandle& handle = decoded[pe];
-    pids[pe] = remote[pe] ? -1 : handle.pid;  // a remote PE's liveness is the transport's
-    if (remote[pe]) continue;
-    if (handle.rank != pe || handle.segment_bytes != segment_bytes_ ||
-        handle.heap_bytes != spec_.heap_bytes) {
-      return Status::Assertion(ErrorCode::kBackendError, "peer segment does not match ours",
-                               {{"pe", std::to_string(pe)},
-                                {"peer_rank", std::to_string(handle.rank)},
-                                {"peer_heap_bytes", std::to_string(handle.heap_bytes)},
-                                {"heap_bytes", std::to_string(spec_.heap_bytes)}});
-    }
-    // The kernel grants this only to processes allowed to inspect the owner (same user).
-    const std::string path =
-        "/proc/" + std::to_string(handle.pid) + "/fd/" + std::to_string(handle.fd);
-    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-    if (fd < 0) return Errno("opening a peer heap segment failed", errno, "pe", std::to_string(pe));
-    struct stat info {};
-    if (::fstat(fd, &info) != 0 || static_cast<std::uint64_t>(info.st_size) != segment_bytes_) {
-      ::close(fd);
-      return Status::Assertion(ErrorCode::kBackendError, "peer heap segment has the wrong size",
-                               {{"pe", std::to_string(pe)},
-                                {"bytes", std::to_string(info.st_size)},
-                                {"expected_bytes", std::to_string(segment_bytes_)}});
-    }
-    std::byte* base = nullptr;
-    Status mapped = MapAligned<CallSite::kHostThread>(fd, segment_bytes_, &base);
-    ::close(fd);  // the mapping keeps the segment alive
-    HPS_RETURN_IF_ERROR(mapped);
-    mappings_[pe] = Mapping{base, segment_bytes_};
-    const ControlBlock* control = PeerControl(pe);
-    if (control->magic != kControlMagic || control->version != kControlVersion ||
-        control->rank != pe || control->teams != spec_.teams) {
-      return Status::Assertion(ErrorCode::kBackendError, "peer control block is not valid",
-                               {{"pe", std::to_string(pe)}, {"magic", Hex(control->magic)},
-                                {"version", std::to_string(control->version)}});
+    pids[pe] = remote[pe] ? -1 : decoded[pe].pid;  // a remote PE's liveness is the transport's
+    if (!remote[pe]) HPS_RETURN_IF_ERROR(MapPeer(pe, decoded[pe]));
+  }
+  HPS_RETURN_IF_ERROR(MakeDevice(local_pes, hosts, watched));
+  if (wait_mode_ == WaitMode::kAuto) {
+    RequireCallable<HostCall::kPinThread, CallSite::kHostThread>();
+    pin_.PinForPe(local_index, local_pes);
+  }
+  return StartMonitor(pids);
+}
+
+std::vector<int> HostBackend::PlacePeers(const std::vector<SegmentHandle>& decoded,
+                                         bool* several_hosts) {
+  // REMOTE_PEERS=all: every PE a host of its own; blocks:K: blocks of K consecutive PEs act
+  // as hosts within each machine (0: the machines themselves).
+  const std::uint64_t block = spec_.remote_peers == "all"
+                                  ? 1
+                                  : RemotePeerBlock(spec_.remote_peers).value_or(0);
+  const auto same_host = [&](int a, int b) {
+    const bool same_block =
+        block == 0 || static_cast<std::uint64_t>(a) / block == static_cast<std::uint64_t>(b) / block;
+    return same_block && decoded[a].host.SameHost(decoded[b].host);
+  };
+  *several_hosts = false;
+  for (int pe = 1; pe < spec_.size; ++pe) {
+    if (!same_host(pe, 0)) *several_hosts = true;
+  }
+  // Each PE's host as its lowest PE number: the same on every PE (collectives across hosts
+  // go through each host's leader, HostDevice::AgreeAcrossHosts).
+  std::vector<int> hosts(spec_.size);
+  for (int pe = 0; pe < spec_.size; ++pe) {
+    hosts[pe] = pe;
+    for (int lower = 0; lower < pe; ++lower) {
+      if (hosts[lower] == lower && same_host(lower, pe)) {
+        hosts[pe] = lower;
+        break;
+      }
     }
   }
+  // Each PE's route, decided here once (peer_access.h).
+  placement_.assign(spec_.size, PeerPlacement{});
+  for (int pe = 0; pe < spec_.size; ++pe) {
+    // A block of blocks:K is a host of its own, for TEAM_NODE too.
+    placement_[pe].host = decoded[pe].host.Label();
+    if (block > 1) placement_[pe].host += "/block" + std::to_string(pe / block);
+    placement_[pe].route = pe == spec_.rank              ? PeerRoute::kSelf
+                           : !same_host(pe, spec_.rank) ? PeerRoute::kRemote
+                                                        : PeerRoute::kMapped;
+  }
+  return hosts;
+}
+
+Status HostBackend::MapPeer(int pe, const SegmentHandle& handle) {
+  if (handle.rank != pe || handle.segment_bytes != segment_bytes_ ||
+      handle.heap_bytes != spec_.heap_bytes) {
+    return Status::Assertion(ErrorCode::kBackendError, "peer segment does not match ours",
+                             {{"pe", std::to_string(pe)},
+                              {"peer_rank", std::to_string(handle.rank)},
+                              {"peer_heap_bytes", std::to_string(handle.heap_bytes)},
+                              {"heap_bytes", std::to_string(spec_.heap_bytes)}});
+  }
+  // The kernel grants this only to processes allowed to inspect the owner (same user).
+  const std::string path =
+      "/proc/" + std::to_string(handle.pid) + "/fd/" + std::to_string(handle.fd);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return Errno("opening a peer heap segment failed", errno, "pe", std::to_string(pe));
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || static_cast<std::uint64_t>(info.st_size) != segment_bytes_) {
+    ::close(fd);
+    return Status::Assertion(ErrorCode::kBackendError, "peer heap segment has the wrong size",
+                             {{"pe", std::to_string(pe)},
+                              {"bytes", std::to_string(info.st_size)},
+                              {"expected_bytes", std::to_string(segment_bytes_)}});
+  }
+  std::byte* base = nullptr;
+  Status mapped = MapAligned<CallSite::kHostThread>(fd, segment_bytes_, &base);
+  ::close(fd);  // the mapping keeps the segment alive
+  HPS_RETURN_IF_ERROR(mapped);
+  mappings_[pe] = Mapping{base, segment_bytes_};
+  const ControlBlock* control = PeerControl(pe);
+  if (control->magic != kControlMagic || control->version != kControlVersion ||
+      control->rank != pe || control->teams != spec_.teams) {
+    return Status::Assertion(ErrorCode::kBackendError, "peer control block is not valid",
+                             {{"pe", std::to_string(pe)}, {"magic", Hex(control->magic)},
+                              {"version", std::to_string(control->version)}});
+  }
+  return Status::Ok();
+}
+
+Status HostBackend::MakeDevice(int local_pes, std::vector<int> hosts,
+                               const std::vector<bool>& watched) {
   const int workers =
       spec_.copy_workers > 0 ? spec_.copy_workers : DefaultCopyWorkers(local_pes);
   workers_ = std::make_unique<CopyWorkers>(workers - 1);
@@ -326,34 +348,31 @@ Status HostBackend::OpenPeers(const std::vector<std::string>& handles) {
                                          wait_policy_,
                                          std::move(heaps), std::move(controls), workers_.get(),
                                          &latch_, spec_.blocking_ops);
-  if (transport_) {
-    std::vector<PeerRoute> routes(spec_.size);
-    for (int pe = 0; pe < spec_.size; ++pe) routes[pe] = placement_[pe].route;
-    device_->AttachRemote(transport_.get(), std::move(routes), heap_region_bytes_,
-                          std::move(hosts), [this](int pe) {
-      Lost(pe, Status::Assertion(ErrorCode::kPeerLost, "a peer PE was lost",
-                                 {{"pe", std::to_string(pe)},
-                                  {"host", placement_[pe].host},
-                                  {"noticed", "a PE of this host passed it on"}}));
-    });
-    HPS_RETURN_IF_ERROR(StartRemotes(watched));
-  }
-  if (wait_mode_ == WaitMode::kAuto) {
-    RequireCallable<HostCall::kPinThread, CallSite::kHostThread>();
-    pin_.PinForPe(local_index, local_pes);
-  }
+  if (!transport_) return Status::Ok();
+  std::vector<PeerRoute> routes(spec_.size);
+  for (int pe = 0; pe < spec_.size; ++pe) routes[pe] = placement_[pe].route;
+  device_->AttachRemote(transport_.get(), std::move(routes), heap_region_bytes_,
+                        std::move(hosts), [this](int pe) {
+    Lost(pe, Status::Assertion(ErrorCode::kPeerLost, "a peer PE was lost",
+                               {{"pe", std::to_string(pe)},
+                                {"host", placement_[pe].host},
+                                {"noticed", "a PE of this host passed it on"}}));
+  });
+  return StartRemotes(watched);
+}
+
+Status HostBackend::StartMonitor(const std::vector<int>& pids) {
   std::vector<std::atomic<std::int32_t>*> lost_words(spec_.size);
+  std::vector<std::atomic<std::int32_t>*> departed(spec_.size);
   for (int pe = 0; pe < spec_.size; ++pe) {
-    lost_words[pe] = remote[pe] ? nullptr : &PeerControl(pe)->lost_peer;
+    const bool mapped = placement_[pe].route != PeerRoute::kRemote;
+    lost_words[pe] = mapped ? &PeerControl(pe)->lost_peer : nullptr;
+    departed[pe] = mapped ? &PeerControl(pe)->departed : nullptr;
   }
   // In a job across hosts a PE of this host that exits is passed on to the other hosts.
   std::function<void(int)> exited;
   if (transport_) {
     exited = [this](int pe) { Lost(pe, Status::Ok()); };
-  }
-  std::vector<std::atomic<std::int32_t>*> departed(spec_.size);
-  for (int pe = 0; pe < spec_.size; ++pe) {
-    departed[pe] = remote[pe] ? nullptr : &PeerControl(pe)->departed;
   }
   return monitor_.Start(spec_.rank, pids, &latch_, &PeerControl(spec_.rank)->doorbell,
                         std::move(lost_words), std::move(exited), std::move(departed));

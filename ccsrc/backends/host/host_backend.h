@@ -182,6 +182,16 @@ class HostBackend final : public Backend {
   // By PE: this PE already passed on its loss (Lost); sized with the peers, before any thread
   // that reports a loss starts.
   std::unique_ptr<std::atomic<bool>[]> passed_on_;
+  // OpenPeers' steps. Each PE's host label and route (placement_), from the handles; returns
+  // each PE's host as its lowest PE number and whether the PEs are on several hosts.
+  std::vector<int> PlacePeers(const std::vector<SegmentHandle>& decoded, bool* several_hosts);
+  // Checks the handle of PE `pe` of this host and maps its segment.
+  Status MapPeer(int pe, const SegmentHandle& handle);
+  // The copy workers and the device surface; with remote peers, the transport attached and
+  // started.
+  Status MakeDevice(int local_pes, std::vector<int> hosts, const std::vector<bool>& watched);
+  // Watches every mapped peer's process (PeerMonitor).
+  Status StartMonitor(const std::vector<int>& pids);
   // Loads UCX, publishes this PE's address and keeps every peer marked remote reachable, with
   // endpoints to the watched ones.
   Status ConnectRemotes(const std::vector<SegmentHandle>& handles, const std::vector<bool>& remote,
