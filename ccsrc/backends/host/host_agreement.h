@@ -79,7 +79,7 @@ Status HostDevice::AgreeAcrossHosts(const data_plane::CollectiveGroup& group,
   // Every earlier write of this PE lands before any PE passes. In a world of two PEs (on two
   // hosts) the one other PE is the only target and this PE's round message to it lands after
   // every earlier write to it (messages in order; a fence on the rma path): no flush needed.
-  if (size_ > 2) Check<kSite>(remote_->Flush());
+  if (size_ > 2) Check<kSite>(access_.transport()->Flush());
   StoreOwn<kSite>(group, mine);
   std::vector<int> local;    // this host's members, world PEs in group order
   std::vector<int> leaders;  // the first member of every host, in group order
@@ -157,7 +157,7 @@ Status HostDevice::ExchangeWithPeers(std::span<const PeerRound> peers, const Exc
       // Into the peer's mailbox through UCX: the words, then the round (after them; one
       // message on the messages path).
       const CollectiveSlot& box = layout_.Offer(access_.control(rank_), rank_, peer.round);
-      Check<kSite>(remote_->PutSignal(
+      Check<kSite>(access_.transport()->PutSignal(
           peer.pe, RemoteOffset(&box.words[0]), &mine[1],
           (CollectiveDescriptor::kWords - 1) * sizeof(std::uint64_t),
           RemoteSignal{RemoteOffset(&box.sequence), 8, SignalAction::kSet,
@@ -269,7 +269,7 @@ void HostDevice::SendSummary(int to, int team, int round, const DescriptorSummar
   }
   const auto words = summary.Pack();
   const SummarySlot& box = layout_.Round(access_.control(rank_), team, round, summary.sequence);
-  Check<kSite>(remote_->PutSignal(
+  Check<kSite>(access_.transport()->PutSignal(
       to, RemoteOffset(&box.words[0]), &words[1],
       (DescriptorSummary::kWords - 1) * sizeof(std::uint64_t),
       RemoteSignal{RemoteOffset(&box.sequence), 8, SignalAction::kSet,

@@ -79,7 +79,6 @@ class HostDevice {
                     std::uint64_t control_offset, std::vector<int> hosts,
                     std::function<void(int)> told) {
     access_.AttachRemote(transport, std::move(routes));
-    remote_ = transport;
     control_offset_ = control_offset;
     hosts_ = std::move(hosts);
     told_ = std::move(told);
@@ -89,7 +88,7 @@ class HostDevice {
   /// Whether PE `pe` is reached through the network transport.
   bool IsRemote(int pe) const { return access_.IsRemote(pe); }
   /// Whether any PE is.
-  bool HasRemote() const { return remote_ != nullptr; }
+  bool HasRemote() const { return access_.HasRemote(); }
   /// PE `pe`'s host as its lowest PE number (0 for every PE when none is remote).
   int HostOf(int pe) const { return hosts_.empty() ? 0 : hosts_[static_cast<std::size_t>(pe)]; }
 
@@ -132,7 +131,7 @@ class HostDevice {
                       int slot, std::uint64_t epoch) const {
     RequireCallable<HostCall::kCopyBytes, kSite>();
     if (IsRemote(pe)) {
-      Check<kSite>(remote_->PutSignal(
+      Check<kSite>(access_.transport()->PutSignal(
           pe, offset, source, bytes,
           ArrivalSignal(slot, epoch), Audience::kTarget));
       return;
@@ -154,13 +153,13 @@ class HostDevice {
                    const void* source, std::uint64_t bytes, const RemoteSignal& signal,
                    Audience audience) const {
     RequireCallable<HostCall::kCopyBytes, kSite>();
-    Check<kSite>(remote_->Begin(out, pe, offset, source, bytes, signal, audience));
+    Check<kSite>(access_.transport()->Begin(out, pe, offset, source, bytes, signal, audience));
   }
   /// Waits until every message begun on `out` has left (a failure is latched).
   template <CallSite kSite>
   void FinishRemote(Outbound* out) const {
     RequireCallable<HostCall::kCopyBytes, kSite>();
-    Check<kSite>(remote_->Finish(out));
+    Check<kSite>(access_.transport()->Finish(out));
   }
 
   /// Round words (data_plane::KernelApi::RoundWords): as many per team slot as the world's
@@ -175,7 +174,7 @@ class HostDevice {
                        int slot, int word, std::uint64_t value) const {
     RequireCallable<HostCall::kAtomicSignal, kSite>();
     if (IsRemote(pe)) {
-      Check<kSite>(remote_->PutSignal(
+      Check<kSite>(access_.transport()->PutSignal(
           pe, offset, source, bytes,
           RemoteSignal{RemoteOffset(&layout_.Step(access_.control(rank_), slot, word)), 8,
                        SignalAction::kSet, static_cast<std::int64_t>(value)},
@@ -222,20 +221,20 @@ class HostDevice {
   template <CallSite kSite, class Ready, class Notice>
   WaitOutcome Await(Ready&& ready, Notice&& notice) const {
     Doorbell* bell = &access_.control(rank_)->doorbell;
-    if (remote_ == nullptr) {
+    if (!access_.HasRemote()) {
       return WaitUntil<kSite>(bell, ready, timeout_, wait_policy_, latch_->flag(), notice);
     }
     if (ready()) return WaitOutcome::kReady;
-    RemoteTransport::Waiting waiting(remote_);
+    RemoteTransport::Waiting waiting(access_.transport());
     return WaitUntil<kSite>(
         bell,
         [&] {
-          remote_->Poll();
+          access_.transport()->Poll();
           const int told = access_.control(rank_)->told_lost.load(std::memory_order_relaxed);
           if (told >= 0 && told_) [[unlikely]] told_(told);
           return ready();
         },
-        timeout_, wait_policy_, latch_->flag(), notice, remote_);
+        timeout_, wait_policy_, latch_->flag(), notice, access_.transport());
   }
 
   /// Latches a failed remote operation (terminal) and wakes this PE's waiters to see it.
@@ -254,7 +253,7 @@ class HostDevice {
   void Publish(int pe, int slot, std::uint64_t epoch) const {
     RequireCallable<HostCall::kAtomicSignal, kSite>();
     if (IsRemote(pe)) {
-      Check<kSite>(remote_->PutSignal(pe, 0, nullptr, 0, ArrivalSignal(slot, epoch),
+      Check<kSite>(access_.transport()->PutSignal(pe, 0, nullptr, 0, ArrivalSignal(slot, epoch),
                                       Audience::kTarget));
       return;
     }
@@ -380,7 +379,7 @@ class HostDevice {
 
   /// Whether `group` has members on other hosts (every member decides alike).
   bool Spans(const data_plane::CollectiveGroup& group) const {
-    if (remote_ == nullptr) return false;
+    if (!access_.HasRemote()) return false;
     for (int member = 0; member < group.size(); ++member) {
       if (IsRemote(group.pe(member))) return true;
     }
@@ -499,10 +498,9 @@ class HostDevice {
   CopyWorkers* workers_;  // may be null: the caller alone
   FailureLatch* latch_;
   BlockingOpTable* blocking_ops_;  // may be null: waits are not registered
-  RemoteTransport* remote_ = nullptr;  // access_.transport(): null when every peer is mapped
   std::uint64_t control_offset_ = 0;
-  std::vector<int> hosts_;  // with remote_: each PE's host, as its lowest PE number
-  std::function<void(int)> told_;  // with remote_: a loss a PE of this host passed on
+  std::vector<int> hosts_;  // with remote peers: each PE's host, as its lowest PE number
+  std::function<void(int)> told_;  // with remote peers: a loss a PE of this host passed on
   // Per team slot, parity and kind of counter: the arrivals expected in total after the last
   // wait (a slot has one collective at a time: the Runtime's claim).
   std::unique_ptr<std::atomic<std::uint64_t>[]> tallies_;
