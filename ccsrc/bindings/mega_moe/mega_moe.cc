@@ -86,6 +86,29 @@ ops::MoeLayout MoeLayoutOf(std::string_view operation, const MoeTeam& team,
   return layout;
 }
 
+// A step's team and layout, for rows like `rows` (argument `name`): a 2-D tensor, whose dim 1
+// is the hidden size.
+struct MoeStep {
+  MoeTeam team;
+  ops::MoeLayout layout;
+};
+
+MoeStep MoeStepOf(std::string_view operation, std::string_view name, const at::Tensor& rows,
+                  py::handle team_arg, const at::Tensor& counts, int experts,
+                  std::int64_t chunk_rows) {
+  if (rows.dim() != 2) Check(Contract(operation, name, "a 2-D tensor", Describe(rows)));
+  const std::uint64_t row_bytes = rows.size(1) * rows.element_size();
+  const MoeTeam team = MoeTeamOf(operation, team_arg);
+  return MoeStep{team, MoeLayoutOf(operation, team, counts, experts, chunk_rows, row_bytes)};
+}
+
+// The most rows any PE of the layout sends.
+std::int64_t MostSent(const ops::MoeLayout& layout) {
+  std::int64_t most = 0;
+  for (int pe = 0; pe < layout.shape().pes; ++pe) most = std::max(most, layout.SendRows(pe));
+  return most;
+}
+
 // Rows of `rows` x hidden elements: a contiguous 2-D CPU tensor.
 void CheckRows(std::string_view operation, std::string_view name, const at::Tensor& tensor,
                std::int64_t rows_at_least, const at::Tensor& like) {
@@ -120,13 +143,10 @@ py::dict MoeLayoutDict(py::handle counts_arg, int experts, std::int64_t chunk_ro
   const MoeTeam team = MoeTeamOf("moe_layout", team_arg);
   const ops::MoeLayout layout = MoeLayoutOf("moe_layout", team, counts, experts, chunk_rows, 1);
   const int rank = team.rank;
-  const int pes = layout.shape().pes;
   const int locals = layout.shape().local_experts();
   py::dict out;
-  std::int64_t most_sent = 0;
-  for (int pe = 0; pe < pes; ++pe) most_sent = std::max(most_sent, layout.SendRows(pe));
   out["send_rows"] = layout.SendRows(rank);
-  out["max_send_rows"] = most_sent;
+  out["max_send_rows"] = MostSent(layout);
   out["recv_rows"] = layout.RecvRows(rank);
   out["max_recv_rows"] = layout.MaxRecvRows();
   py::list expert_row, expert_rows, expected;
@@ -149,11 +169,9 @@ void MoeDispatch(py::handle rows_arg, py::handle counts_arg, py::handle recv_arg
   const at::Tensor counts = TensorArg(kOp, "counts", counts_arg);
   const at::Tensor recv = TensorArg(kOp, "recv", recv_arg);
   const at::Tensor counters = TensorArg(kOp, "counters", counters_arg);
-  if (rows.dim() != 2) Check(Contract(kOp, "rows", "a 2-D tensor", Describe(rows)));
-  const std::uint64_t row_bytes = rows.size(1) * rows.element_size();
-  const MoeTeam team = MoeTeamOf(kOp, team_arg);
-  const ops::MoeLayout layout = MoeLayoutOf(kOp, team, counts, experts, chunk_rows, row_bytes);
-  const int rank = team.rank;
+  const MoeStep step = MoeStepOf(kOp, "rows", rows, team_arg, counts, experts, chunk_rows);
+  const ops::MoeLayout& layout = step.layout;
+  const int rank = step.team.rank;
   CheckRows(kOp, "rows", rows, layout.SendRows(rank), rows);
   CheckRows(kOp, "recv", recv, layout.MaxRecvRows(), rows);
   const SymmetricView recv_view = Symmetric(kOp, "recv", recv);
@@ -164,7 +182,7 @@ void MoeDispatch(py::handle rows_arg, py::handle counts_arg, py::handle recv_arg
   const KeepAlive hold = Hold(stream, rows, counts);
   py::gil_scoped_release no_gil;
   Check(Runtime::Process().Launch(
-      team.handle, kOp, {recv_view, counter_view}, stream,
+      step.team.handle, kOp, {recv_view, counter_view}, stream,
       [layout, source, profiled = at::ThreadLocalState()](
           data_plane::KernelApi& api, const std::vector<std::uint64_t>& at) {
         const at::ThreadLocalStateGuard caller_state(profiled);  // the caller's profiler
@@ -184,17 +202,12 @@ void MoeCombine(py::handle results_arg, py::handle counts_arg, py::handle return
   const at::Tensor returned = TensorArg(kOp, "returned", returned_arg);
   const at::Tensor return_counter = TensorArg(kOp, "return_counter", return_counter_arg);
   const at::Tensor done = TensorArg(kOp, "done", done_arg);
-  if (returned.dim() != 2) Check(Contract(kOp, "returned", "a 2-D tensor", Describe(returned)));
-  const std::uint64_t row_bytes = returned.size(1) * returned.element_size();
-  const MoeTeam team = MoeTeamOf(kOp, team_arg);
-  const ops::MoeLayout layout = MoeLayoutOf(kOp, team, counts, experts, chunk_rows, row_bytes);
-  const int rank = team.rank;
-  std::int64_t most_sent = 0;
-  for (int pe = 0; pe < layout.shape().pes; ++pe) {
-    most_sent = std::max(most_sent, layout.SendRows(pe));
-  }
+  const MoeStep step =
+      MoeStepOf(kOp, "returned", returned, team_arg, counts, experts, chunk_rows);
+  const ops::MoeLayout& layout = step.layout;
+  const int rank = step.team.rank;
   CheckRows(kOp, "results", results, layout.RecvRows(rank), returned);
-  CheckRows(kOp, "returned", returned, most_sent, returned);
+  CheckRows(kOp, "returned", returned, MostSent(layout), returned);
   const SymmetricView returned_view = Symmetric(kOp, "returned", returned);
   const SymmetricView counter_view = Counters(kOp, "return_counter", return_counter, 1);
   const SymmetricView done_view = Counters(kOp, "done", done, layout.shape().local_experts());
@@ -207,7 +220,7 @@ void MoeCombine(py::handle results_arg, py::handle counts_arg, py::handle return
   const KeepAlive hold = Hold(stream, results, counts);
   py::gil_scoped_release no_gil;
   Check(Runtime::Process().Launch(
-      team.handle, kOp, {returned_view, counter_view, done_view}, stream,
+      step.team.handle, kOp, {returned_view, counter_view, done_view}, stream,
       [layout, source, targets = std::move(done_targets), profiled = at::ThreadLocalState()](
           data_plane::KernelApi& api, const std::vector<std::uint64_t>& at) {
         const at::ThreadLocalStateGuard caller_state(profiled);  // the caller's profiler

@@ -137,12 +137,6 @@ c10::Scalar ScalarArg(std::string_view operation, std::string_view name, py::han
 
 Word CheckDest(const at::Tensor& dest, AtomicOp op, bool fetch);
 
-// A comparison's name, for `operation` (a wait on several signals, test_signal).
-Comparison ComparisonOf(std::string_view operation, py::handle value) {
-  return *ComparisonNamed(
-      ChoiceArg(operation, "comparison", value, {"eq", "ne", "gt", "ge", "lt", "le"}));
-}
-
 py::object Atomic(const std::string& op_name, py::handle dest_arg, py::handle value_arg,
                   py::handle compare_arg, py::handle pe_arg, py::handle team, bool fetch) {
   const AtomicOp* op = AtomicOpNamed(op_name);
@@ -168,19 +162,9 @@ py::object Atomic(const std::string& op_name, py::handle dest_arg, py::handle va
 
 }  // namespace
 
-const AtomicOp* AtomicOpNamed(std::string_view name) {
-  for (const auto& [known, op] : kAtomicOps) {
-    if (name == known) return &op;
-  }
-  return nullptr;
-}
+const AtomicOp* AtomicOpNamed(std::string_view name) { return Named(kAtomicOps, name); }
 
-const WaitSet* WaitSetNamed(std::string_view name) {
-  for (const auto& [known, set] : kWaitSets) {
-    if (name == known) return &set;
-  }
-  return nullptr;
-}
+const WaitSet* WaitSetNamed(std::string_view name) { return Named(kWaitSets, name); }
 
 namespace {
 
@@ -306,7 +290,7 @@ void RegisterAtomics(py::module_& m) {
         const std::string label = "wait_signal_" + wait;  // the function the user called
         const at::Tensor signals = TensorArg(label, "signals", signals_arg);
         const std::int64_t value = ValueArg(label, value_arg);
-        const Comparison comparison = ComparisonOf(label, comparison_arg);
+        const Comparison comparison = ComparisonArg(label, comparison_arg);
         std::vector<std::uint8_t> bytes(mask.begin(), mask.end());
         py::gil_scoped_release no_gil;  // it may wait: another thread may need the GIL
         return WaitSignalsTensor(signals, value, comparison, *set, std::move(bytes),
@@ -317,7 +301,7 @@ void RegisterAtomics(py::module_& m) {
   m.def("test_signal", [](py::handle sig, py::handle value_arg, py::handle comparison_arg) {
     const at::Tensor signal = TensorArg("test_signal", "signal", sig);
     const std::int64_t value = ValueArg("test_signal", value_arg);
-    return TestSignalTensor(signal, value, ComparisonOf("test_signal", comparison_arg),
+    return TestSignalTensor(signal, value, ComparisonArg("test_signal", comparison_arg),
                             CallPath::kFunction);
   });
 }

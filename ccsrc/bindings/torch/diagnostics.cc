@@ -22,6 +22,11 @@ namespace py = pybind11;
 namespace hyper_parallel::shmem::binding {
 namespace {
 
+// `text` for Python: None when it is empty.
+py::object TextOrNone(const std::string& text) {
+  return text.empty() ? py::object(py::none()) : py::object(py::str(text));
+}
+
 void Allocations(const std::vector<AllocationRecord>& records, const void* heap_base,
                  py::list* out) {
   for (const AllocationRecord& record : records) {
@@ -79,17 +84,13 @@ py::dict Snapshot() {
   state["live_allocations"] = live;
   state["leaks"] = leaks;
   state["released"] = released;  // waiting for the agreed reclaim (Runtime::Release)
-  state["latest_failure"] = d.latest_failure.ok()
-                                ? py::object(py::none())
-                                : py::object(py::str(d.latest_failure.ToString()));
-  state["terminal_failure"] = d.terminal_failure.ok()
-                                  ? py::object(py::none())
-                                  : py::object(py::str(d.terminal_failure.ToString()));
+  state["latest_failure"] = TextOrNone(d.latest_failure.ok() ? "" : d.latest_failure.ToString());
+  state["terminal_failure"] =
+      TextOrNone(d.terminal_failure.ok() ? "" : d.terminal_failure.ToString());
   py::dict collectives;
   collectives["sequence"] = d.collective_sequence;
   collectives["in_flight"] = d.collectives_in_flight;
-  collectives["stream"] = d.collective_stream.empty() ? py::object(py::none())
-                                                      : py::object(py::str(d.collective_stream));
+  collectives["stream"] = TextOrNone(d.collective_stream);
   state["collectives"] = collectives;
   py::list teams;  // the teams this PE is in, by slot (the world first)
   for (const Diagnostics::TeamRow& row : d.teams) {
@@ -102,7 +103,7 @@ py::dict Snapshot() {
     entry["sequence"] = row.info.sequence;
     entry["first_sequence"] = row.info.first_sequence;
     entry["in_flight"] = row.in_flight;
-    entry["stream"] = row.stream.empty() ? py::object(py::none()) : py::object(py::str(row.stream));
+    entry["stream"] = TextOrNone(row.stream);
     teams.append(entry);
   }
   state["teams"] = teams;
@@ -124,7 +125,7 @@ py::dict Snapshot() {
     entry["pe"] = static_cast<int>(pe);
     entry["host"] = d.peers[pe].host;
     entry["transport"] = d.peers[pe].transport;
-    entry["path"] = d.peers[pe].path.empty() ? py::object(py::none()) : py::str(d.peers[pe].path);
+    entry["path"] = TextOrNone(d.peers[pe].path);
     peers.append(entry);
   }
   state["peers"] = peers;

@@ -15,6 +15,7 @@ PYBIND11_MODULE(hyper_parallel_shmem_torch, m) {
   binding::RegisterBootstrap(m);
   binding::RegisterHeapTensors(m);
   binding::RegisterPrimitives(m);
+  binding::RegisterCollectives(m);
   binding::RegisterAtomics(m);
   binding::RegisterStreams(m);
   binding::RegisterDiagnostics(m);

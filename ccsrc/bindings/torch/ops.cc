@@ -1,5 +1,6 @@
-// The primitives as torch custom ops, torch.ops.hps.<op> (docs/compile.md): the schemas, the
-// kernels under the CPU and CUDA keys, and the order token (order_token.h).
+// The primitives as torch custom ops, torch.ops.hps.<op> (docs/compile.md): the schemas, each
+// with its kernel under the CPU and CUDA keys, and order_token() for Python (the token itself:
+// order_token.h, order_token.cc).
 //
 // The schemas are shaped for the compiler (docs/compile.md, Schemas): every op takes the order
 // token first and declares it mutated, so that each op depends on the one before it and no
@@ -19,15 +20,14 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/library.h>
 
-#include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <limits>
-#include <random>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
-#include "base/mutex.h"
 #include "bindings/torch/errors.h"
 #include "bindings/torch/heap_tensors.h"
 #include "bindings/torch/order_token.h"
@@ -39,64 +39,6 @@ namespace py = pybind11;
 
 namespace hyper_parallel::shmem::binding {
 namespace {
-
-// The token's value is this process's salt (high 32 bits, never 0) and the lifecycle number
-// (low 32 bits): a copy of the live token holds the live value, an earlier lifecycle's token
-// the same salt and an older number, any other tensor almost surely neither.
-std::uint64_t Salt() {
-  static const std::uint64_t salt = [] {
-    std::random_device device;
-    return (static_cast<std::uint64_t>(device()) & 0x7fffffffu) | 1u;
-  }();
-  return salt;
-}
-
-// The live value (0: no lifecycle); read by every kernel without a lock.
-std::atomic<std::int64_t> live_value{0};
-
-// The live token itself (undefined outside a lifecycle), for order_token().
-class LiveToken {
- public:
-  void Set(at::Tensor token, std::int64_t value) EXCLUDES(mutex_) {
-    MutexLock lock(&mutex_);
-    token_ = std::move(token);
-    live_value.store(value, std::memory_order_release);
-  }
-
-  at::Tensor Get() EXCLUDES(mutex_) {
-    MutexLock lock(&mutex_);
-    return token_;
-  }
-
- private:
-  Mutex mutex_;
-  at::Tensor token_ GUARDED_BY(mutex_);
-};
-
-// Never destroyed, so no tensor is released after torch at exit.
-LiveToken& Live() {
-  static LiveToken* live = new LiveToken();
-  return *live;
-}
-
-std::string Lifecycle(std::int64_t value) { return std::to_string(value & 0xffffffffll); }
-
-constexpr const char* kTokenRule =
-    "the live lifecycle's order token (shmem._ops.order_token(), a one-element torch.int64 CPU "
-    "tensor)";
-
-at::Tensor OrderToken() {
-  at::Tensor token = Live().Get();
-  if (!token.defined()) {
-    ThrowUnnoted(Status::Assertion(ErrorCode::kInvalidState,
-                                   "no live lifecycle: the order token exists from init to "
-                                   "shutdown",
-                                   {{"state", std::string(RuntimeStateName(
-                                                  Runtime::Process().state()))}})
-                     .At("order_token", "validate"));
-  }
-  return token;
-}
 
 // An int64 PE argument as the int the Runtime takes; one outside every int is refused here.
 int PeValue(std::string_view op, std::int64_t pe) {
@@ -349,43 +291,19 @@ constexpr char kAllGather[] = "all_gather";
 constexpr char kAllReduce[] = "all_reduce";
 constexpr char kReduceScatter[] = "reduce_scatter";
 
+// Defines the op of `schema`, with `tags`, and registers `kernel` for it under the CPU and CUDA
+// keys: the same kernel for the host heap's CPU tensors and a CUDA backend's device tensors
+// (the CPU token with a CUDA operand dispatches to CUDA).
+template <typename Kernel>
+void Define(torch::Library& m, const std::vector<at::Tag>& tags, const char* schema,
+            Kernel kernel) {
+  m.def(schema, tags);
+  const std::string name(schema, std::strchr(schema, '('));
+  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::CPU, kernel));
+  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::CUDA, kernel));
+}
+
 }  // namespace
-
-void CheckOrderToken(const at::Tensor& order, const char* op) {
-  const std::int64_t live = live_value.load(std::memory_order_acquire);
-  if (live == 0) {
-    Throw(Status::Assertion(ErrorCode::kInvalidState,
-                            "no live lifecycle: the op needs the order token of a live one",
-                            {{"state", std::string(RuntimeStateName(
-                                           Runtime::Process().state()))}})
-              .At(op, "validate"));
-  }
-  if (!order.defined() || !order.device().is_cpu() || order.scalar_type() != at::kLong ||
-      order.numel() != 1) {
-    Check(Contract(op, "order", kTokenRule, order.defined() ? Describe(order) : "None"));
-  }
-  const std::int64_t value = *order.const_data_ptr<std::int64_t>();
-  if (value == live) [[likely]] return;
-  if (static_cast<std::uint64_t>(value) >> 32 == Salt()) {
-    Throw(Status::Assertion(ErrorCode::kStaleLifecycle,
-                            "the order token of an earlier lifecycle (a compiled function or a "
-                            "token kept across shutdown and init)",
-                            {{"token_lifecycle", Lifecycle(value)},
-                             {"live_lifecycle", Lifecycle(live)}})
-              .At(op, "validate"));
-  }
-  Check(Contract(op, "order", kTokenRule, "a tensor that is not an order token"));
-}
-
-void OpenOrderToken() {
-  const std::uint64_t lifecycle = Runtime::Process().Snapshot().lifecycle;
-  const std::int64_t value = static_cast<std::int64_t>(Salt() << 32 | (lifecycle & 0xffffffffu));
-  at::Tensor token = at::empty({1}, at::TensorOptions().dtype(at::kLong));
-  *token.mutable_data_ptr<std::int64_t>() = value;
-  Live().Set(std::move(token), value);
-}
-
-void CloseOrderToken() { Live().Set(at::Tensor(), 0); }
 
 TORCH_LIBRARY(hps, m) {
   const std::vector<at::Tag> ordered = {at::Tag::pt2_compliant_tag};
@@ -393,84 +311,74 @@ TORCH_LIBRARY(hps, m) {
   // graph cannot capture them, so inductor's graph partitioning splits around them.
   const std::vector<at::Tag> host_blocking = {at::Tag::pt2_compliant_tag,
                                               at::Tag::cudagraph_unsafe};
-  m.def("put(Tensor(t!) order, Tensor dst, Tensor src, int pe, int[] team=[]) -> ()", ordered);
-  m.def("get(Tensor(t!) order, Tensor(a!) dst, Tensor src, int pe, int[] team=[]) -> ()",
-        ordered);
-  m.def("signal(Tensor(t!) order, Tensor sig, int value, int pe, str operation=\"set\", "
-        "int[] team=[]) -> ()",
-        ordered);
-  m.def("put_signal(Tensor(t!) order, Tensor dst, Tensor src, Tensor sig, int value, int pe, "
-        "str operation=\"set\", int[] team=[]) -> ()",
-        ordered);
-  m.def("wait_signal(Tensor(t!) order, Tensor(a!) sig, Tensor(b!)[] guarded, int value, "
-        "str comparison=\"eq\") -> ()",
-        ordered);
+  Define(m, ordered, "put(Tensor(t!) order, Tensor dst, Tensor src, int pe, int[] team=[]) -> ()",
+         &PutKernel);
+  Define(m, ordered,
+         "get(Tensor(t!) order, Tensor(a!) dst, Tensor src, int pe, int[] team=[]) -> ()",
+         &GetKernel);
+  Define(m, ordered,
+         "signal(Tensor(t!) order, Tensor sig, int value, int pe, str operation=\"set\", "
+         "int[] team=[]) -> ()",
+         &SignalKernel);
+  Define(m, ordered,
+         "put_signal(Tensor(t!) order, Tensor dst, Tensor src, Tensor sig, int value, int pe, "
+         "str operation=\"set\", int[] team=[]) -> ()",
+         &PutSignalKernel);
+  Define(m, ordered,
+         "wait_signal(Tensor(t!) order, Tensor(a!) sig, Tensor(b!)[] guarded, int value, "
+         "str comparison=\"eq\") -> ()",
+         &WaitSignalKernel);
   // Atomics, ordering, non-blocking RMA and the waits on several words (docs/atomics.md). An
   // atomic declares dest written wherever it goes (conservative: no read of it moves across).
-  m.def("atomic(Tensor(t!) order, Tensor(a!) dest, str op, Scalar value, Scalar cond, int pe, "
-        "int[] team=[]) -> ()",
-        ordered);
-  m.def("atomic_fetch(Tensor(t!) order, Tensor(a!) dest, str op, Scalar value, Scalar cond, "
-        "int pe, int[] team=[]) -> Tensor",
-        ordered);
-  m.def("fence(Tensor(t!) order) -> ()", ordered);
-  m.def("quiet(Tensor(t!) order) -> ()", ordered);
-  m.def("put_nbi(Tensor(t!) order, Tensor dst, Tensor src, int pe, int[] team=[]) -> ()",
-        ordered);
-  m.def("get_nbi(Tensor(t!) order, Tensor(a!) dst, Tensor src, int pe, int[] team=[]) -> ()",
-        ordered);
-  m.def("wait_signals(Tensor(t!) order, Tensor(a!) signals, Tensor(b!)[] guarded, int value, "
-        "str comparison, str wait, bool[] mask) -> Tensor",
-        ordered);
-  m.def("test_signal(Tensor(t!) order, Tensor sig, int value, str comparison) -> Tensor",
-        ordered);
-  m.def("barrier(Tensor(t!) order, Tensor(b!)[] published, int[] team=[]) -> ()",
-        host_blocking);
-  m.def("all_gather(Tensor(t!) order, Tensor(a!) output, Tensor input, int[] team=[]) -> ()",
-        host_blocking);
-  m.def("all_to_all(Tensor(t!) order, Tensor(a!) output, Tensor input, int[] team=[], "
-        "int[]? output_split_sizes=None, int[]? input_split_sizes=None) -> ()",
-        host_blocking);
-  m.def("all_gather_v(Tensor(t!) order, Tensor(a!) output, Tensor input, int[] team=[]) -> "
-        "Tensor",
-        host_blocking);
-  m.def("broadcast(Tensor(t!) order, Tensor(a!) output, Tensor input, int root, "
-        "int[] team=[]) -> ()",
-        host_blocking);
-  m.def("all_reduce(Tensor(t!) order, Tensor(a!) output, Tensor input, str op=\"sum\", "
-        "int[] team=[]) -> ()",
-        host_blocking);
-  m.def("reduce_scatter(Tensor(t!) order, Tensor(a!) output, Tensor input, str op=\"sum\", "
-        "int[] team=[]) -> ()",
-        host_blocking);
+  Define(m, ordered,
+         "atomic(Tensor(t!) order, Tensor(a!) dest, str op, Scalar value, Scalar cond, int pe, "
+         "int[] team=[]) -> ()",
+         &AtomicKernel);
+  Define(m, ordered,
+         "atomic_fetch(Tensor(t!) order, Tensor(a!) dest, str op, Scalar value, Scalar cond, "
+         "int pe, int[] team=[]) -> Tensor",
+         &AtomicFetchKernel);
+  Define(m, ordered, "fence(Tensor(t!) order) -> ()", &FenceKernel);
+  Define(m, ordered, "quiet(Tensor(t!) order) -> ()", &QuietKernel);
+  Define(m, ordered,
+         "put_nbi(Tensor(t!) order, Tensor dst, Tensor src, int pe, int[] team=[]) -> ()",
+         &PutNbiKernel);
+  Define(m, ordered,
+         "get_nbi(Tensor(t!) order, Tensor(a!) dst, Tensor src, int pe, int[] team=[]) -> ()",
+         &GetNbiKernel);
+  Define(m, ordered,
+         "wait_signals(Tensor(t!) order, Tensor(a!) signals, Tensor(b!)[] guarded, int value, "
+         "str comparison, str wait, bool[] mask) -> Tensor",
+         &WaitSignalsKernel);
+  Define(m, ordered,
+         "test_signal(Tensor(t!) order, Tensor sig, int value, str comparison) -> Tensor",
+         &TestSignalKernel);
+  Define(m, host_blocking, "barrier(Tensor(t!) order, Tensor(b!)[] published, int[] team=[]) -> ()",
+         &BarrierKernel);
+  Define(m, host_blocking,
+         "all_gather(Tensor(t!) order, Tensor(a!) output, Tensor input, int[] team=[]) -> ()",
+         &ExchangeKernel<kAllGather>);
+  Define(m, host_blocking,
+         "all_to_all(Tensor(t!) order, Tensor(a!) output, Tensor input, int[] team=[], "
+         "int[]? output_split_sizes=None, int[]? input_split_sizes=None) -> ()",
+         &AllToAllKernel);
+  Define(m, host_blocking,
+         "all_gather_v(Tensor(t!) order, Tensor(a!) output, Tensor input, int[] team=[]) -> "
+         "Tensor",
+         &AllGatherVKernel);
+  Define(m, host_blocking,
+         "broadcast(Tensor(t!) order, Tensor(a!) output, Tensor input, int root, "
+         "int[] team=[]) -> ()",
+         &BroadcastKernel);
+  Define(m, host_blocking,
+         "all_reduce(Tensor(t!) order, Tensor(a!) output, Tensor input, str op=\"sum\", "
+         "int[] team=[]) -> ()",
+         &ReductionKernel<kAllReduce>);
+  Define(m, host_blocking,
+         "reduce_scatter(Tensor(t!) order, Tensor(a!) output, Tensor input, str op=\"sum\", "
+         "int[] team=[]) -> ()",
+         &ReductionKernel<kReduceScatter>);
 }
-
-// The same kernels for the host heap's CPU tensors and a CUDA backend's device tensors (the
-// CPU token with a CUDA operand dispatches to CUDA).
-#define HPS_REGISTER_KERNELS(m)                                 \
-  m.impl("put", &PutKernel);                                    \
-  m.impl("get", &GetKernel);                                    \
-  m.impl("signal", &SignalKernel);                              \
-  m.impl("put_signal", &PutSignalKernel);                       \
-  m.impl("wait_signal", &WaitSignalKernel);                     \
-  m.impl("barrier", &BarrierKernel);                            \
-  m.impl("all_gather", &ExchangeKernel<kAllGather>);            \
-  m.impl("all_to_all", &AllToAllKernel);                        \
-  m.impl("all_gather_v", &AllGatherVKernel);                    \
-  m.impl("broadcast", &BroadcastKernel);                        \
-  m.impl("all_reduce", &ReductionKernel<kAllReduce>);           \
-  m.impl("reduce_scatter", &ReductionKernel<kReduceScatter>);   \
-  m.impl("atomic", &AtomicKernel);                              \
-  m.impl("atomic_fetch", &AtomicFetchKernel);                   \
-  m.impl("fence", &FenceKernel);                                \
-  m.impl("quiet", &QuietKernel);                                \
-  m.impl("put_nbi", &PutNbiKernel);                             \
-  m.impl("get_nbi", &GetNbiKernel);                             \
-  m.impl("wait_signals", &WaitSignalsKernel);                   \
-  m.impl("test_signal", &TestSignalKernel)
-
-TORCH_LIBRARY_IMPL(hps, CPU, m) { HPS_REGISTER_KERNELS(m); }
-TORCH_LIBRARY_IMPL(hps, CUDA, m) { HPS_REGISTER_KERNELS(m); }
 
 void RegisterOps(py::module_& m) {
   m.def("order_token", &OrderToken,

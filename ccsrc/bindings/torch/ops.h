@@ -13,7 +13,8 @@ namespace hyper_parallel::shmem::binding {
 /// register with the dispatcher when the binding's library loads (TORCH_LIBRARY in ops.cc).
 HPS_BINDING_API void RegisterOps(pybind11::module_& m);
 
-/// A new order token for the lifecycle that has just begun (after a successful init).
+/// A new order token for the lifecycle that has just begun (after a successful init); this and
+/// CloseOrderToken are order_token.cc's.
 void OpenOrderToken();
 
 /// Drops the token (the lifecycle has ended); afterwards every op raises INVALID_STATE.

@@ -19,4 +19,8 @@ namespace hyper_parallel::shmem::binding {
 /// token, INVALID_ARGUMENT for any other tensor. Reads one int64; needs no GIL.
 HPS_BINDING_API void CheckOrderToken(const at::Tensor& order, const char* op);
 
+/// The live lifecycle's token (order_token.cc), for the generic module's order_token() (ops.cc):
+/// INVALID_STATE outside a lifecycle.
+at::Tensor OrderToken();
+
 }  // namespace hyper_parallel::shmem::binding

@@ -1,14 +1,12 @@
-// The one-sided primitives and the collectives: on converted operands (primitives.h, shared
-// with the custom ops of ops.cc), and as Python functions: put, get, signal, put_signal,
-// wait_signal, and collective (a collective unit of ops/collectives.h run by name). A Python
-// function converts its arguments (arguments.h) and calls the shared entry; policy stays in
-// the Runtime. Every call that may block releases the GIL. An optional team (teams.h) makes a
-// PE argument a team PE and runs a collective over the team; None takes the world path, with
-// no lookup of its own. Includes ATen's Tensor, not torch's Python headers.
+// The one-sided primitives: on converted operands (primitives.h, shared with the custom ops of
+// ops.cc), and as Python functions: put, get, signal, put_signal and wait_signal; the
+// collectives are collectives.cc's. A Python function converts its arguments (arguments.h) and
+// calls the shared entry; policy stays in the Runtime. Every call that may block releases the
+// GIL. An optional team (teams.h) makes a PE argument a team PE; None takes the world path,
+// with no lookup of its own. Includes ATen's Tensor, not torch's Python headers.
 #include "bindings/torch/primitives.h"
 
 #include <ATen/core/Tensor.h>
-#include <ATen/record_function.h>
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
@@ -17,16 +15,14 @@
 #include <string>
 #include <string_view>
 #include <utility>
-#include <vector>
 
 #include "bindings/torch/arguments.h"
+#include "bindings/torch/eager_range.h"
 #include "bindings/torch/errors.h"
 #include "bindings/torch/heap_tensors.h"
 #include "bindings/torch/registration.h"
 #include "bindings/torch/streams.h"
 #include "bindings/torch/teams.h"
-#include "ops/collectives.h"
-#include "ops/reduce/element.h"
 #include "runtime/runtime.h"
 
 namespace py = pybind11;
@@ -82,33 +78,15 @@ SignalOp SignalOpArg(std::string_view op, py::handle value) {
   return *SignalOpNamed(ChoiceArg(op, "operation", value, {"set", "add"}));
 }
 
-// Every eager call below is a range named as its custom op ("hps::put") while a profiler
-// records (torch.profiler shows eager communication as it shows compiled code's and NCCL's).
-// With no callback registered it costs torch's own test for callbacks, which its dispatcher
-// makes for every op (an 8-byte put from Python: 0.295 -> 0.321 us, docs/api.md).
-#define HPS_EAGER_RANGE(name)                                    \
-  std::optional<at::RecordFunction> hps_range;                   \
-  if (at::hasCallbacks()) [[unlikely]] {                         \
-    hps_range.emplace(at::RecordScope::FUNCTION);                \
-    if (hps_range->isActive()) hps_range->before(name);          \
-  }
-
-void Put(py::handle dst, py::handle src, py::handle pe_arg, py::handle team) {
-  HPS_EAGER_RANGE("hps::put");
-  const at::Tensor destination = TensorArg("put", "dst", dst);
-  const at::Tensor source = TensorArg("put", "src", src);
-  const int pe = TargetPe("put", pe_arg, team);
-  const ReleaseFor released(ByteSize(destination));
-  PutTensors(destination, source, pe, CallPath::kFunction);
-}
-
-void Get(py::handle dst, py::handle src, py::handle pe_arg, py::handle team) {
-  HPS_EAGER_RANGE("hps::get");
-  const at::Tensor destination = TensorArg("get", "dst", dst);
-  const at::Tensor source = TensorArg("get", "src", src);
-  const int pe = TargetPe("get", pe_arg, team);
-  const ReleaseFor released(ByteSize(source));
-  GetTensors(destination, source, pe, CallPath::kFunction);
+// put (`put`) or get from Python: the symmetric side is dst for a put, src for a get.
+void Transfer(bool put, py::handle dst, py::handle src, py::handle pe_arg, py::handle team) {
+  HPS_EAGER_RANGE(put ? "hps::put" : "hps::get");
+  const std::string_view op = put ? "put" : "get";
+  const at::Tensor destination = TensorArg(op, "dst", dst);
+  const at::Tensor source = TensorArg(op, "src", src);
+  const int pe = TargetPe(op, pe_arg, team);
+  const ReleaseFor released(ByteSize(put ? destination : source));
+  (put ? PutTensors : GetTensors)(destination, source, pe, CallPath::kFunction, /*nbi=*/false);
 }
 
 void Signal(py::handle sig, py::handle value_arg, py::handle pe_arg, py::handle operation,
@@ -142,41 +120,6 @@ void WaitSignal(py::handle sig, py::handle value_arg, py::handle comparison_arg)
   WaitSignalTensor(signal, value, comparison, CallPath::kFunction);
 }
 
-// Runs the collective unit called `name` over the Root WORLD, or over `team` when it is not
-// None (results in team-PE order).
-void RunCollective(const std::string& name, py::handle output_arg, py::handle input_arg,
-                   py::handle team_arg, py::handle root_arg, py::handle op_arg) {
-  HPS_EAGER_RANGE("hps::" + name);
-  const data_plane::Collective& collective = CollectiveNamed(name);
-  const TeamHandle team = team_arg.is_none() ? kWorldTeam : TeamArgument(name, team_arg);
-  if (!collective.TakesOperands()) {
-    py::gil_scoped_release no_gil;
-    RunCollectiveTensors(collective, team, nullptr, nullptr, CallPath::kFunction);
-    return;
-  }
-  struct Converted {
-    at::Tensor output, input;
-    data_plane::CollectiveArguments arguments{};
-  };
-  const Converted call = Refusable(name, team, [&] {
-    Converted converted{TensorArg(name, "output", output_arg),
-                        TensorArg(name, "input", input_arg)};
-    if (!root_arg.is_none()) converted.arguments[0] = PeArg(name, root_arg, "root");
-    if (!op_arg.is_none()) {
-      if (!py::isinstance<py::str>(op_arg)) {
-        ThrowTypeError(name, "op", "a str", TypeName(op_arg));
-      }
-      converted.arguments[0] = ReduceOpCode(name, op_arg.cast<std::string>());
-    }
-    return converted;
-  });
-  py::gil_scoped_release no_gil;
-  RunCollectiveTensors(collective, team, &call.output, &call.input, CallPath::kFunction,
-                       call.arguments);
-}
-
-#undef HPS_EAGER_RANGE
-
 }  // namespace
 
 SignalWidth Width(std::string_view operation, const at::Tensor& signal,
@@ -198,42 +141,45 @@ Comparison ComparisonArg(std::string_view operation, py::handle value) {
   return *ComparisonNamed(ChoiceArg(operation, "comparison", value, {"eq", "ne", "gt", "ge", "lt", "le"}));
 }
 
-const SignalOp* SignalOpNamed(std::string_view name) {
-  for (const auto& [known, op] : kSignalOps) {
-    if (name == known) return &op;
+const SignalOp* SignalOpNamed(std::string_view name) { return Named(kSignalOps, name); }
+
+const Comparison* ComparisonNamed(std::string_view name) { return Named(kComparisons, name); }
+
+namespace {
+
+// A put (`put`) or a get on converted operands: the symmetric side is dst for a put, src for a
+// get, and the other side is local.
+void TransferTensors(bool put, const at::Tensor& dst, const at::Tensor& src, int pe,
+                     CallPath path, bool nbi) {
+  const std::string_view op = put ? (nbi ? "put_nbi" : "put") : (nbi ? "get_nbi" : "get");
+  const std::string_view symmetric_name = put ? "dst" : "src";
+  const std::string_view local_name = put ? "src" : "dst";
+  const at::Tensor& symmetric = put ? dst : src;
+  const at::Tensor& local = put ? src : dst;
+  const SymmetricView view = Symmetric(op, symmetric_name, symmetric);
+  void* data = Local(op, local_name, local);
+  CheckMatches(op, local_name, local, symmetric_name, symmetric);
+  const StreamRef stream = CurrentStream();
+  KeepAlive hold = nbi ? HoldUntilQuiet(dst, src) : Hold(stream, dst, src);
+  Runtime& runtime = Runtime::Process();
+  if (put) {
+    Check(nbi ? runtime.PutNbi(view, data, pe, stream, std::move(hold))
+              : runtime.Put(view, data, pe, stream, std::move(hold)));
+  } else {
+    Check(nbi ? runtime.GetNbi(data, view, pe, stream, std::move(hold))
+              : runtime.Get(data, view, pe, stream, std::move(hold)));
   }
-  return nullptr;
+  RecordOp(op, pe, path);
 }
 
-const Comparison* ComparisonNamed(std::string_view name) {
-  for (const auto& [known, comparison] : kComparisons) {
-    if (name == known) return &comparison;
-  }
-  return nullptr;
-}
+}  // namespace
 
 void PutTensors(const at::Tensor& dst, const at::Tensor& src, int pe, CallPath path, bool nbi) {
-  const std::string_view op = nbi ? "put_nbi" : "put";
-  const SymmetricView view = Symmetric(op, "dst", dst);
-  const void* local = Local(op, "src", src);
-  CheckMatches(op, "src", src, "dst", dst);
-  const StreamRef stream = CurrentStream();
-  Runtime& runtime = Runtime::Process();
-  Check(nbi ? runtime.PutNbi(view, local, pe, stream, HoldUntilQuiet(dst, src))
-            : runtime.Put(view, local, pe, stream, Hold(stream, dst, src)));
-  RecordOp(op, pe, path);
+  TransferTensors(true, dst, src, pe, path, nbi);
 }
 
 void GetTensors(const at::Tensor& dst, const at::Tensor& src, int pe, CallPath path, bool nbi) {
-  const std::string_view op = nbi ? "get_nbi" : "get";
-  const SymmetricView view = Symmetric(op, "src", src);
-  void* local = Local(op, "dst", dst);
-  CheckMatches(op, "dst", dst, "src", src);
-  const StreamRef stream = CurrentStream();
-  Runtime& runtime = Runtime::Process();
-  Check(nbi ? runtime.GetNbi(local, view, pe, stream, HoldUntilQuiet(dst, src))
-            : runtime.Get(local, view, pe, stream, Hold(stream, dst, src)));
-  RecordOp(op, pe, path);
+  TransferTensors(false, dst, src, pe, path, nbi);
 }
 
 void SignalTensor(const at::Tensor& sig, std::int64_t value, int pe, SignalOp op,
@@ -265,302 +211,25 @@ void WaitSignalTensor(const at::Tensor& sig, std::int64_t value, Comparison comp
   RecordOp("wait_signal", -1, path);
 }
 
-const data_plane::Collective& CollectiveNamed(std::string_view name) {
-  const data_plane::Collective* collective = ops::FindCollective(name);
-  if (collective == nullptr) {
-    std::string names;
-    for (const data_plane::Collective* known : ops::Collectives()) {
-      names += (names.empty() ? "" : ", ") + std::string(known->name());
-    }
-    Check(Contract("collective", "collective", "one of this build's (" + names + ")", name));
-  }
-  return *collective;
-}
-
-namespace {
-
-// A collective's input has its output's dtype.
-void CheckSameDtype(std::string_view op, const at::Tensor& output, const at::Tensor& input) {
-  if (input.scalar_type() != output.scalar_type()) {
-    Check(Contract(op, "input dtype",
-                   "output's dtype " + std::string(c10::toString(output.scalar_type())),
-                   c10::toString(input.scalar_type())));
-  }
-}
-
-}  // namespace
-
-std::int64_t ReduceOpCode(std::string_view operation, std::string_view name) {
-  const std::optional<ops::ReduceOp> op = ops::ReduceOpNamed(name);
-  if (!op) {
-    Check(Contract(operation, "op", "one of sum, prod, min, max, and, or, xor",
-                   "'" + std::string(name) + "'"));
-  }
-  return static_cast<std::int64_t>(*op);
-}
-
-void RefuseInPlace(std::string_view kind, const TeamHandle& team, std::exception_ptr error) {
-  RefuseWith(kind, team, ReasonOf(error));
-}
-
-void RefuseWith(std::string_view kind, const TeamHandle& team, const Status& why) {
-  try {
-    const StreamRef stream = CurrentStream();  // may take the GIL (the NPU's current stream)
-    if (PyGILState_Check()) {
-      py::gil_scoped_release no_gil;  // the refusal waits for the peers' calls
-      (void)Runtime::Process().RefuseCollective(team, kind, why, stream);
-    } else {
-      (void)Runtime::Process().RefuseCollective(team, kind, why, stream);
-    }
-  } catch (...) {
-    // No stream to refuse on (no Runtime): the failure in flight says why.
-  }
-}
-
-void RunCollectiveTensors(const data_plane::Collective& collective, const TeamHandle& team,
-                          const at::Tensor* output, const at::Tensor* input, CallPath path,
-                          const data_plane::CollectiveArguments& arguments) {
-  const bool world = team == kWorldTeam;
-  const StreamRef stream = CurrentStream();
-  if (!collective.TakesOperands()) {
-    Check(world ? Runtime::Process().RunCollective(collective, {}, stream)
-                : Runtime::Process().RunCollective(team, collective, {}, stream));
-    RecordOp(collective.name(), -1, path);
-    return;
-  }
-  const std::string_view op = collective.name();
-  const CollectiveOperands operands = Refusable(op, team, [&] {
-    const SymmetricView view = Symmetric(op, "output", *output);
-    const void* local = Local(op, "input", *input);
-    CheckSameDtype(op, *output, *input);
-    return CollectiveOperands{view, local, ByteSize(*input),
-                              static_cast<std::uint64_t>(output->element_size()),
-                              c10::getDtypeNames(output->scalar_type()).first, arguments};
-  });
-  KeepAlive hold = Hold(stream, *output, *input);
-  Check(world ? Runtime::Process().RunCollective(collective, operands, stream, std::move(hold))
-              : Runtime::Process().RunCollective(team, collective, operands, stream,
-                                                 std::move(hold)));
-  RecordOp(collective.name(), -1, path);
-}
-
-namespace {
-
-std::string ShapeText(at::IntArrayRef sizes) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < sizes.size(); ++i) text += (i ? ", " : "") + std::to_string(sizes[i]);
-  return text + "]";
-}
-
-// The bytes of one row of dim 0, once `output` and `input` are seen to share their dtype and
-// the shape past dim 0.
-std::uint64_t RowBytes(std::string_view op, const at::Tensor& output, const at::Tensor& input) {
-  if (input.dim() == 0 || output.dim() == 0) {
-    Check(Contract(op, "input and output dims", "at least 1 (rows of dim 0)", "0"));
-  }
-  CheckSameDtype(op, output, input);
-  if (input.sizes().slice(1) != output.sizes().slice(1)) {
-    Check(Contract(op, "output's shape past dim 0", "input's " + ShapeText(input.sizes().slice(1)),
-                   ShapeText(output.sizes().slice(1))));
-  }
-  std::uint64_t row = static_cast<std::uint64_t>(input.element_size());
-  for (std::int64_t d : input.sizes().slice(1)) row *= static_cast<std::uint64_t>(d);
-  if (row == 0) Check(Contract(op, "row size", "at least one element", "0"));
-  return row;
-}
-
-// A split list from Python: None, or a sequence of ints.
-std::optional<std::vector<std::int64_t>> SplitArg(std::string_view name, py::handle value) {
-  if (value.is_none()) return std::nullopt;
-  if (!py::isinstance<py::sequence>(value) || py::isinstance<py::str>(value)) {
-    ThrowTypeError("all_to_all", name, "a sequence of ints or None", TypeName(value));
-  }
-  std::vector<std::int64_t> sizes;
-  for (py::handle item : value) {
-    bool in_range = true;
-    sizes.push_back(IntArg("all_to_all", name, item, &in_range));
-    if (!in_range) ThrowValueError("all_to_all", name, "ints that fit int64", "a larger one");
-  }
-  return sizes;
-}
-
-int TeamSize(const TeamHandle& team) {
-  TeamInfo info;
-  Check(Runtime::Process().DescribeTeam(team, &info));
-  return static_cast<int>(info.pes.size());
-}
-
-void RunVariable(const data_plane::Collective& collective, const TeamHandle& team,
-                 CollectiveOperands operands, const at::Tensor& output, const at::Tensor& input,
-                 StreamRef stream) {
-  KeepAlive hold = Hold(stream, output, input);
-  Check(team == kWorldTeam
-            ? Runtime::Process().RunCollective(collective, operands, stream, std::move(hold))
-            : Runtime::Process().RunCollective(team, collective, operands, stream,
-                                               std::move(hold)));
-}
-
-// Split sizes in rows: `given`, else the tensor's rows cut equally.
-std::vector<std::uint64_t> SplitBytes(std::string_view op, std::string_view name,
-                                      const std::optional<std::vector<std::int64_t>>& given,
-                                      std::int64_t rows, int members, std::uint64_t row_bytes) {
-  std::vector<std::uint64_t> bytes(static_cast<std::size_t>(members));
-  if (!given) {
-    if (rows % members != 0) {
-      Check(Contract(op, std::string(name) + " rows",
-                     "divisible by the team size (" + std::to_string(members) +
-                         ") when its split sizes are not given",
-                     std::to_string(rows)));
-    }
-    for (auto& b : bytes) b = static_cast<std::uint64_t>(rows / members) * row_bytes;
-    return bytes;
-  }
-  if (given->size() != static_cast<std::size_t>(members)) {
-    Check(Contract(op, std::string(name) + "_split_sizes length",
-                   "the team size (" + std::to_string(members) + ")",
-                   std::to_string(given->size())));
-  }
-  std::int64_t sum = 0;
-  for (std::size_t j = 0; j < given->size(); ++j) {
-    if ((*given)[j] < 0) {
-      Check(Contract(op, std::string(name) + "_split_sizes[" + std::to_string(j) + "]",
-                     "non-negative", std::to_string((*given)[j])));
-    }
-    sum += (*given)[j];
-    bytes[j] = static_cast<std::uint64_t>((*given)[j]) * row_bytes;
-  }
-  if (sum != rows) {
-    Check(Contract(op, std::string(name) + "_split_sizes' sum",
-                   "the " + std::string(name) + "'s rows (" + std::to_string(rows) + ")",
-                   std::to_string(sum)));
-  }
-  return bytes;
-}
-
-}  // namespace
-
-std::vector<std::int64_t> AllGatherVTensors(const at::Tensor& output, const at::Tensor& input,
-                                            const TeamHandle& team, CallPath path) {
-  constexpr std::string_view kOp = "all_gather_v";
-  const StreamRef stream = CurrentStream();
-  std::uint64_t row = 0;
-  CollectiveOperands operands = Refusable(kOp, team, [&] {
-    const SymmetricView view = Symmetric(kOp, "output", output);
-    const void* local = Local(kOp, "input", input);
-    row = RowBytes(kOp, output, input);
-    if (IsQueuedOwnStream(stream)) {
-      Check(Status::Assertion(ErrorCode::kInvalidState,
-                              "all_gather_v returns every PE's row count when it has run: call "
-                              "it on the default stream")
-                .At(kOp, "validate"));
-    }
-    return CollectiveOperands{view, local, ByteSize(input),
-                              static_cast<std::uint64_t>(output.element_size()),
-                              c10::getDtypeNames(output.scalar_type()).first};
-  });
-  operands.results = std::make_shared<std::vector<std::uint64_t>>();
-  RunVariable(CollectiveNamed(kOp), team, operands, output, input, stream);
-  RecordOp(kOp, -1, path);
-  std::vector<std::int64_t> rows;
-  for (std::uint64_t bytes : *operands.results) rows.push_back(static_cast<std::int64_t>(bytes / row));
-  return rows;
-}
-
-void AllToAllTensors(const at::Tensor& output, const at::Tensor& input,
-                     const std::optional<std::vector<std::int64_t>>& output_split_sizes,
-                     const std::optional<std::vector<std::int64_t>>& input_split_sizes,
-                     const TeamHandle& team, CallPath path) {
-  if (!output_split_sizes && !input_split_sizes) {
-    RunCollectiveTensors(CollectiveNamed("all_to_all"), team, &output, &input, path);
-    return;
-  }
-  constexpr std::string_view kOp = "all_to_all";
-  // The split call's kind: every PE's refusal takes the place of that call.
-  const CollectiveOperands operands = Refusable("all_to_all_v", team, [&] {
-    const SymmetricView view = Symmetric(kOp, "output", output);
-    const void* local = Local(kOp, "input", input);
-    const std::uint64_t row = RowBytes(kOp, output, input);
-    const int members = TeamSize(team);
-    CollectiveOperands checked{view, local, ByteSize(input),
-                               static_cast<std::uint64_t>(output.element_size()),
-                               c10::getDtypeNames(output.scalar_type()).first};
-    checked.sizes = SplitBytes(kOp, "input", input_split_sizes, input.size(0), members, row);
-    const std::vector<std::uint64_t> receive =
-        SplitBytes(kOp, "output", output_split_sizes, output.size(0), members, row);
-    checked.sizes.insert(checked.sizes.end(), receive.begin(), receive.end());
-    return checked;
-  });
-  RunVariable(CollectiveNamed("all_to_all_v"), team, operands, output, input, CurrentStream());
-  RecordOp(kOp, -1, path);
-}
-
 void RegisterPrimitives(py::module_& m) {
   // team: None (the world) or a shmem.Team, whose PE numbers `pe` then is.
-  m.def("put", &Put, py::arg("dst"), py::arg("src"), py::arg("pe"), py::arg("team") = py::none());
-  m.def("get", &Get, py::arg("dst"), py::arg("src"), py::arg("pe"), py::arg("team") = py::none());
+  m.def(
+      "put",
+      [](py::handle dst, py::handle src, py::handle pe, py::handle team) {
+        Transfer(true, dst, src, pe, team);
+      },
+      py::arg("dst"), py::arg("src"), py::arg("pe"), py::arg("team") = py::none());
+  m.def(
+      "get",
+      [](py::handle dst, py::handle src, py::handle pe, py::handle team) {
+        Transfer(false, dst, src, pe, team);
+      },
+      py::arg("dst"), py::arg("src"), py::arg("pe"), py::arg("team") = py::none());
   m.def("signal", &Signal, py::arg("sig"), py::arg("value"), py::arg("pe"),
         py::arg("operation"), py::arg("team") = py::none());
   m.def("put_signal", &PutSignal, py::arg("dst"), py::arg("src"), py::arg("sig"), py::arg("value"),
         py::arg("pe"), py::arg("operation"), py::arg("team") = py::none());
   m.def("wait_signal", &WaitSignal, py::arg("sig"), py::arg("value"), py::arg("comparison"));
-  // Plain py::handle arguments and a py::list result: this file does not include
-  // pybind11/stl.h, whose std::vector caster would differ from the one the other binding files
-  // see (one caster per type across the module).
-  m.def(
-      "all_gather_v",
-      [](py::handle output, py::handle input, py::handle team_arg) {
-        const TeamHandle team = team_arg.is_none() ? kWorldTeam : TeamArgument("all_gather_v", team_arg);
-        const auto [out, in] = Refusable("all_gather_v", team, [&] {
-          return std::pair{TensorArg("all_gather_v", "output", output),
-                           TensorArg("all_gather_v", "input", input)};
-        });
-        std::vector<std::int64_t> rows;
-        {
-          py::gil_scoped_release no_gil;
-          rows = AllGatherVTensors(out, in, team, CallPath::kFunction);
-        }
-        py::list counts;
-        for (std::int64_t count : rows) counts.append(py::int_(count));
-        return counts;
-      },
-      py::arg("output"), py::arg("input"), py::arg("team") = py::none());
-  m.def(
-      "all_to_all",
-      [](py::handle output, py::handle input, py::handle out_splits, py::handle in_splits,
-         py::handle team_arg) {
-        const TeamHandle team = team_arg.is_none() ? kWorldTeam : TeamArgument("all_to_all", team_arg);
-        struct Converted {
-          at::Tensor out, in;
-          std::optional<std::vector<std::int64_t>> output_splits, input_splits;
-        };
-        const Converted call = Refusable("all_to_all_v", team, [&] {
-          return Converted{TensorArg("all_to_all", "output", output),
-                           TensorArg("all_to_all", "input", input),
-                           SplitArg("output_split_sizes", out_splits),
-                           SplitArg("input_split_sizes", in_splits)};
-        });
-        py::gil_scoped_release no_gil;
-        AllToAllTensors(call.out, call.in, call.output_splits, call.input_splits, team,
-                        CallPath::kFunction);
-      },
-      py::arg("output"), py::arg("input"), py::arg("output_split_sizes") = py::none(),
-      py::arg("input_split_sizes") = py::none(), py::arg("team") = py::none());
-  m.def(
-      "refuse_collective",
-      [](const std::string& kind, py::handle team_arg, const std::string& reason) {
-        const TeamHandle team =
-            team_arg.is_none() ? kWorldTeam : TeamArgument(std::string_view(kind), team_arg);
-        RefuseWith(kind, team, Status::Assertion(ErrorCode::kInvalidArgument, reason));
-      },
-      py::arg("kind"), py::arg("team"), py::arg("reason"),
-      "Publishes this PE's refusal of a collective of kind `kind` (a check of the Python layer "
-      "failed): the call's place in the team's sequence, so the peers' call fails naming it.");
-  m.def("collective", &RunCollective, py::arg("name"), py::arg("output") = py::none(),
-        py::arg("input") = py::none(), py::arg("team") = py::none(),
-        py::arg("root") = py::none(), py::arg("op") = py::none(),
-        "Runs the collective called `name` (barrier, all_gather, all_to_all, broadcast, "
-        "all_reduce, ...) over the world, or over `team`; `root` a broadcast's, `op` a "
-        "reduction's operator by name.");
 }
 
 }  // namespace hyper_parallel::shmem::binding

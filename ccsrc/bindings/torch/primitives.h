@@ -1,20 +1,22 @@
-// The primitives on converted operands, shared by the two ways in (primitives.cc): the Python
-// functions of the generic module (native.put, ...) and the torch custom ops (ops.cc,
-// torch.ops.hps.put, ...). Each resolves its operands through the protection chain
-// (heap_tensors.h), checks that the two sides of a transfer match, and calls the Runtime;
-// a refusal raises ShmemError; what completed is noted in the recent-operations record
-// (op_record.h) with the way it came in. None touches the GIL: the Python functions release it around
-// the calls that may wait, and torch's dispatcher has released it before a custom op's kernel
-// runs. Includes ATen's Tensor, not torch's Python headers.
+// The primitives on converted operands, shared by the two ways in: the Python functions of the
+// generic module (native.put, ...: primitives.cc, atomics.cc, collectives.cc) and the torch
+// custom ops (ops.cc, torch.ops.hps.put, ...). Each resolves its operands through the
+// protection chain (heap_tensors.h), checks that the two sides of a transfer match, and calls
+// the Runtime; a refusal raises ShmemError; what completed is noted in the recent-operations
+// record (op_record.h) with the way it came in. None touches the GIL: the Python functions
+// release it around the calls that may wait, and torch's dispatcher has released it before a
+// custom op's kernel runs. Includes ATen's Tensor, not torch's Python headers.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <pybind11/pybind11.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "backends/backend.h"
@@ -67,6 +69,8 @@ Comparison ComparisonArg(std::string_view operation, pybind11::handle value);
 const AtomicOp* AtomicOpNamed(std::string_view name);
 const WaitSet* WaitSetNamed(std::string_view name);
 
+// The collectives (collectives.cc).
+
 /// Publishes this PE's refusal of a collective of kind `kind` over `team` on the current
 /// stream (Runtime::RefuseCollective), for the failure `error` (a ShmemError's status, or the
 /// text of a TypeError / ValueError). Takes and releases the GIL as it needs; never throws.
@@ -115,6 +119,15 @@ std::int64_t ReduceOpCode(std::string_view operation, std::string_view name);
 /// The collective unit called `name` (ops/collectives.h); INVALID_ARGUMENT naming this build's
 /// collectives when there is none.
 const data_plane::Collective& CollectiveNamed(std::string_view name);
+
+/// The value `name` stands for in `table` (a name and a value a row); null when it names none.
+template <typename Value, std::size_t N>
+const Value* Named(const std::pair<std::string_view, Value> (&table)[N], std::string_view name) {
+  for (const auto& [known, value] : table) {
+    if (name == known) return &value;
+  }
+  return nullptr;
+}
 
 /// "set" / "add" and "eq" ... "le" as the Runtime's enums; null when `name` is none of them.
 const SignalOp* SignalOpNamed(std::string_view name);

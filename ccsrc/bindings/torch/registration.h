@@ -15,8 +15,10 @@ HPS_BINDING_API void RegisterErrors(pybind11::module_& m);
 HPS_BINDING_API void RegisterBootstrap(pybind11::module_& m);
 /// heap_tensors.cc: empty, free, is_symmetric, default_alignment.
 HPS_BINDING_API void RegisterHeapTensors(pybind11::module_& m);
-/// primitives.cc: put, get, signal, put_signal, wait_signal, collective.
+/// primitives.cc: put, get, signal, put_signal, wait_signal.
 HPS_BINDING_API void RegisterPrimitives(pybind11::module_& m);
+/// collectives.cc: collective, all_gather_v, all_to_all, refuse_collective.
+HPS_BINDING_API void RegisterCollectives(pybind11::module_& m);
 /// atomics.cc: atomic, fence, quiet, put_nbi, get_nbi, wait_signals, test_signal.
 HPS_BINDING_API void RegisterAtomics(pybind11::module_& m);
 /// streams.cc: Stream, Event, set_current_stream.

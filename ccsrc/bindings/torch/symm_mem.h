@@ -1,10 +1,12 @@
 // torch's own symmetric-memory API (torch.distributed._symmetric_memory) on this runtime
 // (docs/api.md, "torch's symmetric-memory API"): the allocator torch calls for symm_mem.empty
-// and symm_mem.rendezvous, the handle (SymmetricMemory) it returns, and what the symm_mem
-// operators (symm_mem_ops.cc) need of both. Includes torch's SymmetricMemory interface.
+// and symm_mem.rendezvous (symm_mem.cc), the handle (SymmetricMemory) it returns
+// (symm_mem_handle.cc), and what the symm_mem operators (symm_mem_ops.h) need of both.
+// Includes torch's SymmetricMemory interface and pybind11.
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <pybind11/pybind11.h>
 #include <torch/csrc/distributed/c10d/symm_mem/SymmetricMemory.hpp>
 
 #include <cstdint>
@@ -100,6 +102,16 @@ StreamRef StreamFor(const c10::Device& device);
 /// wait for on the CPU): before the host reads what a get brought, and before an operator
 /// returns.
 void Synchronize(const c10::Device& device);
+
+/// Runs `work` without the GIL where the caller holds it (torch's bindings may or may not).
+template <typename Work>
+auto WithoutGil(Work&& work) -> decltype(work()) {
+  if (PyGILState_Check() != 0) {
+    pybind11::gil_scoped_release no_gil;
+    return work();
+  }
+  return work();
+}
 
 /// Registers the operators' kernels (symm_mem_ops.cc) for the NPU dispatch key, each only where
 /// no kernel is registered for it yet (torch_npu's own stay its); once per process, once
