@@ -63,11 +63,11 @@ def debug_state() -> DebugState:
     synchronises), wait (the wait policy in force: mode, spin_us,
     yield_us, sleeps, pinned: the core the initialising thread was pinned to, or why not),
     peers (every PE: pe, host (its hostname and network namespace), transport: "self",
-    "shared memory" for a PE mapped on this host, "ucx" for one reached over the network, and
-    path: for "ucx", "messages" or "rma", else None; docs/scale-out.md), network (None
-    without remote peers; else provider "ucx", version, endpoints, and ops: the remote puts,
-    gets, atomics, bytes_put, bytes_got, messages, flushes, rejected and event_sleeps of this
-    PE),
+    "shared memory" for a PE mapped on this host, the remote transport's name ("ucx") for one
+    reached over the network, and path: for a remote PE, "messages" or "rma", else None;
+    docs/scale-out.md), network (None without remote peers; else provider (the transport's
+    name), version, endpoints, and ops: the remote puts, gets, atomics, bytes_put, bytes_got,
+    messages, heartbeats, flushes, rejected, event_sleeps and reordered of this PE),
     blocked (each operation blocked now: operation, stream, since, waited_s, and
     waiting_for, e.g. the signal address, comparison, expected and observed value, or the
     collective and the PEs that have not arrived), recent_ops (the last 64 primitives that
