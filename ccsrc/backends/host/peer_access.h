@@ -32,7 +32,6 @@ namespace hyper_parallel::shmem::host {
 
 using transport::Audience;
 using transport::Outbound;
-using transport::RemoteCounters;
 using transport::RemoteSignal;
 using transport::RemoteTransport;
 using transport::SignalAction;
