@@ -98,45 +98,6 @@ Status DecodeSegmentHandle(std::string_view bytes, SegmentHandle* out) {
   return Status::Ok();
 }
 
-bool HostsLayout(const std::vector<SegmentHandle>& handles, int rank, std::string* layout,
-                 std::string* others) {
-  const HostIdentity& mine = handles[rank].host;
-  // The PEs grouped by host, in order of their first PE.
-  std::vector<std::pair<const HostIdentity*, std::vector<int>>> hosts;
-  bool alone = true;
-  for (int pe = 0; pe < static_cast<int>(handles.size()); ++pe) {
-    const HostIdentity& host = handles[pe].host;
-    if (!host.SameHost(mine)) alone = false;
-    auto it = std::find_if(hosts.begin(), hosts.end(),
-                           [&](const auto& entry) { return entry.first->SameHost(host); });
-    if (it == hosts.end()) {
-      hosts.push_back({&host, {pe}});
-    } else {
-      it->second.push_back(pe);
-    }
-  }
-  for (const auto& [host, pes] : hosts) {
-    std::string list;
-    for (int pe : pes) list += (list.empty() ? "" : ",") + std::to_string(pe);
-    *layout += (layout->empty() ? "" : "; ") + host->Label() + ": pes " + list;
-    if (!host->SameHost(mine)) *others += (others->empty() ? "" : ",") + list;
-  }
-  return alone;
-}
-
-Status CheckOneHost(const std::vector<SegmentHandle>& handles, int rank, std::string_view reason) {
-  std::string layout, others;
-  if (HostsLayout(handles, rank, &layout, &others)) return Status::Ok();
-  return Status::Assertion(
-      ErrorCode::kUnsupportedCapability,
-      "the host backend maps the memory of PEs on its own host only; PEs on other hosts need "
-      "the network transport (UCX), which is not available: " + std::string(reason),
-      {{"pe", std::to_string(rank)}, {"host", handles[rank].host.Label()},
-       {"other_host_pes", others}, {"hosts", layout}});
-}
-
-HostBackend::~HostBackend() { DestroyHeap(); }
-
 Status HostBackend::CreateHeap(const HeapSpec& spec, std::string* local_handle) {
   RequireCallable<HostCall::kCreateSegment, CallSite::kHostThread>();
   if (fd_ >= 0 || !mappings_.empty()) {
@@ -504,18 +465,27 @@ Status HostBackend::Get(StreamRef stream, void* destination, std::uint64_t offse
 
 Status HostBackend::Signal(StreamRef stream, std::uint64_t offset, SignalWidth width, SignalOp op,
                            std::int64_t value, int pe) {
-  return PutSignal(stream, 0, nullptr, 0, offset, width, op, value, pe, nullptr);
+  return SubmitPutSignal(stream, "signal", 0, nullptr, 0,
+                         ToRemoteSignal(offset, width, op, value), pe, nullptr);
 }
 
 Status HostBackend::PutSignal(StreamRef stream, std::uint64_t offset, const void* source,
                               std::uint64_t bytes, std::uint64_t signal_offset,
                               SignalWidth width, SignalOp op, std::int64_t value, int pe,
                               KeepAlive keep_alive) {
+  return SubmitPutSignal(stream, "put_signal", offset, source, bytes,
+                         ToRemoteSignal(signal_offset, width, op, value), pe,
+                         std::move(keep_alive));
+}
+
+Status HostBackend::SubmitPutSignal(StreamRef stream, std::string_view name,
+                                    std::uint64_t offset, const void* source,
+                                    std::uint64_t bytes, const RemoteSignal& signal, int pe,
+                                    KeepAlive keep_alive) {
   const PeerAccess* access = &device_->access();
-  const RemoteSignal signal = ToRemoteSignal(signal_offset, width, op, value);
   // Data before signal: a copy then a seq_cst write, or one message (a put, a fence and an
   // atomic on UCX's rma path).
-  return Submit(stream, bytes == 0 ? "signal" : "put_signal",
+  return Submit(stream, name,
                 [access, offset, source, bytes, signal, pe,
                  hold = std::move(keep_alive)]<CallSite kSite>() {
                   return access->PutSignal<kSite>(pe, offset, source, bytes, signal);

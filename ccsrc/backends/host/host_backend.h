@@ -182,6 +182,10 @@ class HostBackend final : public Backend {
   // By PE: this PE already passed on its loss (Lost); sized with the peers, before any thread
   // that reports a loss starts.
   std::unique_ptr<std::atomic<bool>[]> passed_on_;
+  // Signal and PutSignal on the stream, under `name` (diagnostics).
+  Status SubmitPutSignal(StreamRef stream, std::string_view name, std::uint64_t offset,
+                         const void* source, std::uint64_t bytes, const RemoteSignal& signal,
+                         int pe, KeepAlive keep_alive);
   // OpenPeers' steps. Each PE's host label and route (placement_), from the handles; returns
   // each PE's host as its lowest PE number and whether the PEs are on several hosts.
   std::vector<int> PlacePeers(const std::vector<SegmentHandle>& decoded, bool* several_hosts);

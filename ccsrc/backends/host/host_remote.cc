@@ -1,5 +1,6 @@
-// HostBackend's remote peers (host_backend.h, "Several hosts"): opening the remote transport,
-// starting it, losses passed on, and what debug_state() shows of the peers and the network.
+// HostBackend's remote peers (host_backend.h, "Several hosts"): the hosts' layout, opening the
+// remote transport, starting it, losses passed on, and what debug_state() shows of the peers
+// and the network.
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -8,6 +9,45 @@
 #include "backends/transport/transport.h"
 
 namespace hyper_parallel::shmem::host {
+
+bool HostsLayout(const std::vector<SegmentHandle>& handles, int rank, std::string* layout,
+                 std::string* others) {
+  const HostIdentity& mine = handles[rank].host;
+  // The PEs grouped by host, in order of their first PE.
+  std::vector<std::pair<const HostIdentity*, std::vector<int>>> hosts;
+  bool alone = true;
+  for (int pe = 0; pe < static_cast<int>(handles.size()); ++pe) {
+    const HostIdentity& host = handles[pe].host;
+    if (!host.SameHost(mine)) alone = false;
+    auto it = std::find_if(hosts.begin(), hosts.end(),
+                           [&](const auto& entry) { return entry.first->SameHost(host); });
+    if (it == hosts.end()) {
+      hosts.push_back({&host, {pe}});
+    } else {
+      it->second.push_back(pe);
+    }
+  }
+  for (const auto& [host, pes] : hosts) {
+    std::string list;
+    for (int pe : pes) list += (list.empty() ? "" : ",") + std::to_string(pe);
+    *layout += (layout->empty() ? "" : "; ") + host->Label() + ": pes " + list;
+    if (!host->SameHost(mine)) *others += (others->empty() ? "" : ",") + list;
+  }
+  return alone;
+}
+
+Status CheckOneHost(const std::vector<SegmentHandle>& handles, int rank, std::string_view reason) {
+  std::string layout, others;
+  if (HostsLayout(handles, rank, &layout, &others)) return Status::Ok();
+  return Status::Assertion(
+      ErrorCode::kUnsupportedCapability,
+      "the host backend maps the memory of PEs on its own host only; PEs on other hosts need "
+      "the network transport (UCX), which is not available: " + std::string(reason),
+      {{"pe", std::to_string(rank)}, {"host", handles[rank].host.Label()},
+       {"other_host_pes", others}, {"hosts", layout}});
+}
+
+HostBackend::~HostBackend() { DestroyHeap(); }
 
 void HostBackend::Lost(int pe, Status status) {
   ControlBlock* own = PeerControl(spec_.rank);

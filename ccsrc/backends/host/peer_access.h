@@ -124,6 +124,7 @@ class PeerAccess {
   template <CallSite kSite>
   Status PutSignal(int pe, std::uint64_t offset, const void* source, std::uint64_t bytes,
                    const RemoteSignal& signal, Audience audience = Audience::kAnyone) const {
+    RequireCallable<HostCall::kCopyBytes, kSite>();
     RequireCallable<HostCall::kAtomicSignal, kSite>();
     if (IsRemote(pe)) {
       return transport_->PutSignal(pe, offset, source, bytes, signal, audience);
